@@ -1,0 +1,105 @@
+//! The `dsh-refs` command line (SPEC §6).
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "dsh-refs",
+    version,
+    about = "Cross-session references for a terminal coding agent"
+)]
+pub struct Cli {
+    /// Home directory holding `sessions/` (else $DSH_HOME, else ~/.dsh).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    #[command(flatten)]
+    pub tui: TuiArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Options of the TUI (no subcommand).
+#[derive(Debug, Args, Clone, Default)]
+pub struct TuiArgs {
+    /// Continue the session with this id instead of starting a new one.
+    #[arg(long, value_name = "ID")]
+    pub resume: Option<String>,
+    /// Copy the bundled demo home to a temporary directory and open it.
+    #[arg(long)]
+    pub demo: bool,
+    /// Delay between words streamed by the offline model, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 15)]
+    pub offline_delay_ms: u64,
+    /// Log encoding for new sessions (default: the home's existing encoding, else zstd).
+    #[arg(long, value_enum, global = true)]
+    pub compression: Option<Compression>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compression {
+    None,
+    Zstd,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List sessions, newest first.
+    Sessions {
+        /// Print a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Encode or decode `dsh-session:` URIs.
+    #[command(subcommand)]
+    Uri(UriCommand),
+    /// Format or parse `@[label](dsh-session:…)` mentions.
+    #[command(subcommand)]
+    Mention(MentionCommand),
+    /// List mention candidates for an agent session.
+    Candidates {
+        /// The agent's own session id.
+        #[arg(long = "as", value_name = "ID")]
+        agent: String,
+        /// The agent's cwd (default: the header cwd of session ID, if stored).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<String>,
+        #[arg(long, default_value = "")]
+        query: String,
+        #[arg(long, value_name = "N")]
+        limit: Option<i64>,
+    },
+    /// Parse a message and prepare its session-reference context.
+    Prepare {
+        #[arg(long = "as", value_name = "ID")]
+        agent: String,
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<String>,
+        #[arg(long, value_name = "N")]
+        max_references: Option<i64>,
+        #[arg(long, value_name = "N")]
+        max_reference_bytes: Option<i64>,
+        /// The message (read from stdin when absent).
+        text: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UriCommand {
+    /// Print the URI of a session id.
+    Encode { id: String },
+    /// Print the session id of a URI as a JSON string.
+    Decode { uri: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MentionCommand {
+    /// Print `@[label](uri)` for a session id.
+    Format {
+        id: String,
+        #[arg(long)]
+        label: Option<String>,
+    },
+    /// Parse mentions out of TEXT (stdin when absent).
+    Parse { text: Option<String> },
+}

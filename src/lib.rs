@@ -1,0 +1,11 @@
+//! Cross-session references for a terminal coding agent.
+//!
+//! Layers, bottom up: [`session`] reads and writes dsh session logs and answers
+//! [`session::SessionQuery`]; [`reference`] turns `@`-mentions into bounded, untrusted snapshots;
+//! `agent` is the admission runtime that logs what the model sees; [`tui`] is the standard
+//! terminal bundle that hosts can mount.
+
+pub mod cli;
+pub mod reference;
+pub mod session;
+pub mod tui;

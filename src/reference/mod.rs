@@ -1,0 +1,6 @@
+//! Session references: `dsh-session:` URIs, `@`-mentions, and the service that turns a mentioned
+//! session into a bounded, read-only, untrusted snapshot for the model (SPEC §2–§3).
+
+pub mod candidate;
+
+pub use candidate::Candidate;

@@ -1,0 +1,75 @@
+//! `SessionQuery`: the read interface the session-reference service consumes (SPEC §1.6).
+//!
+//! It is object-safe (`Arc<dyn SessionQuery>`) so hosts can compose backends: the on-disk store,
+//! the sessions live in this process, or their own.
+
+use super::error::Result;
+use super::format::{Event, SessionHeader};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One row of [`SessionQuery::list_sessions`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSummary {
+    pub header: Arc<SessionHeader>,
+    /// Held by an agent in this process.
+    pub live: bool,
+    /// Has a log on disk.
+    pub persisted: bool,
+}
+
+impl SessionSummary {
+    pub fn id(&self) -> &str {
+        &self.header.id
+    }
+    pub fn cwd(&self) -> Option<&str> {
+        self.header.cwd.as_deref()
+    }
+    pub fn created_at(&self) -> i64 {
+        self.header.created_at
+    }
+}
+
+/// The folded current surface of one session at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SurfaceSnapshot {
+    pub session: SessionHeader,
+    /// The highest raw-log seq of any event type; `None` for an empty log.
+    pub captured_through_seq: Option<u64>,
+    /// Surface events in surface order.
+    pub events: Vec<Event>,
+}
+
+/// Read access to sessions. Unknown ids fail with [`super::SessionError::NotFound`].
+pub trait SessionQuery: Send + Sync {
+    /// Every session, newest `createdAt` first, ties by id ascending. Never folds logs.
+    fn list_sessions(&self) -> BoxFuture<'_, Result<Arc<Vec<SessionSummary>>>>;
+    /// The folded current surface; a live session wins over its persisted copy.
+    fn read_surface<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SurfaceSnapshot>>;
+    /// The title of the last `session/title` event, if any.
+    fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>>;
+}
+
+impl<T: SessionQuery + ?Sized> SessionQuery for Arc<T> {
+    fn list_sessions(&self) -> BoxFuture<'_, Result<Arc<Vec<SessionSummary>>>> {
+        (**self).list_sessions()
+    }
+    fn read_surface<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
+        (**self).read_surface(id)
+    }
+    fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
+        (**self).read_title(id)
+    }
+}
+
+/// `list_sessions` order: newest `createdAt` first, ties by id ascending.
+pub fn sort_sessions(sessions: &mut [SessionSummary]) {
+    sessions.sort_by(|a, b| {
+        b.created_at()
+            .cmp(&a.created_at())
+            .then_with(|| a.id().cmp(b.id()))
+    });
+}

@@ -1,0 +1,1 @@
+//! The standard terminal bundle: composer, `@` popup, transcript, and the app loop.
