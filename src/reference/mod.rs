@@ -2,5 +2,6 @@
 //! session into a bounded, read-only, untrusted snapshot for the model (SPEC §2–§3).
 
 pub mod candidate;
+pub mod commands;
 
 pub use candidate::Candidate;

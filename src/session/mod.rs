@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod format;
+pub mod paths;
 pub mod query;
 
 pub use error::SessionError;
