@@ -12,7 +12,10 @@ fn main() {
             | Command::Candidates { .. }
             | Command::Prepare { .. }),
         ) => dsh_session_references::reference::commands::run(command, &home),
-        Some(Command::Sessions { .. }) | None => {
+        Some(Command::Sessions { json }) => {
+            dsh_session_references::session::commands::sessions(&home, *json)
+        }
+        None => {
             eprintln!("not wired yet");
             2
         }

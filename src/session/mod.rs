@@ -1,13 +1,23 @@
 //! The session layer: the dsh log format, the on-disk store, sessions live in this process, and
 //! the `SessionQuery` read interface that everything above consumes.
 
+pub mod commands;
 pub mod error;
 pub mod format;
+pub mod live;
 pub mod paths;
 pub mod query;
+pub mod reader;
+pub mod store;
+pub mod surface;
+pub mod writer;
 
 pub use error::SessionError;
 pub use format::{
     ContentBlock, Event, EventData, Message, MessageSource, Record, SessionHeader, SurfaceOp,
 };
+pub use live::{HostSessions, LiveSession, LiveSessions};
 pub use query::{BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
+pub use reader::Encoding;
+pub use store::DiskStore;
+pub use writer::{NewEvent, SessionWriter};

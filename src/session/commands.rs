@@ -1,0 +1,151 @@
+//! `dsh-refs sessions`: the store as the command line sees it.
+
+use super::store::DiskStore;
+use serde::Serialize;
+use std::io::Write;
+use std::path::Path;
+
+#[derive(Serialize)]
+struct SessionRow<'a> {
+    #[serde(rename = "sessionId")]
+    session_id: &'a str,
+    title: Option<String>,
+    cwd: Option<&'a str>,
+    #[serde(rename = "createdAt")]
+    created_at: i64,
+    live: bool,
+    persisted: bool,
+}
+
+/// Prints every session (newest first) as a table or a JSON array; returns the exit code.
+pub fn sessions(home: &Path, json: bool) -> i32 {
+    let store = DiskStore::new(home);
+    match render(&store, json) {
+        Ok(out) => {
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout
+                .write_all(out.as_bytes())
+                .and_then(|_| stdout.flush());
+            0
+        }
+        Err(e) => {
+            eprintln!("dsh-refs: {e}");
+            1
+        }
+    }
+}
+
+fn render(store: &DiskStore, json: bool) -> Result<String, super::SessionError> {
+    let sessions = store.list_sessions_blocking()?;
+    let mut rows = Vec::with_capacity(sessions.len());
+    for summary in sessions.iter() {
+        let title = match store.read_title_blocking(summary.id()) {
+            Ok(title) => title,
+            Err(e) => {
+                tracing::warn!(error = %e, "title unreadable");
+                None
+            }
+        };
+        rows.push(SessionRow {
+            session_id: summary.id(),
+            title,
+            cwd: summary.cwd(),
+            created_at: summary.created_at(),
+            live: summary.live,
+            persisted: summary.persisted,
+        });
+    }
+    if json {
+        let mut out = serde_json::to_string(&rows).expect("rows serialize");
+        out.push('\n');
+        return Ok(out);
+    }
+    let mut out = String::new();
+    if rows.is_empty() {
+        out.push_str(&format!(
+            "no sessions under {}\n",
+            store.sessions_dir().display()
+        ));
+        return Ok(out);
+    }
+    let id_width = rows
+        .iter()
+        .map(|r| visible(r.session_id).chars().count())
+        .max()
+        .unwrap_or(2)
+        .clamp(2, 40);
+    out.push_str(&format!(
+        "{:<id_width$}  {:<20}  {:<30}  CWD\n",
+        "ID", "CREATED (UTC)", "TITLE"
+    ));
+    for row in &rows {
+        let title = row.title.as_deref().map(visible).unwrap_or_default();
+        out.push_str(&format!(
+            "{:<id_width$}  {:<20}  {:<30}  {}\n",
+            clip(&visible(row.session_id), 40),
+            utc_timestamp(row.created_at),
+            clip(&title, 30),
+            row.cwd.map(visible).unwrap_or_else(|| "(no cwd)".into()),
+        ));
+    }
+    Ok(out)
+}
+
+/// Control characters from logs never reach the terminal.
+fn visible(text: &str) -> String {
+    // TODO(lead): switch to tui::escape once it lands.
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                format!("\\x{:02X}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+fn clip(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// `YYYY-MM-DD HH:MM:SS` for epoch milliseconds.
+pub fn utc_timestamp(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_timestamps() {
+        assert_eq!(utc_timestamp(0), "1970-01-01 00:00:00");
+        assert_eq!(utc_timestamp(1_785_004_180_013), "2026-07-25 18:29:40");
+        assert_eq!(utc_timestamp(951_782_400_000), "2000-02-29 00:00:00");
+        assert_eq!(utc_timestamp(-1000), "1969-12-31 23:59:59");
+    }
+}

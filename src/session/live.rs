@@ -1,0 +1,172 @@
+//! Sessions held by agents in this process, and the composition a host serves to the
+//! session-reference service: live sessions over the on-disk store, a live session winning over
+//! its persisted copy (its in-memory surface is never behind the log).
+
+use super::error::Result;
+use super::format::{Event, SessionHeader};
+use super::query::{sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
+use super::store::DiskStore;
+use super::surface::SurfaceBuilder;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+/// One session held by an agent in this process.
+#[derive(Debug)]
+pub struct LiveSession {
+    header: Arc<SessionHeader>,
+    state: Mutex<LiveState>,
+}
+
+#[derive(Debug)]
+struct LiveState {
+    surface: SurfaceBuilder,
+    persisted: bool,
+}
+
+impl LiveSession {
+    pub fn new(header: SessionHeader) -> Self {
+        let id = header.id.clone();
+        LiveSession {
+            header: Arc::new(header),
+            state: Mutex::new(LiveState {
+                surface: SurfaceBuilder::new(&id),
+                persisted: false,
+            }),
+        }
+    }
+
+    pub fn header(&self) -> &Arc<SessionHeader> {
+        &self.header
+    }
+
+    /// Records events just appended to the log (or replayed from it on resume).
+    pub fn record(&self, events: &[Event]) -> Result<()> {
+        let mut state = self.state.lock().expect("live session lock");
+        for event in events {
+            state.surface.apply_event(event.clone())?;
+        }
+        Ok(())
+    }
+
+    /// Marks that the log exists on disk.
+    pub fn set_persisted(&self, persisted: bool) {
+        self.state.lock().expect("live session lock").persisted = persisted;
+    }
+
+    pub fn persisted(&self) -> bool {
+        self.state.lock().expect("live session lock").persisted
+    }
+
+    pub fn title(&self) -> Option<String> {
+        let state = self.state.lock().expect("live session lock");
+        state.surface.title().map(str::to_string)
+    }
+
+    pub fn snapshot(&self) -> SurfaceSnapshot {
+        let state = self.state.lock().expect("live session lock");
+        SurfaceSnapshot {
+            session: (*self.header).clone(),
+            captured_through_seq: state.surface.last_seq(),
+            events: state.surface.surface().to_vec(),
+        }
+    }
+}
+
+/// The registry of live sessions. Cheap to clone; clones share the registry.
+#[derive(Clone, Default)]
+pub struct LiveSessions {
+    sessions: Arc<RwLock<HashMap<String, Arc<LiveSession>>>>,
+}
+
+impl LiveSessions {
+    pub fn insert(&self, session: Arc<LiveSession>) {
+        let id = session.header.id.clone();
+        self.sessions
+            .write()
+            .expect("live lock")
+            .insert(id, session);
+    }
+
+    pub fn remove(&self, id: &str) -> Option<Arc<LiveSession>> {
+        self.sessions.write().expect("live lock").remove(id)
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<LiveSession>> {
+        self.sessions.read().expect("live lock").get(id).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<LiveSession>> {
+        self.sessions
+            .read()
+            .expect("live lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sessions.read().expect("live lock").is_empty()
+    }
+}
+
+/// `SessionQuery` for a host: live sessions first, then the on-disk store.
+#[derive(Clone)]
+pub struct HostSessions {
+    pub disk: DiskStore,
+    pub live: LiveSessions,
+}
+
+impl HostSessions {
+    pub fn new(disk: DiskStore, live: LiveSessions) -> Self {
+        HostSessions { disk, live }
+    }
+}
+
+impl SessionQuery for HostSessions {
+    fn list_sessions(&self) -> BoxFuture<'_, Result<Arc<Vec<SessionSummary>>>> {
+        Box::pin(async move {
+            let persisted = self.disk.list_sessions().await?;
+            let live = self.live.all();
+            if live.is_empty() {
+                return Ok(persisted);
+            }
+            let live_by_id: HashMap<&str, &Arc<LiveSession>> =
+                live.iter().map(|s| (s.header.id.as_str(), s)).collect();
+            let mut merged = Vec::with_capacity(persisted.len() + live.len());
+            for summary in persisted.iter() {
+                if !live_by_id.contains_key(summary.id()) {
+                    merged.push(summary.clone());
+                }
+            }
+            let on_disk: std::collections::HashSet<&str> =
+                persisted.iter().map(|s| s.id()).collect();
+            for session in &live {
+                merged.push(SessionSummary {
+                    header: session.header.clone(),
+                    live: true,
+                    persisted: session.persisted() || on_disk.contains(session.header.id.as_str()),
+                });
+            }
+            sort_sessions(&mut merged);
+            Ok(Arc::new(merged))
+        })
+    }
+
+    fn read_surface<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
+        Box::pin(async move {
+            match self.live.get(id) {
+                Some(session) => Ok(session.snapshot()),
+                None => self.disk.read_surface(id).await,
+            }
+        })
+    }
+
+    fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
+        Box::pin(async move {
+            match self.live.get(id) {
+                Some(session) => Ok(session.title()),
+                None => self.disk.read_title(id).await,
+            }
+        })
+    }
+}

@@ -1,0 +1,412 @@
+//! The on-disk session store: `SessionQuery` over `<home>/sessions`.
+//!
+//! The `@` popup lists sessions on every keystroke, so listing must not touch logs that did not
+//! change. The store keeps an index of session headers keyed by directory, and revalidates it by
+//! the modification stamps of `sessions/` and of each project directory: a new session shows up as
+//! a changed directory, and a header never changes once written. Titles are cached per log file
+//! together with the offset scanned so far, so an unchanged log is never read twice and a grown
+//! log is read only from where the last scan stopped.
+
+use super::error::{Result, SessionError};
+use super::format::SessionHeader;
+use super::paths::{self, SESSIONS_DIR};
+use super::query::{sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
+use super::reader::{self, Encoding};
+use super::surface::{title_from_line, SurfaceBuilder};
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// Counters that show how much work the caches saved (tests and benchmarks read them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Directory listings performed.
+    pub dir_reads: u64,
+    /// Log headers read.
+    pub header_reads: u64,
+    /// Title scans (full or incremental) performed.
+    pub title_scans: u64,
+    /// Bytes of logs read by title scans.
+    pub title_bytes_scanned: u64,
+}
+
+/// `SessionQuery` over the logs under `<home>/sessions`.
+#[derive(Clone)]
+pub struct DiskStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    home: PathBuf,
+    index: Mutex<Index>,
+    titles: Mutex<HashMap<PathBuf, TitleEntry>>,
+}
+
+/// A directory's identity at one moment; a change means it must be listed again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    modified: SystemTime,
+    len: u64,
+    /// Modified so recently that a change within the same clock tick could hide behind it.
+    racy: bool,
+}
+
+/// Timestamps this close to "now" are not trusted (coarse filesystem clocks).
+const RACY_WINDOW: Duration = Duration::from_secs(2);
+
+impl Stamp {
+    fn of(meta: &fs::Metadata, now: SystemTime) -> Stamp {
+        let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        let racy = now
+            .duration_since(modified)
+            .map(|age| age < RACY_WINDOW)
+            .unwrap_or(true);
+        Stamp {
+            modified,
+            len: meta.len(),
+            racy,
+        }
+    }
+    fn still(&self, fresh: &Stamp) -> bool {
+        !self.racy && self.modified == fresh.modified && self.len == fresh.len
+    }
+}
+
+#[derive(Default)]
+struct Index {
+    root: Option<Stamp>,
+    projects: HashMap<PathBuf, Project>,
+    /// Session id → log path (first by path order when ids collide).
+    by_id: HashMap<String, PathBuf>,
+    sorted: Arc<Vec<SessionSummary>>,
+    stats: StoreStats,
+}
+
+#[derive(Default)]
+struct Project {
+    stamp: Option<Stamp>,
+    /// Session directory → its log, or `None` while the directory holds no readable log yet.
+    sessions: HashMap<PathBuf, Option<LogEntry>>,
+}
+
+#[derive(Clone)]
+struct LogEntry {
+    path: PathBuf,
+    header: Arc<SessionHeader>,
+}
+
+#[derive(Debug, Clone)]
+struct TitleEntry {
+    modified: SystemTime,
+    len: u64,
+    scanned_to: u64,
+    title: Option<String>,
+}
+
+impl DiskStore {
+    pub fn new(home: impl Into<PathBuf>) -> DiskStore {
+        DiskStore {
+            inner: Arc::new(Inner {
+                home: home.into(),
+                index: Mutex::new(Index::default()),
+                titles: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    pub fn home(&self) -> &Path {
+        &self.inner.home
+    }
+
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.inner.home.join(SESSIONS_DIR)
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        self.inner.index.lock().expect("index lock").stats
+    }
+
+    /// The encoding new sessions should use: the home's existing one, else zstd (as dsh).
+    pub fn preferred_encoding(&self) -> Encoding {
+        let _ = self.list_sessions_blocking();
+        let index = self.inner.index.lock().expect("index lock");
+        let mut plain = false;
+        for path in index.by_id.values() {
+            match Encoding::of_path(path) {
+                Encoding::Zstd => return Encoding::Zstd,
+                Encoding::Plain => plain = true,
+            }
+        }
+        if plain {
+            Encoding::Plain
+        } else {
+            Encoding::Zstd
+        }
+    }
+
+    /// The log file of session `id`, refreshing the index once if the id is unknown.
+    pub fn log_path(&self, id: &str) -> Result<PathBuf> {
+        if let Some(path) = self.lookup(id) {
+            return Ok(path);
+        }
+        self.list_sessions_blocking()?;
+        self.lookup(id)
+            .ok_or_else(|| SessionError::NotFound { id: id.to_string() })
+    }
+
+    fn lookup(&self, id: &str) -> Option<PathBuf> {
+        let index = self.inner.index.lock().expect("index lock");
+        index.by_id.get(id).cloned()
+    }
+
+    /// Synchronous `list_sessions`.
+    pub fn list_sessions_blocking(&self) -> Result<Arc<Vec<SessionSummary>>> {
+        let mut index = self.inner.index.lock().expect("index lock");
+        refresh(&self.inner.home.join(SESSIONS_DIR), &mut index)?;
+        Ok(index.sorted.clone())
+    }
+
+    /// Synchronous `read_surface`.
+    pub fn read_surface_blocking(&self, id: &str) -> Result<SurfaceSnapshot> {
+        let path = self.log_path(id)?;
+        read_surface_file(&path)
+    }
+
+    /// Synchronous `read_title`.
+    pub fn read_title_blocking(&self, id: &str) -> Result<Option<String>> {
+        let path = self.log_path(id)?;
+        self.title_of_path(&path)
+    }
+
+    fn title_of_path(&self, path: &Path) -> Result<Option<String>> {
+        let meta = fs::metadata(path).map_err(|e| SessionError::io(path, e))?;
+        let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        let len = meta.len();
+        let cached = self
+            .inner
+            .titles
+            .lock()
+            .expect("title lock")
+            .get(path)
+            .cloned();
+        let (start, mut title) = match cached {
+            Some(entry) if entry.len == len && entry.modified == modified => return Ok(entry.title),
+            // Appended: read only what is new.
+            Some(entry) if len >= entry.scanned_to => (entry.scanned_to, entry.title),
+            _ => (0, None),
+        };
+        let scanned_to = reader::scan_lines_from(path, start, &mut |line| {
+            if let Some(found) = title_from_line(line) {
+                title = Some(found);
+            }
+        })?;
+        {
+            let mut index = self.inner.index.lock().expect("index lock");
+            index.stats.title_scans += 1;
+            index.stats.title_bytes_scanned += scanned_to.saturating_sub(start);
+        }
+        self.inner.titles.lock().expect("title lock").insert(
+            path.to_path_buf(),
+            TitleEntry {
+                modified,
+                len,
+                scanned_to,
+                title: title.clone(),
+            },
+        );
+        Ok(title)
+    }
+
+    fn spawn<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(DiskStore) -> Result<T> + Send + 'static,
+    ) -> BoxFuture<'static, Result<T>> {
+        let store = self.clone();
+        Box::pin(async move {
+            match tokio::task::spawn_blocking(move || work(store)).await {
+                Ok(result) => result,
+                Err(e) => Err(SessionError::Other(format!("store task failed: {e}"))),
+            }
+        })
+    }
+}
+
+impl SessionQuery for DiskStore {
+    fn list_sessions(&self) -> BoxFuture<'_, Result<Arc<Vec<SessionSummary>>>> {
+        self.spawn(|store| store.list_sessions_blocking())
+    }
+
+    fn read_surface<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
+        let id = id.to_string();
+        self.spawn(move |store| store.read_surface_blocking(&id))
+    }
+
+    fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
+        let id = id.to_string();
+        self.spawn(move |store| store.read_title_blocking(&id))
+    }
+}
+
+/// Reads and folds one log file.
+pub fn read_surface_file(path: &Path) -> Result<SurfaceSnapshot> {
+    let header = reader::read_header(path)?;
+    let mut builder = SurfaceBuilder::new(&header.id);
+    let scan = reader::scan_log(path, &mut builder)?;
+    Ok(builder.into_snapshot(scan.header))
+}
+
+/// The log file inside a session directory, preferring the zstd one.
+fn find_log(dir: &Path) -> Option<PathBuf> {
+    [paths::ZSTD_LOG, paths::PLAIN_LOG]
+        .into_iter()
+        .map(|name| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+fn refresh(sessions_dir: &Path, index: &mut Index) -> Result<()> {
+    let now = SystemTime::now();
+    let root_meta = match fs::metadata(sessions_dir) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if !index.projects.is_empty() || index.root.is_some() {
+                *index = Index {
+                    stats: index.stats,
+                    ..Index::default()
+                };
+            }
+            return Ok(());
+        }
+        Err(e) => return Err(SessionError::io(sessions_dir, e)),
+    };
+    let root_stamp = Stamp::of(&root_meta, now);
+    let mut changed = false;
+    if !index.root.is_some_and(|s| s.still(&root_stamp)) {
+        index.stats.dir_reads += 1;
+        let mut seen = HashSet::new();
+        for dir in list_dirs(sessions_dir)? {
+            seen.insert(dir.clone());
+            index.projects.entry(dir).or_default();
+        }
+        let before = index.projects.len();
+        index.projects.retain(|dir, _| seen.contains(dir));
+        changed |= before != index.projects.len();
+        index.root = Some(root_stamp);
+    }
+    let mut stats = index.stats;
+    for (dir, project) in index.projects.iter_mut() {
+        changed |= refresh_project(dir, project, now, &mut stats)?;
+    }
+    index.stats = stats;
+    if changed || index.sorted.is_empty() && !index.projects.is_empty() {
+        rebuild(index);
+    }
+    Ok(())
+}
+
+/// Re-lists a project directory if it changed, and retries sessions without a log yet.
+fn refresh_project(
+    dir: &Path,
+    project: &mut Project,
+    now: SystemTime,
+    stats: &mut StoreStats,
+) -> Result<bool> {
+    let meta = match fs::metadata(dir) {
+        Ok(meta) => meta,
+        Err(_) => {
+            let had = !project.sessions.is_empty();
+            project.sessions.clear();
+            project.stamp = None;
+            return Ok(had);
+        }
+    };
+    let stamp = Stamp::of(&meta, now);
+    let mut changed = false;
+    if !project.stamp.is_some_and(|s| s.still(&stamp)) {
+        stats.dir_reads += 1;
+        let mut seen = HashSet::new();
+        for session_dir in list_dirs(dir)? {
+            seen.insert(session_dir.clone());
+            if !project.sessions.contains_key(&session_dir) {
+                project.sessions.insert(session_dir, None);
+                changed = true;
+            }
+        }
+        let before = project.sessions.len();
+        project.sessions.retain(|d, _| seen.contains(d));
+        changed |= before != project.sessions.len();
+        project.stamp = Some(stamp);
+    }
+    for (session_dir, entry) in project.sessions.iter_mut() {
+        // A known log keeps its header forever; only directories without one are retried.
+        if entry.is_some() {
+            continue;
+        }
+        let Some(path) = find_log(session_dir) else {
+            changed |= entry.take().is_some();
+            continue;
+        };
+        stats.header_reads += 1;
+        match reader::read_header(&path) {
+            Ok(header) => {
+                *entry = Some(LogEntry {
+                    path,
+                    header: Arc::new(header),
+                });
+                changed = true;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "skipping a session whose header cannot be read");
+                changed |= entry.take().is_some();
+            }
+        }
+    }
+    Ok(changed)
+}
+
+fn rebuild(index: &mut Index) {
+    let mut entries: Vec<&LogEntry> = index
+        .projects
+        .values()
+        .flat_map(|p| p.sessions.values().flatten())
+        .collect();
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut by_id = HashMap::with_capacity(entries.len());
+    let mut sessions = Vec::with_capacity(entries.len());
+    for entry in entries {
+        if by_id.contains_key(&entry.header.id) {
+            tracing::warn!(
+                id = %entry.header.id,
+                path = %entry.path.display(),
+                "ignoring a second log with the same session id"
+            );
+            continue;
+        }
+        by_id.insert(entry.header.id.clone(), entry.path.clone());
+        sessions.push(SessionSummary {
+            header: entry.header.clone(),
+            live: false,
+            persisted: true,
+        });
+    }
+    sort_sessions(&mut sessions);
+    index.by_id = by_id;
+    index.sorted = Arc::new(sessions);
+}
+
+fn list_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut dirs = Vec::new();
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(dirs),
+        Err(e) => return Err(SessionError::io(dir, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| SessionError::io(dir, e))?;
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            dirs.push(entry.path());
+        }
+    }
+    Ok(dirs)
+}
