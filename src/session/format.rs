@@ -414,7 +414,7 @@ impl Serialize for PackedChunks {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Record {
     Event(Event),
-    Packed(PackedChunks),
+    Packed(Box<PackedChunks>),
 }
 
 impl Record {
@@ -504,7 +504,7 @@ impl<'de> Visitor<'de> for RecordVisitor {
                 _ => body.texts,
             }
             .ok_or_else(|| de::Error::custom(format!("{kind} row has no pieces")))?;
-            return Ok(Record::Packed(PackedChunks {
+            return Ok(Record::Packed(Box::new(PackedChunks {
                 kind: packed,
                 seq0,
                 time0,
@@ -517,7 +517,7 @@ impl<'de> Visitor<'de> for RecordVisitor {
                 name: body.name,
                 extra: body.extra,
                 row_extra: extra,
-            }));
+            })));
         }
         let seq = seq.ok_or_else(|| de::Error::missing_field("seq"))?;
         let time = time

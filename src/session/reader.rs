@@ -55,8 +55,10 @@ pub struct LogScan {
     pub valid_len: u64,
     /// The file length this scan looked at.
     pub scanned_len: u64,
-    /// The seq the next event must have.
+    /// The seq the next event must have (the last seq + 1; 0 for a log without events).
     pub next_seq: u64,
+    /// Whether the valid prefix holds any event.
+    pub has_events: bool,
     /// Whether a plain log's valid prefix lacks its final newline.
     pub missing_final_newline: bool,
     pub torn_tail: Option<TornTail>,
@@ -65,7 +67,7 @@ pub struct LogScan {
 impl LogScan {
     /// The highest seq in the valid prefix, `None` for an empty log.
     pub fn last_seq(&self) -> Option<u64> {
-        self.next_seq.checked_sub(1)
+        self.has_events.then(|| self.next_seq.saturating_sub(1))
     }
 }
 
@@ -158,7 +160,8 @@ fn finish_scan<R: Read>(
         encoding: state.encoding,
         valid_len: state.valid_len,
         scanned_len: source.limit.min(source.offset),
-        next_seq: state.next_seq,
+        next_seq: state.next_seq.unwrap_or(0),
+        has_events: state.next_seq.is_some(),
         missing_final_newline: state.missing_final_newline,
         torn_tail: state.torn_tail,
     })
@@ -169,7 +172,8 @@ struct ScanState {
     header: SessionHeader,
     encoding: Encoding,
     valid_len: u64,
-    next_seq: u64,
+    /// `None` until the first event: real logs exist whose first seq is not 0.
+    next_seq: Option<u64>,
     missing_final_newline: bool,
     torn_tail: Option<TornTail>,
 }
@@ -181,7 +185,7 @@ impl ScanState {
             header,
             encoding,
             valid_len: header_end,
-            next_seq: 0,
+            next_seq: None,
             missing_final_newline: false,
             torn_tail: None,
         }
@@ -205,7 +209,7 @@ impl ScanState {
             }
             match check_record(line, next_seq) {
                 Ok(record) => {
-                    next_seq = record.first_seq() + record.seq_count();
+                    next_seq = Some(record.first_seq() + record.seq_count());
                     records.push(record);
                 }
                 Err(reason) => return self.defect(source, line_no, reason),
@@ -240,10 +244,10 @@ impl ScanState {
 }
 
 /// Parses one record line and checks that it continues the seq run.
-fn check_record(line: &[u8], expected_seq: u64) -> std::result::Result<Record, String> {
+fn check_record(line: &[u8], expected_seq: Option<u64>) -> std::result::Result<Record, String> {
     let record: Record =
         serde_json::from_slice(line).map_err(|e| format!("unparsable record: {e}"))?;
-    if record.first_seq() != expected_seq {
+    if let Some(expected_seq) = expected_seq.filter(|&e| e != record.first_seq()) {
         return Err(format!(
             "seq gap: expected {expected_seq}, found {} ({})",
             record.first_seq(),

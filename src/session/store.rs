@@ -328,8 +328,10 @@ fn refresh_project(
         let mut seen = HashSet::new();
         for session_dir in list_dirs(dir)? {
             seen.insert(session_dir.clone());
-            if !project.sessions.contains_key(&session_dir) {
-                project.sessions.insert(session_dir, None);
+            if let std::collections::hash_map::Entry::Vacant(slot) =
+                project.sessions.entry(session_dir)
+            {
+                slot.insert(None);
                 changed = true;
             }
         }

@@ -64,6 +64,7 @@ pub struct SessionWriter {
     file: File,
     header: SessionHeader,
     next_seq: u64,
+    has_events: bool,
     len: u64,
     needs_newline: bool,
 }
@@ -119,6 +120,7 @@ impl SessionWriter {
             file,
             header,
             next_seq: 0,
+            has_events: false,
             len: bytes.len() as u64,
             needs_newline: false,
         })
@@ -155,6 +157,7 @@ impl SessionWriter {
                 file,
                 header: scan.header.clone(),
                 next_seq: scan.next_seq,
+                has_events: scan.has_events,
                 len: scan.valid_len,
                 needs_newline: scan.missing_final_newline,
             },
@@ -193,16 +196,24 @@ impl SessionWriter {
             })
             .collect();
         let records: Vec<Record> = events.iter().cloned().map(Record::Event).collect();
+        if !self.has_events {
+            self.has_events = !records.is_empty();
+        }
         self.append_records(&records)?;
         Ok(events)
     }
 
     /// Appends pre-built records (their seqs must continue the log) as one batch.
     pub fn append_records(&mut self, records: &[Record]) -> Result<()> {
-        if records.is_empty() {
+        let Some(first) = records.first() else {
             return Ok(());
-        }
-        let mut expected = self.next_seq;
+        };
+        // The first event of a log may start anywhere (as some real logs do).
+        let mut expected = if self.has_events {
+            self.next_seq
+        } else {
+            first.first_seq()
+        };
         for record in records {
             if record.first_seq() != expected {
                 return Err(SessionError::Other(format!(
@@ -225,6 +236,7 @@ impl SessionWriter {
         let bytes = encode_batch(self.encoding, &plain, &self.path)?;
         self.write_locked(&bytes)?;
         self.next_seq = expected;
+        self.has_events = true;
         self.needs_newline = false;
         Ok(())
     }
