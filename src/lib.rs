@@ -5,6 +5,7 @@
 //! `agent` is the admission runtime that logs what the model sees; [`tui`] is the standard
 //! terminal bundle that hosts can mount.
 
+pub mod agent;
 pub mod cli;
 pub mod reference;
 pub mod session;

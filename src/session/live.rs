@@ -3,8 +3,9 @@
 //! its persisted copy (its in-memory surface is never behind the log).
 
 use super::error::Result;
-use super::format::{Event, SessionHeader};
+use super::format::{Event, Record, SessionHeader};
 use super::query::{sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
+use super::reader::RecordSink;
 use super::store::DiskStore;
 use super::surface::SurfaceBuilder;
 use std::collections::HashMap;
@@ -44,6 +45,15 @@ impl LiveSession {
         let mut state = self.state.lock().expect("live session lock");
         for event in events {
             state.surface.apply_event(event.clone())?;
+        }
+        Ok(())
+    }
+
+    /// Records raw-log records (packed chunk rows included), e.g. when a session is resumed.
+    pub fn record_records(&self, records: Vec<Record>) -> Result<()> {
+        let mut state = self.state.lock().expect("live session lock");
+        for record in records {
+            state.surface.accept(record)?;
         }
         Ok(())
     }

@@ -1,0 +1,233 @@
+//! Model providers. The runtime only needs a stream of text deltas for a list of messages.
+//!
+//! The offline model is the default: it needs no network and answers by describing what it
+//! received, which makes the reference machinery visible (and testable) end to end.
+
+use crate::session::{BoxFuture, Message, MessageSource};
+use serde_json::Value;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+/// What the model is asked to continue: the model-visible conversation, oldest first.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    pub session_id: String,
+    pub messages: Vec<Message>,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    #[error("model request cancelled")]
+    Cancelled,
+    #[error("model failed: {0}")]
+    Failed(String),
+}
+
+pub trait ModelProvider: Send + Sync {
+    /// `(provider, model)` as recorded in assistant message sources.
+    fn identity(&self) -> (String, String);
+
+    /// Streams the answer as text deltas into `deltas`; resolves with the whole text.
+    fn respond<'a>(
+        &'a self,
+        request: ModelRequest,
+        deltas: UnboundedSender<String>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<String, ModelError>>;
+}
+
+/// Describes, in plain words, what it received; streamed word by word.
+#[derive(Debug, Clone)]
+pub struct OfflineModel {
+    pub delay: Duration,
+}
+
+impl OfflineModel {
+    pub fn new(delay: Duration) -> Self {
+        OfflineModel { delay }
+    }
+}
+
+impl ModelProvider for OfflineModel {
+    fn identity(&self) -> (String, String) {
+        ("offline".into(), "describe".into())
+    }
+
+    fn respond<'a>(
+        &'a self,
+        request: ModelRequest,
+        deltas: UnboundedSender<String>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<String, ModelError>> {
+        Box::pin(async move {
+            let answer = describe(&request.messages);
+            let mut sent = String::new();
+            for word in answer.split_inclusive(' ') {
+                if cancel.is_cancelled() {
+                    return Err(ModelError::Cancelled);
+                }
+                if !self.delay.is_zero() {
+                    tokio::select! {
+                        _ = cancel.cancelled() => return Err(ModelError::Cancelled),
+                        _ = tokio::time::sleep(self.delay) => {}
+                    }
+                }
+                sent.push_str(word);
+                let _ = deltas.send(word.to_string());
+            }
+            Ok(sent)
+        })
+    }
+}
+
+/// The offline model's answer for a conversation.
+pub fn describe(messages: &[Message]) -> String {
+    let mut direct = 0;
+    let mut assistant = 0;
+    let mut contexts = 0;
+    let mut references = Vec::new();
+    for message in messages {
+        match &message.source {
+            MessageSource::User { .. } => direct += 1,
+            MessageSource::Model { .. } => assistant += 1,
+            MessageSource::SessionReference {
+                references: refs, ..
+            } => {
+                contexts += 1;
+                references.extend(describe_references(refs));
+            }
+            _ if message.role.as_deref() == Some("assistant") => assistant += 1,
+            _ => contexts += 1,
+        }
+    }
+    let mut out = format!(
+        "Offline model here. I received {} message{}: {direct} from you, {assistant} from me, {contexts} context{}.",
+        messages.len(),
+        plural(messages.len()),
+        plural(contexts),
+    );
+    if references.is_empty() {
+        out.push_str(" No sessions were referenced.");
+    } else {
+        out.push_str(&format!(
+            " Referenced session{}: {}.",
+            plural(references.len()),
+            references.join("; ")
+        ));
+    }
+    let last_direct = messages
+        .iter()
+        .rev()
+        .find(|m| m.source.is_direct_user())
+        .map(|m| m.text());
+    if let Some(text) = last_direct {
+        let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let clipped: String = text.chars().take(200).collect();
+        let ellipsis = if clipped.len() < text.len() {
+            "…"
+        } else {
+            ""
+        };
+        out.push_str(&format!(" Your last message: \"{clipped}{ellipsis}\""));
+    }
+    out
+}
+
+fn describe_references(refs: &Value) -> Vec<String> {
+    let Some(items) = refs.as_array() else {
+        return vec!["(malformed reference metadata)".into()];
+    };
+    items
+        .iter()
+        .map(|r| {
+            let label = r["label"].as_str().unwrap_or("?");
+            let id = r["sessionId"].as_str().unwrap_or("?");
+            let retained = r["retainedMessages"].as_u64().unwrap_or(0);
+            let original = r["originalMessages"].as_u64().unwrap_or(0);
+            let omitted = r["omittedMessages"].as_u64().unwrap_or(0);
+            let name = if label == id {
+                format!("\"{label}\"")
+            } else {
+                format!("\"{label}\" ({id})")
+            };
+            let mut text = format!("{name} with {retained} of {original} messages retained");
+            if omitted > 0 {
+                text.push_str(&format!(", {omitted} omitted"));
+            }
+            if r["truncated"].as_bool() == Some(true) {
+                text.push_str(", truncated");
+            }
+            text
+        })
+        .collect()
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::ContentBlock;
+
+    fn user(text: &str) -> Message {
+        Message::new(
+            "user",
+            vec![ContentBlock::text(text)],
+            MessageSource::user(),
+            "u".into(),
+        )
+    }
+
+    #[test]
+    fn describes_references_and_last_prompt() {
+        let context = Message::new(
+            "user",
+            vec![ContentBlock::text("## Referenced sessions")],
+            MessageSource::SessionReference {
+                version: 1.into(),
+                references: serde_json::json!([{"sessionId":"s1","label":"Fix the parser","retainedMessages":3,"originalMessages":5,"omittedMessages":2,"truncated":true}]),
+                extra: Default::default(),
+            },
+            "c".into(),
+        );
+        let text = describe(&[context, user("what did  we\ndecide?")]);
+        assert_eq!(
+            text,
+            "Offline model here. I received 2 messages: 1 from you, 0 from me, 1 context. Referenced session: \"Fix the parser\" (s1) with 3 of 5 messages retained, 2 omitted, truncated. Your last message: \"what did we decide?\""
+        );
+        assert!(describe(&[user("hi")]).contains("No sessions were referenced."));
+    }
+
+    #[tokio::test]
+    async fn streams_word_by_word_and_stops_on_cancel() {
+        let model = OfflineModel::new(Duration::ZERO);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let request = ModelRequest {
+            session_id: "s".into(),
+            messages: vec![user("hello there")],
+        };
+        let answer = model
+            .respond(request.clone(), tx, CancellationToken::new())
+            .await
+            .unwrap();
+        let mut streamed = String::new();
+        while let Ok(delta) = rx.try_recv() {
+            streamed.push_str(&delta);
+        }
+        assert_eq!(streamed, answer);
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        assert_eq!(
+            model.respond(request, tx, cancel).await,
+            Err(ModelError::Cancelled)
+        );
+    }
+}

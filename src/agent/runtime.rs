@@ -1,0 +1,786 @@
+//! The session-bound agent: admission (`followup`, `steer`, `inject`), the next-step acceptance
+//! window, one FIFO outbox drained at safe boundaries, turns and steps, and cancellation
+//! (SPEC §4).
+//!
+//! One task owns the turn loop. Window state, the prompt queue and the outbox share one mutex,
+//! so "inside or outside the window?" is decided atomically with the staging itself. Appends
+//! that follow from such a decision happen under that same lock (state before log, never the
+//! reverse), so the log order is the decision order.
+
+use super::hooks::{AgentInfo, ContextWrapper, PromptDecision, PromptSubmitHooks};
+use super::provider::{ModelError, ModelProvider, ModelRequest};
+use crate::session::format::{PackedChunks, PackedKind};
+use crate::session::writer::now_ms;
+use crate::session::{
+    ContentBlock, Encoding, Event, EventData, LiveSession, LiveSessions, Message, MessageSource,
+    NewEvent, Record, SessionError, SessionHeader, SessionWriter,
+};
+use serde_json::{json, Map, Value};
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, Notify};
+use tokio_util::sync::CancellationToken;
+
+/// Everything an agent needs to run.
+pub struct AgentConfig {
+    pub home: PathBuf,
+    pub header: SessionHeader,
+    pub encoding: Encoding,
+    pub model: Arc<dyn ModelProvider>,
+    pub live: LiveSessions,
+}
+
+/// What the UI hears from the agent.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    /// One batch, as appended to the log.
+    Logged(Vec<Event>),
+    /// Streaming text of the current step.
+    Delta(String),
+    Status(AgentStatus),
+    /// Admission refused a prompt; nothing was logged for it.
+    PromptBlocked {
+        message_id: String,
+        reason: String,
+    },
+    Error(String),
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentStatus {
+    /// A turn is open.
+    pub running: bool,
+    /// The next-step acceptance window is open.
+    pub window_open: bool,
+    pub queued_prompts: usize,
+    pub staged_steering: usize,
+}
+
+/// How a message was taken in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Queued as a prompt that starts its own turn (through `prompt-submit`).
+    Queued,
+    /// Staged in the outbox for the next safe boundary of the open window.
+    Staged,
+    /// Appended to the log at once.
+    Appended,
+}
+
+#[derive(Debug, Clone)]
+enum Staged {
+    Steering(Message),
+    Context(Message),
+}
+
+struct QueuedPrompt {
+    message: Message,
+    cancel: CancellationToken,
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<QueuedPrompt>,
+    outbox: VecDeque<Staged>,
+    window_open: bool,
+    turn_open: bool,
+    /// Cancels the prompt under admission or the open turn.
+    current: Option<CancellationToken>,
+    turns: u64,
+    titled: bool,
+    stopped: bool,
+}
+
+enum LogSlot {
+    /// Created on the first append.
+    Pending {
+        home: PathBuf,
+        header: SessionHeader,
+        encoding: Encoding,
+    },
+    Open(SessionWriter),
+}
+
+struct Inner {
+    info: AgentInfo,
+    header: SessionHeader,
+    state: Mutex<State>,
+    log: Mutex<LogSlot>,
+    wake: Notify,
+    hooks: PromptSubmitHooks,
+    listeners: Mutex<Vec<mpsc::UnboundedSender<AgentEvent>>>,
+    live: Arc<LiveSession>,
+    registry: LiveSessions,
+    model: Arc<dyn ModelProvider>,
+}
+
+/// A handle to a running agent. Clones share the agent.
+#[derive(Clone)]
+pub struct Agent {
+    inner: Arc<Inner>,
+}
+
+impl Agent {
+    /// Starts a new session (its log is created on the first append).
+    pub fn start(config: AgentConfig) -> Agent {
+        let live = Arc::new(LiveSession::new(config.header.clone()));
+        let slot = LogSlot::Pending {
+            home: config.home,
+            header: config.header.clone(),
+            encoding: config.encoding,
+        };
+        Agent::spawn(
+            config.header,
+            slot,
+            live,
+            config.live,
+            config.model,
+            State::default(),
+        )
+    }
+
+    /// Continues the session whose log is at `path` (a torn tail is cut off first).
+    pub fn resume(
+        path: &std::path::Path,
+        model: Arc<dyn ModelProvider>,
+        registry: LiveSessions,
+    ) -> Result<Agent, SessionError> {
+        let (writer, _) = SessionWriter::open(path)?;
+        let (_, records) = crate::session::reader::read_log(path)?;
+        let header = writer.header().clone();
+        let live = Arc::new(LiveSession::new(header.clone()));
+        let mut state = State::default();
+        for record in &records {
+            if let Record::Event(event) = record {
+                if event.kind == crate::session::format::TURN_START {
+                    if let Ok(EventData::TurnStart { turn, .. }) = event.decode(&header.id) {
+                        state.turns = state.turns.max(turn);
+                    }
+                }
+                state.titled |= event.kind == crate::session::format::SESSION_TITLE;
+            }
+        }
+        live.record_records(records)?;
+        live.set_persisted(true);
+        Ok(Agent::spawn(
+            header,
+            LogSlot::Open(writer),
+            live,
+            registry,
+            model,
+            state,
+        ))
+    }
+
+    fn spawn(
+        header: SessionHeader,
+        slot: LogSlot,
+        live: Arc<LiveSession>,
+        registry: LiveSessions,
+        model: Arc<dyn ModelProvider>,
+        state: State,
+    ) -> Agent {
+        registry.insert(live.clone());
+        let inner = Arc::new(Inner {
+            info: AgentInfo {
+                session_id: header.id.clone(),
+                cwd: header.cwd.clone(),
+            },
+            header,
+            state: Mutex::new(state),
+            log: Mutex::new(slot),
+            wake: Notify::new(),
+            hooks: PromptSubmitHooks::default(),
+            listeners: Mutex::new(Vec::new()),
+            live,
+            registry,
+            model,
+        });
+        tokio::spawn(run_loop(inner.clone()));
+        Agent { inner }
+    }
+
+    pub fn info(&self) -> &AgentInfo {
+        &self.inner.info
+    }
+
+    pub fn header(&self) -> &SessionHeader {
+        &self.inner.header
+    }
+
+    pub fn hooks(&self) -> &PromptSubmitHooks {
+        &self.inner.hooks
+    }
+
+    pub fn live(&self) -> &Arc<LiveSession> {
+        &self.inner.live
+    }
+
+    /// Receives every event from now on.
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<AgentEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.inner
+            .listeners
+            .lock()
+            .expect("listeners lock")
+            .push(tx);
+        rx
+    }
+
+    pub fn status(&self) -> AgentStatus {
+        status_of(&self.inner.state.lock().expect("state lock"))
+    }
+
+    /// A fresh direct-prompt message.
+    pub fn user_message(&self, text: &str) -> Message {
+        Message::new(
+            "user",
+            vec![ContentBlock::text(text)],
+            MessageSource::user(),
+            new_message_id(),
+        )
+    }
+
+    /// Queues a prompt that starts its own turn.
+    pub fn followup(&self, message: Message) -> Admission {
+        let mut state = self.inner.state.lock().expect("state lock");
+        self.enqueue(&mut state, message);
+        Admission::Queued
+    }
+
+    /// Inside the window: staged as steering for the next safe boundary; else a followup.
+    pub fn steer(&self, message: Message) -> Admission {
+        let mut state = self.inner.state.lock().expect("state lock");
+        if state.window_open {
+            state.outbox.push_back(Staged::Steering(message));
+            self.inner.emit(AgentEvent::Status(status_of(&state)));
+            Admission::Staged
+        } else {
+            self.enqueue(&mut state, message);
+            Admission::Queued
+        }
+    }
+
+    /// Inside the window: staged as a context for the next safe boundary; else appended at once.
+    pub fn inject(&self, context: Message) -> Result<Admission, SessionError> {
+        let mut state = self.inner.state.lock().expect("state lock");
+        if state.window_open {
+            state.outbox.push_back(Staged::Context(context));
+            return Ok(Admission::Staged);
+        }
+        // Appended under the state lock: the window cannot open in between.
+        self.inner.append(vec![context_event(context)])?;
+        Ok(Admission::Appended)
+    }
+
+    /// The submit transaction for a message with a prepared snapshot (SPEC §4): inside the window,
+    /// `inject(contexts)` + `steer(message)` at the same boundary; outside it, a one-shot
+    /// outermost `prompt-submit` wrapper bound to this message, then `followup`. Decided under
+    /// one lock, so the window cannot close between the two halves.
+    pub fn submit_with_contexts(&self, message: Message, contexts: Vec<Message>) -> Admission {
+        let mut state = self.inner.state.lock().expect("state lock");
+        if state.window_open {
+            state
+                .outbox
+                .extend(contexts.into_iter().map(Staged::Context));
+            state.outbox.push_back(Staged::Steering(message));
+            self.inner.emit(AgentEvent::Status(status_of(&state)));
+            Admission::Staged
+        } else {
+            if !contexts.is_empty() {
+                self.inner
+                    .hooks
+                    .prepend(Arc::new(ContextWrapper::new(message.id.clone(), contexts)));
+            }
+            self.enqueue(&mut state, message);
+            Admission::Queued
+        }
+    }
+
+    /// Dispatches a message by state: `steer` inside the window, else `followup`.
+    pub fn submit(&self, message: Message) -> Admission {
+        self.steer(message)
+    }
+
+    /// Removes a queued prompt that was not claimed yet; its one-shot wrappers are released.
+    pub fn discard(&self, message_id: &str) -> bool {
+        let mut state = self.inner.state.lock().expect("state lock");
+        let before = state.queue.len();
+        state.queue.retain(|p| p.message.id != message_id);
+        let removed = state.queue.len() != before;
+        if removed {
+            self.inner.hooks.release_bound(message_id);
+            self.inner.emit(AgentEvent::Status(status_of(&state)));
+        }
+        removed
+    }
+
+    /// Cancels the prompt under admission or the open turn (Esc). Returns whether anything was
+    /// running.
+    pub fn cancel(&self) -> bool {
+        let state = self.inner.state.lock().expect("state lock");
+        match &state.current {
+            Some(token) if !token.is_cancelled() => {
+                token.cancel();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Stops the agent: queued prompts are discarded (wrappers released), the turn is cancelled.
+    pub fn shutdown(&self) {
+        let mut state = self.inner.state.lock().expect("state lock");
+        state.stopped = true;
+        for prompt in state.queue.drain(..) {
+            self.inner.hooks.release_bound(&prompt.message.id);
+        }
+        if let Some(token) = &state.current {
+            token.cancel();
+        }
+        drop(state);
+        self.inner.registry.remove(&self.inner.info.session_id);
+        self.inner.wake.notify_one();
+    }
+
+    fn enqueue(&self, state: &mut State, message: Message) {
+        state.queue.push_back(QueuedPrompt {
+            message,
+            cancel: CancellationToken::new(),
+        });
+        self.inner.emit(AgentEvent::Status(status_of(state)));
+        self.inner.wake.notify_one();
+    }
+}
+
+fn status_of(state: &State) -> AgentStatus {
+    AgentStatus {
+        running: state.turn_open,
+        window_open: state.window_open,
+        queued_prompts: state.queue.len(),
+        staged_steering: state
+            .outbox
+            .iter()
+            .filter(|s| matches!(s, Staged::Steering(_)))
+            .count(),
+    }
+}
+
+pub fn new_message_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+fn context_event(context: Message) -> NewEvent {
+    NewEvent::new(EventData::UserMessage(context))
+}
+
+fn steering_event(turn: u64, message: Message) -> NewEvent {
+    NewEvent::new(EventData::SteeringMessage {
+        turn: turn.into(),
+        message,
+        extra: Map::new(),
+    })
+}
+
+fn staged_events(turn: u64, staged: impl IntoIterator<Item = Staged>) -> Vec<NewEvent> {
+    staged
+        .into_iter()
+        .map(|s| match s {
+            Staged::Context(m) => context_event(m),
+            Staged::Steering(m) => steering_event(turn, m),
+        })
+        .collect()
+}
+
+impl Inner {
+    fn emit(&self, event: AgentEvent) {
+        let mut listeners = self.listeners.lock().expect("listeners lock");
+        listeners.retain(|tx| tx.send(event.clone()).is_ok());
+    }
+
+    fn emit_status(&self) {
+        let status = status_of(&self.state.lock().expect("state lock"));
+        self.emit(AgentEvent::Status(status));
+    }
+
+    /// Appends one batch (creating the log on first use) and tells the listeners.
+    fn append(&self, batch: Vec<NewEvent>) -> Result<Vec<Event>, SessionError> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut log = self.log.lock().expect("log lock");
+        let writer = self.writer(&mut log)?;
+        let events = writer.append(batch)?;
+        self.live.record(&events)?;
+        drop(log);
+        self.emit(AgentEvent::Logged(events.clone()));
+        Ok(events)
+    }
+
+    /// Appends the end of a step: the streamed text as one packed row, then `tail` events.
+    fn append_step(
+        &self,
+        turn: u64,
+        step: u64,
+        pieces: Vec<(i64, String)>,
+        tail: Vec<NewEvent>,
+    ) -> Result<Vec<Event>, SessionError> {
+        let mut log = self.log.lock().expect("log lock");
+        let writer = self.writer(&mut log)?;
+        let mut records = Vec::new();
+        let mut seq = writer.next_seq();
+        if let Some((time0, _)) = pieces.first() {
+            let time0 = *time0;
+            let dt = pieces.windows(2).map(|w| w[1].0 - w[0].0).collect();
+            let packed = PackedChunks {
+                kind: PackedKind::Text,
+                seq0: seq,
+                time0,
+                turn: turn.into(),
+                step: step.into(),
+                index: 0.into(),
+                dt,
+                pieces: pieces.into_iter().map(|(_, text)| text).collect(),
+                id: None,
+                name: None,
+                extra: Map::new(),
+                row_extra: Map::new(),
+            };
+            seq += packed.len() as u64;
+            records.push(Record::Packed(Box::new(packed)));
+        }
+        let now = now_ms();
+        let mut events = Vec::new();
+        for new in tail {
+            let mut event = Event::new(seq, new.time.unwrap_or(now), &new.data);
+            if new.surface_op.is_some() {
+                event.surface_op = new.surface_op;
+            }
+            seq += 1;
+            events.push(event.clone());
+            records.push(Record::Event(event));
+        }
+        writer.append_records(&records)?;
+        self.live.record_records(records)?;
+        drop(log);
+        self.emit(AgentEvent::Logged(events.clone()));
+        Ok(events)
+    }
+
+    fn writer<'a>(&self, log: &'a mut LogSlot) -> Result<&'a mut SessionWriter, SessionError> {
+        if let LogSlot::Pending {
+            home,
+            header,
+            encoding,
+        } = log
+        {
+            let writer = SessionWriter::create(home, header.clone(), *encoding)?;
+            self.live.set_persisted(true);
+            *log = LogSlot::Open(writer);
+        }
+        match log {
+            LogSlot::Open(writer) => Ok(writer),
+            LogSlot::Pending { .. } => unreachable!("created above"),
+        }
+    }
+
+    /// Appends under the state lock so that the log order follows the admission order.
+    fn append_locked(&self, _state: &State, batch: Vec<NewEvent>) {
+        if let Err(e) = self.append(batch) {
+            self.emit(AgentEvent::Error(format!(
+                "could not write the session log: {e}"
+            )));
+        }
+    }
+}
+
+async fn run_loop(inner: Arc<Inner>) {
+    loop {
+        let claimed = {
+            let mut state = inner.state.lock().expect("state lock");
+            if state.stopped {
+                return;
+            }
+            match state.queue.pop_front() {
+                Some(prompt) => {
+                    // The window opens when a queued prompt is claimed, before admission runs.
+                    state.window_open = true;
+                    state.current = Some(prompt.cancel.clone());
+                    Some(prompt)
+                }
+                None => None,
+            }
+        };
+        let Some(prompt) = claimed else {
+            inner.wake.notified().await;
+            continue;
+        };
+        inner.emit_status();
+        admit_and_run(&inner, prompt).await;
+        let mut state = inner.state.lock().expect("state lock");
+        state.current = None;
+        state.turn_open = false;
+        state.window_open = false;
+        let status = status_of(&state);
+        drop(state);
+        inner.emit(AgentEvent::Status(status));
+    }
+}
+
+async fn admit_and_run(inner: &Arc<Inner>, prompt: QueuedPrompt) {
+    let QueuedPrompt {
+        mut message,
+        cancel,
+    } = prompt;
+    let decision = inner.hooks.run(&inner.info, &message, &cancel).await;
+    inner.hooks.release_bound(&message.id);
+    let decision = match decision {
+        Ok(_) if cancel.is_cancelled() => Err("prompt cancelled".to_string()),
+        other => other,
+    };
+    let contexts = match decision {
+        Ok(PromptDecision::Allow {
+            content,
+            additional_contexts,
+        }) => {
+            if let Some(content) = content {
+                message.content = content;
+            }
+            additional_contexts
+        }
+        Ok(PromptDecision::Block { reason }) | Err(reason) => {
+            close_without_turn(inner);
+            inner.emit(AgentEvent::PromptBlocked {
+                message_id: message.id.clone(),
+                reason,
+            });
+            return;
+        }
+    };
+
+    // The turn begins: turn/start, the contexts, then the prompt, as one batch.
+    let (turn, title) = {
+        let mut state = inner.state.lock().expect("state lock");
+        state.turns += 1;
+        state.turn_open = true;
+        let title = (!state.titled).then(|| title_for(&message)).flatten();
+        state.titled |= title.is_some();
+        (state.turns, title)
+    };
+    let mut batch = vec![NewEvent::new(EventData::TurnStart {
+        turn,
+        trigger: json!({"kind": "message", "source": message.source}),
+        extra: Map::new(),
+    })];
+    batch.extend(contexts.into_iter().map(context_event));
+    batch.push(NewEvent::new(EventData::UserMessage(message)));
+    let events = match inner.append(batch) {
+        Ok(events) => events,
+        Err(e) => {
+            inner.emit(AgentEvent::Error(format!(
+                "could not write the session log: {e}"
+            )));
+            close_without_turn(inner);
+            return;
+        }
+    };
+    if let (Some(title), Some(prompt_event)) = (title, events.last()) {
+        let _ = inner.append(vec![NewEvent::new(EventData::SessionTitle {
+            title,
+            message_seqs: vec![prompt_event.seq],
+            source: json!({"kind": "fallback"}),
+            extra: Map::new(),
+        })]);
+    }
+    inner.emit_status();
+    let reason = run_turn(inner, turn, &cancel).await;
+    let _ = inner.append(vec![NewEvent::new(EventData::TurnEnd {
+        turn,
+        reason,
+        extra: Map::new(),
+    })]);
+}
+
+/// Admission refused the prompt: the window closes; what was staged meanwhile is not lost:
+/// steering becomes followups (a context staged before a steering message travels with it),
+/// trailing contexts are appended at once.
+fn close_without_turn(inner: &Arc<Inner>) {
+    let mut state = inner.state.lock().expect("state lock");
+    state.window_open = false;
+    let staged: Vec<Staged> = state.outbox.drain(..).collect();
+    let mut pending_contexts = Vec::new();
+    for item in staged {
+        match item {
+            Staged::Context(context) => pending_contexts.push(context),
+            Staged::Steering(message) => {
+                let contexts = std::mem::take(&mut pending_contexts);
+                if !contexts.is_empty() {
+                    inner
+                        .hooks
+                        .prepend(Arc::new(ContextWrapper::new(message.id.clone(), contexts)));
+                }
+                state.queue.push_back(QueuedPrompt {
+                    message,
+                    cancel: CancellationToken::new(),
+                });
+            }
+        }
+    }
+    if !pending_contexts.is_empty() {
+        let batch = pending_contexts.into_iter().map(context_event).collect();
+        inner.append_locked(&state, batch);
+    }
+    inner.wake.notify_one();
+}
+
+/// Runs steps until the model stops with nothing staged; returns the `turn/end` reason.
+async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> Value {
+    let mut step = 0;
+    loop {
+        // Safe boundary: before each model request the outbox drains, in FIFO order.
+        {
+            let mut state = inner.state.lock().expect("state lock");
+            let staged: Vec<Staged> = state.outbox.drain(..).collect();
+            if !staged.is_empty() {
+                inner.append_locked(&state, staged_events(turn, staged));
+                let status = status_of(&state);
+                drop(state);
+                inner.emit(AgentEvent::Status(status));
+            }
+        }
+        if cancel.is_cancelled() {
+            return abort(inner, turn);
+        }
+        step += 1;
+        let _ = inner.append(vec![NewEvent::new(EventData::StepStart {
+            turn,
+            step,
+            extra: Map::new(),
+        })]);
+        let request = ModelRequest {
+            session_id: inner.info.session_id.clone(),
+            messages: model_messages(inner),
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let model = inner.model.clone();
+        let token = cancel.clone();
+        let mut response = tokio::spawn(async move { model.respond(request, tx, token).await });
+        let mut pieces: Vec<(i64, String)> = Vec::new();
+        let result = loop {
+            tokio::select! {
+                delta = rx.recv() => match delta {
+                    Some(delta) => {
+                        pieces.push((now_ms(), delta.clone()));
+                        inner.emit(AgentEvent::Delta(delta));
+                    }
+                    None => {}
+                },
+                done = &mut response => {
+                    while let Ok(delta) = rx.try_recv() {
+                        pieces.push((now_ms(), delta.clone()));
+                        inner.emit(AgentEvent::Delta(delta));
+                    }
+                    break done.unwrap_or_else(|e| Err(ModelError::Failed(e.to_string())));
+                }
+            }
+        };
+        let end = NewEvent::new(EventData::StepEnd {
+            turn,
+            step,
+            extra: Map::new(),
+        });
+        match result {
+            Ok(text) => {
+                let (provider, model) = inner.model.identity();
+                let answer = Message::new(
+                    "assistant",
+                    vec![ContentBlock::text(text)],
+                    MessageSource::model(provider, model),
+                    new_message_id(),
+                );
+                let assistant = NewEvent::new(EventData::AssistantMessage {
+                    turn: turn.into(),
+                    step: step.into(),
+                    message: answer,
+                    extra: Map::new(),
+                });
+                let _ = inner.append_step(turn, step, pieces, vec![assistant, end]);
+            }
+            Err(ModelError::Cancelled) => {
+                let _ = inner.append_step(turn, step, pieces, vec![end]);
+                return abort(inner, turn);
+            }
+            Err(ModelError::Failed(reason)) => {
+                let _ = inner.append_step(turn, step, pieces, vec![end]);
+                inner.emit(AgentEvent::Error(reason.clone()));
+                close_turn(inner, turn);
+                return json!({"kind": "error", "message": reason});
+            }
+        }
+        // Turn stop: staged steering earns another step; contexts drain; the window closes
+        // before turn/end, in the same critical section that saw no steering left.
+        let mut state = inner.state.lock().expect("state lock");
+        if state
+            .outbox
+            .iter()
+            .any(|s| matches!(s, Staged::Steering(_)))
+            && !cancel.is_cancelled()
+        {
+            continue;
+        }
+        state.window_open = false;
+        let staged: Vec<Staged> = state.outbox.drain(..).collect();
+        if !staged.is_empty() {
+            inner.append_locked(&state, staged_events(turn, staged));
+        }
+        drop(state);
+        inner.emit_status();
+        if cancel.is_cancelled() {
+            return json!({"kind": "aborted"});
+        }
+        return json!({"kind": "completed"});
+    }
+}
+
+/// Cancelled: the window closes, and whatever was staged is still logged (nothing is lost).
+fn abort(inner: &Arc<Inner>, turn: u64) -> Value {
+    close_turn(inner, turn);
+    json!({"kind": "aborted"})
+}
+
+fn close_turn(inner: &Arc<Inner>, turn: u64) {
+    let mut state = inner.state.lock().expect("state lock");
+    state.window_open = false;
+    let staged: Vec<Staged> = state.outbox.drain(..).collect();
+    if !staged.is_empty() {
+        inner.append_locked(&state, staged_events(turn, staged));
+    }
+}
+
+/// The model-visible conversation: the current surface, as messages.
+fn model_messages(inner: &Inner) -> Vec<Message> {
+    let snapshot = inner.live.snapshot();
+    snapshot
+        .events
+        .iter()
+        .filter_map(|e| e.message(&snapshot.session.id).ok().flatten())
+        .collect()
+}
+
+/// The first words of a direct prompt, as dsh's fallback title.
+fn title_for(message: &Message) -> Option<String> {
+    if !message.source.is_direct_user() {
+        return None;
+    }
+    let text = message.display_text();
+    let words: Vec<&str> = text.split_whitespace().take(6).collect();
+    if words.is_empty() {
+        return None;
+    }
+    let mut title = words.join(" ");
+    if title.chars().count() > 60 {
+        title = title.chars().take(59).collect::<String>() + "…";
+    }
+    Some(title)
+}
