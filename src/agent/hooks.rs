@@ -57,9 +57,11 @@ pub trait PromptSubmitListener: Send + Sync {
     }
 }
 
+type Registered = (ListenerId, Arc<dyn PromptSubmitListener>);
+
 /// The rest of the waterfall.
 pub struct Next<'a> {
-    rest: &'a [(ListenerId, Arc<dyn PromptSubmitListener>)],
+    rest: &'a [Registered],
 }
 
 impl<'a> Next<'a> {
@@ -92,7 +94,7 @@ pub struct ListenerId(u64);
 /// The registered listeners, outermost first.
 #[derive(Default, Clone)]
 pub struct PromptSubmitHooks {
-    listeners: Arc<Mutex<Vec<(ListenerId, Arc<dyn PromptSubmitListener>)>>>,
+    listeners: Arc<Mutex<Vec<Registered>>>,
     next_id: Arc<AtomicU64>,
 }
 

@@ -669,13 +669,10 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
         let mut pieces: Vec<(i64, String)> = Vec::new();
         let result = loop {
             tokio::select! {
-                delta = rx.recv() => match delta {
-                    Some(delta) => {
-                        pieces.push((now_ms(), delta.clone()));
-                        inner.emit(AgentEvent::Delta(delta));
-                    }
-                    None => {}
-                },
+                Some(delta) = rx.recv() => {
+                    pieces.push((now_ms(), delta.clone()));
+                    inner.emit(AgentEvent::Delta(delta));
+                }
                 done = &mut response => {
                     while let Ok(delta) = rx.try_recv() {
                         pieces.push((now_ms(), delta.clone()));
