@@ -1,7 +1,7 @@
 //! Cross-session references for a terminal coding agent.
 //!
 //! Layers, bottom up: [`session`] reads and writes dsh session logs and answers
-//! [`session::SessionQuery`]; [`reference`] turns `@`-mentions into bounded, untrusted snapshots;
+//! [`session::SessionQuery`]; [`mod@reference`] turns `@`-mentions into bounded, untrusted snapshots;
 //! `agent` is the admission runtime that logs what the model sees; [`tui`] is the standard
 //! terminal bundle that hosts can mount.
 

@@ -1,11 +1,180 @@
 //! The machine-readable reference subcommands of `dsh-refs` (SPEC §6).
+//!
+//! Every command computes its whole output first and prints it in one write, so a failure never
+//! leaves half a document on stdout. Contract errors are JSON on stdout with exit code 1; usage
+//! problems (including unreadable input) go to stderr with exit code 2.
 
-use crate::cli::Command;
+use super::config::SessionReferenceConfig;
+use super::error::SessionReferenceError;
+use super::json::{string_literal, stringify};
+use super::mention::{format_session_reference_mention, parse_session_reference_text};
+use super::service::{AgentIdentity, ReferenceInput, SessionReferences};
+use super::uri::{decode_session_reference_uri, encode_session_reference_uri};
+use crate::cli::{Command, MentionCommand, UriCommand};
+use crate::session::store::DiskStore;
+use crate::session::{ContentBlock, SessionQuery};
+use serde_json::{Map, Value};
+use std::io::{Read, Write};
 use std::path::Path;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+enum Failure {
+    Contract(SessionReferenceError),
+    Usage(String),
+}
+
+impl From<SessionReferenceError> for Failure {
+    fn from(err: SessionReferenceError) -> Self {
+        Failure::Contract(err)
+    }
+}
 
 /// Runs `uri`, `mention`, `candidates` or `prepare`; prints the result and returns the exit code.
 pub fn run(command: &Command, home: &Path) -> i32 {
-    let _ = (command, home);
-    eprintln!("not implemented yet");
-    2
+    let (stdout, stderr, code) = match execute(command, home) {
+        Ok(output) => (output, String::new(), 0),
+        Err(Failure::Contract(err)) => (error_json(&err), String::new(), 1),
+        Err(Failure::Usage(message)) => (String::new(), format!("dsh-refs: {message}"), 2),
+    };
+    if !stdout.is_empty() {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(stdout.as_bytes());
+        let _ = out.write_all(b"\n");
+        let _ = out.flush();
+    }
+    if !stderr.is_empty() {
+        eprintln!("{stderr}");
+    }
+    code
+}
+
+/// `{"error":{"code":…,"message":…}}`.
+pub fn error_json(err: &SessionReferenceError) -> String {
+    let mut inner = Map::new();
+    inner.insert("code".into(), err.code().into());
+    inner.insert("message".into(), err.message().into());
+    let mut outer = Map::new();
+    outer.insert("error".into(), Value::Object(inner));
+    stringify(&outer)
+}
+
+fn execute(command: &Command, home: &Path) -> Result<String, Failure> {
+    match command {
+        Command::Uri(UriCommand::Encode { id }) => Ok(encode_session_reference_uri(id)),
+        Command::Uri(UriCommand::Decode { uri }) => {
+            Ok(string_literal(&decode_session_reference_uri(uri)?))
+        }
+        Command::Mention(MentionCommand::Format { id, label }) => {
+            Ok(format_session_reference_mention(id, label.as_deref()))
+        }
+        Command::Mention(MentionCommand::Parse { text }) => {
+            let text = text_or_stdin(text.as_deref())?;
+            Ok(stringify(&parse_session_reference_text(&text)?))
+        }
+        Command::Candidates {
+            agent,
+            cwd,
+            query,
+            limit,
+        } => {
+            let service = service(home, SessionReferenceConfig::default())?;
+            block_on(async {
+                let agent = agent_identity(&service, agent, cwd.as_deref()).await;
+                let candidates = service
+                    .list_candidates(&agent, query, *limit, &CancellationToken::new())
+                    .await?;
+                Ok(stringify(&candidates))
+            })
+        }
+        Command::Prepare {
+            agent,
+            cwd,
+            max_references,
+            max_reference_bytes,
+            text,
+        } => {
+            let defaults = SessionReferenceConfig::default();
+            let config = SessionReferenceConfig {
+                max_references: max_references.unwrap_or(defaults.max_references),
+                max_reference_bytes: max_reference_bytes.unwrap_or(defaults.max_reference_bytes),
+                ..defaults
+            };
+            let service = service(home, config)?;
+            let text = text_or_stdin(text.as_deref())?;
+            let parsed = parse_session_reference_text(&text)?;
+            block_on(async {
+                let agent = agent_identity(&service, agent, cwd.as_deref()).await;
+                let references = parsed
+                    .references
+                    .into_iter()
+                    .map(ReferenceInput::from)
+                    .collect();
+                let content = vec![ContentBlock::text(parsed.text)];
+                let prepared = service
+                    .prepare(&agent, content, references, &CancellationToken::new())
+                    .await?;
+                let mut out = Map::new();
+                out.insert("content".into(), to_value(&prepared.content));
+                if let Some(context) = prepared.additional_context {
+                    let mut context_out = Map::new();
+                    context_out.insert("source".into(), to_value(&context.source));
+                    context_out.insert("content".into(), to_value(&context.content));
+                    out.insert("additionalContext".into(), Value::Object(context_out));
+                }
+                Ok(stringify(&out))
+            })
+        }
+        Command::Sessions { .. } => Err(Failure::Usage(
+            "`sessions` is not a reference subcommand".into(),
+        )),
+    }
+}
+
+fn to_value<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).expect("model types serialize to JSON")
+}
+
+fn service(home: &Path, config: SessionReferenceConfig) -> Result<SessionReferences, Failure> {
+    let store: Arc<dyn SessionQuery> = Arc::new(DiskStore::new(home.to_path_buf()));
+    Ok(SessionReferences::new(store, config)?)
+}
+
+/// `--cwd`, else the header cwd of the agent's session when it is stored, else none.
+async fn agent_identity(service: &SessionReferences, id: &str, cwd: Option<&str>) -> AgentIdentity {
+    let cwd = match cwd {
+        Some(cwd) => Some(cwd.to_string()),
+        // A listing failure here is reported by the command itself when it matters
+        // (`candidates` lists again); `prepare` does not depend on the agent's cwd.
+        None => match service.query().list_sessions().await {
+            Ok(sessions) => sessions
+                .iter()
+                .find(|session| session.id() == id)
+                .and_then(|session| session.cwd().map(str::to_string)),
+            Err(_) => None,
+        },
+    };
+    AgentIdentity::new(id, cwd)
+}
+
+fn text_or_stdin(text: Option<&str>) -> Result<String, Failure> {
+    if let Some(text) = text {
+        return Ok(text.to_string());
+    }
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut bytes)
+        .map_err(|err| Failure::Usage(format!("could not read stdin: {err}")))?;
+    String::from_utf8(bytes).map_err(|_| Failure::Usage("stdin is not valid UTF-8".into()))
+}
+
+fn block_on<F>(future: F) -> Result<String, Failure>
+where
+    F: std::future::Future<Output = Result<String, Failure>>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| Failure::Usage(format!("could not start the async runtime: {err}")))?;
+    runtime.block_on(future)
 }

@@ -1,7 +1,29 @@
 //! Session references: `dsh-session:` URIs, `@`-mentions, and the service that turns a mentioned
 //! session into a bounded, read-only, untrusted snapshot for the model (SPEC §2–§3).
+//!
+//! Everything except [`service`] is pure and synchronous: the URI codec ([`uri`]), mention
+//! formatting and parsing ([`mention`]), projection of a folded surface ([`projection`]),
+//! retention under the byte budget ([`retention`]) and the model-facing text ([`render`]).
 
 pub mod candidate;
 pub mod commands;
+pub mod config;
+pub mod error;
+pub mod json;
+pub mod mention;
+pub mod projection;
+pub mod render;
+pub mod retention;
+pub mod service;
+pub mod uri;
 
 pub use candidate::Candidate;
+pub use config::SessionReferenceConfig;
+pub use error::{ErrorCode, SessionReferenceError};
+pub use mention::{
+    format_session_reference_mention, parse_session_reference_text, ParsedReference, ParsedText,
+};
+pub use projection::{ConversationItem, Role};
+pub use render::{RetentionStats, SourceData};
+pub use service::{AgentIdentity, Prepared, ReferenceInput, SessionReferences};
+pub use uri::{decode_session_reference_uri, encode_session_reference_uri, SESSION_URI_PREFIX};

@@ -1,0 +1,190 @@
+//! Projection (SPEC §3.5): which parts of a source's folded surface a snapshot may carry.
+//!
+//! Only what people said and what the model answered crosses sessions: direct prompts and
+//! steering, assistant text, and compaction checkpoints (which stand for the shadowed history).
+//! Plugin and runtime context, earlier snapshots, tools and reasoning stay behind, so a snapshot
+//! never smuggles another session's injected context into this one.
+
+use crate::session::format::{ASSISTANT_MESSAGE, STEERING_MESSAGE, USER_MESSAGE};
+use crate::session::SurfaceSnapshot;
+use serde::Serialize;
+
+/// The speaker of a conversation item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// One projected message of a source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConversationItem {
+    pub role: Role,
+    pub text: String,
+    /// A compaction checkpoint: retention never drops it.
+    pub checkpoint: bool,
+}
+
+/// Projects a folded surface into conversation items, in surface order; items with empty text
+/// are skipped.
+pub fn project(snapshot: &SurfaceSnapshot) -> Vec<ConversationItem> {
+    let session_id = snapshot.session.id.as_str();
+    let mut items = Vec::new();
+    for event in &snapshot.events {
+        if !matches!(
+            event.kind.as_str(),
+            USER_MESSAGE | STEERING_MESSAGE | ASSISTANT_MESSAGE
+        ) {
+            continue;
+        }
+        let message = match event.message(session_id) {
+            Ok(Some(message)) => message,
+            Ok(None) => continue,
+            Err(err) => {
+                // An undecodable payload cannot be shown to be a direct prompt, so it is left out
+                // like any other unrecognized traffic.
+                tracing::warn!(
+                    session = session_id,
+                    seq = event.seq,
+                    error = %err,
+                    "skipping an undecodable surface message in a session reference"
+                );
+                continue;
+            }
+        };
+        let item = match event.kind.as_str() {
+            USER_MESSAGE if message.source.is_compact_checkpoint() => ConversationItem {
+                role: Role::User,
+                text: message.text(),
+                checkpoint: true,
+            },
+            USER_MESSAGE | STEERING_MESSAGE if message.source.is_direct_user() => {
+                ConversationItem {
+                    role: Role::User,
+                    text: message.display_text(),
+                    checkpoint: false,
+                }
+            }
+            ASSISTANT_MESSAGE => ConversationItem {
+                role: Role::Assistant,
+                text: message.text(),
+                checkpoint: false,
+            },
+            _ => continue,
+        };
+        if !item.text.is_empty() {
+            items.push(item);
+        }
+    }
+    items
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::format::{ContentBlock, EventData, Message, MessageSource};
+    use crate::session::{Event, SessionHeader};
+    use serde_json::Value;
+
+    fn snapshot(events: Vec<EventData>) -> SurfaceSnapshot {
+        let events: Vec<Event> = events
+            .iter()
+            .enumerate()
+            .map(|(seq, data)| Event::new(seq as u64, 0, data))
+            .collect();
+        SurfaceSnapshot {
+            session: SessionHeader::new("s", 0, None),
+            captured_through_seq: events.last().map(|e| e.seq),
+            events,
+        }
+    }
+
+    fn message(role: &str, source: MessageSource, blocks: Vec<ContentBlock>) -> Message {
+        Message::new(role, blocks, source, "m".into())
+    }
+
+    #[test]
+    fn keeps_direct_user_steering_assistant_and_checkpoints() {
+        let user = |text: &str| {
+            EventData::UserMessage(message(
+                "user",
+                MessageSource::user(),
+                vec![ContentBlock::text(text)],
+            ))
+        };
+        let items = project(&snapshot(vec![
+            EventData::UserMessage(message(
+                "user",
+                MessageSource::plugin("compact"),
+                vec![ContentBlock::text("summary")],
+            )),
+            user("hello"),
+            EventData::UserMessage(message(
+                "user",
+                MessageSource::plugin("workspace"),
+                vec![ContentBlock::text("ctx")],
+            )),
+            EventData::SteeringMessage {
+                turn: Value::from(1),
+                message: message("user", MessageSource::user(), vec![ContentBlock::text("s")]),
+                extra: Default::default(),
+            },
+            EventData::AssistantMessage {
+                turn: Value::from(1),
+                step: Value::from(1),
+                message: message(
+                    "assistant",
+                    MessageSource::model("p", "m"),
+                    vec![
+                        ContentBlock::Reasoning {
+                            text: "hidden".into(),
+                            extra: Default::default(),
+                        },
+                        ContentBlock::text("a"),
+                        ContentBlock::text("b"),
+                    ],
+                ),
+                extra: Default::default(),
+            },
+            user(""),
+        ]));
+        let got: Vec<(Role, &str, bool)> = items
+            .iter()
+            .map(|i| (i.role, i.text.as_str(), i.checkpoint))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Role::User, "summary", true),
+                (Role::User, "hello", false),
+                (Role::User, "s", false),
+                (Role::Assistant, "a\nb", false),
+            ]
+        );
+    }
+
+    #[test]
+    fn baked_prefix_context_contributes_only_display_content() {
+        let data: Value = serde_json::json!({
+            "content": [{"type": "text", "text": "## Referenced sessions …"}, {"type": "text", "text": "typed"}],
+            "source": {"kind": "user"},
+            "role": "user",
+            "id": "u1",
+            "envelope": {"displayContent": "typed", "prefixContexts": []}
+        });
+        let message: Message = serde_json::from_value(data).unwrap();
+        let items = project(&snapshot(vec![EventData::UserMessage(message)]));
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].text, "typed");
+    }
+}

@@ -1,0 +1,459 @@
+//! The session-reference service (SPEC §3.3, §3.4): candidates for the `@` popup, and `prepare`,
+//! which turns a message's references into one sourced context message.
+//!
+//! Everything but the reads is synchronous and pure. Reads race the caller's cancellation token,
+//! so a cancelled preparation settles at once even when storage never answers; the abandoned
+//! read futures are dropped with their results.
+
+use super::candidate::Candidate;
+use super::config::SessionReferenceConfig;
+use super::error::{ErrorCode, Result, SessionReferenceError};
+use super::json::string_literal;
+use super::mention::ParsedReference;
+use super::projection::project;
+use super::render::{reference_entry, render_context};
+use super::retention::{retain, SourceMeta};
+use crate::session::{
+    ContentBlock, Message, MessageSource, SessionError, SessionQuery, SessionSummary,
+    SurfaceSnapshot,
+};
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::task::Poll;
+use tokio_util::sync::CancellationToken;
+
+/// The session on whose behalf the service works.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentIdentity {
+    pub id: String,
+    pub cwd: Option<String>,
+}
+
+impl AgentIdentity {
+    pub fn new(id: impl Into<String>, cwd: Option<String>) -> Self {
+        AgentIdentity { id: id.into(), cwd }
+    }
+}
+
+/// One requested source, as mentioned (label defaults to the id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReferenceInput {
+    pub session_id: String,
+    pub label: Option<String>,
+}
+
+impl ReferenceInput {
+    pub fn new(session_id: impl Into<String>, label: Option<String>) -> Self {
+        ReferenceInput {
+            session_id: session_id.into(),
+            label,
+        }
+    }
+}
+
+impl From<ParsedReference> for ReferenceInput {
+    fn from(reference: ParsedReference) -> Self {
+        ReferenceInput {
+            session_id: reference.session_id,
+            label: Some(reference.label),
+        }
+    }
+}
+
+/// The result of [`SessionReferences::prepare`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    /// The caller's content, detached.
+    pub content: Vec<ContentBlock>,
+    /// The context message to log before the content, when there were references.
+    pub additional_context: Option<Message>,
+}
+
+/// A normalized reference: distinct id, resolved label.
+struct Source {
+    session_id: String,
+    label: String,
+}
+
+/// The session-reference service over any [`SessionQuery`]. Cheap to clone.
+#[derive(Clone)]
+pub struct SessionReferences {
+    query: Arc<dyn SessionQuery>,
+    config: SessionReferenceConfig,
+}
+
+impl std::fmt::Debug for SessionReferences {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionReferences")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionReferences {
+    /// Validates `config` (`INVALID_CONFIG`) and builds the service.
+    pub fn new(query: Arc<dyn SessionQuery>, config: SessionReferenceConfig) -> Result<Self> {
+        config.validate()?;
+        Ok(SessionReferences { query, config })
+    }
+
+    pub fn config(&self) -> &SessionReferenceConfig {
+        &self.config
+    }
+
+    pub fn query(&self) -> &Arc<dyn SessionQuery> {
+        &self.query
+    }
+
+    /// Sessions the agent may mention, best first (SPEC §3.3). `limit` defaults to the
+    /// configured `candidate_limit`.
+    pub async fn list_candidates(
+        &self,
+        agent: &AgentIdentity,
+        query: &str,
+        limit: Option<i64>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Candidate>> {
+        let limit = match limit {
+            None => self.config.candidate_limit(),
+            Some(limit) if limit >= 1 => usize::try_from(limit).unwrap_or(usize::MAX),
+            Some(limit) => {
+                return Err(SessionReferenceError::invalid_reference(format!(
+                    "the candidate limit must be at least 1, got {limit}"
+                )))
+            }
+        };
+        if cancel.is_cancelled() {
+            return Err(SessionReferenceError::cancelled("listing candidates"));
+        }
+        let sessions = until_cancelled(cancel, "listing candidates", self.query.list_sessions())
+            .await?
+            .map_err(|err| {
+                SessionReferenceError::new(
+                    ErrorCode::ReadFailed,
+                    format!("could not list sessions: {err}"),
+                )
+                .with_cause(err)
+            })?;
+        let selected = rank_candidates(&sessions, agent, query, limit);
+        let titles = until_cancelled(
+            cancel,
+            "listing candidates",
+            join_all(
+                selected
+                    .iter()
+                    .map(|session| self.query.read_title(session.id()))
+                    .collect(),
+            ),
+        )
+        .await?;
+        Ok(selected
+            .into_iter()
+            .zip(titles)
+            .map(|(session, title)| {
+                let title = title.unwrap_or_else(|err| {
+                    // A broken title must not hide the session from the popup: fall back to its
+                    // id as the spec does for untitled sessions.
+                    tracing::warn!(session = session.id(), error = %err, "could not read title");
+                    None
+                });
+                Candidate {
+                    session_id: session.id().to_string(),
+                    label: title.unwrap_or_else(|| session.id().to_string()),
+                    cwd: session.cwd().map(str::to_string),
+                    created_at: session.created_at(),
+                }
+            })
+            .collect())
+    }
+
+    /// Reads every referenced session once and builds the context message (SPEC §3.4).
+    pub async fn prepare(
+        &self,
+        agent: &AgentIdentity,
+        content: Vec<ContentBlock>,
+        references: Vec<ReferenceInput>,
+        cancel: &CancellationToken,
+    ) -> Result<Prepared> {
+        let sources = self.normalize(agent, references)?;
+        if sources.is_empty() {
+            return Ok(Prepared {
+                content,
+                additional_context: None,
+            });
+        }
+        if cancel.is_cancelled() {
+            return Err(SessionReferenceError::cancelled(
+                "preparing session references",
+            ));
+        }
+        let reads = sources
+            .iter()
+            .map(|source| self.query.read_surface(&source.session_id))
+            .collect();
+        let snapshots =
+            until_cancelled(cancel, "preparing session references", join_all(reads)).await?;
+        if cancel.is_cancelled() {
+            return Err(SessionReferenceError::cancelled(
+                "preparing session references",
+            ));
+        }
+        let snapshots = snapshots
+            .into_iter()
+            .zip(&sources)
+            .map(|(snapshot, source)| snapshot.map_err(|err| read_failed(source, err)))
+            .collect::<Result<Vec<SurfaceSnapshot>>>()?;
+        let context = self.build_context(sources, snapshots)?;
+        Ok(Prepared {
+            content,
+            additional_context: Some(context),
+        })
+    }
+
+    /// Step 1 of §3.4: self check per element, dedupe (first label wins), limit after dedupe.
+    fn normalize(
+        &self,
+        agent: &AgentIdentity,
+        references: Vec<ReferenceInput>,
+    ) -> Result<Vec<Source>> {
+        let mut seen = HashSet::new();
+        let mut sources = Vec::new();
+        for reference in references {
+            if reference.session_id == agent.id {
+                return Err(SessionReferenceError::new(
+                    ErrorCode::SelfReference,
+                    format!(
+                        "session {} cannot reference itself",
+                        string_literal(&agent.id)
+                    ),
+                ));
+            }
+            if !seen.insert(reference.session_id.clone()) {
+                continue;
+            }
+            let label = reference
+                .label
+                .unwrap_or_else(|| reference.session_id.clone());
+            sources.push(Source {
+                session_id: reference.session_id,
+                label,
+            });
+        }
+        let max = self.config.max_references();
+        if sources.len() > max {
+            return Err(SessionReferenceError::new(
+                ErrorCode::TooMany,
+                format!(
+                    "a message may reference at most {max} distinct sessions, got {}",
+                    sources.len()
+                ),
+            ));
+        }
+        Ok(sources)
+    }
+
+    /// Steps 4–5 of §3.4: project, retain, render; all or nothing.
+    fn build_context(
+        &self,
+        sources: Vec<Source>,
+        snapshots: Vec<SurfaceSnapshot>,
+    ) -> Result<Message> {
+        let max_bytes = self.config.max_reference_bytes();
+        let mut objects = Vec::with_capacity(sources.len());
+        let mut entries = Vec::with_capacity(sources.len());
+        for (index, (source, snapshot)) in sources.into_iter().zip(snapshots).enumerate() {
+            let items = project(&snapshot);
+            let meta = SourceMeta {
+                session_id: source.session_id,
+                label: source.label,
+                cwd: snapshot.session.cwd,
+                captured_through_seq: snapshot.captured_through_seq,
+            };
+            let retained = retain(meta, items, max_bytes)?;
+            entries.push(reference_entry(&retained.data, &retained.stats, index));
+            objects.push(retained.data.to_json());
+        }
+        let source = MessageSource::SessionReference {
+            version: 1.into(),
+            references: entries.into(),
+            extra: Default::default(),
+        };
+        Ok(Message::new(
+            "user",
+            vec![ContentBlock::text(render_context(&objects))],
+            source,
+            format!("session-reference-{}", uuid::Uuid::new_v4()),
+        ))
+    }
+}
+
+fn read_failed(source: &Source, err: SessionError) -> SessionReferenceError {
+    SessionReferenceError::new(
+        ErrorCode::ReadFailed,
+        format!(
+            "could not read session {}: {err}",
+            string_literal(&source.session_id)
+        ),
+    )
+    .with_cause(err)
+}
+
+/// The stable ranking and filtering of §3.3 steps 3–6 (without titles).
+fn rank_candidates(
+    sessions: &[SessionSummary],
+    agent: &AgentIdentity,
+    query: &str,
+    limit: usize,
+) -> Vec<SessionSummary> {
+    let needle = query.to_lowercase();
+    let matches = |session: &&SessionSummary| {
+        session.id() != agent.id
+            && (needle.is_empty()
+                || session.id().to_lowercase().contains(&needle)
+                || session
+                    .cwd()
+                    .is_some_and(|cwd| cwd.to_lowercase().contains(&needle)))
+    };
+    let group = |session: &SessionSummary| match (session.cwd(), agent.cwd.as_deref()) {
+        (Some(cwd), Some(own)) if cwd == own => 0,
+        (None, _) => 1,
+        _ => 2,
+    };
+    let mut kept: Vec<&SessionSummary> = sessions.iter().filter(matches).collect();
+    // `sort_by_key` is stable, so list order (newest first) survives within each group.
+    kept.sort_by_key(|session| group(session));
+    kept.into_iter().take(limit).cloned().collect()
+}
+
+/// Runs `future` unless `cancel` fires first; the future is dropped on cancellation.
+async fn until_cancelled<T>(
+    cancel: &CancellationToken,
+    what: &str,
+    future: impl Future<Output = T>,
+) -> Result<T> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(SessionReferenceError::cancelled(what)),
+        value = future => Ok(value),
+    }
+}
+
+/// Polls every future concurrently and returns their outputs in input order.
+async fn join_all<'a, T>(futures: Vec<crate::session::BoxFuture<'a, T>>) -> Vec<T> {
+    let mut pending: Vec<Option<crate::session::BoxFuture<'a, T>>> =
+        futures.into_iter().map(Some).collect();
+    let mut outputs: Vec<Option<T>> = pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut done = true;
+        for (slot, output) in pending.iter_mut().zip(outputs.iter_mut()) {
+            if let Some(future) = slot {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => {
+                        *output = Some(value);
+                        *slot = None;
+                    }
+                    Poll::Pending => done = false,
+                }
+            }
+        }
+        if done {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    outputs
+        .into_iter()
+        .map(|output| output.expect("every future completed"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::SessionHeader;
+
+    fn summary(id: &str, cwd: Option<&str>) -> SessionSummary {
+        SessionSummary {
+            header: Arc::new(SessionHeader::new(id, 0, cwd.map(str::to_string))),
+            live: false,
+            persisted: true,
+        }
+    }
+
+    #[test]
+    fn ranking_groups_are_stable() {
+        let sessions = vec![
+            summary("other-new", Some("/elsewhere")),
+            summary("nocwd-new", None),
+            summary("same-new", Some("/w")),
+            summary("me", Some("/w")),
+            summary("other-old", Some("/x")),
+            summary("same-old", Some("/w")),
+            summary("nocwd-old", None),
+        ];
+        let agent = AgentIdentity::new("me", Some("/w".into()));
+        let ids: Vec<String> = rank_candidates(&sessions, &agent, "", 10)
+            .iter()
+            .map(|s| s.id().to_string())
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "same-new",
+                "same-old",
+                "nocwd-new",
+                "nocwd-old",
+                "other-new",
+                "other-old"
+            ]
+        );
+        let ids: Vec<String> = rank_candidates(&sessions, &agent, "ELSE", 10)
+            .iter()
+            .map(|s| s.id().to_string())
+            .collect();
+        assert_eq!(ids, ["other-new"]);
+        assert_eq!(rank_candidates(&sessions, &agent, "", 2).len(), 2);
+        // Without an agent cwd, cwd-less sessions lead.
+        let agent = AgentIdentity::new("me", None);
+        let first = rank_candidates(&sessions, &agent, "", 1);
+        assert_eq!(first[0].id(), "nocwd-new");
+    }
+
+    #[test]
+    fn service_futures_are_send() {
+        fn assert_send<T: Send>(_: &T) {}
+        let service =
+            SessionReferences::new(Arc::new(NoSessions), SessionReferenceConfig::default())
+                .unwrap();
+        let agent = AgentIdentity::new("a", None);
+        let cancel = CancellationToken::new();
+        assert_send(&service.list_candidates(&agent, "", None, &cancel));
+        assert_send(&service.prepare(&agent, vec![], vec![], &cancel));
+    }
+
+    struct NoSessions;
+
+    impl SessionQuery for NoSessions {
+        fn list_sessions(
+            &self,
+        ) -> crate::session::BoxFuture<'_, crate::session::error::Result<Arc<Vec<SessionSummary>>>>
+        {
+            Box::pin(async { Ok(Arc::new(Vec::new())) })
+        }
+        fn read_surface<'a>(
+            &'a self,
+            id: &'a str,
+        ) -> crate::session::BoxFuture<'a, crate::session::error::Result<SurfaceSnapshot>> {
+            Box::pin(async move { Err(SessionError::NotFound { id: id.to_string() }) })
+        }
+        fn read_title<'a>(
+            &'a self,
+            _id: &'a str,
+        ) -> crate::session::BoxFuture<'a, crate::session::error::Result<Option<String>>> {
+            Box::pin(async { Ok(None) })
+        }
+    }
+}
