@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod cli;
+pub mod demo;
 pub mod reference;
 pub mod session;
 pub mod tui;

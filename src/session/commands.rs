@@ -93,16 +93,7 @@ fn render(store: &DiskStore, json: bool) -> Result<String, super::SessionError> 
 
 /// Control characters from logs never reach the terminal.
 fn visible(text: &str) -> String {
-    // TODO(lead): switch to tui::escape once it lands.
-    text.chars()
-        .map(|c| {
-            if c.is_control() {
-                format!("\\x{:02X}", c as u32)
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    crate::tui::escape::escape_line(text).into_owned()
 }
 
 fn clip(text: &str, width: usize) -> String {

@@ -1,1 +1,22 @@
-//! The standard terminal bundle: composer, `@` popup, transcript, and the app loop.
+//! The standard terminal bundle: composer, `@` popup, transcript, status and key help, and the
+//! app loop that wires them to the agent runtime.
+//!
+//! The widgets are pure: state structs plus views that draw into a ratatui buffer through
+//! [`Renderable`], with no terminal or async I/O, so a host can mount single pieces in its own
+//! TUI and every visible state can be snapshot-tested.
+
+pub mod app;
+pub mod composer;
+pub mod escape;
+pub mod file_match;
+pub mod help;
+pub mod mount;
+pub mod popup;
+pub mod render;
+pub mod snapshot;
+pub mod status;
+pub mod style;
+pub mod text;
+pub mod transcript;
+
+pub use render::Renderable;

@@ -1,0 +1,41 @@
+//! Embeds `assets/demo-home` into the binary, so `dsh-refs --demo` works from any directory.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+fn main() {
+    let root = Path::new("assets/demo-home");
+    println!("cargo:rerun-if-changed=assets/demo-home");
+    let mut files = Vec::new();
+    collect(root, root, &mut files);
+    files.sort();
+    let mut out = String::from("/// Files of the bundled demo home: (path relative to the home, contents).\npub static DEMO_HOME: &[(&str, &[u8])] = &[\n");
+    for rel in &files {
+        let abs = Path::new(env!("CARGO_MANIFEST_DIR")).join(root).join(rel);
+        println!("cargo:rerun-if-changed={}", abs.display());
+        writeln!(
+            out,
+            "    ({rel:?}, include_bytes!({:?})),",
+            abs.display().to_string()
+        )
+        .unwrap();
+    }
+    out.push_str("];\n");
+    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("demo_home.rs");
+    std::fs::write(dest, out).unwrap();
+}
+
+fn collect(root: &Path, dir: &Path, files: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        println!("cargo:rerun-if-changed={}", path.display());
+        if path.is_dir() {
+            collect(root, &path, files);
+        } else if let Ok(rel) = path.strip_prefix(root) {
+            files.push(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+}

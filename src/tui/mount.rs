@@ -1,0 +1,186 @@
+//! The session-reference mount: what a host's TUI plugs in to get `@` sessions.
+//!
+//! It is deliberately terminal-free: candidate lookups for the popup and the submit transaction
+//! of SPEC §5.3 (parse, prepare, dispatch by admission state). A host provides an
+//! [`AgentSurface`] (this crate's [`Agent`] is one) and, optionally, a [`SessionReferences`]
+//! service over its [`crate::session::SessionQuery`]; without the service, messages that mention
+//! sessions are refused instead of being sent without their snapshot.
+
+use crate::agent::{Admission, Agent};
+use crate::reference::{
+    parse_session_reference_text, AgentIdentity, Candidate, ReferenceInput, SessionReferenceError,
+    SessionReferences,
+};
+use crate::session::{ContentBlock, Message, MessageSource};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// The agent operations the mount needs.
+pub trait AgentSurface: Send + Sync {
+    fn identity(&self) -> AgentIdentity;
+    /// `steer` inside the acceptance window, else `followup`.
+    fn dispatch(&self, message: Message) -> Admission;
+    /// Inside the window `inject(contexts)` + `steer(message)` at one boundary; outside it a
+    /// one-shot `prompt-submit` wrapper bound to `message`, then `followup`.
+    fn dispatch_with_contexts(&self, message: Message, contexts: Vec<Message>) -> Admission;
+}
+
+impl AgentSurface for Agent {
+    fn identity(&self) -> AgentIdentity {
+        AgentIdentity::new(self.info().session_id.clone(), self.info().cwd.clone())
+    }
+    fn dispatch(&self, message: Message) -> Admission {
+        self.submit(message)
+    }
+    fn dispatch_with_contexts(&self, message: Message, contexts: Vec<Message>) -> Admission {
+        self.submit_with_contexts(message, contexts)
+    }
+}
+
+/// Why a submission did not go out. The composer keeps (or gets back) its text in every case.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error("Invalid session reference: {}", .0.message())]
+    InvalidReference(SessionReferenceError),
+    #[error("Session reference capability unavailable")]
+    Unavailable,
+    #[error("Session reference failed: {}", .0.message())]
+    Failed(SessionReferenceError),
+}
+
+impl SubmitError {
+    pub fn was_cancelled(&self) -> bool {
+        matches!(self, SubmitError::Failed(e) if e.code() == "SESSION_REFERENCE_CANCELLED")
+    }
+}
+
+/// What a successful submission did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submitted {
+    pub admission: Admission,
+    pub message_id: String,
+    /// Distinct sessions whose snapshot went with the message.
+    pub referenced: usize,
+}
+
+/// A parsed submission: either ready to dispatch, or needing preparation.
+pub enum Submission {
+    Plain(Message),
+    WithReferences {
+        message: Message,
+        references: Vec<ReferenceInput>,
+    },
+}
+
+#[derive(Clone)]
+pub struct SessionReferenceMount {
+    service: Option<SessionReferences>,
+    agent: Arc<dyn AgentSurface>,
+}
+
+impl SessionReferenceMount {
+    pub fn new(service: Option<SessionReferences>, agent: Arc<dyn AgentSurface>) -> Self {
+        SessionReferenceMount { service, agent }
+    }
+
+    pub fn has_service(&self) -> bool {
+        self.service.is_some()
+    }
+
+    pub fn agent(&self) -> &Arc<dyn AgentSurface> {
+        &self.agent
+    }
+
+    /// Popup rows for `query` (SPEC §3.3); empty without a service.
+    pub async fn candidates(
+        &self,
+        query: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Candidate>, SessionReferenceError> {
+        match &self.service {
+            Some(service) => {
+                service
+                    .list_candidates(&self.agent.identity(), query, None, cancel)
+                    .await
+            }
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Step 1–3 of the transaction: parse, and refuse early what cannot be sent. Pure.
+    pub fn parse(&self, text: &str) -> Result<Submission, SubmitError> {
+        let parsed = parse_session_reference_text(text).map_err(SubmitError::InvalidReference)?;
+        let message = Message::new(
+            "user",
+            vec![ContentBlock::text(parsed.text)],
+            MessageSource::user(),
+            crate::agent::runtime::new_message_id(),
+        );
+        if parsed.references.is_empty() {
+            return Ok(Submission::Plain(message));
+        }
+        if self.service.is_none() {
+            return Err(SubmitError::Unavailable);
+        }
+        Ok(Submission::WithReferences {
+            message,
+            references: parsed.references.into_iter().map(Into::into).collect(),
+        })
+    }
+
+    /// The whole transaction. Nothing is dispatched unless preparation succeeded; `cancel`
+    /// (Esc) settles it with a cancelled failure.
+    pub async fn submit(
+        &self,
+        text: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Submitted, SubmitError> {
+        match self.parse(text)? {
+            Submission::Plain(message) => {
+                let message_id = message.id.clone();
+                Ok(Submitted {
+                    admission: self.agent.dispatch(message),
+                    message_id,
+                    referenced: 0,
+                })
+            }
+            Submission::WithReferences {
+                mut message,
+                references,
+            } => {
+                let service = self.service.as_ref().ok_or(SubmitError::Unavailable)?;
+                let prepared = service
+                    .prepare(
+                        &self.agent.identity(),
+                        std::mem::take(&mut message.content),
+                        references,
+                        cancel,
+                    )
+                    .await
+                    .map_err(SubmitError::Failed)?;
+                message.content = prepared.content;
+                let message_id = message.id.clone();
+                let (admission, referenced) = match prepared.additional_context {
+                    Some(context) => {
+                        let referenced = match &context.source {
+                            MessageSource::SessionReference { references, .. } => {
+                                references.as_array().map_or(0, Vec::len)
+                            }
+                            _ => 0,
+                        };
+                        (
+                            self.agent.dispatch_with_contexts(message, vec![context]),
+                            referenced,
+                        )
+                    }
+                    None => (self.agent.dispatch(message), 0),
+                };
+                Ok(Submitted {
+                    admission,
+                    message_id,
+                    referenced,
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,965 @@
+//! The `@` completion popup (SPEC §5.1): its state and its view.
+//!
+//! Session lookups are slow (they walk the store) and asynchronous, so the state never waits:
+//! every query change issues a fresh [`QueryId`], the caller runs the lookup wherever it likes,
+//! and only the answer to the latest id is applied, so a slow answer to an old query can never
+//! overwrite a newer one. Until the answer arrives, the previous answer stays on screen, filtered
+//! locally with the service's own rule, so rows don't flicker while typing. File rows are
+//! matched synchronously from a prebuilt [`FileIndex`].
+
+use super::composer::ActiveToken;
+use super::escape::EscapeMode;
+use super::file_match::{FileIndex, FileMatcher, FileRow};
+use super::render::{clip, Renderable};
+use super::style;
+use super::text::{ci_matches, format_age, StyledText};
+use crate::reference::Candidate;
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Alignment, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, BorderType, Clear, Widget};
+use std::sync::Arc;
+
+/// Identifies one session lookup. Later lookups have larger ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QueryId(u64);
+
+/// A lookup the caller should run: `list_candidates(agent, query)`, answered with
+/// [`PopupState::apply_results`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LookupRequest {
+    pub id: QueryId,
+    pub query: String,
+}
+
+/// What the popup offers for insertion.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PopupItem {
+    Session(Candidate),
+    File(FileRow),
+}
+
+/// What a key did to the popup.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PopupOutcome {
+    /// Consumed (selection moved); redraw.
+    Handled,
+    /// Tab or Enter on a row: insert this item (Enter here never sends).
+    Accept(PopupItem),
+    /// The popup closed (Esc, or Tab/Enter with nothing to insert); the text is untouched.
+    Close,
+    /// Not a popup key: give it to the composer.
+    Ignored,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Lookup {
+    Idle,
+    Loading,
+    Ready,
+    Failed(String),
+}
+
+/// What the user picked, by identity, so it survives a new answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pick {
+    Session(String),
+    File(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Row {
+    Session(usize),
+    File(usize),
+}
+
+/// Rows shown at once unless the caller picks another size.
+pub const DEFAULT_PAGE_ROWS: usize = 8;
+const FILE_LIMIT: usize = 50;
+/// Below this inner width the row tags shrink to one letter.
+const NARROW: usize = 48;
+
+#[derive(Debug, Clone)]
+pub struct PopupState {
+    open: bool,
+    query: String,
+    paths_only: bool,
+    /// Start of the token being completed, and of the one Esc dismissed.
+    token_start: Option<usize>,
+    dismissed_at: Option<usize>,
+    next_id: u64,
+    latest: Option<QueryId>,
+    lookup: Lookup,
+    /// The last applied answer, and what of it is shown for the current query.
+    answer: Vec<Candidate>,
+    sessions: Vec<Candidate>,
+    files: Vec<FileRow>,
+    file_index: Arc<FileIndex>,
+    matcher: FileMatcher,
+    rows: Vec<Row>,
+    selected: usize,
+    scroll: usize,
+    /// Set when the user moved the selection for the current query.
+    pick: Option<Pick>,
+    page_rows: usize,
+}
+
+impl Default for PopupState {
+    fn default() -> Self {
+        PopupState::new()
+    }
+}
+
+impl PopupState {
+    pub fn new() -> PopupState {
+        PopupState {
+            open: false,
+            query: String::new(),
+            paths_only: false,
+            token_start: None,
+            dismissed_at: None,
+            next_id: 0,
+            latest: None,
+            lookup: Lookup::Idle,
+            answer: Vec::new(),
+            sessions: Vec::new(),
+            files: Vec::new(),
+            file_index: Arc::new(FileIndex::default()),
+            matcher: FileMatcher::default(),
+            rows: Vec::new(),
+            selected: 0,
+            scroll: 0,
+            pick: None,
+            page_rows: DEFAULT_PAGE_ROWS,
+        }
+    }
+
+    /// Rows visible at once (at least 1); also the PgUp/PgDn step.
+    pub fn set_page_rows(&mut self, rows: usize) {
+        self.page_rows = rows.max(1);
+        self.ensure_visible();
+    }
+
+    /// The files offered as rows (relative paths under the session cwd).
+    pub fn set_file_index(&mut self, index: Arc<FileIndex>) {
+        self.file_index = index;
+        self.refresh_files();
+        self.rebuild_rows();
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    pub fn query(&self) -> &str {
+        &self.query
+    }
+
+    /// A quoted `@"…` token: files only.
+    pub fn paths_only(&self) -> bool {
+        self.paths_only
+    }
+
+    pub fn is_loading(&self) -> bool {
+        self.lookup == Lookup::Loading
+    }
+
+    pub fn error(&self) -> Option<&str> {
+        match &self.lookup {
+            Lookup::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Number of selectable rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    pub fn selected_index(&self) -> Option<usize> {
+        (!self.rows.is_empty()).then_some(self.selected)
+    }
+
+    /// The first visible row (kept so the selection stays on screen).
+    pub fn scroll(&self) -> usize {
+        self.scroll
+    }
+
+    /// The row Tab/Enter would insert.
+    pub fn selected(&self) -> Option<PopupItem> {
+        self.rows.get(self.selected).map(|row| self.item(*row))
+    }
+
+    /// All rows, in display order.
+    pub fn items(&self) -> Vec<PopupItem> {
+        self.rows.iter().map(|row| self.item(*row)).collect()
+    }
+
+    fn item(&self, row: Row) -> PopupItem {
+        match row {
+            Row::Session(i) => PopupItem::Session(self.sessions[i].clone()),
+            Row::File(i) => PopupItem::File(self.files[i].clone()),
+        }
+    }
+
+    /// Follows the composer: opens on an `@` token, tracks its query, closes when there is no
+    /// token, and stays closed on the token Esc dismissed. Returns the lookup to run, if any.
+    pub fn sync(&mut self, token: Option<&ActiveToken>) -> Option<LookupRequest> {
+        let Some(token) = token else {
+            self.dismissed_at = None;
+            if self.open {
+                self.close();
+            }
+            return None;
+        };
+        if self.dismissed_at == Some(token.start) {
+            return None;
+        }
+        self.dismissed_at = None;
+        if self.open && self.token_start != Some(token.start) {
+            // A different token: start fresh rather than carry the old selection over.
+            self.close();
+        }
+        self.token_start = Some(token.start);
+        self.open(&token.query, token.quoted)
+    }
+
+    /// Shows the popup for `query`. Returns the session lookup to run when the query (or mode)
+    /// changed; `paths_only` popups never look sessions up.
+    pub fn open(&mut self, query: &str, paths_only: bool) -> Option<LookupRequest> {
+        let unchanged = self.open && self.query == query && self.paths_only == paths_only;
+        self.open = true;
+        if unchanged {
+            return None;
+        }
+        self.paths_only = paths_only;
+        if paths_only {
+            self.set_query(query);
+            self.latest = None;
+            self.lookup = Lookup::Idle;
+            self.sessions.clear();
+            self.rebuild_rows();
+            None
+        } else {
+            let id = self.begin_lookup(query);
+            Some(LookupRequest {
+                id,
+                query: query.to_string(),
+            })
+        }
+    }
+
+    /// Starts a session lookup for `query` and marks the popup loading. Any answer to an earlier
+    /// id will be dropped.
+    pub fn begin_lookup(&mut self, query: &str) -> QueryId {
+        self.next_id += 1;
+        let id = QueryId(self.next_id);
+        self.latest = Some(id);
+        self.lookup = Lookup::Loading;
+        self.set_query(query);
+        // Until the answer comes, keep what still matches (id or cwd contains the query).
+        let needle = query.to_lowercase();
+        self.sessions = self
+            .answer
+            .iter()
+            .filter(|c| {
+                needle.is_empty()
+                    || c.session_id.to_lowercase().contains(&needle)
+                    || c.cwd
+                        .as_deref()
+                        .is_some_and(|cwd| cwd.to_lowercase().contains(&needle))
+            })
+            .cloned()
+            .collect();
+        self.rebuild_rows();
+        id
+    }
+
+    /// Applies the answer to lookup `id`. Returns false (and changes nothing) when `id` is not
+    /// the latest lookup or the popup closed since.
+    pub fn apply_results(&mut self, id: QueryId, result: Result<Vec<Candidate>, String>) -> bool {
+        if self.latest != Some(id) {
+            return false;
+        }
+        match result {
+            Ok(candidates) => {
+                self.lookup = Lookup::Ready;
+                self.answer = candidates;
+                self.sessions = self.answer.clone();
+            }
+            Err(message) => {
+                self.lookup = Lookup::Failed(message);
+                self.sessions.clear();
+            }
+        }
+        self.rebuild_rows();
+        true
+    }
+
+    /// Hides the popup; pending lookups are forgotten.
+    pub fn close(&mut self) {
+        self.open = false;
+        self.latest = None;
+        self.lookup = Lookup::Idle;
+        self.query.clear();
+        self.token_start = None;
+        self.sessions.clear();
+        self.files.clear();
+        self.rows.clear();
+        self.selected = 0;
+        self.scroll = 0;
+        self.pick = None;
+    }
+
+    /// Esc: close and stay closed while the cursor remains in the same token.
+    pub fn dismiss(&mut self) {
+        self.dismissed_at = self.token_start;
+        self.close();
+    }
+
+    pub fn move_up(&mut self) {
+        if self.rows.is_empty() {
+            return;
+        }
+        self.selected = if self.selected == 0 {
+            self.rows.len() - 1
+        } else {
+            self.selected - 1
+        };
+        self.moved();
+    }
+
+    pub fn move_down(&mut self) {
+        if self.rows.is_empty() {
+            return;
+        }
+        self.selected = (self.selected + 1) % self.rows.len();
+        self.moved();
+    }
+
+    pub fn page_up(&mut self) {
+        if self.rows.is_empty() {
+            return;
+        }
+        self.selected = self.selected.saturating_sub(self.list_capacity());
+        self.moved();
+    }
+
+    pub fn page_down(&mut self) {
+        if self.rows.is_empty() {
+            return;
+        }
+        self.selected = (self.selected + self.list_capacity()).min(self.rows.len() - 1);
+        self.moved();
+    }
+
+    /// Selects row `index` (clamped).
+    pub fn select(&mut self, index: usize) {
+        if self.rows.is_empty() {
+            return;
+        }
+        self.selected = index.min(self.rows.len() - 1);
+        self.moved();
+    }
+
+    fn moved(&mut self) {
+        self.pick = self.rows.get(self.selected).map(|row| match *row {
+            Row::Session(i) => Pick::Session(self.sessions[i].session_id.clone()),
+            Row::File(i) => Pick::File(self.files[i].path.clone()),
+        });
+        self.ensure_visible();
+    }
+
+    /// Routes a key while the popup is open.
+    pub fn handle_key(&mut self, key: KeyEvent) -> PopupOutcome {
+        if key.kind == KeyEventKind::Release || !self.open {
+            return PopupOutcome::Ignored;
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let plain = key.modifiers.difference(KeyModifiers::SHIFT).is_empty();
+        match key.code {
+            KeyCode::Up if plain => self.move_up(),
+            KeyCode::Down if plain => self.move_down(),
+            KeyCode::Char('p') if ctrl => self.move_up(),
+            KeyCode::Char('n') if ctrl => self.move_down(),
+            KeyCode::PageUp => self.page_up(),
+            KeyCode::PageDown => self.page_down(),
+            KeyCode::Tab | KeyCode::Enter if key.modifiers.is_empty() => {
+                return match self.selected() {
+                    Some(item) => PopupOutcome::Accept(item),
+                    None => {
+                        self.dismiss();
+                        PopupOutcome::Close
+                    }
+                };
+            }
+            KeyCode::Esc => {
+                self.dismiss();
+                return PopupOutcome::Close;
+            }
+            _ => return PopupOutcome::Ignored,
+        }
+        PopupOutcome::Handled
+    }
+
+    /// The widget for this state; ages are measured against `now_ms` (epoch ms).
+    pub fn view(&self, now_ms: i64) -> PopupView<'_> {
+        PopupView {
+            state: self,
+            now_ms,
+        }
+    }
+
+    fn set_query(&mut self, query: &str) {
+        if self.query != query {
+            self.query = query.to_string();
+            self.selected = 0;
+            self.scroll = 0;
+            self.pick = None;
+        }
+        self.refresh_files();
+    }
+
+    fn refresh_files(&mut self) {
+        self.files = if self.open {
+            self.matcher.best(&self.file_index, &self.query, FILE_LIMIT)
+        } else {
+            Vec::new()
+        };
+    }
+
+    /// Recomputes the rows after sessions or files changed; keeps the user's pick if it is
+    /// still there, else selects the best row.
+    fn rebuild_rows(&mut self) {
+        self.rows.clear();
+        if !self.paths_only {
+            self.rows.extend((0..self.sessions.len()).map(Row::Session));
+        }
+        self.rows.extend((0..self.files.len()).map(Row::File));
+        let found = self.pick.as_ref().and_then(|pick| {
+            self.rows.iter().position(|row| match (*row, pick) {
+                (Row::Session(i), Pick::Session(id)) => self.sessions[i].session_id == *id,
+                (Row::File(i), Pick::File(path)) => self.files[i].path == *path,
+                _ => false,
+            })
+        });
+        match found {
+            Some(i) => self.selected = i,
+            None => {
+                self.selected = 0;
+                self.pick = None;
+            }
+        }
+        self.ensure_visible();
+    }
+
+    /// Rows left for the list once the status line (if any) is drawn.
+    fn list_capacity(&self) -> usize {
+        let status = usize::from(self.status().is_some());
+        self.page_rows.saturating_sub(status).max(1)
+    }
+
+    fn ensure_visible(&mut self) {
+        let cap = self.list_capacity();
+        self.scroll = visible_scroll(self.scroll, self.selected, cap, self.rows.len());
+    }
+
+    /// The one line of text shown above (or instead of) the rows.
+    fn status(&self) -> Option<(StyledText, Style)> {
+        let mut text = StyledText::new();
+        let quoted = |text: &mut StyledText, prefix: &str, style: Style| {
+            text.push(prefix, style);
+            text.push("\"", style);
+            text.push_untrusted(&self.query, EscapeMode::SingleLine, style);
+            text.push("\"", style);
+        };
+        if self.paths_only {
+            if self.query.is_empty() {
+                text.push("Type to search files", style::dim());
+                return Some((text, style::dim()));
+            }
+            if self.files.is_empty() {
+                quoted(&mut text, "No files match ", style::dim());
+                return Some((text, style::dim()));
+            }
+            return None;
+        }
+        match &self.lookup {
+            Lookup::Failed(message) => {
+                text.push("Session lookup failed: ", style::error());
+                text.push_untrusted(message, EscapeMode::SingleLine, style::error());
+                Some((text, style::error()))
+            }
+            Lookup::Loading if self.sessions.is_empty() => {
+                text.push("Loading sessions…", style::dim());
+                Some((text, style::dim()))
+            }
+            Lookup::Loading => None,
+            Lookup::Ready | Lookup::Idle if self.sessions.is_empty() => {
+                if self.query.is_empty() {
+                    text.push("No other sessions yet", style::dim());
+                } else {
+                    quoted(&mut text, "No sessions match ", style::dim());
+                }
+                Some((text, style::dim()))
+            }
+            Lookup::Ready | Lookup::Idle => None,
+        }
+    }
+}
+
+/// The scroll offset closest to `scroll` that shows `selected` in a window of `cap` rows.
+fn visible_scroll(scroll: usize, selected: usize, cap: usize, len: usize) -> usize {
+    if len == 0 || cap == 0 {
+        return 0;
+    }
+    let mut scroll = scroll.min(len.saturating_sub(cap));
+    if selected < scroll {
+        scroll = selected;
+    } else if selected >= scroll + cap {
+        scroll = selected + 1 - cap;
+    }
+    scroll
+}
+
+/// Draws a [`PopupState`]. Pure: the clock comes in as `now_ms`.
+#[derive(Debug, Clone, Copy)]
+pub struct PopupView<'a> {
+    state: &'a PopupState,
+    now_ms: i64,
+}
+
+impl PopupView<'_> {
+    fn session_line(&self, c: &Candidate, width: usize, selected: bool) -> StyledText {
+        let query = &self.state.query;
+        let narrow = width < NARROW;
+        let mut line = prefix(selected, narrow, true);
+        let age = format_age(c.created_at, self.now_ms);
+        let age_w = super::text::str_width(&age) + 1;
+        // The age goes first when space runs out: the label is what identifies the row.
+        let show_age = width >= line.width() + age_w + 8;
+        let body_w = width.saturating_sub(line.width() + if show_age { age_w } else { 0 });
+
+        let base = if selected {
+            Style::new().add_modifier(Modifier::BOLD)
+        } else {
+            Style::new()
+        };
+        let hl = base.patch(style::matched());
+        let dim_hl = style::dim().patch(style::matched());
+        let field = |raw: &str, style: Style, hl: Style| {
+            let marks = ci_matches(raw, query);
+            let mut t = StyledText::new();
+            t.push_highlighted(raw, EscapeMode::SingleLine, style, |i| marks[i], hl);
+            t
+        };
+        let mut fields = vec![Field {
+            text: field(&c.label, base, hl),
+            weight: 3,
+            keep_tail: false,
+        }];
+        if c.label != c.session_id {
+            fields.push(Field {
+                text: field(&c.session_id, style::dim(), dim_hl),
+                weight: 1,
+                keep_tail: false,
+            });
+        }
+        fields.push(Field {
+            text: match &c.cwd {
+                Some(cwd) => field(cwd, style::dim(), dim_hl),
+                None => field("(no cwd)", style::dim(), style::dim()),
+            },
+            weight: 2,
+            keep_tail: true,
+        });
+        let body = fit_fields(fields, body_w);
+        let pad = body_w.saturating_sub(body.width());
+        line.append(body);
+        if show_age {
+            line.push(&" ".repeat(pad + 1), Style::new());
+            line.push(&age, style::dim());
+        }
+        line.truncate(width)
+    }
+
+    fn file_line(&self, f: &FileRow, width: usize, selected: bool) -> StyledText {
+        let mut line = prefix(selected, width < NARROW, false);
+        let base = if selected {
+            Style::new().add_modifier(Modifier::BOLD)
+        } else {
+            Style::new()
+        };
+        let mut path = StyledText::new();
+        path.push_highlighted(
+            &f.path,
+            EscapeMode::SingleLine,
+            base,
+            |i| u32::try_from(i).is_ok_and(|i| f.indices.binary_search(&i).is_ok()),
+            base.patch(style::matched()),
+        );
+        line.append(path.truncate_left(width.saturating_sub(line.width())));
+        line.truncate(width)
+    }
+}
+
+/// One column of a session row, for [`fit_fields`].
+struct Field {
+    text: StyledText,
+    weight: usize,
+    /// Cut from the left (paths: the last components say the most).
+    keep_tail: bool,
+}
+
+/// Narrowest useful width of a secondary field; below it the field is left out.
+const MIN_FIELD: usize = 6;
+
+/// Lays `fields` out in `width` cells, two spaces apart. When they don't fit, space is shared
+/// by weight (a field that needs less than its share gives the rest back) and secondary fields
+/// that would be squeezed below [`MIN_FIELD`] are dropped (the id first), so that at 40 columns a
+/// row still shows the label and the end of the cwd rather than one field cut to nothing.
+fn fit_fields(mut fields: Vec<Field>, width: usize) -> StyledText {
+    const SEP: usize = 2;
+    loop {
+        let avail = width.saturating_sub(SEP * fields.len().saturating_sub(1));
+        let needs: Vec<usize> = fields.iter().map(|f| f.text.width()).collect();
+        let alloc = share(
+            &needs,
+            &fields.iter().map(|f| f.weight).collect::<Vec<_>>(),
+            avail,
+        );
+        let squeezed = (1..fields.len()).any(|i| alloc[i] < needs[i] && alloc[i] < MIN_FIELD);
+        if squeezed {
+            // Field 1 is the id when there is one (the least readable), else the cwd.
+            fields.remove(1);
+            continue;
+        }
+        let mut out = StyledText::new();
+        for (i, (f, w)) in fields.iter().zip(alloc).enumerate() {
+            if i > 0 {
+                out.push("  ", style::dim());
+            }
+            out.append(if f.keep_tail {
+                f.text.truncate_left(w)
+            } else {
+                f.text.truncate(w)
+            });
+        }
+        return out.truncate(width);
+    }
+}
+
+/// Weighted max-min sharing of `total` cells among `needs`.
+fn share(needs: &[usize], weights: &[usize], total: usize) -> Vec<usize> {
+    let mut alloc = vec![0; needs.len()];
+    let mut open: Vec<usize> = (0..needs.len()).collect();
+    let mut left = total;
+    while !open.is_empty() {
+        let weight: usize = open.iter().map(|&i| weights[i].max(1)).sum();
+        let satisfied: Vec<usize> = open
+            .iter()
+            .copied()
+            .filter(|&i| needs[i] <= left * weights[i].max(1) / weight)
+            .collect();
+        if satisfied.is_empty() {
+            let mut given = 0;
+            for &i in &open {
+                alloc[i] = left * weights[i].max(1) / weight;
+                given += alloc[i];
+            }
+            alloc[open[0]] += left - given;
+            break;
+        }
+        for i in satisfied {
+            alloc[i] = needs[i];
+            left -= needs[i];
+            open.retain(|&j| j != i);
+        }
+    }
+    alloc
+}
+
+fn prefix(selected: bool, narrow: bool, session: bool) -> StyledText {
+    let mut line = StyledText::new();
+    if selected {
+        line.push("› ", style::user_prefix());
+    } else {
+        line.push("  ", Style::new());
+    }
+    let (tag, tag_style) = match (session, narrow) {
+        (true, false) => ("session ", style::session_tag()),
+        (true, true) => ("s ", style::session_tag()),
+        (false, false) => ("file    ", style::file_tag()),
+        (false, true) => ("f ", style::file_tag()),
+    };
+    line.push(tag, tag_style);
+    line
+}
+
+impl Renderable for PopupView<'_> {
+    fn render(&self, area: Rect, buf: &mut Buffer) {
+        let area = clip(area, buf);
+        let state = self.state;
+        if area.is_empty() || !state.open {
+            return;
+        }
+        Clear.render(area, buf);
+        let title = if state.paths_only {
+            " @ files "
+        } else {
+            " @ sessions · files "
+        };
+        let mut block = Block::bordered()
+            .border_type(BorderType::Rounded)
+            .border_style(style::border())
+            .title(Line::styled(
+                title,
+                Style::new().add_modifier(Modifier::BOLD),
+            ));
+        let status = state.status();
+        let inner = block.inner(area);
+        let cap = usize::from(inner.height).saturating_sub(usize::from(status.is_some()));
+        if state.is_loading() && !state.sessions.is_empty() {
+            block = block.title_bottom(Line::styled(" loading… ", style::dim()));
+        } else if state.rows.len() > cap && cap > 0 {
+            let pos = format!(" {}/{} ", state.selected + 1, state.rows.len());
+            block = block.title_bottom(Line::styled(pos, style::dim()).alignment(Alignment::Right));
+        }
+        block.render(area, buf);
+        if inner.is_empty() {
+            return;
+        }
+        let width = usize::from(inner.width);
+        let mut y = inner.y;
+        if let Some((text, _)) = status {
+            buf.set_line(inner.x, y, &text.truncate(width).to_line(), inner.width);
+            y += 1;
+        }
+        let scroll = visible_scroll(state.scroll, state.selected, cap, state.rows.len());
+        for (i, row) in state.rows.iter().enumerate().skip(scroll).take(cap) {
+            let selected = i == state.selected;
+            let mut line = match *row {
+                Row::Session(s) => self.session_line(&state.sessions[s], width, selected),
+                Row::File(f) => self.file_line(&state.files[f], width, selected),
+            };
+            if selected {
+                line.patch_style(style::selected());
+                buf.set_style(Rect::new(inner.x, y, inner.width, 1), style::selected());
+            }
+            buf.set_line(inner.x, y, &line.to_line(), inner.width);
+            y += 1;
+        }
+    }
+
+    fn desired_height(&self, _width: u16) -> u16 {
+        let state = self.state;
+        if !state.open {
+            return 0;
+        }
+        let content = usize::from(state.status().is_some()) + state.rows.len();
+        let content = content.clamp(1, state.page_rows.max(1));
+        u16::try_from(content + 2).unwrap_or(u16::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tui::snapshot::render_snapshot;
+    use proptest::prelude::*;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    fn ctrl(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)
+    }
+
+    fn candidates(n: usize) -> Vec<Candidate> {
+        (0..n)
+            .map(|i| Candidate {
+                session_id: format!("s{i}"),
+                label: format!("Session {i}"),
+                cwd: None,
+                created_at: 0,
+            })
+            .collect()
+    }
+
+    fn with(n: usize) -> PopupState {
+        let mut state = PopupState::new();
+        let request = state.open("", false).unwrap();
+        assert!(state.apply_results(request.id, Ok(candidates(n))));
+        state
+    }
+
+    #[test]
+    fn selection_wraps_both_ways() {
+        let mut state = with(3);
+        assert_eq!(state.selected_index(), Some(0));
+        assert_eq!(state.handle_key(key(KeyCode::Up)), PopupOutcome::Handled);
+        assert_eq!(state.selected_index(), Some(2));
+        state.handle_key(key(KeyCode::Down));
+        assert_eq!(state.selected_index(), Some(0));
+        state.handle_key(ctrl('p'));
+        assert_eq!(state.selected_index(), Some(2));
+        state.handle_key(ctrl('n'));
+        assert_eq!(state.selected_index(), Some(0));
+    }
+
+    #[test]
+    fn paging_moves_a_page_and_keeps_the_selection_visible() {
+        let mut state = with(20);
+        state.set_page_rows(5);
+        state.handle_key(key(KeyCode::PageDown));
+        assert_eq!(state.selected_index(), Some(5));
+        assert_eq!(state.scroll(), 1);
+        state.handle_key(key(KeyCode::PageDown));
+        state.handle_key(key(KeyCode::PageDown));
+        state.handle_key(key(KeyCode::PageDown));
+        assert_eq!(state.selected_index(), Some(19));
+        assert_eq!(state.scroll(), 15);
+        state.handle_key(key(KeyCode::PageUp));
+        assert_eq!(state.selected_index(), Some(14));
+        assert_eq!(state.scroll(), 14);
+        state.handle_key(key(KeyCode::Down));
+        state.handle_key(key(KeyCode::Down));
+        state.handle_key(key(KeyCode::Down));
+        state.handle_key(key(KeyCode::Down));
+        state.handle_key(key(KeyCode::Down));
+        assert_eq!(state.selected_index(), Some(19));
+        state.handle_key(key(KeyCode::Down));
+        assert_eq!((state.selected_index(), state.scroll()), (Some(0), 0));
+    }
+
+    #[test]
+    fn stale_results_are_dropped() {
+        let mut state = PopupState::new();
+        let first = state.open("a", false).unwrap();
+        let second = state.open("ab", false).unwrap();
+        assert!(first.id < second.id);
+        assert!(!state.apply_results(first.id, Ok(candidates(5))));
+        assert!(state.is_loading());
+        assert!(state.is_empty());
+        assert!(state.apply_results(second.id, Ok(candidates(2))));
+        assert!(!state.is_loading());
+        assert_eq!(state.len(), 2);
+        // An answer arriving after the popup closed is dropped too.
+        let third = state.open("abc", false).unwrap();
+        state.close();
+        assert!(!state.apply_results(third.id, Ok(candidates(1))));
+    }
+
+    #[test]
+    fn same_query_does_not_look_up_again() {
+        let mut state = PopupState::new();
+        assert!(state.open("x", false).is_some());
+        assert!(state.open("x", false).is_none());
+        assert!(state.open("x", true).is_none(), "paths only never looks up");
+        assert!(state.open("x", false).is_some());
+    }
+
+    #[test]
+    fn esc_closes_and_enter_accepts() {
+        let mut state = with(2);
+        state.handle_key(key(KeyCode::Down));
+        match state.handle_key(key(KeyCode::Enter)) {
+            PopupOutcome::Accept(PopupItem::Session(c)) => assert_eq!(c.session_id, "s1"),
+            other => panic!("unexpected {other:?}"),
+        }
+        match state.handle_key(key(KeyCode::Tab)) {
+            PopupOutcome::Accept(PopupItem::Session(c)) => assert_eq!(c.session_id, "s1"),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(
+            state.handle_key(key(KeyCode::Char('x'))),
+            PopupOutcome::Ignored
+        );
+        assert_eq!(state.handle_key(key(KeyCode::Esc)), PopupOutcome::Close);
+        assert!(!state.is_open());
+        assert_eq!(state.handle_key(key(KeyCode::Down)), PopupOutcome::Ignored);
+    }
+
+    #[test]
+    fn enter_with_no_rows_closes_without_sending() {
+        let mut state = PopupState::new();
+        let request = state.open("zzz", false).unwrap();
+        state.apply_results(request.id, Ok(Vec::new()));
+        assert_eq!(state.handle_key(key(KeyCode::Enter)), PopupOutcome::Close);
+    }
+
+    #[test]
+    fn a_user_pick_survives_a_new_answer() {
+        let mut state = with(5);
+        state.move_down();
+        state.move_down();
+        let request = state.begin_lookup("");
+        let mut answer = candidates(5);
+        answer.rotate_left(1); // s2 is now at index 1
+        state.apply_results(request, Ok(answer));
+        match state.selected() {
+            Some(PopupItem::Session(c)) => assert_eq!(c.session_id, "s2"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rows_while_loading_are_filtered_locally() {
+        let mut state = with(12);
+        state.open("s1", false).unwrap();
+        let ids: Vec<String> = state
+            .items()
+            .into_iter()
+            .map(|item| match item {
+                PopupItem::Session(c) => c.session_id,
+                PopupItem::File(f) => f.path,
+            })
+            .collect();
+        assert_eq!(ids, ["s1", "s10", "s11"]);
+    }
+
+    proptest! {
+        #[test]
+        fn rendering_never_panics(
+            w in 0u16..100,
+            h in 0u16..14,
+            query in "\\PC{0,12}",
+            labels in proptest::collection::vec(any::<String>(), 0..12),
+            moves in 0usize..30,
+            error in proptest::option::of(any::<String>()),
+        ) {
+            let mut state = PopupState::new();
+            state.set_file_index(Arc::new(FileIndex::new(labels.iter().cloned())));
+            if let Some(request) = state.open(&query, false) {
+                let answer = match error {
+                    Some(e) => Err(e),
+                    None => Ok(labels
+                        .iter()
+                        .enumerate()
+                        .map(|(i, l)| Candidate {
+                            session_id: format!("{l}{i}"),
+                            label: l.clone(),
+                            cwd: (i % 2 == 0).then(|| l.clone()),
+                            created_at: i as i64 * 1_000_000,
+                        })
+                        .collect()),
+                };
+                state.apply_results(request.id, answer);
+            }
+            for _ in 0..moves {
+                state.move_down();
+            }
+            let view = state.view(10_000_000);
+            let _ = view.desired_height(w);
+            let out = render_snapshot(w, h, |area, buf| view.render(area, buf));
+            prop_assert!(!out.contains('\x1b'), "raw ESC on screen");
+        }
+    }
+}

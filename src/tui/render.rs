@@ -1,0 +1,21 @@
+//! The one trait every widget of the bundle implements.
+//!
+//! Widgets here borrow their state and draw into a buffer; they never own a terminal, so the app
+//! loop (or a host mounting single pieces) decides layout from `desired_height` and tests can
+//! draw them into a `TestBackend`.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+
+pub trait Renderable {
+    /// Draws into `area`. Never panics, whatever the size (including zero).
+    fn render(&self, area: Rect, buf: &mut Buffer);
+
+    /// Rows this widget would like at `width` columns.
+    fn desired_height(&self, width: u16) -> u16;
+}
+
+/// `area` clipped to the buffer, so widgets never index outside it.
+pub(crate) fn clip(area: Rect, buf: &Buffer) -> Rect {
+    area.intersection(buf.area)
+}

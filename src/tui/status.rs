@@ -1,0 +1,98 @@
+//! The status line: which session this is and what the agent is doing.
+//!
+//! The title and cwd come from logs, so they are escaped like any other untrusted text. When
+//! space runs out the session name keeps priority over the cwd and model, and the run state on
+//! the right is never cut.
+
+use super::escape::EscapeMode;
+use super::render::{clip, Renderable};
+use super::style;
+use super::text::StyledText;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusLine {
+    pub session_id: String,
+    /// The latest title; the id is shown when there is none.
+    pub title: Option<String>,
+    pub cwd: Option<String>,
+    pub model: String,
+    pub running: bool,
+    /// Steering messages staged for the next safe boundary.
+    pub queued_steering: usize,
+    /// A submit transaction is preparing a snapshot.
+    pub preparing: bool,
+}
+
+impl StatusLine {
+    fn left(&self) -> StyledText {
+        let mut t = StyledText::new();
+        let name = self.title.as_deref().unwrap_or(&self.session_id);
+        t.push_untrusted(
+            name,
+            EscapeMode::SingleLine,
+            Style::new().add_modifier(Modifier::BOLD),
+        );
+        if self.title.is_some() {
+            t.push(" (", style::dim());
+            t.push_untrusted(&self.session_id, EscapeMode::SingleLine, style::dim());
+            t.push(")", style::dim());
+        }
+        t.push(" · ", style::dim());
+        match &self.cwd {
+            Some(cwd) => t.push_untrusted(cwd, EscapeMode::SingleLine, style::dim()),
+            None => t.push("(no cwd)", style::dim()),
+        };
+        if !self.model.is_empty() {
+            t.push(" · ", style::dim());
+            t.push_untrusted(&self.model, EscapeMode::SingleLine, style::dim());
+        }
+        t
+    }
+
+    fn right(&self) -> StyledText {
+        let mut t = StyledText::new();
+        if self.preparing {
+            t.push("◌ preparing", Style::new().fg(Color::Yellow));
+        } else if self.running {
+            t.push("● running", Style::new().fg(Color::Green));
+        } else {
+            t.push("○ idle", style::dim());
+        }
+        if self.queued_steering > 0 {
+            t.push(
+                &format!(" · {} queued", self.queued_steering),
+                Style::new().fg(Color::Magenta),
+            );
+        }
+        t
+    }
+}
+
+impl Renderable for StatusLine {
+    fn render(&self, area: Rect, buf: &mut Buffer) {
+        let area = clip(area, buf);
+        if area.is_empty() {
+            return;
+        }
+        let width = usize::from(area.width);
+        let right = self.right().truncate(width);
+        let right_w = right.width();
+        let left_w = width.saturating_sub(right_w + 1);
+        let left = self.left().truncate(left_w);
+        buf.set_line(area.x, area.y, &left.to_line(), area.width);
+        let x = area.x + u16::try_from(width - right_w).unwrap_or(0);
+        buf.set_line(
+            x,
+            area.y,
+            &right.to_line(),
+            u16::try_from(right_w).unwrap_or(0),
+        );
+    }
+
+    fn desired_height(&self, _width: u16) -> u16 {
+        1
+    }
+}

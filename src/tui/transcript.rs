@@ -1,0 +1,519 @@
+//! The conversation as the user sees it (SPEC §5.4).
+//!
+//! Items are built either live (the runtime pushes prompts, deltas and notices) or from log
+//! messages via [`TranscriptItem::from_message`], so a resumed session reads the same as a live
+//! one. Everything that came from a log is untrusted and escaped for multi-line display.
+//! A session-reference context is folded into one dim card: the snapshot is for the model, and
+//! the user only needs to know which sessions went along, with the full text a toggle away.
+
+use super::escape::EscapeMode;
+use super::render::{clip, Renderable};
+use super::style;
+use super::text::StyledText;
+use crate::session::format::{
+    ContentBlock, Event, Message, MessageSource, ASSISTANT_MESSAGE, STEERING_MESSAGE, TOOL_RESULT,
+    USER_MESSAGE,
+};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::Line;
+use serde_json::Value;
+use std::cell::Cell;
+
+/// One referenced session named on a reference card.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReferencedSession {
+    pub session_id: String,
+    pub label: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoticeLevel {
+    Info,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TranscriptItem {
+    /// A direct prompt.
+    User {
+        text: String,
+    },
+    /// A prompt that steered a running turn.
+    Steer {
+        text: String,
+    },
+    /// Model output; `streaming` while deltas still arrive.
+    Assistant {
+        text: String,
+        tool_calls: Vec<String>,
+        streaming: bool,
+    },
+    /// A session-reference context: one dim line, expandable to the text the model received.
+    ReferenceCard {
+        sessions: Vec<ReferencedSession>,
+        context: String,
+        expanded: bool,
+    },
+    /// Any other context message (including a malformed session-reference one).
+    ContextCard {
+        kind: String,
+        text: String,
+        expanded: bool,
+    },
+    /// A compaction checkpoint: a dim marker, expandable to the summary.
+    Compaction {
+        summary: String,
+        expanded: bool,
+    },
+    ToolResult {
+        text: String,
+        is_error: bool,
+    },
+    /// Our own messages, e.g. `Session reference failed: …`.
+    Notice {
+        level: NoticeLevel,
+        text: String,
+    },
+}
+
+impl TranscriptItem {
+    /// The item for a surface message read from a log (`event_kind` is the event type, e.g.
+    /// `user/message`). `None` for kinds the transcript does not show.
+    pub fn from_message(message: &Message, event_kind: &str) -> Option<TranscriptItem> {
+        if message.source.is_compact_checkpoint() {
+            return Some(TranscriptItem::Compaction {
+                summary: message.text(),
+                expanded: false,
+            });
+        }
+        if let MessageSource::SessionReference { references, .. } = &message.source {
+            return Some(match parse_references(references) {
+                Some(sessions) => TranscriptItem::ReferenceCard {
+                    sessions,
+                    context: message.text(),
+                    expanded: false,
+                },
+                None => context_card(message),
+            });
+        }
+        match event_kind {
+            USER_MESSAGE if message.source.is_direct_user() => Some(TranscriptItem::User {
+                text: message.display_text(),
+            }),
+            USER_MESSAGE => Some(context_card(message)),
+            STEERING_MESSAGE => Some(TranscriptItem::Steer {
+                text: message.display_text(),
+            }),
+            ASSISTANT_MESSAGE => Some(TranscriptItem::Assistant {
+                text: message.text(),
+                tool_calls: message
+                    .content
+                    .iter()
+                    .filter_map(|b| match b {
+                        ContentBlock::ToolCall { name, .. } => Some(name.clone()),
+                        _ => None,
+                    })
+                    .collect(),
+                streaming: false,
+            }),
+            TOOL_RESULT => {
+                let mut is_error = false;
+                let mut parts = Vec::new();
+                for block in &message.content {
+                    if let ContentBlock::ToolResult {
+                        content,
+                        is_error: err,
+                        ..
+                    } = block
+                    {
+                        is_error |= err.unwrap_or(false);
+                        parts.extend(content.iter().filter_map(ContentBlock::as_text));
+                    }
+                }
+                Some(TranscriptItem::ToolResult {
+                    text: parts.join("\n"),
+                    is_error,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Cards and markers that can show more.
+    pub fn is_expandable(&self) -> bool {
+        matches!(
+            self,
+            TranscriptItem::ReferenceCard { .. }
+                | TranscriptItem::ContextCard { .. }
+                | TranscriptItem::Compaction { .. }
+        )
+    }
+
+    /// Flips an expandable item; false for the others.
+    pub fn toggle(&mut self) -> bool {
+        self.set_expanded(!self.is_expanded())
+    }
+
+    pub fn is_expanded(&self) -> bool {
+        match self {
+            TranscriptItem::ReferenceCard { expanded, .. }
+            | TranscriptItem::ContextCard { expanded, .. }
+            | TranscriptItem::Compaction { expanded, .. } => *expanded,
+            _ => false,
+        }
+    }
+
+    pub fn set_expanded(&mut self, value: bool) -> bool {
+        match self {
+            TranscriptItem::ReferenceCard { expanded, .. }
+            | TranscriptItem::ContextCard { expanded, .. }
+            | TranscriptItem::Compaction { expanded, .. } => {
+                *expanded = value;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The rows this item takes at `width` columns.
+    pub fn lines(&self, width: usize) -> Vec<Line<'static>> {
+        if width == 0 {
+            return Vec::new();
+        }
+        let indent = text("  ", Style::new());
+        let multi = |body: &str, style: Style| {
+            let mut t = StyledText::new();
+            t.push_untrusted(body, EscapeMode::MultiLine, style);
+            t
+        };
+        match self {
+            TranscriptItem::User { text: body } => {
+                multi(body, Style::new()).wrap(width, &text("› ", style::user_prefix()), &indent)
+            }
+            TranscriptItem::Steer { text: body } => {
+                let mut first = text("› ", style::user_prefix());
+                first.push("steer ", style::steer_tag());
+                multi(body, Style::new()).wrap(width, &first, &indent)
+            }
+            TranscriptItem::Assistant {
+                text: body,
+                tool_calls,
+                streaming,
+            } => {
+                let mut t = multi(body, Style::new());
+                if *streaming {
+                    t.push("▍", style::user_prefix());
+                }
+                let mut lines = t.wrap(width, &text("• ", style::dim()), &indent);
+                for name in tool_calls {
+                    let mut call = text("  → tool ", style::dim());
+                    call.push_untrusted(name, EscapeMode::SingleLine, style::dim());
+                    lines.push(call.truncate(width).to_line());
+                }
+                lines
+            }
+            TranscriptItem::ReferenceCard {
+                sessions,
+                context,
+                expanded,
+            } => {
+                let mut head = text(marker(*expanded), style::dim());
+                head.push("Referenced sessions · ", style::dim());
+                for (i, s) in sessions.iter().enumerate() {
+                    if i > 0 {
+                        head.push(", ", style::dim());
+                    }
+                    head.push_untrusted(&s.label, EscapeMode::SingleLine, style::dim());
+                    if s.label != s.session_id {
+                        head.push(" (", style::dim());
+                        head.push_untrusted(&s.session_id, EscapeMode::SingleLine, style::dim());
+                        head.push(")", style::dim());
+                    }
+                }
+                card(head, context, *expanded, width)
+            }
+            TranscriptItem::ContextCard {
+                kind,
+                text: body,
+                expanded,
+            } => {
+                let mut head = text(marker(*expanded), style::dim());
+                head.push("context · ", style::dim());
+                head.push_untrusted(kind, EscapeMode::SingleLine, style::dim());
+                card(head, body, *expanded, width)
+            }
+            TranscriptItem::Compaction { summary, expanded } => {
+                let mut head = text(marker(*expanded), style::dim());
+                head.push("earlier context was compacted", style::dim());
+                card(head, summary, *expanded, width)
+            }
+            TranscriptItem::ToolResult {
+                text: body,
+                is_error,
+            } => {
+                let style = if *is_error {
+                    style::error()
+                } else {
+                    style::dim()
+                };
+                let mut t = text("  ↳ ", style);
+                let first = body.lines().next().unwrap_or("");
+                t.push_untrusted(first, EscapeMode::SingleLine, style);
+                if body.lines().nth(1).is_some() {
+                    t.push(" …", style);
+                }
+                vec![t.truncate(width).to_line()]
+            }
+            TranscriptItem::Notice { level, text: body } => {
+                let style = match level {
+                    NoticeLevel::Info => style::dim(),
+                    NoticeLevel::Error => style::error(),
+                };
+                let prefix = match level {
+                    NoticeLevel::Info => "· ",
+                    NoticeLevel::Error => "! ",
+                };
+                multi(body, style).wrap(width, &text(prefix, style), &indent)
+            }
+        }
+    }
+}
+
+fn text(s: &str, style: Style) -> StyledText {
+    let mut t = StyledText::new();
+    t.push(s, style);
+    t
+}
+
+fn marker(expanded: bool) -> &'static str {
+    if expanded {
+        "▾ "
+    } else {
+        "▸ "
+    }
+}
+
+/// A one-line head (truncated), plus the body when expanded.
+fn card(head: StyledText, body: &str, expanded: bool, width: usize) -> Vec<Line<'static>> {
+    let mut lines = vec![head.truncate(width).to_line()];
+    if expanded {
+        let mut t = StyledText::new();
+        t.push_untrusted(body, EscapeMode::MultiLine, style::dim());
+        let indent = text("  ", Style::new());
+        lines.extend(t.wrap(width, &indent, &indent));
+    }
+    lines
+}
+
+fn context_card(message: &Message) -> TranscriptItem {
+    let kind = match &message.source {
+        MessageSource::Plugin { plugin, .. } => format!("plugin {plugin}"),
+        source => source.kind().unwrap_or("unknown").to_string(),
+    };
+    TranscriptItem::ContextCard {
+        kind,
+        text: message.text(),
+        expanded: false,
+    }
+}
+
+/// `references` when it is a non-empty array of objects with string `sessionId` and `label`.
+fn parse_references(references: &Value) -> Option<Vec<ReferencedSession>> {
+    let items = references.as_array()?;
+    if items.is_empty() {
+        return None;
+    }
+    items
+        .iter()
+        .map(|item| {
+            let object = item.as_object()?;
+            Some(ReferencedSession {
+                session_id: object.get("sessionId")?.as_str()?.to_string(),
+                label: object.get("label")?.as_str()?.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The transcript: items plus a scroll position counted in rows from the bottom.
+#[derive(Debug, Clone, Default)]
+pub struct Transcript {
+    items: Vec<TranscriptItem>,
+    scroll: usize,
+    /// Rows that fit above the bottom at the last draw (the largest useful scroll).
+    max_scroll: Cell<usize>,
+}
+
+impl Transcript {
+    pub fn new() -> Transcript {
+        Transcript::default()
+    }
+
+    pub fn items(&self) -> &[TranscriptItem] {
+        &self.items
+    }
+
+    pub fn items_mut(&mut self) -> &mut [TranscriptItem] {
+        &mut self.items
+    }
+
+    pub fn push(&mut self, item: TranscriptItem) {
+        self.items.push(item);
+    }
+
+    /// Pushes the item for a log message; false when the message kind is not shown.
+    pub fn push_message(&mut self, message: &Message, event_kind: &str) -> bool {
+        match TranscriptItem::from_message(message, event_kind) {
+            Some(item) => {
+                self.items.push(item);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Pushes the item for a surface event of session `session_id` (history from a log).
+    /// False when it carries no shown message; an undecodable one becomes an error notice.
+    pub fn push_event(&mut self, event: &Event, session_id: &str) -> bool {
+        match event.message(session_id) {
+            Ok(Some(message)) => self.push_message(&message, &event.kind),
+            Ok(None) => false,
+            Err(err) => {
+                self.push_notice(
+                    NoticeLevel::Error,
+                    format!("Unreadable {} event (seq {}): {err}", event.kind, event.seq),
+                );
+                true
+            }
+        }
+    }
+
+    pub fn push_notice(&mut self, level: NoticeLevel, text: impl Into<String>) {
+        self.items.push(TranscriptItem::Notice {
+            level,
+            text: text.into(),
+        });
+    }
+
+    /// Appends streamed model text to the streaming assistant item, starting one if needed.
+    pub fn append_assistant_delta(&mut self, delta: &str) {
+        if let Some(TranscriptItem::Assistant {
+            text,
+            streaming: true,
+            ..
+        }) = self.items.last_mut()
+        {
+            text.push_str(delta);
+            return;
+        }
+        self.items.push(TranscriptItem::Assistant {
+            text: delta.to_string(),
+            tool_calls: Vec::new(),
+            streaming: true,
+        });
+    }
+
+    /// Ends streaming. With `final_text`, replaces the streamed text with the logged message
+    /// (they differ only if a delta was lost).
+    pub fn finish_assistant(&mut self, final_text: Option<&str>) {
+        if let Some(TranscriptItem::Assistant {
+            text, streaming, ..
+        }) = self.items.last_mut()
+        {
+            if *streaming {
+                *streaming = false;
+                if let Some(final_text) = final_text {
+                    *text = final_text.to_string();
+                }
+            }
+        }
+    }
+
+    /// Flips item `index` if it is expandable.
+    pub fn toggle(&mut self, index: usize) -> bool {
+        self.items
+            .get_mut(index)
+            .is_some_and(TranscriptItem::toggle)
+    }
+
+    /// Flips the most recent expandable item (the natural target of a "details" key).
+    pub fn toggle_last_card(&mut self) -> bool {
+        match self.items.iter().rposition(TranscriptItem::is_expandable) {
+            Some(i) => self.toggle(i),
+            None => false,
+        }
+    }
+
+    pub fn set_all_expanded(&mut self, expanded: bool) {
+        for item in &mut self.items {
+            item.set_expanded(expanded);
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.items.clear();
+        self.scroll = 0;
+    }
+
+    /// Rows scrolled up from the bottom (0: following the newest output).
+    pub fn scroll_offset(&self) -> usize {
+        self.scroll
+    }
+
+    pub fn scroll_up(&mut self, rows: usize) {
+        self.scroll = self.scroll.saturating_add(rows).min(self.max_scroll.get());
+    }
+
+    pub fn scroll_down(&mut self, rows: usize) {
+        self.scroll = self.scroll.saturating_sub(rows);
+    }
+
+    pub fn scroll_to_bottom(&mut self) {
+        self.scroll = 0;
+    }
+
+    /// All rows at `width`, one blank row between items.
+    pub fn lines(&self, width: usize) -> Vec<Line<'static>> {
+        let mut out = Vec::new();
+        for (i, item) in self.items.iter().enumerate() {
+            if i > 0 {
+                out.push(Line::default());
+            }
+            out.extend(item.lines(width));
+        }
+        out
+    }
+}
+
+impl Renderable for Transcript {
+    fn render(&self, area: Rect, buf: &mut Buffer) {
+        let area = clip(area, buf);
+        if area.is_empty() {
+            return;
+        }
+        let lines = self.lines(usize::from(area.width));
+        let height = usize::from(area.height);
+        let max_scroll = lines.len().saturating_sub(height);
+        self.max_scroll.set(max_scroll);
+        let scroll = self.scroll.min(max_scroll);
+        let start = lines.len().saturating_sub(height + scroll);
+        for (row, line) in lines.iter().skip(start).take(height).enumerate() {
+            let y = area.y + u16::try_from(row).unwrap_or(0);
+            buf.set_line(area.x, y, line, area.width);
+        }
+        if scroll > 0 {
+            let hint = format!(" ↓ {scroll} more ");
+            let w = u16::try_from(super::text::str_width(&hint)).unwrap_or(u16::MAX);
+            if w <= area.width {
+                let style = style::dim().add_modifier(Modifier::REVERSED);
+                buf.set_string(area.right() - w, area.bottom() - 1, hint, style);
+            }
+        }
+    }
+
+    fn desired_height(&self, width: u16) -> u16 {
+        u16::try_from(self.lines(usize::from(width)).len()).unwrap_or(u16::MAX)
+    }
+}

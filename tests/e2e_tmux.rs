@@ -1,0 +1,250 @@
+//! End to end: the real `dsh-refs` binary in tmux, typed at like a person, checked on disk.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    session: String,
+}
+
+impl Tmux {
+    fn start(command: &str, width: u16, height: u16) -> Tmux {
+        let session = format!("dshrefs-e2e-{}", std::process::id());
+        let status = Command::new("tmux")
+            .args(["new-session", "-d", "-s", &session])
+            .args(["-x", &width.to_string(), "-y", &height.to_string()])
+            .arg(command)
+            .status()
+            .expect("tmux must be installed (CI installs it in .ci/run)");
+        assert!(status.success());
+        Tmux { session }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let status = Command::new("tmux")
+            .args(["send-keys", "-t", &self.session])
+            .args(keys)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Types literal text.
+    fn type_text(&self, text: &str) {
+        let status = Command::new("tmux")
+            .args(["send-keys", "-t", &self.session, "-l", text])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-t", &self.session, "-p"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn wait_for_screen(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if pred(&screen) {
+                return screen;
+            }
+            if start.elapsed() > Duration::from_secs(20) {
+                panic!("timed out waiting for {what}; screen:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.session])
+            .status();
+    }
+}
+
+fn write_source(home: &Path) {
+    let dir = home.join("sessions/--proj-api--/src-session-1");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lines = [
+        r#"{"type":"session","version":0,"id":"src-session-1","createdAt":1780000000000,"cwd":"/proj/api","delegationDepth":0}"#,
+        r#"{"type":"turn/start","seq":0,"time":1780000000001,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}"#,
+        r#"{"type":"user/message","seq":1,"time":1780000000002,"data":{"content":[{"type":"text","text":"Why does the date parser reject 2024-02-29?"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#,
+        r#"{"type":"session/title","seq":2,"time":1780000000003,"data":{"title":"Leap day parsing","messageSeqs":[1],"source":{"kind":"fallback"}}}"#,
+        r#"{"type":"assistant/message","seq":3,"time":1780000000004,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[{"type":"text","text":"The validator used a non-leap month table."}],"source":{"kind":"model","provider":"p","model":"m"},"id":"a1"}},"surfaceOp":"append"}"#,
+        r#"{"type":"turn/end","seq":4,"time":1780000000005,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    ];
+    std::fs::write(dir.join("session.jsonl"), lines.join("\n") + "\n").unwrap();
+}
+
+/// The log of the session the TUI created (the only one besides the source).
+fn target_log(home: &Path) -> Option<PathBuf> {
+    let sessions = home.join("sessions");
+    for project in std::fs::read_dir(&sessions).ok()? {
+        for session in std::fs::read_dir(project.ok()?.path()).ok()? {
+            let dir = session.ok()?.path();
+            if dir.ends_with("src-session-1") {
+                continue;
+            }
+            let log = dir.join("session.jsonl");
+            if log.exists() {
+                return Some(log);
+            }
+        }
+    }
+    None
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn wait_for_log(home: &Path, what: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let start = Instant::now();
+    loop {
+        if let Some(path) = target_log(home) {
+            let records = records(&path);
+            if pred(&records) {
+                return records;
+            }
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            panic!("timed out waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn count(records: &[Value], kind: &str) -> usize {
+    records.iter().filter(|r| r["type"] == kind).count()
+}
+
+fn message(record: &Value) -> &Value {
+    if record["type"] == "steering/message" {
+        &record["data"]["message"]
+    } else {
+        &record["data"]
+    }
+}
+
+#[test]
+fn mention_a_session_idle_then_while_running() {
+    let home = tempfile::tempdir().unwrap();
+    write_source(home.path());
+    let workdir = tempfile::tempdir().unwrap();
+    let command = format!(
+        "cd {} && {} --home {} --compression none --offline-delay-ms 120",
+        workdir.path().display(),
+        env!("CARGO_BIN_EXE_dsh-refs"),
+        home.path().display()
+    );
+    let tmux = Tmux::start(&command, 110, 32);
+    tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
+
+    // Idle path: pick the session from the popup by part of its id.
+    tmux.type_text("summarize @src-ses");
+    tmux.wait_for_screen("the candidate", |s| {
+        s.contains("Leap day parsing") && s.contains("src-session-1")
+    });
+    tmux.keys(&["Tab"]);
+    tmux.wait_for_screen("the inserted mention", |s| s.contains("@Leap day parsing"));
+    tmux.type_text("for me");
+    tmux.keys(&["Enter"]);
+    let first = wait_for_log(home.path(), "the first turn", |r| count(r, "turn/end") == 1);
+    let users: Vec<&Value> = first
+        .iter()
+        .filter(|r| r["type"] == "user/message")
+        .collect();
+    assert_eq!(users.len(), 2, "context, then the readable prompt");
+    let context = message(users[0]);
+    assert_eq!(context["source"]["kind"], "session-reference");
+    assert_eq!(context["source"]["version"], 1);
+    let reference = &context["source"]["references"][0];
+    assert_eq!(reference["sessionId"], "src-session-1");
+    assert_eq!(reference["label"], "Leap day parsing");
+    assert_eq!(reference["capturedThroughSeq"], 4);
+    assert_eq!(reference["originalMessages"], 2);
+    assert_eq!(reference["retainedMessages"], 2);
+    assert_eq!(reference["inputIndex"], 0);
+    let context_text = context["content"][0]["text"].as_str().unwrap();
+    assert!(context_text.starts_with("## Referenced sessions\n\n"));
+    assert!(context_text.contains("non-leap month table"));
+    let prompt = message(users[1]);
+    assert_eq!(prompt["source"]["kind"], "user");
+    assert_eq!(
+        prompt["content"][0]["text"],
+        "summarize @Leap day parsing for me"
+    );
+    let ctx_seq = users[0]["seq"].as_u64().unwrap();
+    assert_eq!(users[1]["seq"].as_u64().unwrap(), ctx_seq + 1, "adjacent");
+    tmux.wait_for_screen("the reference card", |s| {
+        s.contains("Referenced sessions · Leap day parsing (src-session-1)")
+    });
+
+    // Running path: a slow turn is open; a mentioned message becomes steering.
+    tmux.type_text("tell me a long story about parsers");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_screen("a running turn", |s| s.contains("running"));
+    wait_for_log(home.path(), "the second turn to start", |r| {
+        count(r, "turn/start") == 2
+    });
+    tmux.type_text("also check @src-session");
+    tmux.wait_for_screen("the candidate again", |s| {
+        s.contains("src-session-1") && s.contains("session ")
+    });
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_screen("the inserted mention", |s| {
+        s.contains("also check @Leap day parsing")
+    });
+    tmux.keys(&["Enter"]);
+    let second = wait_for_log(home.path(), "the steering", |r| {
+        count(r, "steering/message") == 1
+    });
+    assert_eq!(
+        count(&second, "turn/end"),
+        1,
+        "the mention went in while the turn ran"
+    );
+    let at = second
+        .iter()
+        .position(|r| r["type"] == "steering/message")
+        .unwrap();
+    let context = message(&second[at - 1]);
+    assert_eq!(second[at - 1]["type"], "user/message");
+    assert_eq!(context["source"]["kind"], "session-reference");
+    assert_eq!(
+        context["source"]["references"][0]["sessionId"],
+        "src-session-1"
+    );
+    let steer = message(&second[at]);
+    assert_eq!(steer["source"]["kind"], "user");
+    assert_eq!(steer["content"][0]["text"], "also check @Leap day parsing");
+    let done = wait_for_log(home.path(), "the second turn to end", |r| {
+        count(r, "turn/end") == 2
+    });
+    assert_eq!(
+        count(&done, "turn/start"),
+        2,
+        "steering did not start a turn of its own"
+    );
+
+    // Ctrl+C twice quits and restores the terminal.
+    tmux.keys(&["C-c"]);
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_screen("the shell prompt back", |s| {
+        !s.contains("type @ to reference")
+    });
+}

@@ -1,0 +1,205 @@
+//! Snapshots of the `@` popup in every state a user can see.
+
+use dsh_session_references::reference::Candidate;
+use dsh_session_references::tui::file_match::FileIndex;
+use dsh_session_references::tui::popup::PopupState;
+use dsh_session_references::tui::snapshot::render_snapshot;
+use dsh_session_references::tui::Renderable;
+use insta::assert_snapshot;
+use std::sync::Arc;
+
+const NOW: i64 = 1_700_000_000_000;
+const MIN: i64 = 60_000;
+
+fn candidate(id: &str, label: &str, cwd: Option<&str>, age_ms: i64) -> Candidate {
+    Candidate {
+        session_id: id.into(),
+        label: label.into(),
+        cwd: cwd.map(Into::into),
+        created_at: NOW - age_ms,
+    }
+}
+
+fn sessions() -> Vec<Candidate> {
+    vec![
+        candidate(
+            "session-7f3a",
+            "Fix webapp login loop",
+            Some("/home/dev/webapp"),
+            5 * MIN,
+        ),
+        candidate("session-91bc", "session-91bc", None, 3 * 60 * MIN),
+        candidate(
+            "session-c02e",
+            "Refactor the session store",
+            Some("/home/dev/dsh"),
+            2 * 24 * 60 * MIN,
+        ),
+    ]
+}
+
+/// Filters like `list_candidates` does (id or cwd contains the query, case-insensitively).
+fn lookup(all: &[Candidate], query: &str) -> Vec<Candidate> {
+    let q = query.to_lowercase();
+    all.iter()
+        .filter(|c| {
+            c.session_id.to_lowercase().contains(&q)
+                || c.cwd
+                    .as_deref()
+                    .is_some_and(|d| d.to_lowercase().contains(&q))
+        })
+        .cloned()
+        .collect()
+}
+
+fn draw(state: &PopupState, width: u16) -> String {
+    let view = state.view(NOW);
+    let height = view.desired_height(width);
+    render_snapshot(width, height, |area, buf| view.render(area, buf))
+}
+
+fn answered(query: &str, all: &[Candidate]) -> PopupState {
+    let mut state = PopupState::new();
+    let request = state.open(query, false).expect("a lookup");
+    assert!(state.apply_results(request.id, Ok(lookup(all, query))));
+    state
+}
+
+#[test]
+fn loading() {
+    let mut state = PopupState::new();
+    state.open("", false).expect("a lookup");
+    assert!(state.is_loading());
+    assert_snapshot!(draw(&state, 60));
+}
+
+#[test]
+fn empty_query_with_results() {
+    assert_snapshot!(draw(&answered("", &sessions()), 80));
+}
+
+#[test]
+fn empty_query_without_sessions() {
+    assert_snapshot!(draw(&answered("", &[]), 60));
+}
+
+#[test]
+fn results_with_highlights() {
+    assert_snapshot!(draw(&answered("WebApp", &sessions()), 80));
+}
+
+#[test]
+fn no_matches() {
+    assert_snapshot!(draw(&answered("zzz", &sessions()), 60));
+}
+
+#[test]
+fn error_state() {
+    let mut state = PopupState::new();
+    let request = state.open("dev", false).unwrap();
+    state.apply_results(
+        request.id,
+        Err("session store unreadable: permission denied".into()),
+    );
+    assert_snapshot!(draw(&state, 60));
+}
+
+#[test]
+fn stale_rows_stay_while_loading() {
+    let mut state = answered("", &sessions());
+    state.open("dev", false).expect("a new lookup");
+    assert!(state.is_loading());
+    assert_snapshot!(draw(&state, 80));
+}
+
+fn many() -> Vec<Candidate> {
+    (0..20)
+        .map(|i| {
+            candidate(
+                &format!("session-{i:02}"),
+                &format!("Task number {i}"),
+                Some(&format!("/work/project-{}", i % 3)),
+                i64::from(i) * 37 * MIN,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn scrolled() {
+    let mut state = answered("", &many());
+    state.set_page_rows(5);
+    for _ in 0..7 {
+        state.move_down();
+    }
+    assert_eq!(state.selected_index(), Some(7));
+    assert_snapshot!(draw(&state, 70));
+}
+
+#[test]
+fn width_40() {
+    assert_snapshot!(draw(&answered("dev", &sessions()), 40));
+}
+
+#[test]
+fn width_120() {
+    assert_snapshot!(draw(&answered("dev", &sessions()), 120));
+}
+
+fn files() -> Arc<FileIndex> {
+    Arc::new(FileIndex::new([
+        "src/main.rs",
+        "src/tui/popup.rs",
+        "src/web/app.rs",
+        "web/app/index.html",
+        "docs/webapp-notes.md",
+        "Cargo.toml",
+    ]))
+}
+
+#[test]
+fn files_mixed_with_sessions() {
+    let mut state = PopupState::new();
+    state.set_file_index(files());
+    let request = state.open("webapp", false).unwrap();
+    state.apply_results(request.id, Ok(lookup(&sessions(), "webapp")));
+    assert_snapshot!(draw(&state, 80));
+}
+
+#[test]
+fn quoted_token_is_files_only() {
+    let mut state = PopupState::new();
+    state.set_file_index(files());
+    assert!(state.open("app", true).is_none(), "no session lookup");
+    assert_snapshot!(draw(&state, 60));
+}
+
+#[test]
+fn quoted_token_without_query() {
+    let mut state = PopupState::new();
+    state.set_file_index(files());
+    state.open("", true);
+    assert_snapshot!(draw(&state, 60));
+}
+
+#[test]
+fn hostile_label_is_escaped() {
+    let hostile = vec![candidate(
+        "session-\u{1b}[31mred",
+        "evil\u{1b}]0;pwned\u{7}\nsecond line\u{202e}",
+        Some("/tmp/\u{7}bell"),
+        MIN,
+    )];
+    let out = draw(&answered("", &hostile), 90);
+    assert!(!out.contains('\u{1b}') && !out.contains('\u{7}') && !out.contains('\u{202e}'));
+    assert_snapshot!(out);
+}
+
+#[test]
+fn narrow_and_tiny_sizes_do_not_panic() {
+    let state = answered("dev", &sessions());
+    for (w, h) in [(0, 0), (1, 1), (2, 2), (3, 3), (10, 4), (20, 3), (25, 6)] {
+        render_snapshot(w, h, |area, buf| state.view(NOW).render(area, buf));
+    }
+    assert_snapshot!(draw(&state, 22));
+}
