@@ -10,8 +10,8 @@ struct Tmux {
 }
 
 impl Tmux {
-    fn start(command: &str, width: u16, height: u16) -> Tmux {
-        let session = format!("dshrefs-e2e-{}", std::process::id());
+    fn start(name: &str, command: &str, width: u16, height: u16) -> Tmux {
+        let session = format!("dshrefs-e2e-{name}-{}", std::process::id());
         let status = Command::new("tmux")
             .args(["new-session", "-d", "-s", &session])
             .args(["-x", &width.to_string(), "-y", &height.to_string()])
@@ -151,7 +151,7 @@ fn mention_a_session_idle_then_while_running() {
         env!("CARGO_BIN_EXE_dsh-refs"),
         home.path().display()
     );
-    let tmux = Tmux::start(&command, 110, 32);
+    let tmux = Tmux::start("main", &command, 110, 32);
     tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
 
     // Idle path: pick the session from the popup by part of its id.
