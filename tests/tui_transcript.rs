@@ -189,3 +189,82 @@ fn history_from_log_events() {
         }]
     );
 }
+
+/// The rows a transcript should show, wrapped from scratch (no cache).
+fn naive_rows(t: &Transcript, width: u16, height: u16, scroll: usize) -> Vec<String> {
+    let mut rows: Vec<String> = Vec::new();
+    for (i, item) in t.items().iter().enumerate() {
+        if i > 0 {
+            rows.push(String::new());
+        }
+        for line in item.lines(usize::from(width)) {
+            rows.push(line.spans.iter().map(|s| s.content.as_ref()).collect());
+        }
+    }
+    let height = usize::from(height);
+    let scroll = scroll.min(rows.len().saturating_sub(height));
+    let start = rows.len().saturating_sub(height + scroll);
+    rows.into_iter().skip(start).take(height).collect()
+}
+
+fn drawn_rows(t: &Transcript, width: u16, height: u16) -> Vec<String> {
+    let area = ratatui::layout::Rect::new(0, 0, width, height);
+    let mut buf = ratatui::buffer::Buffer::empty(area);
+    t.render(area, &mut buf);
+    (0..height)
+        .map(|y| {
+            let row: String = (0..width)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect();
+            row.trim_end().to_string()
+        })
+        .collect()
+}
+
+proptest::proptest! {
+    /// The wrap cache never shows stale rows, whatever the mutations and widths.
+    #[test]
+    fn cached_rendering_matches_wrapping_from_scratch(
+        ops in proptest::collection::vec((0u8..6, "[a-z ]{0,40}", 10u16..60), 1..40)
+    ) {
+        let mut t = conversation();
+        for (op, text, width) in ops {
+            match op {
+                0 => t.append_assistant_delta(&text),
+                1 => t.finish_assistant(Some(&text)),
+                2 => { t.toggle_last_card(); }
+                3 => t.push_notice(NoticeLevel::Info, text.clone()),
+                4 => t.set_all_expanded(text.len() % 2 == 0),
+                _ => {
+                    t.push_message(&message("user", &text, MessageSource::user()), "user/message");
+                }
+            }
+            let height = 12;
+            let drawn = drawn_rows(&t, width, height);
+            let mut expected = naive_rows(&t, width, height, 0);
+            expected.resize(usize::from(height), String::new());
+            let expected: Vec<String> = expected.into_iter().map(|r| r.trim_end().to_string()).collect();
+            proptest::prop_assert_eq!(drawn, expected);
+        }
+    }
+}
+
+#[test]
+fn scrolled_up_view_stays_put_while_output_arrives() {
+    let mut t = conversation();
+    for i in 0..30 {
+        t.push_notice(NoticeLevel::Info, format!("line {i}"));
+    }
+    let before = drawn_rows(&t, 50, 8);
+    t.scroll_up(10);
+    let scrolled = drawn_rows(&t, 50, 8);
+    assert_ne!(before, scrolled);
+    t.append_assistant_delta("new output arrives below");
+    t.append_assistant_delta(" and keeps streaming");
+    t.push_notice(NoticeLevel::Info, "more");
+    let after = drawn_rows(&t, 50, 8);
+    // Same rows on screen except the scroll hint in the corner.
+    assert_eq!(scrolled[..7], after[..7]);
+    t.scroll_to_bottom();
+    assert!(drawn_rows(&t, 50, 8).iter().any(|r| r.contains("more")));
+}

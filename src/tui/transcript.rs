@@ -19,7 +19,7 @@ use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use serde_json::Value;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 /// One referenced session named on a reference card.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -338,12 +338,26 @@ fn parse_references(references: &Value) -> Option<Vec<ReferencedSession>> {
 }
 
 /// The transcript: items plus a scroll position counted in rows from the bottom.
+///
+/// Wrapped rows are cached per item and width, and only the rows on screen are drawn, so a
+/// frame costs what is visible, not the length of the conversation. Every mutation below drops
+/// exactly the cache entries it affects.
 #[derive(Debug, Clone, Default)]
 pub struct Transcript {
     items: Vec<TranscriptItem>,
-    scroll: usize,
+    /// Rows scrolled up from the bottom.
+    scroll: Cell<usize>,
     /// Rows that fit above the bottom at the last draw (the largest useful scroll).
     max_scroll: Cell<usize>,
+    /// Total rows at the last draw: new output while scrolled up keeps the view still.
+    last_total: Cell<Option<usize>>,
+    cache: RefCell<Vec<Option<Wrapped>>>,
+}
+
+#[derive(Debug, Clone)]
+struct Wrapped {
+    width: usize,
+    lines: Vec<Line<'static>>,
 }
 
 impl Transcript {
@@ -355,8 +369,16 @@ impl Transcript {
         &self.items
     }
 
+    /// Mutable access to every item (drops the whole wrap cache).
     pub fn items_mut(&mut self) -> &mut [TranscriptItem] {
+        self.cache.get_mut().clear();
         &mut self.items
+    }
+
+    fn invalidate(&mut self, index: usize) {
+        if let Some(slot) = self.cache.get_mut().get_mut(index) {
+            *slot = None;
+        }
     }
 
     pub fn push(&mut self, item: TranscriptItem) {
@@ -399,6 +421,7 @@ impl Transcript {
 
     /// Appends streamed model text to the streaming assistant item, starting one if needed.
     pub fn append_assistant_delta(&mut self, delta: &str) {
+        let last = self.items.len().wrapping_sub(1);
         if let Some(TranscriptItem::Assistant {
             text,
             streaming: true,
@@ -406,6 +429,7 @@ impl Transcript {
         }) = self.items.last_mut()
         {
             text.push_str(delta);
+            self.invalidate(last);
             return;
         }
         self.items.push(TranscriptItem::Assistant {
@@ -418,6 +442,7 @@ impl Transcript {
     /// Ends streaming. With `final_text`, replaces the streamed text with the logged message
     /// (they differ only if a delta was lost).
     pub fn finish_assistant(&mut self, final_text: Option<&str>) {
+        let last = self.items.len().wrapping_sub(1);
         if let Some(TranscriptItem::Assistant {
             text, streaming, ..
         }) = self.items.last_mut()
@@ -427,15 +452,21 @@ impl Transcript {
                 if let Some(final_text) = final_text {
                     *text = final_text.to_string();
                 }
+                self.invalidate(last);
             }
         }
     }
 
     /// Flips item `index` if it is expandable.
     pub fn toggle(&mut self, index: usize) -> bool {
-        self.items
+        let flipped = self
+            .items
             .get_mut(index)
-            .is_some_and(TranscriptItem::toggle)
+            .is_some_and(TranscriptItem::toggle);
+        if flipped {
+            self.invalidate(index);
+        }
+        flipped
     }
 
     /// Flips the most recent expandable item (the natural target of a "details" key).
@@ -450,40 +481,74 @@ impl Transcript {
         for item in &mut self.items {
             item.set_expanded(expanded);
         }
+        self.cache.get_mut().clear();
     }
 
     pub fn clear(&mut self) {
         self.items.clear();
-        self.scroll = 0;
+        self.cache.get_mut().clear();
+        self.scroll.set(0);
+        self.last_total.set(None);
     }
 
     /// Rows scrolled up from the bottom (0: following the newest output).
     pub fn scroll_offset(&self) -> usize {
-        self.scroll
+        self.scroll.get()
     }
 
     pub fn scroll_up(&mut self, rows: usize) {
-        self.scroll = self.scroll.saturating_add(rows).min(self.max_scroll.get());
+        let scroll = self
+            .scroll
+            .get()
+            .saturating_add(rows)
+            .min(self.max_scroll.get());
+        self.scroll.set(scroll);
     }
 
     pub fn scroll_down(&mut self, rows: usize) {
-        self.scroll = self.scroll.saturating_sub(rows);
+        self.scroll.set(self.scroll.get().saturating_sub(rows));
     }
 
     pub fn scroll_to_bottom(&mut self) {
-        self.scroll = 0;
+        self.scroll.set(0);
+    }
+
+    /// Wraps what is not cached at `width` yet; returns each item's row count.
+    fn wrap(&self, width: usize) -> Vec<usize> {
+        let mut cache = self.cache.borrow_mut();
+        cache.resize(self.items.len(), None);
+        self.items
+            .iter()
+            .zip(cache.iter_mut())
+            .map(|(item, slot)| {
+                if slot.as_ref().is_none_or(|w| w.width != width) {
+                    *slot = Some(Wrapped {
+                        width,
+                        lines: item.lines(width),
+                    });
+                }
+                slot.as_ref().map_or(0, |w| w.lines.len())
+            })
+            .collect()
     }
 
     /// All rows at `width`, one blank row between items.
     pub fn lines(&self, width: usize) -> Vec<Line<'static>> {
+        self.wrap(width);
+        let cache = self.cache.borrow();
         let mut out = Vec::new();
-        for (i, item) in self.items.iter().enumerate() {
+        for (i, wrapped) in cache.iter().flatten().enumerate() {
             if i > 0 {
                 out.push(Line::default());
             }
-            out.extend(item.lines(width));
+            out.extend(wrapped.lines.iter().cloned());
         }
         out
+    }
+
+    /// Total rows at `width`, separators included.
+    fn total_rows(counts: &[usize]) -> usize {
+        counts.iter().sum::<usize>() + counts.len().saturating_sub(1)
     }
 }
 
@@ -493,15 +558,43 @@ impl Renderable for Transcript {
         if area.is_empty() {
             return;
         }
-        let lines = self.lines(usize::from(area.width));
+        let counts = self.wrap(usize::from(area.width));
+        let total = Transcript::total_rows(&counts);
         let height = usize::from(area.height);
-        let max_scroll = lines.len().saturating_sub(height);
+        let max_scroll = total.saturating_sub(height);
         self.max_scroll.set(max_scroll);
-        let scroll = self.scroll.min(max_scroll);
-        let start = lines.len().saturating_sub(height + scroll);
-        for (row, line) in lines.iter().skip(start).take(height).enumerate() {
-            let y = area.y + u16::try_from(row).unwrap_or(0);
-            buf.set_line(area.x, y, line, area.width);
+        // While scrolled up, rows added at the bottom push the anchor up with them.
+        let mut scroll = self.scroll.get();
+        if let Some(last) = self.last_total.get() {
+            if scroll > 0 && total > last {
+                scroll += total - last;
+            }
+        }
+        let scroll = scroll.min(max_scroll);
+        self.scroll.set(scroll);
+        self.last_total.set(Some(total));
+        let start = total.saturating_sub(height + scroll);
+        let end = start + height.min(total);
+        let cache = self.cache.borrow();
+        let mut row = 0;
+        for (i, wrapped) in cache.iter().flatten().enumerate() {
+            if row >= end {
+                break;
+            }
+            let separator = usize::from(i > 0);
+            let item_rows = wrapped.lines.len() + separator;
+            if row + item_rows <= start {
+                row += item_rows;
+                continue;
+            }
+            row += separator;
+            for line in &wrapped.lines {
+                if row >= start && row < end {
+                    let y = area.y + u16::try_from(row - start).unwrap_or(0);
+                    buf.set_line(area.x, y, line, area.width);
+                }
+                row += 1;
+            }
         }
         if scroll > 0 {
             let hint = format!(" ↓ {scroll} more ");
@@ -514,6 +607,7 @@ impl Renderable for Transcript {
     }
 
     fn desired_height(&self, width: u16) -> u16 {
-        u16::try_from(self.lines(usize::from(width)).len()).unwrap_or(u16::MAX)
+        let counts = self.wrap(usize::from(width));
+        u16::try_from(Transcript::total_rows(&counts)).unwrap_or(u16::MAX)
     }
 }
