@@ -734,3 +734,36 @@ async fn store_serves_session_query() {
         .to_string()
         .contains("\"nope\""));
 }
+
+#[test]
+fn a_damaged_pending_marker_never_cuts_acknowledged_data() {
+    let home = tempfile::tempdir().unwrap();
+    let (_, records) = read_log(&fixture("apps_cli__multi-turn-conversation.jsonl")).unwrap();
+    let header = SessionHeader::new("marked", 1, None);
+    let path = write_through(home.path(), header, &records, Encoding::Plain, 4);
+    let good = fs::read(&path).unwrap();
+    let marker = path.with_file_name(".session.jsonl.pending");
+    let mid_line = (good.len() / 2) as u64;
+    for damaged in [
+        "".to_string(),
+        "\0\0\0\0".to_string(),
+        "12".to_string(),                // cut short: no newline
+        "0\n".to_string(),               // would cut the header
+        format!("{mid_line}\n"),         // not a line boundary
+        format!("{}\n", good.len() + 9), // past the end
+    ] {
+        fs::write(&marker, &damaged).unwrap();
+        let (scan, again) = read_log(&path).unwrap();
+        assert_eq!(again, records, "reader, marker {damaged:?}");
+        assert_eq!(scan.valid_len, good.len() as u64);
+        let _ = SessionWriter::open(&path).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), good, "writer, marker {damaged:?}");
+    }
+    // A whole marker at a line boundary is honoured: the batch after it was never acknowledged.
+    let boundary =
+        good.len() as u64 - good.iter().rev().skip(1).position(|b| *b == b'\n').unwrap() as u64 - 1;
+    fs::write(&marker, format!("{boundary}\n")).unwrap();
+    let _ = SessionWriter::open(&path).unwrap();
+    assert_eq!(fs::read(&path).unwrap(), &good[..boundary as usize]);
+    assert!(!marker.exists());
+}

@@ -12,6 +12,7 @@ pub mod error;
 pub mod json;
 pub mod mention;
 pub mod projection;
+mod ranking;
 pub mod render;
 pub mod retention;
 pub mod service;

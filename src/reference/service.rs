@@ -4,6 +4,10 @@
 //! Everything but the reads is synchronous and pure. Reads race the caller's cancellation token,
 //! so a cancelled preparation settles at once even when storage never answers; the abandoned
 //! read futures are dropped with their results.
+//!
+//! Sources are read with [`SessionQuery::read_conversation_surface`]: the projection only looks at
+//! messages, so a store may skip decoding tool output and chunk rows, which is what keeps
+//! `prepare` near the cost of reading the files and its memory near the retained text.
 
 use super::candidate::Candidate;
 use super::config::SessionReferenceConfig;
@@ -11,15 +15,15 @@ use super::error::{ErrorCode, Result, SessionReferenceError};
 use super::json::string_literal;
 use super::mention::ParsedReference;
 use super::projection::project;
+use super::ranking::RankIndex;
 use super::render::{reference_entry, render_context};
 use super::retention::{retain, SourceMeta};
 use crate::session::{
-    ContentBlock, Message, MessageSource, SessionError, SessionQuery, SessionSummary,
-    SurfaceSnapshot,
+    ContentBlock, Message, MessageSource, SessionError, SessionQuery, SurfaceSnapshot,
 };
 use std::collections::HashSet;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use tokio_util::sync::CancellationToken;
 
@@ -81,6 +85,8 @@ struct Source {
 pub struct SessionReferences {
     query: Arc<dyn SessionQuery>,
     config: SessionReferenceConfig,
+    /// Ranking work shared by consecutive `list_candidates` calls (see [`super::ranking`]).
+    ranking: Arc<Mutex<Option<RankIndex>>>,
 }
 
 impl std::fmt::Debug for SessionReferences {
@@ -95,7 +101,11 @@ impl SessionReferences {
     /// Validates `config` (`INVALID_CONFIG`) and builds the service.
     pub fn new(query: Arc<dyn SessionQuery>, config: SessionReferenceConfig) -> Result<Self> {
         config.validate()?;
-        Ok(SessionReferences { query, config })
+        Ok(SessionReferences {
+            query,
+            config,
+            ranking: Arc::new(Mutex::new(None)),
+        })
     }
 
     pub fn config(&self) -> &SessionReferenceConfig {
@@ -136,7 +146,13 @@ impl SessionReferences {
                 )
                 .with_cause(err)
             })?;
-        let selected = rank_candidates(&sessions, agent, query, limit);
+        let selected = {
+            let mut index = self.ranking.lock().expect("ranking lock");
+            if !index.as_ref().is_some_and(|i| i.serves(&sessions, agent)) {
+                *index = Some(RankIndex::new(sessions.clone(), agent));
+            }
+            index.as_mut().expect("index just built").rank(query, limit)
+        };
         let titles = until_cancelled(
             cancel,
             "listing candidates",
@@ -190,7 +206,7 @@ impl SessionReferences {
         }
         let reads = sources
             .iter()
-            .map(|source| self.query.read_surface(&source.session_id))
+            .map(|source| self.query.read_conversation_surface(&source.session_id))
             .collect();
         let snapshots =
             until_cancelled(cancel, "preparing session references", join_all(reads)).await?;
@@ -299,13 +315,16 @@ fn read_failed(source: &Source, err: SessionError) -> SessionReferenceError {
     .with_cause(err)
 }
 
-/// The stable ranking and filtering of §3.3 steps 3–6 (without titles).
+/// The stable ranking and filtering of §3.3 steps 3–6 (without titles), done literally: the
+/// reference [`RankIndex`] is tested against.
+#[cfg(test)]
 fn rank_candidates(
-    sessions: &[SessionSummary],
+    sessions: &[crate::session::SessionSummary],
     agent: &AgentIdentity,
     query: &str,
     limit: usize,
-) -> Vec<SessionSummary> {
+) -> Vec<crate::session::SessionSummary> {
+    use crate::session::SessionSummary;
     let needle = query.to_lowercase();
     let matches = |session: &&SessionSummary| {
         session.id() != agent.id
@@ -373,7 +392,7 @@ async fn join_all<'a, T>(futures: Vec<crate::session::BoxFuture<'a, T>>) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::SessionHeader;
+    use crate::session::{SessionHeader, SessionSummary};
 
     fn summary(id: &str, cwd: Option<&str>) -> SessionSummary {
         SessionSummary {
@@ -420,6 +439,45 @@ mod tests {
         let agent = AgentIdentity::new("me", None);
         let first = rank_candidates(&sessions, &agent, "", 1);
         assert_eq!(first[0].id(), "nocwd-new");
+    }
+
+    #[test]
+    fn the_index_ranks_exactly_like_the_spec() {
+        let cwds = [
+            Some("/w"),
+            None,
+            Some("/X/Ünï"),
+            Some("/x/other"),
+            Some("/w/sub"),
+        ];
+        let sessions: Vec<SessionSummary> = (0..300)
+            .map(|i| summary(&format!("S{i:03}-İd{}", i % 7), cwds[i % cwds.len()]))
+            .collect();
+        let list = Arc::new(sessions);
+        for agent in [
+            AgentIdentity::new("S004-İd4", Some("/w".into())),
+            AgentIdentity::new("nobody", None),
+        ] {
+            let mut index = RankIndex::new(list.clone(), &agent);
+            // A typing sequence (narrowing), then unrelated queries (no narrowing).
+            for query in [
+                "", "s", "s0", "s01", "s01", "x", "/x", "/x/ü", "ünï", "İ", "i̇d", "zz", "", "W",
+            ] {
+                for limit in [1, 7, 1000] {
+                    let want: Vec<&str> = rank_candidates(&list, &agent, query, limit)
+                        .iter()
+                        .map(|s| s.id())
+                        .map(|id| list.iter().find(|s| s.id() == id).unwrap().id())
+                        .collect();
+                    let got = index.rank(query, limit);
+                    let got: Vec<&str> = got
+                        .iter()
+                        .map(|s| list.iter().find(|t| t.id() == s.id()).unwrap().id())
+                        .collect();
+                    assert_eq!(got, want, "{query:?} limit {limit}");
+                }
+            }
+        }
     }
 
     #[test]

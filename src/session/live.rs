@@ -120,15 +120,33 @@ impl LiveSessions {
 }
 
 /// `SessionQuery` for a host: live sessions first, then the on-disk store.
+///
+/// The popup lists sessions on every keystroke and a host always has at least one live session
+/// (its own), so the merged list is cached: it is rebuilt only when the store's list (an `Arc`
+/// that the store keeps while nothing changes) or the set of live sessions changed. An unchanged
+/// answer is the same `Arc`, which lets callers cache work derived from it.
 #[derive(Clone)]
 pub struct HostSessions {
     pub disk: DiskStore,
     pub live: LiveSessions,
+    merged: Arc<Mutex<Option<Merged>>>,
+}
+
+/// The last merged list and what it was built from.
+struct Merged {
+    persisted: Arc<Vec<SessionSummary>>,
+    /// Each live session's header and persisted flag, by id.
+    live: Vec<(Arc<SessionHeader>, bool)>,
+    list: Arc<Vec<SessionSummary>>,
 }
 
 impl HostSessions {
     pub fn new(disk: DiskStore, live: LiveSessions) -> Self {
-        HostSessions { disk, live }
+        HostSessions {
+            disk,
+            live,
+            merged: Arc::new(Mutex::new(None)),
+        }
     }
 }
 
@@ -136,9 +154,26 @@ impl SessionQuery for HostSessions {
     fn list_sessions(&self) -> BoxFuture<'_, Result<Arc<Vec<SessionSummary>>>> {
         Box::pin(async move {
             let persisted = self.disk.list_sessions().await?;
-            let live = self.live.all();
+            let mut live = self.live.all();
             if live.is_empty() {
                 return Ok(persisted);
+            }
+            live.sort_by(|a, b| a.header.id.cmp(&b.header.id));
+            let signature: Vec<(Arc<SessionHeader>, bool)> = live
+                .iter()
+                .map(|s| (s.header.clone(), s.persisted()))
+                .collect();
+            let mut cache = self.merged.lock().expect("merged list lock");
+            if let Some(merged) = cache.as_ref() {
+                let same_live = merged.live.len() == signature.len()
+                    && merged
+                        .live
+                        .iter()
+                        .zip(&signature)
+                        .all(|(a, b)| Arc::ptr_eq(&a.0, &b.0) && a.1 == b.1);
+                if same_live && Arc::ptr_eq(&merged.persisted, &persisted) {
+                    return Ok(merged.list.clone());
+                }
             }
             let live_by_id: HashMap<&str, &Arc<LiveSession>> =
                 live.iter().map(|s| (s.header.id.as_str(), s)).collect();
@@ -158,7 +193,13 @@ impl SessionQuery for HostSessions {
                 });
             }
             sort_sessions(&mut merged);
-            Ok(Arc::new(merged))
+            let list = Arc::new(merged);
+            *cache = Some(Merged {
+                persisted,
+                live: signature,
+                list: list.clone(),
+            });
+            Ok(list)
         })
     }
 
@@ -176,6 +217,18 @@ impl SessionQuery for HostSessions {
             match self.live.get(id) {
                 Some(session) => Ok(session.title()),
                 None => self.disk.read_title(id).await,
+            }
+        })
+    }
+
+    fn read_conversation_surface<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
+        Box::pin(async move {
+            match self.live.get(id) {
+                Some(session) => Ok(session.snapshot()),
+                None => self.disk.read_conversation_surface(id).await,
             }
         })
     }

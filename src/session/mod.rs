@@ -8,6 +8,7 @@ pub mod live;
 pub mod paths;
 pub mod query;
 pub mod reader;
+pub mod skim;
 pub mod store;
 pub mod surface;
 pub mod writer;

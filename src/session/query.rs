@@ -51,6 +51,21 @@ pub trait SessionQuery: Send + Sync {
     fn read_surface<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SurfaceSnapshot>>;
     /// The title of the last `session/title` event, if any.
     fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>>;
+
+    /// The surface as [`SessionQuery::read_surface`] returns it, for readers that only project
+    /// its conversation (the session-reference service): a backend may leave out payloads the
+    /// projection (SPEC §3.5) never reads. Tool results and other non-message surface events may
+    /// then carry `data: null`, and message events only their text blocks, source, role, id and
+    /// display content. Seqs, order, surface ops and `captured_through_seq` are exact.
+    ///
+    /// The default is `read_surface`; the disk store overrides it so that the memory a snapshot
+    /// costs follows its conversation text, not the size of the log.
+    fn read_conversation_surface<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
+        self.read_surface(id)
+    }
 }
 
 impl<T: SessionQuery + ?Sized> SessionQuery for Arc<T> {
@@ -62,6 +77,12 @@ impl<T: SessionQuery + ?Sized> SessionQuery for Arc<T> {
     }
     fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
         (**self).read_title(id)
+    }
+    fn read_conversation_surface<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
+        (**self).read_conversation_surface(id)
     }
 }
 

@@ -5,11 +5,22 @@
 //! its records reach the sink, so a half-written batch is never seen as data. A defect followed by
 //! a later `turn/end` is corruption (an error naming file and line); a defect with no `turn/end`
 //! after it is a torn tail: the valid prefix is kept and the writer truncates the rest.
+//!
+//! Reading is where `prepare` spends its time on big logs, so the hot path avoids copies: a plain
+//! log is read into one reusable buffer and lines are validated in place; a zstd frame is
+//! decompressed straight into a reusable buffer. Records a sink does not want decoded (tool output
+//! and packed chunk rows, for a session reference) are only *skimmed*: validated in one pass and
+//! reduced to their envelope (see [`super::skim`]); everything else, and every line the skimmer
+//! does not vouch for, goes through serde as before. One batch may not exceed
+//! [`MAX_BATCH_BYTES`] (a 256 MiB line, or a zstd frame that inflates past it, is a defect), so a
+//! hostile log cannot make a reader allocate without bound.
 
 use super::error::{Result, SessionError};
 use super::format::{Record, SessionHeader, FORMAT_VERSION, TURN_END};
+use super::skim::{self, find_byte, Envelope};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use zstd::stream::raw::{Decoder, InBuffer, Operation, OutBuffer};
 
@@ -57,6 +68,8 @@ pub struct LogScan {
     pub scanned_len: u64,
     /// The seq the next event must have (the last seq + 1; 0 for a log without events).
     pub next_seq: u64,
+    /// Logical lines in the valid prefix, the header included (where a resumed scan counts from).
+    pub valid_lines: u64,
     /// Whether the valid prefix holds any event.
     pub has_events: bool,
     /// Whether a plain log's valid prefix lacks its final newline.
@@ -74,6 +87,20 @@ impl LogScan {
 /// Receives validated records in log order.
 pub trait RecordSink {
     fn accept(&mut self, record: Record) -> Result<()>;
+
+    /// Whether records of type `kind` must be decoded for [`RecordSink::accept`]. A sink that
+    /// answers `false` lets the reader validate such a record without decoding it (see
+    /// [`super::skim`]) and hand over only its envelope, through
+    /// [`RecordSink::accept_envelope`]. The reader may still decode it (lines in an unusual
+    /// layout always are), so `accept` must be ready for any type. Default: decode everything.
+    fn wants(&self, _kind: &str) -> bool {
+        true
+    }
+
+    /// A validated record of a type the sink does not want decoded.
+    fn accept_envelope(&mut self, _envelope: Envelope<'_>) -> Result<()> {
+        Ok(())
+    }
 }
 
 impl<F: FnMut(Record) -> Result<()>> RecordSink for F {
@@ -81,6 +108,13 @@ impl<F: FnMut(Record) -> Result<()>> RecordSink for F {
         self(record)
     }
 }
+
+/// The largest batch (a plain line, or a decompressed zstd frame) a reader accepts.
+pub const MAX_BATCH_BYTES: usize = 256 << 20;
+
+/// Read-buffer sizes: small for headers (listing reads thousands), larger for whole scans.
+const HEADER_BUFFER: usize = 8 * 1024;
+const SCAN_BUFFER: usize = 256 * 1024;
 
 /// Reads the whole valid prefix of the log at `path` into memory.
 pub fn read_log(path: &Path) -> Result<(LogScan, Vec<Record>)> {
@@ -95,9 +129,9 @@ pub fn read_log(path: &Path) -> Result<(LogScan, Vec<Record>)> {
 /// Reads only the header (the first line, or the first frame).
 pub fn read_header(path: &Path) -> Result<SessionHeader> {
     let file = File::open(path).map_err(|e| SessionError::io(path, e))?;
-    let mut lines = LineSource::new(path, file, Encoding::of_path(path), u64::MAX)?;
-    match lines.next_batch()? {
-        Some(Batch::Lines { lines, .. }) => match lines.first() {
+    let mut source = LineSource::new(path, file, Encoding::of_path(path), u64::MAX, HEADER_BUFFER)?;
+    match source.next_batch()? {
+        Some(Batch::Lines { range, .. }) => match lines(&source.buf[range]).next() {
             Some(line) => parse_header(path, line),
             None => Err(invalid_header(path, "the log is empty")),
         },
@@ -122,21 +156,64 @@ pub fn scan_reader<R: Read>(
     len: u64,
     sink: &mut dyn RecordSink,
 ) -> Result<LogScan> {
-    let mut source = LineSource::new(path, reader, encoding, len)?;
-    let (first, header_end) = match source.next_batch()? {
-        Some(Batch::Lines { lines, end_offset }) => (lines, end_offset),
+    let mut source = LineSource::new(path, reader, encoding, len, SCAN_BUFFER)?;
+    let (range, header_end) = match source.next_batch()? {
+        Some(Batch::Lines { range, end_offset }) => (range, end_offset),
         Some(Batch::Defect { reason, .. }) => return Err(invalid_header(path, &reason)),
         None => return Err(invalid_header(path, "the log is empty")),
     };
-    let mut lines = first.into_iter();
-    let header = parse_header(path, &lines.next().unwrap_or_default())?;
+    let bytes = &source.buf[range.clone()];
+    let header_len = find_byte(bytes, b'\n').map_or(bytes.len(), |n| n + 1);
+    let header = parse_header(path, &bytes[..header_len])?;
     let mut state = ScanState::new(path, header, encoding, header_end);
+    // A plain log may be just a header whose newline is not written yet.
+    state.missing_final_newline = source.last_line_unterminated;
     // A plain log's first batch is the header alone; a zstd header frame written by someone
     // else may carry records too: they form the first batch.
-    let rest: Vec<Vec<u8>> = lines.collect();
+    let rest = range.start + header_len..range.end;
     if !rest.is_empty() {
         state.take_batch(&mut source, rest, header_end, 2, sink)?;
     }
+    finish_scan(state, &mut source, sink)
+}
+
+/// Continues `previous`, a scan of the same log from its start, reading only the bytes past its
+/// valid prefix: the result is what a full scan would give now, provided the log only grew by
+/// appends (and cuts of what was never valid) since. `sink` must hold what `previous`'s sink had
+/// folded. Used by the store's conversation cache.
+///
+/// A valid prefix that ends in a line without its newline cannot be resumed: bytes appended to
+/// that line could make it invalid after all. Such scans must be redone from the start.
+pub fn resume_scan(path: &Path, previous: &LogScan, sink: &mut dyn RecordSink) -> Result<LogScan> {
+    if previous.missing_final_newline {
+        return Err(SessionError::Other(format!(
+            "{}: a scan ending in an unterminated line cannot be resumed",
+            path.display()
+        )));
+    }
+    let mut file = File::open(path).map_err(|e| SessionError::io(path, e))?;
+    let len = stable_len(path, &file)?;
+    if len < previous.valid_len {
+        return Err(SessionError::Other(format!(
+            "{}: the log shrank below its valid prefix",
+            path.display()
+        )));
+    }
+    file.seek(SeekFrom::Start(previous.valid_len))
+        .map_err(|e| SessionError::io(path, e))?;
+    let limit = len - previous.valid_len;
+    let mut source = LineSource::new(path, file, previous.encoding, limit, SCAN_BUFFER)?;
+    source.base = previous.valid_len;
+    source.offset = previous.valid_len;
+    source.line_no = previous.valid_lines;
+    let mut state = ScanState::new(
+        path,
+        previous.header.clone(),
+        previous.encoding,
+        previous.valid_len,
+    );
+    state.next_seq = previous.has_events.then_some(previous.next_seq);
+    state.valid_lines = previous.valid_lines;
     finish_scan(state, &mut source, sink)
 }
 
@@ -146,11 +223,14 @@ fn finish_scan<R: Read>(
     sink: &mut dyn RecordSink,
 ) -> Result<LogScan> {
     while state.torn_tail.is_none() {
+        if state.skim_plain_line(source, sink)? {
+            continue;
+        }
         let first_line = source.line_no + 1;
         match source.next_batch()? {
             None => break,
-            Some(Batch::Lines { lines, end_offset }) => {
-                state.take_batch(source, lines, end_offset, first_line, sink)?
+            Some(Batch::Lines { range, end_offset }) => {
+                state.take_batch(source, range, end_offset, first_line, sink)?
             }
             Some(Batch::Defect { line, reason }) => state.defect(source, line, reason)?,
         }
@@ -159,8 +239,9 @@ fn finish_scan<R: Read>(
         header: state.header,
         encoding: state.encoding,
         valid_len: state.valid_len,
-        scanned_len: source.limit.min(source.offset),
+        scanned_len: (source.base + source.limit).min(source.offset),
         next_seq: state.next_seq.unwrap_or(0),
+        valid_lines: state.valid_lines,
         has_events: state.next_seq.is_some(),
         missing_final_newline: state.missing_final_newline,
         torn_tail: state.torn_tail,
@@ -174,8 +255,36 @@ struct ScanState {
     valid_len: u64,
     /// `None` until the first event: real logs exist whose first seq is not 0.
     next_seq: Option<u64>,
+    valid_lines: u64,
     missing_final_newline: bool,
     torn_tail: Option<TornTail>,
+}
+
+/// One validated line of a batch, waiting for the rest of its batch.
+enum Parsed<'a> {
+    Record(Record),
+    Envelope(Envelope<'a>),
+}
+
+impl Parsed<'_> {
+    fn first_seq(&self) -> u64 {
+        match self {
+            Parsed::Record(r) => r.first_seq(),
+            Parsed::Envelope(e) => e.first_seq,
+        }
+    }
+    fn seq_count(&self) -> u64 {
+        match self {
+            Parsed::Record(r) => r.seq_count(),
+            Parsed::Envelope(e) => e.seq_count,
+        }
+    }
+    fn kind(&self) -> &str {
+        match self {
+            Parsed::Record(r) => r.kind(),
+            Parsed::Envelope(e) => e.kind,
+        }
+    }
 }
 
 impl ScanState {
@@ -186,42 +295,100 @@ impl ScanState {
             encoding,
             valid_len: header_end,
             next_seq: None,
+            valid_lines: 1,
             missing_final_newline: false,
             torn_tail: None,
         }
     }
 
-    /// Validates a whole batch, then hands its records to the sink.
+    /// Validates a whole batch (the lines in `source.buf[range]`), then hands its records to
+    /// the sink.
     fn take_batch<R: Read>(
         &mut self,
         source: &mut LineSource<R>,
-        lines: Vec<Vec<u8>>,
+        range: Range<usize>,
         end_offset: u64,
         first_line: u64,
         sink: &mut dyn RecordSink,
     ) -> Result<()> {
-        let mut records = Vec::with_capacity(lines.len());
         let mut next_seq = self.next_seq;
-        for (i, line) in lines.iter().enumerate() {
-            let line_no = first_line + i as u64;
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            match check_record(line, next_seq) {
-                Ok(record) => {
-                    next_seq = Some(record.first_seq() + record.seq_count());
-                    records.push(record);
+        let mut failure = None;
+        {
+            let mut parsed = Vec::new();
+            for (i, line) in lines(&source.buf[range]).enumerate() {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
                 }
-                Err(reason) => return self.defect(source, line_no, reason),
+                match parse_line(line, &*sink, next_seq) {
+                    Ok(record) => {
+                        next_seq = Some(record.first_seq() + record.seq_count());
+                        parsed.push(record);
+                    }
+                    Err(reason) => {
+                        failure = Some((first_line + i as u64, reason));
+                        break;
+                    }
+                }
+            }
+            if failure.is_none() {
+                for record in parsed {
+                    match record {
+                        Parsed::Record(record) => sink.accept(record)?,
+                        Parsed::Envelope(envelope) => sink.accept_envelope(envelope)?,
+                    }
+                }
             }
         }
-        for record in records {
-            sink.accept(record)?;
+        if let Some((line, reason)) = failure {
+            return self.defect(source, line, reason);
         }
         self.next_seq = next_seq;
         self.valid_len = end_offset;
+        self.valid_lines = source.line_no;
         self.missing_final_newline = source.last_line_unterminated;
         Ok(())
+    }
+
+    /// The fast path for plain logs: skims the next line in place when the sink does not want it
+    /// decoded, finding the line's end as part of the skim instead of searching for it first.
+    /// Returns false (having consumed nothing) when the regular path must take the line: a
+    /// wanted or unusual record, an incomplete buffer, a defect.
+    fn skim_plain_line<R: Read>(
+        &mut self,
+        source: &mut LineSource<R>,
+        sink: &mut dyn RecordSink,
+    ) -> Result<bool> {
+        if !matches!(source.input, Input::Plain(_)) {
+            return Ok(false);
+        }
+        let unread = &source.buf[source.pos..source.filled];
+        let skimmed = skim::peek_kind(unread)
+            .filter(|kind| !sink.wants(kind))
+            .and_then(|_| skim::skim_prefix(unread))
+            .filter(|(_, end)| unread.get(*end) == Some(&b'\n'));
+        let Some((envelope, end)) = skimmed else {
+            return Ok(false);
+        };
+        if self
+            .next_seq
+            .is_some_and(|expected| expected != envelope.first_seq)
+        {
+            return Ok(false);
+        }
+        let Some(next_seq) = envelope.first_seq.checked_add(envelope.seq_count) else {
+            return Ok(false);
+        };
+        sink.accept_envelope(envelope)?;
+        let len = end + 1;
+        source.pos += len;
+        source.offset += len as u64;
+        source.line_no += 1;
+        source.last_line_unterminated = false;
+        self.next_seq = Some(next_seq);
+        self.valid_len = source.offset;
+        self.valid_lines = source.line_no;
+        self.missing_final_newline = false;
+        Ok(true)
     }
 
     /// A defect at `line`: corruption if a `turn/end` follows, else a torn tail.
@@ -243,18 +410,66 @@ impl ScanState {
     }
 }
 
-/// Parses one record line and checks that it continues the seq run.
-fn check_record(line: &[u8], expected_seq: Option<u64>) -> std::result::Result<Record, String> {
-    let record: Record =
-        serde_json::from_slice(line).map_err(|e| format!("unparsable record: {e}"))?;
-    if let Some(expected_seq) = expected_seq.filter(|&e| e != record.first_seq()) {
+/// The lines of a batch: split at `\n`, without the empty piece after a final newline.
+fn lines(bytes: &[u8]) -> Lines<'_> {
+    Lines {
+        rest: bytes.strip_suffix(b"\n").unwrap_or(bytes),
+        done: bytes.is_empty(),
+    }
+}
+
+struct Lines<'a> {
+    rest: &'a [u8],
+    done: bool,
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = &'a [u8];
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.done {
+            return None;
+        }
+        match find_byte(self.rest, b'\n') {
+            Some(n) => {
+                let line = &self.rest[..n];
+                self.rest = &self.rest[n + 1..];
+                Some(line)
+            }
+            None => {
+                self.done = true;
+                Some(self.rest)
+            }
+        }
+    }
+}
+
+/// Parses one record line (skimming it when the sink does not want it decoded) and checks that
+/// it continues the seq run.
+fn parse_line<'a>(
+    line: &'a [u8],
+    sink: &dyn RecordSink,
+    expected_seq: Option<u64>,
+) -> std::result::Result<Parsed<'a>, String> {
+    let skimmed = skim::peek_kind(line)
+        .filter(|kind| !sink.wants(kind))
+        .and_then(|_| skim::skim(line));
+    let parsed = match skimmed {
+        Some(envelope) => Parsed::Envelope(envelope),
+        None => Parsed::Record(
+            serde_json::from_slice(line).map_err(|e| format!("unparsable record: {e}"))?,
+        ),
+    };
+    if let Some(expected_seq) = expected_seq.filter(|&e| e != parsed.first_seq()) {
         return Err(format!(
             "seq gap: expected {expected_seq}, found {} ({})",
-            record.first_seq(),
-            record.kind()
+            parsed.first_seq(),
+            parsed.kind()
         ));
     }
-    Ok(record)
+    if parsed.first_seq().checked_add(parsed.seq_count()).is_none() {
+        return Err(format!("seq {} out of range", parsed.first_seq()));
+    }
+    Ok(parsed)
 }
 
 fn parse_header(path: &Path, line: &[u8]) -> Result<SessionHeader> {
@@ -276,99 +491,170 @@ fn invalid_header(path: &Path, reason: &str) -> SessionError {
     }
 }
 
-/// The file length under a shared lock: our writers hold an exclusive lock while appending.
+/// The file length under a shared lock: our writers hold an exclusive lock while appending. A
+/// plain log whose last writer died mid-batch ends, for readers, where that batch starts (see
+/// [`super::writer`]): a live writer removes its marker before it unlocks.
 pub(crate) fn stable_len(path: &Path, file: &File) -> Result<u64> {
     file.lock_shared().map_err(|e| SessionError::io(path, e))?;
-    let len = file.metadata().map(|m| m.len());
+    let len = file
+        .metadata()
+        .map(|m| m.len())
+        .map(|len| match super::writer::pending_batch_start(path) {
+            Some(start) => len.min(start),
+            None => len,
+        });
     let _ = file.unlock();
     len.map_err(|e| SessionError::io(path, e))
 }
 
 enum Batch {
-    /// Whole lines (without their newline) and the file offset just past the batch.
+    /// Whole lines in `LineSource::buf[range]` (each ending in `\n`, except the final line of a
+    /// plain log that lost its newline), and the file offset just past the batch. The range is
+    /// valid until the next call to `next_batch`.
     Lines {
-        lines: Vec<Vec<u8>>,
+        range: Range<usize>,
         end_offset: u64,
     },
-    /// A batch that cannot be decoded at all (bad zstd frame, torn frame).
+    /// A batch that cannot be decoded at all (bad zstd frame, torn frame, oversized batch).
     Defect { line: u64, reason: String },
+}
+
+enum Input<R: Read> {
+    /// Plain logs are read straight into `LineSource::buf`.
+    Plain(std::io::Take<R>),
+    /// zstd input is buffered; frames are decompressed into `LineSource::buf`.
+    Zstd {
+        reader: BufReader<std::io::Take<R>>,
+        decoder: Box<Decoder<'static>>,
+    },
 }
 
 /// Yields batches of lines from a plain or zstd log, never past `limit` bytes.
 struct LineSource<R: Read> {
     path: PathBuf,
-    reader: BufReader<std::io::Take<R>>,
-    encoding: Encoding,
+    input: Input<R>,
+    /// Bytes this source may read, from `base`.
     limit: u64,
-    /// Bytes consumed from the file.
+    /// The file offset the reader starts at.
+    base: u64,
+    /// The file offset reached.
     offset: u64,
     /// Logical lines handed out so far.
     line_no: u64,
     last_line_unterminated: bool,
-    decoder: Option<Decoder<'static>>,
-    out: Vec<u8>,
+    /// Plain: the read buffer, unconsumed in `pos..filled`. zstd: the current frame.
+    buf: Vec<u8>,
+    pos: usize,
+    filled: usize,
+    eof: bool,
 }
 
+/// Room kept free in a frame buffer before each decompression step.
 const OUT_CHUNK: usize = 64 * 1024;
 
 impl<R: Read> LineSource<R> {
-    fn new(path: &Path, reader: R, encoding: Encoding, limit: u64) -> Result<Self> {
-        let decoder = match encoding {
-            Encoding::Plain => None,
-            Encoding::Zstd => Some(Decoder::new().map_err(|e| SessionError::io(path, e))?),
+    fn new(path: &Path, reader: R, encoding: Encoding, limit: u64, buffer: usize) -> Result<Self> {
+        let reader = reader.take(limit);
+        let input = match encoding {
+            Encoding::Plain => Input::Plain(reader),
+            Encoding::Zstd => Input::Zstd {
+                reader: BufReader::with_capacity(buffer, reader),
+                decoder: Box::new(Decoder::new().map_err(|e| SessionError::io(path, e))?),
+            },
         };
         Ok(LineSource {
             path: path.to_path_buf(),
-            reader: BufReader::with_capacity(256 * 1024, reader.take(limit)),
-            encoding,
+            input,
             limit,
+            base: 0,
             offset: 0,
             line_no: 0,
             last_line_unterminated: false,
-            decoder,
-            out: vec![0; OUT_CHUNK],
+            buf: match encoding {
+                Encoding::Plain => vec![0; buffer],
+                Encoding::Zstd => Vec::new(),
+            },
+            pos: 0,
+            filled: 0,
+            eof: false,
         })
     }
 
     fn next_batch(&mut self) -> Result<Option<Batch>> {
-        match self.encoding {
-            Encoding::Plain => self.next_plain_line(),
-            Encoding::Zstd => self.next_frame(),
+        match self.input {
+            Input::Plain(_) => self.next_plain_line(),
+            Input::Zstd { .. } => self.next_frame(),
         }
     }
 
     fn next_plain_line(&mut self) -> Result<Option<Batch>> {
-        let mut line = Vec::new();
-        let n = self
-            .reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| SessionError::io(&self.path, e))?;
-        if n == 0 {
-            return Ok(None);
-        }
-        self.offset += n as u64;
-        self.line_no += 1;
-        self.last_line_unterminated = line.last() != Some(&b'\n');
-        if !self.last_line_unterminated {
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
+        // Bytes after `pos` already searched for a newline.
+        let mut searched = 0;
+        loop {
+            let unread = &self.buf[self.pos..self.filled];
+            let found = find_byte(&unread[searched..], b'\n');
+            if found.is_some() || self.eof {
+                if unread.is_empty() {
+                    return Ok(None);
+                }
+                let len = found.map_or(unread.len(), |n| searched + n + 1);
+                let range = self.pos..self.pos + len;
+                self.pos += len;
+                self.offset += len as u64;
+                self.line_no += 1;
+                self.last_line_unterminated = found.is_none();
+                return Ok(Some(Batch::Lines {
+                    range,
+                    end_offset: self.offset,
+                }));
             }
+            searched = unread.len();
+            if searched >= MAX_BATCH_BYTES {
+                self.pos = self.filled;
+                self.offset += searched as u64;
+                return Ok(Some(Batch::Defect {
+                    line: self.line_no + 1,
+                    reason: format!("line longer than {MAX_BATCH_BYTES} bytes"),
+                }));
+            }
+            self.fill()?;
         }
-        Ok(Some(Batch::Lines {
-            lines: vec![line],
-            end_offset: self.offset,
-        }))
     }
 
-    /// Decodes exactly one zstd frame.
+    /// Moves unread bytes to the front, grows a full buffer, and reads more.
+    fn fill(&mut self) -> Result<()> {
+        let Input::Plain(reader) = &mut self.input else {
+            return Ok(());
+        };
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.filled, 0);
+            self.filled -= self.pos;
+            self.pos = 0;
+        }
+        if self.filled == self.buf.len() {
+            let grown = (self.buf.len() * 2).clamp(HEADER_BUFFER, MAX_BATCH_BYTES + 1);
+            self.buf.resize(grown, 0);
+        }
+        loop {
+            match reader.read(&mut self.buf[self.filled..]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(SessionError::io(&self.path, e)),
+            }
+            return Ok(());
+        }
+    }
+
+    /// Decodes exactly one zstd frame into `buf`.
     fn next_frame(&mut self) -> Result<Option<Batch>> {
-        let decoder = self.decoder.as_mut().expect("zstd source has a decoder");
-        let mut frame = Vec::new();
+        let Input::Zstd { reader, decoder } = &mut self.input else {
+            return Ok(None);
+        };
+        self.buf.clear();
         let mut started = false;
         loop {
-            let available = self
-                .reader
+            let available = reader
                 .fill_buf()
                 .map_err(|e| SessionError::io(&self.path, e))?;
             if available.is_empty() {
@@ -383,58 +669,66 @@ impl<R: Read> LineSource<R> {
             started = true;
             let mut input = InBuffer::around(available);
             let mut finished = false;
+            let mut failure = None;
             loop {
-                let mut output = OutBuffer::around(&mut self.out[..]);
-                let hint = match decoder.run(&mut input, &mut output) {
-                    Ok(hint) => hint,
-                    Err(e) => {
-                        let consumed = input.pos();
-                        self.reader.consume(consumed);
-                        self.offset += consumed as u64;
-                        let _ = decoder.reinit();
-                        return Ok(Some(Batch::Defect {
-                            line: self.line_no + 1,
-                            reason: format!("bad zstd frame: {e}"),
-                        }));
+                if self.buf.capacity() - self.buf.len() < OUT_CHUNK {
+                    if self.buf.len() >= MAX_BATCH_BYTES {
+                        failure = Some(format!("zstd frame inflates past {MAX_BATCH_BYTES} bytes"));
+                        break;
                     }
-                };
-                let written = output.pos();
-                frame.extend_from_slice(&self.out[..written]);
-                if hint == 0 {
-                    finished = true;
-                    break;
+                    self.buf.reserve(OUT_CHUNK.max(self.buf.len()));
                 }
-                if input.pos() == input.src.len() && written < self.out.len() {
+                let before = self.buf.len();
+                // Decompresses into the spare capacity; the buffer's length follows.
+                let (hint, written) = {
+                    let mut output = OutBuffer::around_pos(&mut self.buf, before);
+                    let hint = decoder.run(&mut input, &mut output);
+                    (hint, output.pos() - before)
+                };
+                match hint {
+                    Ok(0) => {
+                        finished = true;
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        failure = Some(format!("bad zstd frame: {e}"));
+                        break;
+                    }
+                }
+                let room_left = self.buf.capacity() > self.buf.len();
+                if input.pos() == input.src.len() && (written == 0 || room_left) {
                     break;
                 }
             }
             let consumed = input.pos();
-            self.reader.consume(consumed);
+            reader.consume(consumed);
             self.offset += consumed as u64;
+            if let Some(reason) = failure {
+                let _ = decoder.reinit();
+                return Ok(Some(Batch::Defect {
+                    line: self.line_no + 1,
+                    reason,
+                }));
+            }
             if finished {
                 let _ = decoder.reinit();
-                return Ok(Some(self.split_frame(frame)));
+                return Ok(Some(self.frame_lines()));
             }
         }
     }
 
-    fn split_frame(&mut self, frame: Vec<u8>) -> Batch {
-        if frame.last() != Some(&b'\n') && !frame.is_empty() {
+    fn frame_lines(&mut self) -> Batch {
+        if self.buf.last() != Some(&b'\n') && !self.buf.is_empty() {
             return Batch::Defect {
                 line: self.line_no + 1,
                 reason: "zstd frame does not end with a newline".into(),
             };
         }
-        let lines: Vec<Vec<u8>> = frame
-            .split(|b| *b == b'\n')
-            .map(<[u8]>::to_vec)
-            .collect::<Vec<_>>();
-        // `split` yields an empty piece after the final newline.
-        let lines = &lines[..lines.len().saturating_sub(1)];
-        self.line_no += lines.len() as u64;
+        self.line_no += lines(&self.buf).count() as u64;
         self.last_line_unterminated = false;
         Batch::Lines {
-            lines: lines.to_vec(),
+            range: 0..self.buf.len(),
             end_offset: self.offset,
         }
     }
@@ -442,13 +736,19 @@ impl<R: Read> LineSource<R> {
     /// Whether any readable `turn/end` record follows the current position.
     fn turn_end_follows(&mut self) -> Result<bool> {
         let mut rest = Vec::new();
-        self.reader
-            .read_to_end(&mut rest)
-            .map_err(|e| SessionError::io(&self.path, e))?;
+        let read = match &mut self.input {
+            Input::Plain(reader) => {
+                rest.extend_from_slice(&self.buf[self.pos..self.filled]);
+                self.pos = self.filled;
+                reader.read_to_end(&mut rest)
+            }
+            Input::Zstd { reader, .. } => reader.read_to_end(&mut rest),
+        };
+        read.map_err(|e| SessionError::io(&self.path, e))?;
         self.offset += rest.len() as u64;
-        Ok(match self.encoding {
-            Encoding::Plain => rest.split(|b| *b == b'\n').any(is_turn_end_line),
-            Encoding::Zstd => zstd_frames_contain_turn_end(&rest),
+        Ok(match self.input {
+            Input::Plain(_) => rest.split(|b| *b == b'\n').any(is_turn_end_line),
+            Input::Zstd { .. } => zstd_frames_contain_turn_end(&rest),
         })
     }
 }
@@ -470,13 +770,16 @@ fn zstd_frames_contain_turn_end(bytes: &[u8]) -> bool {
     let mut start = 0;
     while let Some(pos) = bytes[start..].windows(4).position(|w| w == MAGIC) {
         let at = start + pos;
-        let mut decoder = match zstd::stream::read::Decoder::new(&bytes[at..]) {
+        let decoder = match zstd::stream::read::Decoder::new(&bytes[at..]) {
             Ok(d) => d.single_frame(),
             Err(_) => return false,
         };
         let mut out = Vec::new();
-        if decoder.read_to_end(&mut out).is_ok() && out.split(|b| *b == b'\n').any(is_turn_end_line)
-        {
+        let decoded = decoder
+            .take(MAX_BATCH_BYTES as u64)
+            .read_to_end(&mut out)
+            .is_ok();
+        if decoded && out.split(|b| *b == b'\n').any(is_turn_end_line) {
             return true;
         }
         start = at + 1;
@@ -499,15 +802,21 @@ pub(crate) fn scan_lines_from(
     }
     file.seek(SeekFrom::Start(offset))
         .map_err(|e| SessionError::io(path, e))?;
-    let mut source = LineSource::new(path, file, Encoding::of_path(path), len - offset)?;
+    let mut source = LineSource::new(
+        path,
+        file,
+        Encoding::of_path(path),
+        len - offset,
+        SCAN_BUFFER,
+    )?;
     let mut done = offset;
     while let Some(batch) = source.next_batch()? {
         match batch {
-            Batch::Lines { lines, end_offset } => {
+            Batch::Lines { range, end_offset } => {
                 if source.last_line_unterminated {
                     break;
                 }
-                for line in &lines {
+                for line in lines(&source.buf[range]) {
                     visit(line);
                 }
                 done = offset + end_offset;

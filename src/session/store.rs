@@ -6,12 +6,19 @@
 //! a changed directory, and a header never changes once written. Titles are cached per log file
 //! together with the offset scanned so far, so an unchanged log is never read twice and a grown
 //! log is read only from where the last scan stopped.
+//!
+//! Conversation surfaces (what `prepare` reads) are cached the same way for the last few logs:
+//! the folded conversation, the scan that produced it, and the file's stamp (length, mtime,
+//! inode). An unchanged log is answered without I/O; a log that grew is read only past its valid
+//! prefix ([`reader::resume_scan`]); a log that shrank below it, or was replaced, is read again.
+//! Logs are append-only (a writer only ever cuts bytes that were never valid), so the answer is
+//! the one a full read would give.
 
 use super::error::{Result, SessionError};
 use super::format::SessionHeader;
 use super::paths::{self, SESSIONS_DIR};
 use super::query::{sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
-use super::reader::{self, Encoding};
+use super::reader::{self, Encoding, LogScan};
 use super::surface::{title_from_line, SurfaceBuilder};
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -42,6 +49,50 @@ struct Inner {
     home: PathBuf,
     index: Mutex<Index>,
     titles: Mutex<HashMap<PathBuf, TitleEntry>>,
+    conversations: Mutex<Conversations>,
+}
+
+/// Logs whose folded conversation the store keeps (each costs its conversation text).
+const CONVERSATION_CACHE: usize = 8;
+
+#[derive(Default)]
+struct Conversations {
+    entries: HashMap<PathBuf, ConversationEntry>,
+    clock: u64,
+}
+
+struct ConversationEntry {
+    stamp: FileStamp,
+    scan: LogScan,
+    builder: SurfaceBuilder,
+    used: u64,
+}
+
+/// A log file's identity and size at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: SystemTime,
+    /// Device and inode (0 where the platform has none): a replaced file is another file.
+    file: (u64, u64),
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Result<FileStamp> {
+        let meta = fs::metadata(path).map_err(|e| SessionError::io(path, e))?;
+        #[cfg(unix)]
+        let file = {
+            use std::os::unix::fs::MetadataExt;
+            (meta.dev(), meta.ino())
+        };
+        #[cfg(not(unix))]
+        let file = (0, 0);
+        Ok(FileStamp {
+            len: meta.len(),
+            modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            file,
+        })
+    }
 }
 
 /// A directory's identity at one moment; a change means it must be listed again.
@@ -112,6 +163,7 @@ impl DiskStore {
                 home: home.into(),
                 index: Mutex::new(Index::default()),
                 titles: Mutex::new(HashMap::new()),
+                conversations: Mutex::new(Conversations::default()),
             }),
         }
     }
@@ -172,6 +224,63 @@ impl DiskStore {
     pub fn read_surface_blocking(&self, id: &str) -> Result<SurfaceSnapshot> {
         let path = self.log_path(id)?;
         read_surface_file(&path)
+    }
+
+    /// Synchronous `read_conversation_surface`, through the conversation cache.
+    pub fn read_conversation_surface_blocking(&self, id: &str) -> Result<SurfaceSnapshot> {
+        let path = self.log_path(id)?;
+        let stamp = FileStamp::of(&path)?;
+        // Taken out while reading, so the lock is never held across I/O.
+        let cached = self.conversations().entries.remove(&path);
+        let (scan, builder) = match cached {
+            Some(entry) if entry.stamp == stamp => (entry.scan, entry.builder),
+            Some(entry)
+                if entry.stamp.file == stamp.file
+                    && stamp.len >= entry.scan.valid_len
+                    && !entry.scan.missing_final_newline =>
+            {
+                let mut builder = entry.builder;
+                let scan = reader::resume_scan(&path, &entry.scan, &mut builder)?;
+                (scan, builder)
+            }
+            _ => {
+                let header = reader::read_header(&path)?;
+                let mut builder = SurfaceBuilder::conversation_only(&header.id);
+                let scan = reader::scan_log(&path, &mut builder)?;
+                (scan, builder)
+            }
+        };
+        let snapshot = builder.clone().into_snapshot(scan.header.clone());
+        let mut cache = self.conversations();
+        cache.clock += 1;
+        let used = cache.clock;
+        cache.entries.insert(
+            path,
+            ConversationEntry {
+                stamp,
+                scan,
+                builder,
+                used,
+            },
+        );
+        if cache.entries.len() > CONVERSATION_CACHE {
+            let oldest = cache
+                .entries
+                .iter()
+                .min_by_key(|(_, e)| e.used)
+                .map(|(p, _)| p.clone());
+            if let Some(oldest) = oldest {
+                cache.entries.remove(&oldest);
+            }
+        }
+        Ok(snapshot)
+    }
+
+    fn conversations(&self) -> std::sync::MutexGuard<'_, Conversations> {
+        self.inner
+            .conversations
+            .lock()
+            .expect("conversation cache lock")
     }
 
     /// Synchronous `read_title`.
@@ -247,12 +356,30 @@ impl SessionQuery for DiskStore {
         let id = id.to_string();
         self.spawn(move |store| store.read_title_blocking(&id))
     }
+
+    fn read_conversation_surface<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
+        let id = id.to_string();
+        self.spawn(move |store| store.read_conversation_surface_blocking(&id))
+    }
 }
 
 /// Reads and folds one log file.
 pub fn read_surface_file(path: &Path) -> Result<SurfaceSnapshot> {
     let header = reader::read_header(path)?;
     let mut builder = SurfaceBuilder::new(&header.id);
+    let scan = reader::scan_log(path, &mut builder)?;
+    Ok(builder.into_snapshot(scan.header))
+}
+
+/// Reads and folds one log file for its conversation only (see
+/// [`SessionQuery::read_conversation_surface`]): tool output and chunk rows are validated but
+/// not decoded or kept.
+pub fn read_conversation_surface_file(path: &Path) -> Result<SurfaceSnapshot> {
+    let header = reader::read_header(path)?;
+    let mut builder = SurfaceBuilder::conversation_only(&header.id);
     let scan = reader::scan_log(path, &mut builder)?;
     Ok(builder.into_snapshot(scan.header))
 }

@@ -5,13 +5,21 @@
 //! half of it. Earlier bytes are never rewritten; a torn tail left by a crash is cut off before the
 //! next append. The header is written to a temporary file and linked into place, so a session
 //! either exists with a whole header or not at all.
+//!
+//! A zstd batch is self-delimiting (one checksummed frame), so a frame cut short by a crash is
+//! a torn tail. A plain batch is not: its lines are records on their own, and a write cut short
+//! by a kill (the kernel may stop a large `write` between pages) would leave the first lines of
+//! the batch looking valid. So a plain append first records where the batch starts in a pending
+//! marker beside the log (`.session.jsonl.pending`) and removes it once the batch is written.
+//! A marker that outlives its writer means that batch may be partial: readers stop at its start
+//! ([`super::reader`] caps the length it reads), and the next writer cuts the log back to it.
 
 use super::error::{Result, SessionError};
 use super::format::{Event, EventData, Record, SessionHeader, SurfaceOp};
 use super::paths;
 use super::reader::{Encoding, LogScan};
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -126,11 +134,28 @@ impl SessionWriter {
         })
     }
 
-    /// Opens an existing log for appending, cutting off a torn tail first.
+    /// Opens an existing log for appending, cutting off a torn tail (and a batch left pending
+    /// by a crashed writer) first.
     pub fn open(path: &Path) -> Result<(Self, LogScan)> {
         let file = open_append(path)?;
         file.lock().map_err(|e| SessionError::io(path, e))?;
         let opened = (|| {
+            if let Some(start) = pending_batch_start(path) {
+                let len = file
+                    .metadata()
+                    .map_err(|e| SessionError::io(path, e))?
+                    .len();
+                if start < len {
+                    tracing::warn!(
+                        path = %path.display(),
+                        "cutting off a batch left pending by a crashed writer ({} bytes)",
+                        len - start
+                    );
+                    file.set_len(start).map_err(|e| SessionError::io(path, e))?;
+                }
+                let marker = pending_marker(path);
+                fs::remove_file(&marker).map_err(|e| SessionError::io(&marker, e))?;
+            }
             let scan = scan_log_locked(path)?;
             let len = file
                 .metadata()
@@ -257,10 +282,21 @@ impl SessionWriter {
                     self.len
                 )));
             }
+            let marker = (self.encoding == Encoding::Plain).then(|| pending_marker(path));
+            if let Some(marker) = &marker {
+                fs::write(marker, format!("{}\n", self.len))
+                    .map_err(|e| SessionError::io(marker, e))?;
+            }
             if let Err(e) = self.file.write_all(bytes) {
                 // Leave no partial batch behind.
                 let _ = self.file.set_len(self.len);
+                if let Some(marker) = &marker {
+                    let _ = fs::remove_file(marker);
+                }
                 return Err(SessionError::io(path, e));
+            }
+            if let Some(marker) = &marker {
+                fs::remove_file(marker).map_err(|e| SessionError::io(marker, e))?;
             }
             Ok(())
         })();
@@ -276,6 +312,36 @@ impl SessionWriter {
             .sync_data()
             .map_err(|e| SessionError::io(&self.path, e))
     }
+}
+
+/// The pending-batch marker of a plain log (see the module docs).
+pub(crate) fn pending_marker(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.pending"))
+}
+
+/// Where a batch left pending by a crashed writer starts, if a marker says so.
+///
+/// Only a whole marker counts (the number and its newline), and only if it points at a line
+/// boundary past the header: a marker cut short or zero-filled by a crash must never make a
+/// writer cut acknowledged data.
+pub(crate) fn pending_batch_start(path: &Path) -> Option<u64> {
+    if Encoding::of_path(path) != Encoding::Plain {
+        return None;
+    }
+    let marker = fs::read_to_string(pending_marker(path)).ok()?;
+    let start: u64 = marker.strip_suffix('\n')?.parse().ok()?;
+    if start == 0 {
+        return None;
+    }
+    let mut file = File::open(path).ok()?;
+    let mut before = [0u8; 1];
+    file.seek(SeekFrom::Start(start - 1)).ok()?;
+    file.read_exact(&mut before).ok()?;
+    (before[0] == b'\n').then_some(start)
 }
 
 fn open_append(path: &Path) -> Result<File> {

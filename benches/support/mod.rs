@@ -1,0 +1,4 @@
+//! Shared by the benchmarks: the home and log generators.
+#![allow(dead_code)]
+
+pub mod gen;

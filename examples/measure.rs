@@ -1,0 +1,355 @@
+//! Percentile measurements behind BENCHMARKS.md (criterion reports means; the goals are p99).
+//!
+//! ```sh
+//! cargo run --release --example measure -- candidates --sessions 100000
+//! cargo run --release --example measure -- prepare --mb 100 --encoding zstd
+//! cargo run --release --example measure -- tui --sessions 100000
+//! cargo run --release --example measure -- gen-big --mb 100 --encoding plain   # prints paths
+//! ```
+//!
+//! Data is generated once into `target/bench-data/` (see `benches/support/gen.rs`) and reused;
+//! delete that directory to regenerate or to reclaim the space.
+
+#[path = "../benches/support/gen.rs"]
+mod gen;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use dsh_session_references::reference::{
+    format_session_reference_mention, parse_session_reference_text, AgentIdentity,
+    SessionReferenceConfig, SessionReferences,
+};
+use dsh_session_references::session::{
+    ContentBlock, DiskStore, Encoding, HostSessions, LiveSession, LiveSessions, SessionHeader,
+    SessionQuery,
+};
+use dsh_session_references::tui::composer::Composer;
+use dsh_session_references::tui::popup::PopupState;
+use dsh_session_references::tui::Renderable;
+use ratatui::backend::TestBackend;
+use ratatui::layout::Rect;
+use ratatui::Terminal;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Enc {
+    Plain,
+    Zstd,
+}
+
+impl From<Enc> for Encoding {
+    fn from(e: Enc) -> Encoding {
+        match e {
+            Enc::Plain => Encoding::Plain,
+            Enc::Zstd => Encoding::Zstd,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate (or reuse) a home of N small sessions and print its path.
+    GenHome {
+        #[arg(long)]
+        sessions: usize,
+    },
+    /// Generate (or reuse) a home with three big logs and print their paths and sizes.
+    GenBig {
+        #[arg(long)]
+        mb: u64,
+        #[arg(long, value_enum)]
+        encoding: Enc,
+    },
+    /// list_candidates: first call, then per-keystroke calls while "typing" queries.
+    Candidates {
+        #[arg(long)]
+        sessions: usize,
+        /// Rounds of the typed query sequence.
+        #[arg(long, default_value_t = 20)]
+        rounds: usize,
+        /// Serve through HostSessions with a live agent session, as the TUI does.
+        #[arg(long)]
+        live: bool,
+    },
+    /// prepare with the three big sources.
+    Prepare {
+        #[arg(long)]
+        mb: u64,
+        #[arg(long, value_enum)]
+        encoding: Enc,
+        #[arg(long, default_value_t = 5)]
+        iters: usize,
+    },
+    /// Popup over N sessions: frame render and keystroke-to-frame times.
+    Tui {
+        #[arg(long)]
+        sessions: usize,
+        #[arg(long, default_value_t = 20)]
+        rounds: usize,
+    },
+}
+
+fn main() {
+    let args = Args::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    match args.command {
+        Command::GenHome { sessions } => {
+            let started = Instant::now();
+            let home = gen::cached_home(sessions).unwrap();
+            println!("{} ({:.1?})", home.display(), started.elapsed());
+        }
+        Command::GenBig { mb, encoding } => {
+            let started = Instant::now();
+            let (home, logs) = gen::cached_big_home(mb, encoding.into()).unwrap();
+            println!("home {} ({:.1?})", home.display(), started.elapsed());
+            for log in logs {
+                println!(
+                    "{}\tlogical {} B\tfile {} B\tturns {}\tcompactions {}\tconversation {} B",
+                    log.path.display(),
+                    log.logical_bytes,
+                    log.file_bytes,
+                    log.turns,
+                    log.compactions,
+                    log.conversation_bytes
+                );
+            }
+        }
+        Command::Candidates {
+            sessions,
+            rounds,
+            live,
+        } => rt.block_on(candidates(sessions, rounds, live)),
+        Command::Prepare {
+            mb,
+            encoding,
+            iters,
+        } => rt.block_on(prepare(mb, encoding, iters)),
+        Command::Tui { sessions, rounds } => rt.block_on(tui(sessions, rounds)),
+    }
+}
+
+/// What a user types after `@`: a cwd fragment, an id prefix, and a query matching nothing.
+fn typed_queries() -> Vec<String> {
+    let mut queries = Vec::new();
+    for word in ["harness", &gen::session_id(4242)[..6], "zzq"] {
+        for end in 0..=word.len() {
+            queries.push(word[..end].to_string());
+        }
+    }
+    queries
+}
+
+fn percentiles(name: &str, samples: &mut [Duration]) {
+    samples.sort();
+    let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize];
+    let mean = samples.iter().sum::<Duration>() / samples.len() as u32;
+    println!(
+        "{name}: n={} mean={:.3?} p50={:.3?} p90={:.3?} p99={:.3?} max={:.3?}",
+        samples.len(),
+        mean,
+        at(0.5),
+        at(0.9),
+        at(0.99),
+        samples[samples.len() - 1]
+    );
+}
+
+fn query_over(home: &std::path::Path, live: bool) -> (Arc<dyn SessionQuery>, AgentIdentity) {
+    let agent = AgentIdentity::new("agent-self", Some(gen::project_cwd(3)));
+    let disk = DiskStore::new(home);
+    if live {
+        let sessions = LiveSessions::default();
+        sessions.insert(Arc::new(LiveSession::new(SessionHeader::new(
+            agent.id.clone(),
+            2_000_000_000_000,
+            agent.cwd.clone(),
+        ))));
+        (Arc::new(HostSessions::new(disk, sessions)), agent)
+    } else {
+        (Arc::new(disk), agent)
+    }
+}
+
+async fn candidates(sessions: usize, rounds: usize, live: bool) {
+    let home = gen::cached_home(sessions).unwrap();
+    let (query, agent) = query_over(&home, live);
+    let service = SessionReferences::new(query, SessionReferenceConfig::default()).unwrap();
+    let cancel = CancellationToken::new();
+    let started = Instant::now();
+    let first = service
+        .list_candidates(&agent, "", None, &cancel)
+        .await
+        .unwrap();
+    println!(
+        "first call (cold store cache, warm OS cache): {:.1?} ({} rows)",
+        started.elapsed(),
+        first.len()
+    );
+    let queries = typed_queries();
+    let mut samples = Vec::new();
+    for _ in 0..rounds {
+        for q in &queries {
+            let started = Instant::now();
+            let rows = service
+                .list_candidates(&agent, q, None, &cancel)
+                .await
+                .unwrap();
+            samples.push(started.elapsed());
+            std::hint::black_box(rows);
+        }
+    }
+    percentiles(
+        &format!("warm per-keystroke list_candidates over {sessions} sessions (live={live})"),
+        &mut samples,
+    );
+}
+
+async fn prepare(mb: u64, encoding: Enc, iters: usize) {
+    let (home, logs) = gen::cached_big_home(mb, encoding.into()).unwrap();
+    let total: u64 = logs.iter().map(|l| l.file_bytes).sum();
+    let logical: u64 = logs.iter().map(|l| l.logical_bytes).sum();
+    let service = || {
+        SessionReferences::new(
+            Arc::new(DiskStore::new(&home)),
+            SessionReferenceConfig::default(),
+        )
+        .unwrap()
+    };
+    let agent = AgentIdentity::new("agent", Some("/home/dev/work/big".into()));
+    let text: String = gen::BIG_SOURCES
+        .iter()
+        .map(|id| format_session_reference_mention(id, None))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let parsed = parse_session_reference_text(&format!("compare {text}")).unwrap();
+    let cancel = CancellationToken::new();
+    let run = |service: SessionReferences| {
+        let parsed = parsed.clone();
+        let agent = agent.clone();
+        let cancel = cancel.clone();
+        async move {
+            let started = Instant::now();
+            let prepared = service
+                .prepare(
+                    &agent,
+                    vec![ContentBlock::text(parsed.text.clone())],
+                    parsed.references.iter().cloned().map(Into::into).collect(),
+                    &cancel,
+                )
+                .await
+                .unwrap();
+            std::hint::black_box(prepared);
+            started.elapsed()
+        }
+    };
+    println!(
+        "3 sources, {} MB logical, {} MB on disk",
+        logical / 1_000_000,
+        total / 1_000_000
+    );
+    // Cold: a fresh store each time (what `dsh-refs prepare` does, and a host's first reference
+    // to a source).
+    let mut cold = Vec::new();
+    for _ in 0..iters {
+        cold.push(run(service()).await);
+    }
+    percentiles(&format!("prepare cold ({mb} MB × 3)"), &mut cold);
+    // Warm: the same store again; the sources did not change.
+    let warm_service = service();
+    run(warm_service.clone()).await;
+    let mut warm = Vec::new();
+    for _ in 0..iters {
+        warm.push(run(warm_service.clone()).await);
+    }
+    percentiles(&format!("prepare warm ({mb} MB × 3, cached)"), &mut warm);
+}
+
+fn key(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+}
+
+async fn tui(sessions: usize, rounds: usize) {
+    let home = gen::cached_home(sessions).unwrap();
+    let (query, agent) = query_over(&home, true);
+    let service = SessionReferences::new(query, SessionReferenceConfig::default()).unwrap();
+    let cancel = CancellationToken::new();
+    // Warm the store as the app does when it starts.
+    service
+        .list_candidates(&agent, "", None, &cancel)
+        .await
+        .unwrap();
+    let now = gen::session_id(0).len() as i64 + 1_700_006_000_000;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    let mut frames = Vec::new();
+    let mut keystrokes = Vec::new();
+    let mut lookups = Vec::new();
+    let text = "look at @harness-0 please";
+    for _ in 0..rounds {
+        let mut composer = Composer::new();
+        let mut popup = PopupState::new();
+        for c in text.chars() {
+            // Keystroke to frame: the key, the popup following the token, one frame. The lookup
+            // runs elsewhere; typing never waits for it.
+            let started = Instant::now();
+            composer.handle_key(key(c));
+            let request = popup.sync(composer.active_token().as_ref());
+            draw(&mut terminal, &composer, &popup, now);
+            keystrokes.push(started.elapsed());
+            if let Some(request) = request {
+                // The lookup, then the frame that shows its answer.
+                let started = Instant::now();
+                let answer = service
+                    .list_candidates(&agent, &request.query, None, &cancel)
+                    .await
+                    .map_err(|e| e.to_string());
+                popup.apply_results(request.id, answer);
+                draw(&mut terminal, &composer, &popup, now);
+                lookups.push(started.elapsed());
+            }
+            // A frame on its own (e.g. a resize or a tick).
+            let started = Instant::now();
+            draw(&mut terminal, &composer, &popup, now);
+            frames.push(started.elapsed());
+            popup.move_down();
+        }
+    }
+    percentiles("frame render (120x40, popup open)", &mut frames);
+    percentiles("keystroke to frame (lookup not awaited)", &mut keystrokes);
+    percentiles(
+        &format!("lookup answer to frame (list_candidates over {sessions} + apply + frame)"),
+        &mut lookups,
+    );
+}
+
+fn draw(terminal: &mut Terminal<TestBackend>, composer: &Composer, popup: &PopupState, now: i64) {
+    terminal
+        .draw(|frame| {
+            let area = frame.area();
+            let buf = frame.buffer_mut();
+            let composer_h = composer.desired_height(area.width).min(area.height);
+            let composer_area = Rect::new(0, area.height - composer_h, area.width, composer_h);
+            composer.render(composer_area, buf);
+            if popup.is_open() {
+                let view = popup.view(now);
+                let h = view
+                    .desired_height(area.width)
+                    .min(area.height - composer_h);
+                view.render(
+                    Rect::new(0, area.height - composer_h - h, area.width, h),
+                    buf,
+                );
+            }
+        })
+        .unwrap();
+}

@@ -1,0 +1,886 @@
+//! Validating a record line without decoding its payload.
+//!
+//! Large logs are mostly tool output (`tool/result`) and packed chunk rows, and a session
+//! reference never reads either: it needs their seqs (for contiguity and `capturedThroughSeq`) and
+//! their surface ops (for the fold), nothing else. Decoding them with serde costs about as much as
+//! everything else in `prepare` together, so the reader can *skim* such lines instead: one pass
+//! that checks the whole line is JSON serde would accept as a [`super::Record`], and returns only
+//! the envelope ([`Envelope`]).
+//!
+//! Skimming is an optimization, never a second definition of the format: it accepts only the
+//! canonical layout writers produce (`type` first, known keys, integers where serde wants them) and
+//! answers `None` for everything else — unusual but valid lines as well as invalid ones — so that
+//! the reader falls back to the serde parser, which stays the single source of truth for what is
+//! valid and for the error messages. The property that matters is *soundness*: whatever `skim`
+//! accepts, serde accepts with the same envelope. `tests/reliability_skim.rs` and the fuzz target
+//! `skim_vs_serde` check exactly that.
+
+use super::format::{is_surface_type, PackedKind, SurfaceOp};
+
+/// The envelope of a record whose payload was validated but not decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope<'a> {
+    /// The record `type` (an event type, or a packed row type).
+    pub kind: &'a str,
+    /// `seq`, or `seq0` for a packed row.
+    pub first_seq: u64,
+    /// 1 for an event; the member count for a packed row.
+    pub seq_count: u64,
+    /// `time`, or `time0` for a packed row.
+    pub time: i64,
+    /// A packed chunk row (`text-chunks`, `reasoning-chunks`, `tool-call-chunks`).
+    pub packed: bool,
+    pub surface_op: Option<SurfaceOp>,
+    pub source_event_seqs: Option<Vec<u64>>,
+}
+
+/// The record `type` of a line in the canonical layout (`{"type":"…",`), without validating the
+/// rest. `None` when the line does not start that way.
+pub fn peek_kind(line: &[u8]) -> Option<&str> {
+    const PREFIX: &[u8] = b"{\"type\":\"";
+    let rest = line.strip_prefix(PREFIX)?;
+    let end = rest.iter().position(|&b| b == b'"' || b == b'\\')?;
+    if rest[end] != b'"' {
+        return None;
+    }
+    std::str::from_utf8(&rest[..end]).ok()
+}
+
+/// Validates `line` (one record, without its newline; trailing whitespace allowed) and returns
+/// its envelope, or `None` when the line is not in the canonical layout or not valid.
+pub fn skim(line: &[u8]) -> Option<Envelope<'_>> {
+    match skim_prefix(line)? {
+        (envelope, end) if end == line.len() => Some(envelope),
+        _ => None,
+    }
+}
+
+/// Skims the record at the start of `bytes` (which may run on past the line) and returns its
+/// envelope and where the record and its trailing spaces end: at a `\n` or at the end of
+/// `bytes`. Nothing in a record can span a newline (whitespace here excludes `\n`, and strings
+/// cannot hold a raw one), so a plain reader can find the end of a line this way instead of
+/// searching for it first.
+pub fn skim_prefix(bytes: &[u8]) -> Option<(Envelope<'_>, usize)> {
+    let line = bytes;
+    // serde validates every string it keeps, and a record keeps all of them: strings are checked
+    // for UTF-8 as they are scanned, and nothing else may hold a non-ASCII byte.
+    let mut c = Cursor { b: line, i: 0 };
+    c.expect(b'{')?;
+    let mut kind: Option<&str> = None;
+    let mut seq = None;
+    let mut time = None;
+    let mut seq0 = None;
+    let mut time0 = None;
+    let mut data: Option<(usize, usize)> = None;
+    let mut members: Option<u64> = None;
+    let mut surface_op: Option<Option<SurfaceOp>> = None;
+    let mut source_event_seqs: Option<Option<Vec<u64>>> = None;
+    loop {
+        c.ws();
+        let key = c.simple_string()?;
+        c.ws();
+        c.expect(b':')?;
+        c.ws();
+        match key {
+            b"type" if kind.is_none() => {
+                let raw = c.simple_string()?;
+                kind = Some(std::str::from_utf8(raw).ok()?);
+            }
+            b"seq" if seq.is_none() => seq = Some(c.uint()?),
+            b"time" if time.is_none() => time = Some(c.int()?),
+            b"seq0" if seq0.is_none() => seq0 = Some(c.uint()?),
+            b"time0" if time0.is_none() => time0 = Some(c.int()?),
+            b"data" if data.is_none() => {
+                let start = c.i;
+                match kind.and_then(PackedKind::from_type) {
+                    // A packed row's data is decoded by serde: check it as such, once.
+                    Some(packed) => members = Some(c.packed_data(packed)?),
+                    // An event's `data` is kept as a raw value: serde checks its syntax at any
+                    // depth.
+                    None => c.value(usize::MAX, false)?,
+                }
+                data = Some((start, c.i));
+            }
+            b"surfaceOp" if surface_op.is_none() => surface_op = Some(c.surface_op()?),
+            b"sourceEventSeqs" if source_event_seqs.is_none() => {
+                source_event_seqs = Some(c.uint_array_or_null()?)
+            }
+            // Unknown or repeated keys: the serde parser decides.
+            _ => return None,
+        }
+        c.ws();
+        match c.next()? {
+            b',' => continue,
+            b'}' => break,
+            _ => return None,
+        }
+    }
+    c.ws();
+    let end = c.i;
+    if end != line.len() && line[end] != b'\n' {
+        return None;
+    }
+    let kind = kind?;
+    let (data_start, data_end) = data?;
+    let surface_op = surface_op.flatten();
+    let source_event_seqs = source_event_seqs.flatten();
+    if let Some(packed) = PackedKind::from_type(kind) {
+        if seq.is_some() || time.is_some() || surface_op.is_some() || source_event_seqs.is_some() {
+            return None;
+        }
+        let count = match members {
+            Some(count) => count,
+            None => Cursor {
+                b: &line[data_start..data_end],
+                i: 0,
+            }
+            .packed_data(packed)?,
+        };
+        let envelope = Envelope {
+            kind,
+            first_seq: seq0?,
+            seq_count: count,
+            time: time0?,
+            packed: true,
+            surface_op: None,
+            source_event_seqs: None,
+        };
+        return Some((envelope, end));
+    }
+    if seq0.is_some() || time0.is_some() {
+        return None;
+    }
+    if is_surface_type(kind) && surface_op.is_none() {
+        return None;
+    }
+    let envelope = Envelope {
+        kind,
+        first_seq: seq?,
+        seq_count: 1,
+        time: time?,
+        packed: false,
+        surface_op,
+        source_event_seqs,
+    };
+    Some((envelope, end))
+}
+
+/// Depth serde allows for values it decodes (its recursion limit is 128); kept below it.
+/// Such values (a packed row's `turn`, `step`, `index` and unknown fields) must also hold only
+/// short integers: serde rejects numbers out of `f64` range there, which raw values keep.
+const VALUE_DEPTH: usize = 100;
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let b = self.peek()?;
+        self.i += 1;
+        Some(b)
+    }
+
+    fn expect(&mut self, byte: u8) -> Option<()> {
+        (self.next()? == byte).then_some(())
+    }
+
+    /// JSON whitespace, except `\n`: a record never spans lines.
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\r') = self.peek() {
+            self.i += 1;
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.i.checked_add(word.len())?;
+        (self.b.get(self.i..end)? == word).then(|| self.i = end)
+    }
+
+    /// An ASCII string without escapes (keys, types); its bytes without the quotes.
+    fn simple_string(&mut self) -> Option<&'a [u8]> {
+        self.expect(b'"')?;
+        let start = self.i;
+        let len = self.b[start..]
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b))?;
+        if self.b[start + len] != b'"' {
+            return None;
+        }
+        self.i = start + len + 1;
+        Some(&self.b[start..start + len])
+    }
+
+    /// The rest of a string after its opening quote: escapes checked, no raw control characters,
+    /// valid UTF-8.
+    ///
+    /// Sixteen bytes are classified at once; every flagged byte of the block (quote, backslash,
+    /// control, non-ASCII) is then handled from the block's bit mask, so escape-dense text (code,
+    /// logs) does not pay a reload per escape.
+    fn string_body(&mut self) -> Option<()> {
+        let bytes = self.b;
+        let mut i = self.i;
+        // Bytes before `skip` belong to an escape or a multi-byte character already checked.
+        let mut skip = i;
+        while let Some(chunk) = bytes.get(i..i + 16) {
+            let mut mask = special_mask(chunk.try_into().ok()?);
+            while mask != 0 {
+                let at = i + mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                if at < skip {
+                    continue;
+                }
+                match bytes[at] {
+                    b'"' => {
+                        self.i = at + 1;
+                        return Some(());
+                    }
+                    b'\\' => skip = at + escape_len(bytes, at)?,
+                    0..=0x1F => return None,
+                    _ => skip = at + utf8_len(bytes, at)?,
+                }
+            }
+            i = skip.max(i + 16);
+            skip = i;
+        }
+        // Fewer than sixteen bytes left: one at a time.
+        while let Some(&byte) = bytes.get(i) {
+            match byte {
+                b'"' => {
+                    self.i = i + 1;
+                    return Some(());
+                }
+                b'\\' => i += escape_len(bytes, i)?,
+                0..=0x1F => return None,
+                0x80..=0xFF => i += utf8_len(bytes, i)?,
+                _ => i += 1,
+            }
+        }
+        None
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+    fn number(&mut self) -> Option<()> {
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        match self.next()? {
+            b'0' => {}
+            b'1'..=b'9' => self.digits(),
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.i += 1;
+            self.digit()?;
+            self.digits();
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.i += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.i += 1;
+            }
+            self.digit()?;
+            self.digits();
+        }
+        Some(())
+    }
+
+    fn digit(&mut self) -> Option<()> {
+        self.next()?.is_ascii_digit().then_some(())
+    }
+
+    fn digits(&mut self) {
+        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+            self.i += 1;
+        }
+    }
+
+    /// A non-negative integer that fits `u64`, in plain integer syntax.
+    fn uint(&mut self) -> Option<u64> {
+        let bytes = self.b;
+        let start = self.i;
+        let mut end = start;
+        while bytes.get(end).is_some_and(u8::is_ascii_digit) {
+            end += 1;
+        }
+        let digits = &bytes[start..end];
+        // No digits, a leading zero, or a fraction or exponent (a float, which serde's integers
+        // reject).
+        if digits.is_empty()
+            || (digits.len() > 1 && digits[0] == b'0')
+            || matches!(bytes.get(end), Some(b'.' | b'e' | b'E'))
+        {
+            return None;
+        }
+        let value = if digits.len() < 20 {
+            // Nineteen digits always fit.
+            digits
+                .iter()
+                .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'))
+        } else {
+            std::str::from_utf8(digits).ok()?.parse().ok()?
+        };
+        self.i = end;
+        Some(value)
+    }
+
+    /// An integer that fits `i64`, in plain integer syntax.
+    fn int(&mut self) -> Option<i64> {
+        let negative = self.peek() == Some(b'-');
+        if negative {
+            self.i += 1;
+        }
+        let magnitude = self.uint()?;
+        if negative {
+            // serde_json reads `-0` as the float -0.0, which an `i64` rejects.
+            if magnitude == 0 {
+                return None;
+            }
+            0i64.checked_sub_unsigned(magnitude)
+        } else {
+            i64::try_from(magnitude).ok()
+        }
+    }
+
+    /// Any JSON value, nested at most `max_depth` containers deep.
+    ///
+    /// `decoded`: the value will be decoded by serde (not kept raw), which also rejects numbers
+    /// out of `f64` range; only short integers are accepted then.
+    fn value(&mut self, max_depth: usize, decoded: bool) -> Option<()> {
+        // The open containers, innermost last: `true` for an object.
+        let mut open: Vec<bool> = Vec::new();
+        loop {
+            // A value starts here.
+            self.ws();
+            match self.next()? {
+                b'{' => {
+                    self.ws();
+                    if self.peek()? == b'}' {
+                        self.i += 1;
+                    } else {
+                        if open.len() >= max_depth {
+                            return None;
+                        }
+                        open.push(true);
+                        self.key()?;
+                        continue;
+                    }
+                }
+                b'[' => {
+                    self.ws();
+                    if self.peek()? == b']' {
+                        self.i += 1;
+                    } else {
+                        if open.len() >= max_depth {
+                            return None;
+                        }
+                        open.push(false);
+                        continue;
+                    }
+                }
+                b'"' => self.string_body()?,
+                b't' => self.literal(b"rue")?,
+                b'f' => self.literal(b"alse")?,
+                b'n' => self.literal(b"ull")?,
+                b'-' | b'0'..=b'9' if decoded => {
+                    self.i -= 1;
+                    let start = self.i;
+                    self.int()?;
+                    if self.i - start > 18 {
+                        return None;
+                    }
+                }
+                b'-' | b'0'..=b'9' => {
+                    self.i -= 1;
+                    self.number()?;
+                }
+                _ => return None,
+            }
+            // A value ended: close containers until one continues.
+            loop {
+                let Some(&object) = open.last() else {
+                    return Some(());
+                };
+                self.ws();
+                match self.next()? {
+                    b',' => {
+                        if object {
+                            self.ws();
+                            self.key()?;
+                        }
+                        break;
+                    }
+                    b'}' if object => {
+                        open.pop();
+                    }
+                    b']' if !object => {
+                        open.pop();
+                    }
+                    _ => return None,
+                }
+            }
+        }
+    }
+
+    /// An object key and its colon.
+    fn key(&mut self) -> Option<()> {
+        self.expect(b'"')?;
+        self.string_body()?;
+        self.ws();
+        self.expect(b':')
+    }
+
+    /// A packed row's `data`, checked the way serde decodes it; returns its member count.
+    fn packed_data(&mut self, kind: PackedKind) -> Option<u64> {
+        self.expect(b'{')?;
+        let mut seen: Vec<&[u8]> = Vec::new();
+        let mut texts = None;
+        let mut args = None;
+        self.ws();
+        if self.peek()? == b'}' {
+            return None;
+        }
+        loop {
+            self.ws();
+            let key = self.simple_string()?;
+            if seen.contains(&key) {
+                return None;
+            }
+            seen.push(key);
+            self.ws();
+            self.expect(b':')?;
+            self.ws();
+            match key {
+                b"dt" => self.int_array()?,
+                b"texts" => texts = self.string_array_or_null()?,
+                b"args" => args = self.string_array_or_null()?,
+                b"id" | b"name" => self.string_or_null()?,
+                _ => self.value(VALUE_DEPTH, true)?,
+            }
+            self.ws();
+            match self.next()? {
+                b',' => continue,
+                b'}' => break,
+                _ => return None,
+            }
+        }
+        match kind {
+            PackedKind::ToolCall => args,
+            PackedKind::Text | PackedKind::Reasoning => texts,
+        }
+    }
+
+    fn surface_op(&mut self) -> Option<Option<SurfaceOp>> {
+        match self.peek()? {
+            b'n' => {
+                self.literal(b"null")?;
+                Some(None)
+            }
+            b'"' => (self.simple_string()? == b"append").then_some(Some(SurfaceOp::Append)),
+            b'{' => {
+                self.i += 1;
+                let field = |c: &mut Self, name: &[u8]| -> Option<()> {
+                    c.ws();
+                    (c.simple_string()? == name).then_some(())?;
+                    c.ws();
+                    c.expect(b':')?;
+                    c.ws();
+                    Some(())
+                };
+                field(self, b"op")?;
+                (self.simple_string()? == b"replace").then_some(())?;
+                self.ws();
+                self.expect(b',')?;
+                field(self, b"start")?;
+                let start = usize::try_from(self.uint()?).ok()?;
+                self.ws();
+                self.expect(b',')?;
+                field(self, b"end")?;
+                let end = usize::try_from(self.uint()?).ok()?;
+                self.ws();
+                self.expect(b'}')?;
+                Some(Some(SurfaceOp::Replace { start, end }))
+            }
+            _ => None,
+        }
+    }
+
+    /// `[a, b, …]` with each element read by `element`; `null` when `nullable`.
+    fn array(
+        &mut self,
+        nullable: bool,
+        mut element: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<Option<u64>> {
+        if nullable && self.peek()? == b'n' {
+            self.literal(b"null")?;
+            return Some(None);
+        }
+        self.expect(b'[')?;
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(Some(0));
+        }
+        let mut count = 0u64;
+        loop {
+            self.ws();
+            element(self)?;
+            count += 1;
+            self.ws();
+            match self.next()? {
+                b',' => continue,
+                b']' => return Some(Some(count)),
+                _ => return None,
+            }
+        }
+    }
+
+    fn uint_array_or_null(&mut self) -> Option<Option<Vec<u64>>> {
+        let mut values = Vec::new();
+        let found = self.array(true, |c| {
+            values.push(c.uint()?);
+            Some(())
+        })?;
+        Some(found.map(|_| values))
+    }
+
+    /// `[i64, …]`, as a packed row's `dt`.
+    fn int_array(&mut self) -> Option<()> {
+        self.expect(b'[')?;
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            self.int()?;
+            match self.next()? {
+                b',' => {}
+                b']' => return Some(()),
+                _ => {
+                    // Whitespace around elements is rare; take the general path for it.
+                    self.i -= 1;
+                    self.ws();
+                    match self.next()? {
+                        b',' => {}
+                        b']' => return Some(()),
+                        _ => return None,
+                    }
+                }
+            }
+            self.ws();
+        }
+    }
+
+    /// `["…", …]` or `null`, as a packed row's `texts` or `args`; the element count.
+    fn string_array_or_null(&mut self) -> Option<Option<u64>> {
+        if self.peek()? == b'n' {
+            self.literal(b"null")?;
+            return Some(None);
+        }
+        self.expect(b'[')?;
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(Some(0));
+        }
+        let mut count = 0u64;
+        loop {
+            self.expect(b'"')?;
+            self.string_body()?;
+            count += 1;
+            match self.next()? {
+                b',' => {}
+                b']' => return Some(Some(count)),
+                _ => {
+                    self.i -= 1;
+                    self.ws();
+                    match self.next()? {
+                        b',' => {}
+                        b']' => return Some(Some(count)),
+                        _ => return None,
+                    }
+                }
+            }
+            self.ws();
+        }
+    }
+
+    fn string_or_null(&mut self) -> Option<()> {
+        match self.next()? {
+            b'n' => self.literal(b"ull"),
+            b'"' => self.string_body(),
+            _ => None,
+        }
+    }
+}
+
+/// The length of the escape sequence at `bytes[at]` (a backslash), if valid.
+fn escape_len(bytes: &[u8], at: usize) -> Option<usize> {
+    match *bytes.get(at + 1)? {
+        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(2),
+        b'u' => {
+            let hex = bytes.get(at + 2..at + 6)?;
+            let mut unit = 0u32;
+            for &h in hex {
+                unit = unit * 16 + (h as char).to_digit(16)?;
+            }
+            // Surrogate pairs have rules of their own: leave them to serde.
+            (!(0xD800..=0xDFFF).contains(&unit)).then_some(6)
+        }
+        _ => None,
+    }
+}
+
+/// The length of the UTF-8 character starting at `bytes[at]` (a non-ASCII byte), if valid.
+fn utf8_len(bytes: &[u8], at: usize) -> Option<usize> {
+    let width = match bytes[at] {
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        _ => 4,
+    };
+    let end = (at + 4).min(bytes.len());
+    let valid = match std::str::from_utf8(&bytes[at..end]) {
+        Ok(text) => text.len(),
+        Err(e) => e.valid_up_to(),
+    };
+    // `valid` covers the first character whole only if it decoded.
+    (valid >= width).then_some(width)
+}
+
+/// Bit `k` set when byte `k` of `chunk` is `"`, `\\`, below 0x20 or non-ASCII.
+fn special_mask(chunk: &[u8; 16]) -> u32 {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        // SAFETY: the cfg above makes this code exist only where SSE2 is enabled at compile
+        // time (it is part of the x86_64 baseline), which is all the `sse2` functions require.
+        unsafe { sse2::special_mask(chunk) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        portable::special_mask(chunk)
+    }
+}
+
+/// Bit `k` set when byte `k` of `chunk` is `byte`.
+fn eq_mask(chunk: &[u8; 16], byte: u8) -> u32 {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        // SAFETY: as in `special_mask`.
+        unsafe { sse2::eq_mask(chunk, byte) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        portable::eq_mask(chunk, byte)
+    }
+}
+
+/// The index of the first `byte` in `haystack`, sixteen bytes at a time.
+pub fn find_byte(haystack: &[u8], byte: u8) -> Option<usize> {
+    let mut i = 0;
+    while let Some(chunk) = haystack.get(i..i + 16) {
+        let found = eq_mask(chunk.try_into().ok()?, byte);
+        if found != 0 {
+            return Some(i + found.trailing_zeros() as usize);
+        }
+        i += 16;
+    }
+    haystack[i..].iter().position(|&b| b == byte).map(|p| i + p)
+}
+
+/// Byte classification with SSE2: sixteen bytes in a handful of instructions. This is the one
+/// place the crate uses `unsafe`, and only to call these functions, which are otherwise safe.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+mod sse2 {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+        _mm_set_epi64x,
+    };
+
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    fn load(chunk: &[u8; 16]) -> __m128i {
+        let lo = u64::from_le_bytes([
+            chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7],
+        ]);
+        let hi = u64::from_le_bytes([
+            chunk[8], chunk[9], chunk[10], chunk[11], chunk[12], chunk[13], chunk[14], chunk[15],
+        ]);
+        _mm_set_epi64x(hi as i64, lo as i64)
+    }
+
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    pub(super) fn special_mask(chunk: &[u8; 16]) -> u32 {
+        let v = load(chunk);
+        let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+        let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+        // A signed comparison: below 0x20, or 0x80 and up (negative as i8).
+        let outside = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), outside)) as u32
+    }
+
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    pub(super) fn eq_mask(chunk: &[u8; 16], byte: u8) -> u32 {
+        _mm_movemask_epi8(_mm_cmpeq_epi8(load(chunk), _mm_set1_epi8(byte as i8))) as u32
+    }
+}
+
+/// The portable fallback: the same masks, one byte at a time (every flagged byte is reported,
+/// as the block loop of `string_body` requires).
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+mod portable {
+    fn mask(chunk: &[u8; 16], flag: impl Fn(u8) -> bool) -> u32 {
+        chunk
+            .iter()
+            .enumerate()
+            .fold(0, |mask, (k, &b)| mask | (u32::from(flag(b)) << k))
+    }
+
+    pub(super) fn special_mask(chunk: &[u8; 16]) -> u32 {
+        mask(chunk, |b| {
+            b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b)
+        })
+    }
+
+    pub(super) fn eq_mask(chunk: &[u8; 16], byte: u8) -> u32 {
+        mask(chunk, |b| b == byte)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::Record;
+
+    fn agrees(line: &str) -> Option<Envelope<'_>> {
+        let skimmed = skim(line.as_bytes());
+        if let Some(envelope) = &skimmed {
+            let record: Record = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("skim accepted what serde rejects: {line}: {e}"));
+            assert_eq!(record.first_seq(), envelope.first_seq, "{line}");
+            assert_eq!(record.seq_count(), envelope.seq_count, "{line}");
+            assert_eq!(record.kind(), envelope.kind, "{line}");
+            if let Record::Event(event) = &record {
+                assert_eq!(event.time, envelope.time);
+                assert_eq!(event.surface_op, envelope.surface_op);
+                assert_eq!(event.source_event_seqs, envelope.source_event_seqs);
+            }
+        }
+        skimmed
+    }
+
+    #[test]
+    fn canonical_lines_are_skimmed() {
+        let e = agrees(r#"{"type":"tool/result","seq":15,"time":0,"data":{"turn":1,"content":[{"type":"text","text":"a\nb \"q\" \u00e9 é"}],"isError":false},"sourceEventSeqs":[13],"surfaceOp":"append"}"#).unwrap();
+        assert_eq!((e.kind, e.first_seq, e.seq_count), ("tool/result", 15, 1));
+        assert_eq!(e.surface_op, Some(SurfaceOp::Append));
+        let e = agrees(r#"{"type":"user/message","seq":3,"time":-5,"data":{},"surfaceOp":{"op":"replace","start":0,"end":2}}"#).unwrap();
+        assert_eq!(e.surface_op, Some(SurfaceOp::Replace { start: 0, end: 2 }));
+        let e = agrees(r#"{"type":"text-chunks","seq0":5,"time0":17,"data":{"turn":1,"step":1,"index":0,"dt":[1,-2],"texts":["a","b","c"]}}"#).unwrap();
+        assert_eq!((e.first_seq, e.seq_count, e.packed), (5, 3, true));
+        let e = agrees(r#"{"type":"tool-call-chunks","seq0":0,"time0":1,"data":{"id":"c","name":null,"args":["{","}"],"texts":null}}  "#).unwrap();
+        assert_eq!(e.seq_count, 2);
+        assert!(agrees(
+            r#"{"type":"turn/end","seq":9,"time":1,"data":[1,2.5e-3,true,null,{"a":[]}]}"#
+        )
+        .is_some());
+        // Key order is free (the reader only skims lines that start with `type`).
+        assert!(agrees(r#"{"seq":1, "type":"turn/end","time":1,"data":{}}"#).is_some());
+    }
+
+    #[test]
+    fn anything_unusual_falls_back() {
+        for line in [
+            r#"{"type":"turn/end","seq":1,"time":1,"data":{},"extra":1}"#.to_string(),
+            r#"{"type":"turn/end","seq":1.0,"time":1,"data":{}}"#.into(),
+            r#"{"type":"turn/end","seq":-1,"time":1,"data":{}}"#.into(),
+            r#"{"type":"turn/end","seq":01,"time":1,"data":{}}"#.into(),
+            r#"{"type":"turn/end","seq":1,"time":1,"data":{},}"#.into(),
+            r#"{"type":"turn/end","seq":1,"time":1,"data":{"a":1,}}"#.into(),
+            r#"{"type":"turn/end","seq":1,"time":1,"data":"\ud800"}"#.into(),
+            r#"{"type":"turn/end","seq":1,"time":1,"data":"\x"}"#.into(),
+            "{\"type\":\"turn/end\",\"seq\":1,\"time\":1,\"data\":\"\t\"}".into(),
+            r#"{"type":"tool/result","seq":1,"time":1,"data":{}}"#.into(),
+            r#"{"type":"turn/end","seq":1,"seq":2,"time":1,"data":{}}"#.into(),
+            r#"{"type":"turn/end","seq":1,"time":1,"data":{}} x"#.into(),
+            r#"{"type":"turn/end","seq":1,"time":1,"data":{}"#.into(),
+            r#"{"type":"text-chunks","seq0":1,"time0":1,"data":{"texts":[1]}}"#.into(),
+            r#"{"type":"text-chunks","seq0":1,"time0":1,"data":{"args":["a"]}}"#.into(),
+            r#"{"type":"text-chunks","seq0":1,"time0":1,"data":{"texts":["a"],"texts":["b"]}}"#
+                .into(),
+            format!(
+                r#"{{"type":"text-chunks","seq0":1,"time0":1,"data":{{"turn":{}1{},"texts":[]}}}}"#,
+                "[".repeat(200),
+                "]".repeat(200)
+            ),
+            r#"{"type":"turn/end","seq":18446744073709551616,"time":1,"data":{}}"#.into(),
+            // Found by the long differential run: serde reads `-0` as a float.
+            r#"{"type":"text-chunks","seq0":1,"time0":1,"data":{"dt":[-0],"texts":["a","b"]}}"#
+                .into(),
+            r#"{"type":"turn/end","seq":1,"time":-0,"data":{}}"#.into(),
+            // Found by the `skim_vs_serde` fuzz target: a number out of f64 range in a packed
+            // row's unknown field (decoded by serde, unlike an event's raw `data`).
+            r#"{"type":"text-chunks","seq0":1,"time0":1,"data":{"dp":[2E22220],"texts":["a"]}}"#
+                .into(),
+            r#"{"type":"text-chunks","seq0":1,"time0":1,"data":{"turn":0.5,"texts":["a"]}}"#.into(),
+        ] {
+            assert!(agrees(&line).is_none(), "{line}");
+        }
+        // Deep nesting inside `data` is fine for serde's raw values, and for skim.
+        let deep = format!(
+            r#"{{"type":"turn/end","seq":1,"time":1,"data":{}{}}}"#,
+            "[".repeat(5000),
+            "]".repeat(5000)
+        );
+        assert!(agrees(&deep).is_some());
+        assert!(skim(b"{\"type\":\"turn/end\",\"seq\":1,\"time\":1,\"data\":\"\xff\"}").is_none());
+    }
+
+    #[test]
+    fn masks_report_every_flagged_byte() {
+        let mut seed = 7u64;
+        for _ in 0..20_000 {
+            let mut chunk = [0u8; 16];
+            for byte in &mut chunk {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                *byte = match seed >> 60 {
+                    0 => b'"',
+                    1 => b'\\',
+                    2 => (seed >> 40) as u8 & 0x1F,
+                    3 => 0x80 | (seed >> 40) as u8,
+                    _ => b'a' + (seed >> 40) as u8 % 26,
+                };
+            }
+            assert_eq!(special_mask(&chunk), portable::special_mask(&chunk));
+            assert_eq!(eq_mask(&chunk, b'"'), portable::eq_mask(&chunk, b'"'));
+        }
+    }
+
+    #[test]
+    fn peek_and_find() {
+        assert_eq!(
+            peek_kind(br#"{"type":"tool/result","seq":1"#),
+            Some("tool/result")
+        );
+        assert_eq!(peek_kind(br#"{"type":"a\"b"}"#), None);
+        assert_eq!(peek_kind(br#"{ "type":"a"}"#), None);
+        let hay = b"0123456789abcdef\nxyz";
+        assert_eq!(find_byte(hay, b'\n'), Some(16));
+        assert_eq!(find_byte(hay, b'z'), Some(19));
+        assert_eq!(find_byte(hay, b'!'), None);
+        for i in 0..40 {
+            let mut v = vec![b'a'; 40];
+            v[i] = b'\n';
+            assert_eq!(find_byte(&v, b'\n'), Some(i));
+        }
+    }
+}
