@@ -555,6 +555,14 @@ pub async fn run_terminal(options: AppOptions) -> Result<(), AppError> {
         TerminalGuard::restore();
         previous(info);
     }));
+    // Warm the session index now: a first listing of a very large home reads every header,
+    // and the first `@` should not be the one to wait for it.
+    {
+        let mount = app.mount.clone();
+        tokio::spawn(async move {
+            let _ = mount.candidates("", &CancellationToken::new()).await;
+        });
+    }
     let _guard = TerminalGuard::enter()?;
     // Keys are read on their own thread: crossterm's read blocks.
     let input_tx = tx.clone();
