@@ -14,6 +14,10 @@
 //! `DSH_CRASH_KILLS` sets the number of kills (default 200, about 10 s); RELIABILITY.md records a
 //! longer run.
 
+mod support;
+
+use support::Rng;
+
 use dsh_session_references::session::format::{PackedChunks, PackedKind};
 use dsh_session_references::session::reader::read_log;
 use dsh_session_references::session::store::read_conversation_surface_file;
@@ -26,28 +30,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A small deterministic PRNG (SplitMix64).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 fn marker(batch: u64, k: usize, n: usize) -> String {
     format!("batch:{batch}:{k}/{n}")
 }
 
 /// One batch of `n` records: user/assistant/tool events and packed rows.
 fn batch_records(writer: &SessionWriter, rng: &mut Rng, batch: u64) -> Vec<Record> {
-    let n = 1 + rng.below(5) as usize;
+    let n = 1 + rng.below(5);
     let mut seq = writer.next_seq();
     let mut records = Vec::with_capacity(n);
     for k in 0..n {
@@ -69,7 +58,7 @@ fn batch_records(writer: &SessionWriter, rng: &mut Rng, batch: u64) -> Vec<Recor
             1 => {
                 // Large, incompressible tool output widens the window in which a kill lands
                 // mid-write (for zstd too).
-                let size = rng.below(200_000) as usize;
+                let size = rng.below(200_000);
                 let noise: String = (0..size / 16)
                     .map(|_| format!("{:016x}", rng.next()))
                     .collect();
@@ -99,7 +88,7 @@ fn batch_records(writer: &SessionWriter, rng: &mut Rng, batch: u64) -> Vec<Recor
                 ))
             }
             2 => {
-                let pieces = 1 + rng.below(50) as usize;
+                let pieces = 1 + rng.below(50);
                 let mut texts: Vec<String> = (0..pieces).map(|i| format!("w{i} ")).collect();
                 texts[0] = tag;
                 Record::Packed(Box::new(PackedChunks {
@@ -237,7 +226,7 @@ fn crash_loop(encoding: Encoding, kills: usize, seed: u64) -> Figures {
             .spawn()
             .unwrap();
         // Kill at a random moment: sometimes before the first append, mostly mid-stream.
-        std::thread::sleep(Duration::from_micros(rng.below(40_000)));
+        std::thread::sleep(Duration::from_micros(rng.below(40_000) as u64));
         child.kill().unwrap(); // SIGKILL
         let status = child.wait().unwrap();
         assert!(!status.success(), "the child never ends by itself");

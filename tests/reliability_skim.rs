@@ -12,6 +12,8 @@
 
 mod support;
 
+use support::Rng;
+
 use dsh_session_references::session::reader::{
     resume_scan, scan_log, scan_reader, LogScan, RecordSink,
 };
@@ -19,20 +21,6 @@ use dsh_session_references::session::skim::{skim, Envelope};
 use dsh_session_references::session::{Encoding, Record};
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 /// What a sink saw: (type, first seq, seq count, decoded?) per record.
 #[derive(Default)]
