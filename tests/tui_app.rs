@@ -1,12 +1,9 @@
 //! The app loop's submit path, driven like a person would: type, press Enter, let the events in.
 
-mod support;
-
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use dsh_session_references::reference::format_session_reference_mention;
 use dsh_session_references::session::Encoding;
 use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions};
-use dsh_session_references::tui::Renderable;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
 
