@@ -767,3 +767,50 @@ fn a_damaged_pending_marker_never_cuts_acknowledged_data() {
     assert_eq!(fs::read(&path).unwrap(), &good[..boundary as usize]);
     assert!(!marker.exists());
 }
+
+#[test]
+fn a_log_deleted_under_its_directory_becomes_not_found() {
+    let home = tempfile::tempdir().unwrap();
+    for id in ["keep", "gone"] {
+        let mut w = SessionWriter::create(
+            home.path(),
+            SessionHeader::new(id, 1, Some("/w".into())),
+            Encoding::Plain,
+        )
+        .unwrap();
+        w.append(vec![EventData::SessionTitle {
+            title: id.into(),
+            message_seqs: vec![],
+            source: Value::Null,
+            extra: Default::default(),
+        }
+        .into()])
+            .unwrap();
+    }
+    let store = DiskStore::new(home.path());
+    assert_eq!(store.list_sessions_blocking().unwrap().len(), 2);
+    fs::remove_file(home.path().join("sessions/--w--/gone/session.jsonl")).unwrap();
+    for err in [
+        store.read_surface_blocking("gone").unwrap_err(),
+        store.read_title_blocking("gone").unwrap_err(),
+        store
+            .read_conversation_surface_blocking("gone")
+            .unwrap_err(),
+    ] {
+        assert!(
+            matches!(&err, SessionError::NotFound { id } if id == "gone"),
+            "{err}"
+        );
+    }
+    let ids: Vec<String> = store
+        .list_sessions_blocking()
+        .unwrap()
+        .iter()
+        .map(|s| s.id().to_string())
+        .collect();
+    assert_eq!(ids, vec!["keep"]);
+    assert_eq!(
+        store.read_title_blocking("keep").unwrap().as_deref(),
+        Some("keep")
+    );
+}

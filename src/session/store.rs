@@ -222,13 +222,46 @@ impl DiskStore {
 
     /// Synchronous `read_surface`.
     pub fn read_surface_blocking(&self, id: &str) -> Result<SurfaceSnapshot> {
+        self.with_log(id, read_surface_file)
+    }
+
+    /// Runs `read` on the log of `id`. A log deleted since it was indexed is forgotten and
+    /// answered as not found, like an id the store never knew.
+    fn with_log<T>(&self, id: &str, read: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
         let path = self.log_path(id)?;
-        read_surface_file(&path)
+        match read(&path) {
+            Err(SessionError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                self.forget(&path);
+                Err(SessionError::NotFound { id: id.to_string() })
+            }
+            other => other,
+        }
+    }
+
+    /// Drops a vanished log from the index; its project directory is listed again next time.
+    fn forget(&self, path: &Path) {
+        let session_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut index = self.inner.index.lock().expect("index lock");
+        for project in index.projects.values_mut() {
+            if let Some(entry) = project.sessions.get_mut(&session_dir) {
+                *entry = None;
+                project.stamp = None;
+            }
+        }
+        rebuild(&mut index);
+        drop(index);
+        self.inner.titles.lock().expect("title lock").remove(path);
     }
 
     /// Synchronous `read_conversation_surface`, through the conversation cache.
     pub fn read_conversation_surface_blocking(&self, id: &str) -> Result<SurfaceSnapshot> {
-        let path = self.log_path(id)?;
+        self.with_log(id, |path| self.read_conversation_at(path))
+    }
+
+    fn read_conversation_at(&self, path: &Path) -> Result<SurfaceSnapshot> {
+        let path = path.to_path_buf();
         let stamp = FileStamp::of(&path)?;
         // Taken out while reading, so the lock is never held across I/O.
         let cached = self.conversations().entries.remove(&path);
@@ -285,8 +318,7 @@ impl DiskStore {
 
     /// Synchronous `read_title`.
     pub fn read_title_blocking(&self, id: &str) -> Result<Option<String>> {
-        let path = self.log_path(id)?;
-        self.title_of_path(&path)
+        self.with_log(id, |path| self.title_of_path(path))
     }
 
     fn title_of_path(&self, path: &Path) -> Result<Option<String>> {
