@@ -210,24 +210,11 @@ fn conformance_home() -> tempfile::TempDir {
     home
 }
 
-#[derive(serde::Deserialize)]
-struct PrepareVector {
-    #[serde(rename = "maxReferenceBytes")]
-    max_reference_bytes: i64,
-    data: Option<Box<RawValue>>,
-    reference: Option<Box<RawValue>>,
-    error: Option<String>,
-}
-
 #[test]
 fn prepare_vectors_through_the_binary() {
     let home = conformance_home();
     let text = "compare with @[source](dsh-session:InNvdXJjZSI)";
-    let vectors: Vec<PrepareVector> = read_conformance("prepare-expect.jsonl")
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let vectors = prepare_vectors();
     assert!(vectors.len() >= 8);
     for vector in vectors {
         let max = vector.max_reference_bytes.to_string();

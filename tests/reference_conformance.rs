@@ -64,23 +64,6 @@ fn mention_parse_vectors() {
     }
 }
 
-#[derive(serde::Deserialize)]
-struct PrepareVector {
-    #[serde(rename = "maxReferenceBytes")]
-    max_reference_bytes: i64,
-    data: Option<Box<RawValue>>,
-    reference: Option<Box<RawValue>>,
-    error: Option<String>,
-}
-
-fn prepare_vectors() -> Vec<PrepareVector> {
-    read_conformance("prepare-expect.jsonl")
-        .lines()
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
-}
-
 #[tokio::test]
 async fn prepare_vectors_through_the_library() {
     let vectors = prepare_vectors();

@@ -697,14 +697,7 @@ async fn store_serves_session_query() {
             Encoding::Zstd,
         )
         .unwrap();
-        w.append(vec![EventData::SessionTitle {
-            title: format!("title {i}"),
-            message_seqs: vec![],
-            source: Value::Null,
-            extra: Default::default(),
-        }
-        .into()])
-            .unwrap();
+        w.append(vec![title_event(format!("title {i}"))]).unwrap();
     }
     let store = DiskStore::new(home.path());
     let listed = store.list_sessions().await.unwrap();
@@ -778,14 +771,7 @@ fn a_log_deleted_under_its_directory_becomes_not_found() {
             Encoding::Plain,
         )
         .unwrap();
-        w.append(vec![EventData::SessionTitle {
-            title: id.into(),
-            message_seqs: vec![],
-            source: Value::Null,
-            extra: Default::default(),
-        }
-        .into()])
-            .unwrap();
+        w.append(vec![title_event(id)]).unwrap();
     }
     let store = DiskStore::new(home.path());
     assert_eq!(store.list_sessions_blocking().unwrap().len(), 2);
@@ -813,4 +799,15 @@ fn a_log_deleted_under_its_directory_becomes_not_found() {
         store.read_title_blocking("keep").unwrap().as_deref(),
         Some("keep")
     );
+}
+
+/// A `session/title` event to append.
+fn title_event(title: impl Into<String>) -> dsh_session_references::session::NewEvent {
+    EventData::SessionTitle {
+        title: title.into(),
+        message_seqs: vec![],
+        source: Value::Null,
+        extra: Default::default(),
+    }
+    .into()
 }

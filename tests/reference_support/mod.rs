@@ -254,3 +254,22 @@ impl SessionQuery for MemoryQuery {
         })
     }
 }
+
+/// One vector of `prepare-expect.jsonl`.
+#[derive(serde::Deserialize)]
+pub struct PrepareVector {
+    #[serde(rename = "maxReferenceBytes")]
+    pub max_reference_bytes: i64,
+    pub data: Option<Box<serde_json::value::RawValue>>,
+    pub reference: Option<Box<serde_json::value::RawValue>>,
+    pub error: Option<String>,
+}
+
+/// Every vector of `prepare-expect.jsonl`.
+pub fn prepare_vectors() -> Vec<PrepareVector> {
+    read_conformance("prepare-expect.jsonl")
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
