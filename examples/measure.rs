@@ -85,8 +85,12 @@ enum Command {
         mb: u64,
         #[arg(long, value_enum)]
         encoding: Enc,
+        /// Cold runs (a fresh store each).
         #[arg(long, default_value_t = 5)]
         iters: usize,
+        /// Warm runs (one store, sources unchanged); defaults to `--iters`.
+        #[arg(long)]
+        warm_iters: Option<usize>,
     },
     /// Popup over N sessions: frame render and keystroke-to-frame times.
     Tui {
@@ -134,7 +138,8 @@ fn main() {
             mb,
             encoding,
             iters,
-        } => rt.block_on(prepare(mb, encoding, iters)),
+            warm_iters,
+        } => rt.block_on(prepare(mb, encoding, iters, warm_iters.unwrap_or(iters))),
         Command::Tui { sessions, rounds } => rt.block_on(tui(sessions, rounds)),
     }
 }
@@ -215,7 +220,7 @@ async fn candidates(sessions: usize, rounds: usize, live: bool) {
     );
 }
 
-async fn prepare(mb: u64, encoding: Enc, iters: usize) {
+async fn prepare(mb: u64, encoding: Enc, iters: usize, warm_iters: usize) {
     let (home, logs) = gen::cached_big_home(mb, encoding.into()).unwrap();
     let total: u64 = logs.iter().map(|l| l.file_bytes).sum();
     let logical: u64 = logs.iter().map(|l| l.logical_bytes).sum();
@@ -264,15 +269,19 @@ async fn prepare(mb: u64, encoding: Enc, iters: usize) {
     for _ in 0..iters {
         cold.push(run(service()).await);
     }
-    percentiles(&format!("prepare cold ({mb} MB × 3)"), &mut cold);
+    if iters > 0 {
+        percentiles(&format!("prepare cold ({mb} MB × 3)"), &mut cold);
+    }
     // Warm: the same store again; the sources did not change.
     let warm_service = service();
     run(warm_service.clone()).await;
     let mut warm = Vec::new();
-    for _ in 0..iters {
+    for _ in 0..warm_iters {
         warm.push(run(warm_service.clone()).await);
     }
-    percentiles(&format!("prepare warm ({mb} MB × 3, cached)"), &mut warm);
+    if warm_iters > 0 {
+        percentiles(&format!("prepare warm ({mb} MB × 3, cached)"), &mut warm);
+    }
 }
 
 fn key(c: char) -> KeyEvent {

@@ -487,6 +487,54 @@ async fn budget_exceeded_names_the_first_source_that_cannot_fit() {
         .expect("short labels fit");
 }
 
+/// Sources are projected and retained as their reads land, in parallel; the verdict still
+/// follows the spec's order: any read failure (step 3) before any budget (step 4), and within
+/// each the first source in normalized order.
+#[tokio::test]
+async fn read_failures_are_judged_before_budgets_whatever_finishes_first() {
+    let query = MemoryQuery::new();
+    query.insert(session("fits", None, &["hi"]), None);
+    query.insert(session("too-big", None, &["hi"]), None);
+    query.insert(session("also-too-big", None, &["hi"]), None);
+    // The failing read lands last; the over-budget sources are retained long before it.
+    query.delay("slow-missing", Duration::from_millis(80));
+    let service = service_with(
+        &query,
+        SessionReferenceConfig {
+            max_reference_bytes: 150,
+            ..Default::default()
+        },
+    );
+    let long_label = "L".repeat(200);
+    let err = prepare(
+        &service,
+        refs(&[
+            ("fits", None),
+            ("too-big", Some(&long_label)),
+            ("slow-missing", None),
+        ]),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), "SESSION_REFERENCE_READ_FAILED");
+    assert!(err.message().contains("slow-missing"), "{}", err.message());
+    // Without the failing read: the first over-budget source in normalized order, even when a
+    // later one is slower to read.
+    query.delay("too-big", Duration::from_millis(60));
+    let err = prepare(
+        &service,
+        refs(&[
+            ("fits", None),
+            ("too-big", Some(&long_label)),
+            ("also-too-big", Some(&long_label)),
+        ]),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), "SESSION_REFERENCE_BUDGET_EXCEEDED");
+    assert!(err.message().contains("\"too-big\""), "{}", err.message());
+}
+
 #[tokio::test]
 async fn retained_sources_respect_the_byte_budget() {
     let query = MemoryQuery::new();

@@ -6,6 +6,7 @@
 //! never smuggles another session's injected context into this one.
 
 use crate::session::format::{ASSISTANT_MESSAGE, STEERING_MESSAGE, USER_MESSAGE};
+use crate::session::message_text::{message_text, SourceClass};
 use crate::session::SurfaceSnapshot;
 use serde::Serialize;
 
@@ -47,40 +48,45 @@ pub fn project(snapshot: &SurfaceSnapshot) -> Vec<ConversationItem> {
         ) {
             continue;
         }
-        let message = match event.message(session_id) {
-            Ok(Some(message)) => message,
-            Ok(None) => continue,
-            Err(err) => {
-                // An undecodable payload cannot be shown to be a direct prompt, so it is left out
-                // like any other unrecognized traffic.
-                tracing::warn!(
-                    session = session_id,
-                    seq = event.seq,
-                    error = %err,
-                    "skipping an undecodable surface message in a session reference"
-                );
-                continue;
-            }
-        };
-        let item = match event.kind.as_str() {
-            USER_MESSAGE if message.source.is_compact_checkpoint() => ConversationItem {
-                role: Role::User,
-                text: message.text(),
-                checkpoint: true,
-            },
-            USER_MESSAGE | STEERING_MESSAGE if message.source.is_direct_user() => {
-                ConversationItem {
-                    role: Role::User,
-                    text: message.display_text(),
-                    checkpoint: false,
+        // The text-only reading answers for ordinary messages; the full decode for the rest.
+        let (source, text) = match message_text(&event.kind, &event.data) {
+            // No `envelope`: what a person typed is the text itself.
+            Some(message) => (message.source, message.text),
+            None => match event.message(session_id) {
+                Ok(Some(message)) => {
+                    let source = SourceClass::of(&message.source);
+                    let text = match (event.kind.as_str(), source) {
+                        (USER_MESSAGE | STEERING_MESSAGE, SourceClass::DirectUser) => {
+                            message.display_text()
+                        }
+                        _ => message.text(),
+                    };
+                    (source, text)
                 }
-            }
-            ASSISTANT_MESSAGE => ConversationItem {
-                role: Role::Assistant,
-                text: message.text(),
-                checkpoint: false,
+                Ok(None) => continue,
+                Err(err) => {
+                    // An undecodable payload cannot be shown to be a direct prompt, so it is
+                    // left out like any other unrecognized traffic.
+                    tracing::warn!(
+                        session = session_id,
+                        seq = event.seq,
+                        error = %err,
+                        "skipping an undecodable surface message in a session reference"
+                    );
+                    continue;
+                }
             },
+        };
+        let (role, checkpoint) = match (event.kind.as_str(), source) {
+            (USER_MESSAGE, SourceClass::CompactCheckpoint) => (Role::User, true),
+            (USER_MESSAGE | STEERING_MESSAGE, SourceClass::DirectUser) => (Role::User, false),
+            (ASSISTANT_MESSAGE, _) => (Role::Assistant, false),
             _ => continue,
+        };
+        let item = ConversationItem {
+            role,
+            text,
+            checkpoint,
         };
         if !item.text.is_empty() {
             items.push(item);

@@ -17,7 +17,7 @@ use super::mention::ParsedReference;
 use super::projection::project;
 use super::ranking::RankIndex;
 use super::render::{reference_entry, render_context};
-use super::retention::{retain, SourceMeta};
+use super::retention::{retain, Retained, SourceMeta};
 use crate::session::{
     ContentBlock, Message, MessageSource, SessionError, SessionQuery, SurfaceSnapshot,
 };
@@ -204,26 +204,37 @@ impl SessionReferences {
                 "preparing session references",
             ));
         }
-        let reads = sources
+        // Each source is projected and retained (steps 4's per-source work, independent by
+        // §3.6) on a blocking thread as soon as its read lands, so sources are processed in
+        // parallel and overlap the reads still running.
+        let max_bytes = self.config.max_reference_bytes();
+        let work = sources
             .iter()
-            .map(|source| self.query.read_conversation_surface(&source.session_id))
+            .map(|source| {
+                let read = self.query.read_conversation_surface(&source.session_id);
+                let meta = (source.session_id.clone(), source.label.clone());
+                Box::pin(async move {
+                    let snapshot = read.await?;
+                    Ok(retain_source(meta, snapshot, max_bytes).await)
+                }) as crate::session::BoxFuture<'_, _>
+            })
             .collect();
-        let snapshots =
-            until_cancelled(cancel, "preparing session references", join_all(reads)).await?;
+        let outcomes: Vec<std::result::Result<Result<Retained>, SessionError>> =
+            until_cancelled(cancel, "preparing session references", join_all(work)).await?;
         if cancel.is_cancelled() {
             return Err(SessionReferenceError::cancelled(
                 "preparing session references",
             ));
         }
-        let snapshots = snapshots
-            .into_iter()
-            .zip(&sources)
-            .map(|(snapshot, source)| snapshot.map_err(|err| read_failed(source, err)))
-            .collect::<Result<Vec<SurfaceSnapshot>>>()?;
-        let context = self.build_context(sources, snapshots)?;
+        // Every read is judged before any budget (steps 3 then 4), each in normalized order.
+        let mut retained_sources = Vec::with_capacity(outcomes.len());
+        for (outcome, source) in outcomes.into_iter().zip(&sources) {
+            retained_sources.push(outcome.map_err(|err| read_failed(source, err))?);
+        }
+        let retained_sources = retained_sources.into_iter().collect::<Result<Vec<_>>>()?;
         Ok(Prepared {
             content,
-            additional_context: Some(context),
+            additional_context: Some(context_message(&retained_sources)),
         })
     }
 
@@ -268,40 +279,56 @@ impl SessionReferences {
         }
         Ok(sources)
     }
+}
 
-    /// Steps 4–5 of §3.4: project, retain, render; all or nothing.
-    fn build_context(
-        &self,
-        sources: Vec<Source>,
-        snapshots: Vec<SurfaceSnapshot>,
-    ) -> Result<Message> {
-        let max_bytes = self.config.max_reference_bytes();
-        let mut objects = Vec::with_capacity(sources.len());
-        let mut entries = Vec::with_capacity(sources.len());
-        for (index, (source, snapshot)) in sources.into_iter().zip(snapshots).enumerate() {
-            let items = project(&snapshot);
-            let meta = SourceMeta {
-                session_id: source.session_id,
-                label: source.label,
-                cwd: snapshot.session.cwd,
-                captured_through_seq: snapshot.captured_through_seq,
-            };
-            let retained = retain(meta, items, max_bytes)?;
-            entries.push(reference_entry(&retained.data, &retained.stats, index));
-            objects.push(retained.data.to_json());
-        }
-        let source = MessageSource::SessionReference {
-            version: 1.into(),
-            references: entries.into(),
-            extra: Default::default(),
+/// Step 4 of §3.4 for one source: projection (§3.5) and retention (§3.6), on a blocking thread.
+async fn retain_source(
+    (session_id, label): (String, String),
+    snapshot: SurfaceSnapshot,
+    max_bytes: usize,
+) -> Result<Retained> {
+    let work = move || {
+        let items = project(&snapshot);
+        let meta = SourceMeta {
+            session_id,
+            label,
+            cwd: snapshot.session.cwd,
+            captured_through_seq: snapshot.captured_through_seq,
         };
-        Ok(Message::new(
-            "user",
-            vec![ContentBlock::text(render_context(&objects))],
-            source,
-            format!("session-reference-{}", uuid::Uuid::new_v4()),
-        ))
+        retain(meta, items, max_bytes)
+    };
+    match tokio::task::spawn_blocking(work).await {
+        Ok(retained) => retained,
+        Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
+        // The runtime is shutting down.
+        Err(_) => Err(SessionReferenceError::cancelled(
+            "preparing session references",
+        )),
     }
+}
+
+/// Step 5 of §3.4: the context message of the retained sources, in normalized order.
+fn context_message(sources: &[Retained]) -> Message {
+    let entries: Vec<_> = sources
+        .iter()
+        .enumerate()
+        .map(|(index, retained)| reference_entry(&retained.data, &retained.stats, index))
+        .collect();
+    let objects: Vec<_> = sources
+        .iter()
+        .map(|retained| retained.data.to_json())
+        .collect();
+    let source = MessageSource::SessionReference {
+        version: 1.into(),
+        references: entries.into(),
+        extra: Default::default(),
+    };
+    Message::new(
+        "user",
+        vec![ContentBlock::text(render_context(&objects))],
+        source,
+        format!("session-reference-{}", uuid::Uuid::new_v4()),
+    )
 }
 
 fn read_failed(source: &Source, err: SessionError) -> SessionReferenceError {

@@ -5,6 +5,7 @@ pub mod commands;
 pub mod error;
 pub mod format;
 pub mod live;
+pub mod message_text;
 pub mod paths;
 pub mod query;
 pub mod reader;

@@ -165,6 +165,18 @@ pub fn skim_prefix(bytes: &[u8]) -> Option<(Envelope<'_>, usize)> {
     Some((envelope, end))
 }
 
+/// Whether `json` (one JSON value, valid as a raw value) surely decodes as a `serde_json::Value`,
+/// which raw values do not promise: serde rejects unpaired surrogate escapes, numbers beyond
+/// `f64` and nesting past its recursion limit when it builds a value. Errs only towards `false`
+/// (a surrogate pair, a float or a long integer is `false` too).
+pub fn surely_decodable(json: &[u8]) -> bool {
+    let mut c = Cursor { b: json, i: 0 };
+    c.value(VALUE_DEPTH, true).is_some() && {
+        c.ws();
+        c.i == json.len()
+    }
+}
+
 /// Depth serde allows for values it decodes (its recursion limit is 128); kept below it.
 /// Such values (a packed row's `turn`, `step`, `index` and unknown fields) must also hold only
 /// short integers: serde rejects numbers out of `f64` range there, which raw values keep.
@@ -218,17 +230,52 @@ impl<'a> Cursor<'a> {
 
     /// The rest of a string after its opening quote: escapes checked, no raw control characters,
     /// valid UTF-8.
-    ///
-    /// Sixteen bytes are classified at once; every flagged byte of the block (quote, backslash,
-    /// control, non-ASCII) is then handled from the block's bit mask, so escape-dense text (code,
-    /// logs) does not pay a reload per escape.
     fn string_body(&mut self) -> Option<()> {
+        self.strings(None, |_, at| AfterQuote::End(at + 1))
+    }
+
+    /// Scans string bodies from just after an opening quote. At each closing quote `after`
+    /// decides: the scan either ends, or goes on with the body of a next string (an array's
+    /// elements) without leaving the block loop.
+    ///
+    /// Sixty-four bytes are classified at once; every flagged byte of the block (quote,
+    /// backslash, control, non-ASCII) is then handled from the block's bit mask, so long text
+    /// costs a few instructions per block and escape-dense text (code, logs) does not pay a
+    /// reload per flagged byte.
+    ///
+    /// With `elements`, the scan is over an array's elements, and a block holding nothing but
+    /// plain strings separated by `","` is checked as a whole (see [`separated_run`]); each
+    /// element it passes is counted there, as `after` would have.
+    #[inline(always)]
+    fn strings(
+        &mut self,
+        mut elements: Option<&mut u64>,
+        mut after: impl FnMut(&'a [u8], usize) -> AfterQuote,
+    ) -> Option<()> {
         let bytes = self.b;
         let mut i = self.i;
-        // Bytes before `skip` belong to an escape or a multi-byte character already checked.
+        // Bytes before `skip` were consumed already (an escape, a multi-byte character, the
+        // separator between two strings).
         let mut skip = i;
-        while let Some(chunk) = bytes.get(i..i + 16) {
-            let mut mask = special_mask(chunk.try_into().ok()?);
+        let mut padded = [b' '; 64];
+        loop {
+            let (block, full): (&[u8; 64], bool) = match bytes.get(i..i + 64) {
+                Some(block) => (block.try_into().ok()?, true),
+                None => {
+                    // The last bytes, padded with spaces (never flagged).
+                    let rest = bytes.get(i..).filter(|rest| !rest.is_empty())?;
+                    padded[..rest.len()].copy_from_slice(rest);
+                    (&padded, false)
+                }
+            };
+            let live = bits_from(skip - i);
+            let mut mask = special_mask64(block) & live;
+            if let Some(count) = elements.as_deref_mut() {
+                if let Some((passed, rest)) = separated_run(block, mask) {
+                    *count += u64::from(passed);
+                    mask = rest;
+                }
+            }
             while mask != 0 {
                 let at = i + mask.trailing_zeros() as usize;
                 mask &= mask - 1;
@@ -236,32 +283,24 @@ impl<'a> Cursor<'a> {
                     continue;
                 }
                 match bytes[at] {
-                    b'"' => {
-                        self.i = at + 1;
-                        return Some(());
-                    }
+                    b'"' => match after(bytes, at) {
+                        AfterQuote::Next(start) => skip = start,
+                        AfterQuote::End(end) => {
+                            self.i = end;
+                            return Some(());
+                        }
+                    },
                     b'\\' => skip = at + escape_len(bytes, at)?,
                     0..=0x1F => return None,
                     _ => skip = at + utf8_len(bytes, at)?,
                 }
             }
-            i = skip.max(i + 16);
-            skip = i;
-        }
-        // Fewer than sixteen bytes left: one at a time.
-        while let Some(&byte) = bytes.get(i) {
-            match byte {
-                b'"' => {
-                    self.i = i + 1;
-                    return Some(());
-                }
-                b'\\' => i += escape_len(bytes, i)?,
-                0..=0x1F => return None,
-                0x80..=0xFF => i += utf8_len(bytes, i)?,
-                _ => i += 1,
+            if !full {
+                return None;
             }
+            i += 64;
+            skip = skip.max(i);
         }
-        None
     }
 
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
@@ -438,7 +477,9 @@ impl<'a> Cursor<'a> {
     /// A packed row's `data`, checked the way serde decodes it; returns its member count.
     fn packed_data(&mut self, kind: PackedKind) -> Option<u64> {
         self.expect(b'{')?;
-        let mut seen: Vec<&[u8]> = Vec::new();
+        // Keys seen so far (serde rejects a repeated field); more than a row ever has falls back.
+        let mut seen: [&[u8]; 8] = [b""; 8];
+        let mut seen_len = 0;
         let mut texts = None;
         let mut args = None;
         self.ws();
@@ -448,10 +489,11 @@ impl<'a> Cursor<'a> {
         loop {
             self.ws();
             let key = self.simple_string()?;
-            if seen.contains(&key) {
+            if seen_len == seen.len() || seen[..seen_len].contains(&key) {
                 return None;
             }
-            seen.push(key);
+            seen[seen_len] = key;
+            seen_len += 1;
             self.ws();
             self.expect(b':')?;
             self.ws();
@@ -558,6 +600,14 @@ impl<'a> Cursor<'a> {
             return Some(());
         }
         loop {
+            // An element starts here. Runs of short plain integers go sixteen bytes at a time.
+            if let Some(block) = self.b.get(self.i..self.i + 16) {
+                let taken = short_int_run(block.try_into().ok()?)?;
+                if taken > 0 {
+                    self.i += taken;
+                    continue;
+                }
+            }
             self.int()?;
             match self.next()? {
                 b',' => {}
@@ -592,20 +642,30 @@ impl<'a> Cursor<'a> {
         let mut count = 0u64;
         loop {
             self.expect(b'"')?;
-            self.string_body()?;
             count += 1;
+            // The canonical `","` between elements and the final `"]` are taken inside the scan.
+            let mut closed = false;
+            let mut passed = 0;
+            self.strings(Some(&mut passed), |bytes, at| {
+                if bytes.get(at + 1..at + 3) == Some(b",\"") {
+                    count += 1;
+                    AfterQuote::Next(at + 3)
+                } else if bytes.get(at + 1) == Some(&b']') {
+                    closed = true;
+                    AfterQuote::End(at + 2)
+                } else {
+                    AfterQuote::End(at + 1)
+                }
+            })?;
+            count += passed;
+            if closed {
+                return Some(Some(count));
+            }
+            self.ws();
             match self.next()? {
                 b',' => {}
                 b']' => return Some(Some(count)),
-                _ => {
-                    self.i -= 1;
-                    self.ws();
-                    match self.next()? {
-                        b',' => {}
-                        b']' => return Some(Some(count)),
-                        _ => return None,
-                    }
-                }
+                _ => return None,
             }
             self.ws();
         }
@@ -620,7 +680,47 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// What follows a closing quote in [`Cursor::strings`].
+enum AfterQuote {
+    /// Another string's body starts at this index.
+    Next(usize),
+    /// The scan ends; the cursor moves to this index.
+    End(usize),
+}
+
+/// For sixteen bytes at the start of an array element: how many bytes, up to and including the
+/// last comma, hold nothing but short plain integers (`0` or `[1-9][0-9]*`), each followed by a
+/// comma. `Some(0)` when the block does not start such a run (a sign, whitespace, a number with
+/// no comma after it in the block: the caller reads one element the long way); `None` when the
+/// run is invalid JSON (`,,` or a leading zero), which serde rejects too.
+fn short_int_run(block: &[u8; 16]) -> Option<usize> {
+    let digits = digit_mask(block);
+    let commas = eq_mask(block, b',');
+    let others = !(digits | commas) & 0xFFFF;
+    let before_others = match others {
+        0 => 0xFFFF,
+        _ => (1u32 << others.trailing_zeros()) - 1,
+    };
+    let commas = commas & before_others;
+    if commas == 0 || digits & 1 == 0 {
+        return Some(0);
+    }
+    let last = 31 - commas.leading_zeros();
+    let digits = digits & ((1u32 << last) - 1);
+    if commas & (commas >> 1) != 0 {
+        return None;
+    }
+    let starts = digits & !(digits << 1);
+    let leading_zeros = eq_mask(block, b'0') & starts;
+    if (leading_zeros << 1) & digits != 0 {
+        return None;
+    }
+    // Each number lies between two commas of the block: at most 15 digits, within `i64`.
+    Some(last as usize + 1)
+}
+
 /// The length of the escape sequence at `bytes[at]` (a backslash), if valid.
+#[inline(always)]
 fn escape_len(bytes: &[u8], at: usize) -> Option<usize> {
     match *bytes.get(at + 1)? {
         b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(2),
@@ -667,6 +767,70 @@ fn special_mask(chunk: &[u8; 16]) -> u32 {
     }
 }
 
+/// The block step of an array scan ([`Cursor::strings`] with `elements`): `flagged`, the block's
+/// flagged bytes from where the scan stands (inside a string), holding only quotes, which
+/// alternate closing and opening. When every closing quote but possibly the last one is
+/// followed by exactly `,` and an opening quote, that stretch is a run of plain string elements:
+/// the answer is how many elements it closes and the bits left to the byte-by-byte loop (the
+/// last quote, if it closes, whatever follows it). `None`, and the loop takes the whole block,
+/// for anything else (an escape, a control or non-ASCII byte, other separators, the array's
+/// end).
+#[inline(always)]
+fn separated_run(block: &[u8; 64], flagged: u64) -> Option<(u32, u64)> {
+    let quotes = eq_mask64(block, b'"') & flagged;
+    if quotes != flagged || quotes == 0 {
+        return None;
+    }
+    // Bit k: an odd number of quotes at or before k, i.e. the quote at k (if any) closes.
+    let mut odd = quotes;
+    for shift in [1, 2, 4, 8, 16, 32] {
+        odd ^= odd << shift;
+    }
+    let closing = quotes & odd;
+    let opening = quotes & !odd;
+    let last = 1u64 << (63 - quotes.leading_zeros());
+    let tail = closing & last;
+    let paired = closing & !tail;
+    let separated = opening == paired << 2 && (paired << 1) & !eq_mask64(block, b',') == 0;
+    separated.then_some((paired.count_ones(), tail))
+}
+
+/// [`eq_mask`] over sixty-four bytes.
+#[inline(always)]
+fn eq_mask64(block: &[u8; 64], byte: u8) -> u64 {
+    let (chunks, _) = block.as_chunks::<16>();
+    chunks.iter().enumerate().fold(0, |mask, (k, chunk)| {
+        mask | u64::from(eq_mask(chunk, byte)) << (16 * k)
+    })
+}
+
+/// Bits `n` and up of a 64-bit mask (none when `n >= 64`).
+#[inline(always)]
+fn bits_from(n: usize) -> u64 {
+    u64::MAX.checked_shl(n as u32).unwrap_or(0)
+}
+
+/// [`special_mask`] over sixty-four bytes.
+fn special_mask64(block: &[u8; 64]) -> u64 {
+    let (chunks, _) = block.as_chunks::<16>();
+    chunks.iter().enumerate().fold(0, |mask, (k, chunk)| {
+        mask | u64::from(special_mask(chunk)) << (16 * k)
+    })
+}
+
+/// Bit `k` set when byte `k` of `chunk` is an ASCII digit.
+fn digit_mask(chunk: &[u8; 16]) -> u32 {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        // SAFETY: as in `special_mask`.
+        unsafe { sse2::digit_mask(chunk) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        portable::digit_mask(chunk)
+    }
+}
+
 /// Bit `k` set when byte `k` of `chunk` is `byte`.
 fn eq_mask(chunk: &[u8; 16], byte: u8) -> u32 {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
@@ -698,8 +862,8 @@ pub fn find_byte(haystack: &[u8], byte: u8) -> Option<usize> {
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod sse2 {
     use std::arch::x86_64::{
-        __m128i, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
-        _mm_set_epi64x,
+        __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_cmpgt_epi8, _mm_cmplt_epi8, _mm_movemask_epi8,
+        _mm_or_si128, _mm_set1_epi8, _mm_set_epi64x,
     };
 
     #[inline]
@@ -723,6 +887,16 @@ mod sse2 {
         // A signed comparison: below 0x20, or 0x80 and up (negative as i8).
         let outside = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
         _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), outside)) as u32
+    }
+
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    pub(super) fn digit_mask(chunk: &[u8; 16]) -> u32 {
+        let v = load(chunk);
+        // Digits are positive as i8, so signed comparisons bracket them.
+        let above = _mm_cmpgt_epi8(v, _mm_set1_epi8(b'0' as i8 - 1));
+        let below = _mm_cmplt_epi8(v, _mm_set1_epi8(b'9' as i8 + 1));
+        _mm_movemask_epi8(_mm_and_si128(above, below)) as u32
     }
 
     #[inline]
@@ -751,6 +925,10 @@ mod portable {
 
     pub(super) fn eq_mask(chunk: &[u8; 16], byte: u8) -> u32 {
         mask(chunk, |b| b == byte)
+    }
+
+    pub(super) fn digit_mask(chunk: &[u8; 16]) -> u32 {
+        mask(chunk, |b| b.is_ascii_digit())
     }
 }
 
@@ -843,6 +1021,81 @@ mod tests {
         assert!(skim(b"{\"type\":\"turn/end\",\"seq\":1,\"time\":1,\"data\":\"\xff\"}").is_none());
     }
 
+    /// The sixteen-byte integer runs and the in-scan string separators, at every alignment:
+    /// packed rows built from pieces that are valid, invalid or merely unusual, each compared
+    /// with serde through `agrees`.
+    #[test]
+    fn packed_arrays_agree_with_serde_at_every_alignment() {
+        let ints = [
+            "0",
+            "7",
+            "10",
+            "05",
+            "-3",
+            "-0",
+            "123456789012345",
+            "1234567890123456789",
+            "99999999999999999999",
+            "1.5",
+            "2e3",
+            " 4",
+            "4 ",
+            "",
+            "00",
+        ];
+        let texts = [
+            r#""a""#,
+            r#""""#,
+            r#""\"""#,
+            r#""x\\""#,
+            r#""\u00e9""#,
+            r#""\ud800""#,
+            r#""é""#,
+            r#""tab\t""#,
+            "\"raw\u{1}\"",
+            r#""q\",\"""#,
+            r#" "s" "#,
+            "1",
+            r#""a","#,
+            r#"x""#,
+        ];
+        let mut seed = 3u64;
+        let mut next = |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        let mut accepted = 0;
+        for round in 0..40_000 {
+            let pick = |next: &mut dyn FnMut(usize) -> usize, pool: &[&str], valid: usize| {
+                (0..next(40))
+                    .map(|_| match next(10) {
+                        0 => pool[next(pool.len())],
+                        _ => pool[next(valid)],
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            let dt = pick(&mut next, &ints, 3);
+            let pieces = pick(&mut next, &texts, 3);
+            // Shift the arrays against the sixteen- and sixty-four-byte blocks.
+            let pad = "x".repeat(round % 67);
+            let line = format!(
+                r#"{{"type":"text-chunks","seq0":1,"time0":2,"data":{{"turn":"{pad}","dt":[{dt}],"texts":[{pieces}]}}}}"#
+            );
+            accepted += usize::from(agrees(&line).is_some());
+        }
+        assert!(accepted > 5_000, "only {accepted} rows were skimmed");
+        // Specific shapes at a block edge.
+        for dt in ["1,,2", "1,01", "01,1", "1,2,3,4,5,6,7,8,9,10,11,012"] {
+            let line = format!(
+                r#"{{"type":"text-chunks","seq0":1,"time0":2,"data":{{"dt":[{dt}],"texts":["a"]}}}}"#
+            );
+            assert!(agrees(&line).is_none(), "{line}");
+        }
+    }
+
     #[test]
     fn masks_report_every_flagged_byte() {
         let mut seed = 7u64;
@@ -857,11 +1110,14 @@ mod tests {
                     1 => b'\\',
                     2 => (seed >> 40) as u8 & 0x1F,
                     3 => 0x80 | (seed >> 40) as u8,
+                    4..=6 => b'/' + (seed >> 40) as u8 % 12,
+                    7 => (seed >> 40) as u8,
                     _ => b'a' + (seed >> 40) as u8 % 26,
                 };
             }
             assert_eq!(special_mask(&chunk), portable::special_mask(&chunk));
             assert_eq!(eq_mask(&chunk, b'"'), portable::eq_mask(&chunk, b'"'));
+            assert_eq!(digit_mask(&chunk), portable::digit_mask(&chunk));
         }
     }
 
