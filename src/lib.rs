@@ -10,4 +10,6 @@ pub mod cli;
 pub mod demo;
 pub mod reference;
 pub mod session;
+#[cfg(test)]
+mod test_rng;
 pub mod tui;

@@ -60,6 +60,17 @@ fn service_with(query: &Arc<MemoryQuery>, config: SessionReferenceConfig) -> Ses
     SessionReferences::new(query.clone(), config).unwrap()
 }
 
+/// A budget (150 bytes) that a source labelled with 200 bytes cannot fit.
+fn small_budget_service(query: &Arc<MemoryQuery>) -> SessionReferences {
+    service_with(
+        query,
+        SessionReferenceConfig {
+            max_reference_bytes: 150,
+            ..Default::default()
+        },
+    )
+}
+
 fn me() -> AgentIdentity {
     AgentIdentity::new("me", Some("/w".into()))
 }
@@ -469,13 +480,7 @@ async fn budget_exceeded_names_the_first_source_that_cannot_fit() {
     let query = MemoryQuery::new();
     query.insert(session("a", None, &["hi"]), None);
     query.insert(session("b", None, &["hi"]), None);
-    let service = service_with(
-        &query,
-        SessionReferenceConfig {
-            max_reference_bytes: 150,
-            ..Default::default()
-        },
-    );
+    let service = small_budget_service(&query);
     let long_label = "L".repeat(200);
     let err = prepare(&service, refs(&[("a", None), ("b", Some(&long_label))]))
         .await
@@ -498,13 +503,7 @@ async fn read_failures_are_judged_before_budgets_whatever_finishes_first() {
     query.insert(session("also-too-big", None, &["hi"]), None);
     // The failing read lands last; the over-budget sources are retained long before it.
     query.delay("slow-missing", Duration::from_millis(80));
-    let service = service_with(
-        &query,
-        SessionReferenceConfig {
-            max_reference_bytes: 150,
-            ..Default::default()
-        },
-    );
+    let service = small_budget_service(&query);
     let long_label = "L".repeat(200);
     let err = prepare(
         &service,

@@ -212,6 +212,7 @@ impl<'de> Deserialize<'de> for Text<'de> {
 mod tests {
     use super::*;
     use crate::session::format::Record;
+    use crate::test_rng::TestRng;
 
     /// The full decode's answer, in the same terms.
     fn full(kind: &str, data: &str) -> Option<MessageText> {
@@ -372,13 +373,8 @@ mod tests {
         let keys = [
             "role", "content", "source", "id", "envelope", "message", "turn",
         ];
-        let mut seed = 11u64;
-        let mut next = |n: usize| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as usize % n
-        };
+        let mut rng = TestRng::new(11);
+        let mut next = |n: usize| rng.below(n);
         let mut decided = 0;
         for _ in 0..20_000 {
             // Mostly well-formed members, any of them replaced, dropped or repeated.

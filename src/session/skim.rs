@@ -936,6 +936,7 @@ mod portable {
 mod tests {
     use super::*;
     use crate::session::Record;
+    use crate::test_rng::TestRng;
 
     fn agrees(line: &str) -> Option<Envelope<'_>> {
         let skimmed = skim(line.as_bytes());
@@ -1059,26 +1060,20 @@ mod tests {
             r#""a","#,
             r#"x""#,
         ];
-        let mut seed = 3u64;
-        let mut next = |n: usize| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as usize % n
-        };
+        let mut rng = TestRng::new(3);
         let mut accepted = 0;
         for round in 0..40_000 {
-            let pick = |next: &mut dyn FnMut(usize) -> usize, pool: &[&str], valid: usize| {
-                (0..next(40))
-                    .map(|_| match next(10) {
-                        0 => pool[next(pool.len())],
-                        _ => pool[next(valid)],
+            let pick = |rng: &mut TestRng, pool: &[&str], valid: usize| {
+                (0..rng.below(40))
+                    .map(|_| match rng.below(10) {
+                        0 => pool[rng.below(pool.len())],
+                        _ => pool[rng.below(valid)],
                     })
                     .collect::<Vec<_>>()
                     .join(",")
             };
-            let dt = pick(&mut next, &ints, 3);
-            let pieces = pick(&mut next, &texts, 3);
+            let dt = pick(&mut rng, &ints, 3);
+            let pieces = pick(&mut rng, &texts, 3);
             // Shift the arrays against the sixteen- and sixty-four-byte blocks.
             let pad = "x".repeat(round % 67);
             let line = format!(
@@ -1098,13 +1093,11 @@ mod tests {
 
     #[test]
     fn masks_report_every_flagged_byte() {
-        let mut seed = 7u64;
+        let mut rng = TestRng::new(7);
         for _ in 0..20_000 {
             let mut chunk = [0u8; 16];
             for byte in &mut chunk {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                let seed = rng.next_u64();
                 *byte = match seed >> 60 {
                     0 => b'"',
                     1 => b'\\',
