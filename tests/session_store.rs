@@ -519,6 +519,57 @@ fn torn_tail_at_every_offset_keeps_the_valid_prefix() {
     }
 }
 
+/// A reader that fails once `budget` bytes have been read.
+struct FailingAfter<'a> {
+    bytes: &'a [u8],
+    budget: usize,
+}
+
+impl std::io::Read for FailingAfter<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.budget == 0 {
+            return Err(std::io::Error::other("the disk went away"));
+        }
+        let n = buf.len().min(self.budget).min(self.bytes.len());
+        buf[..n].copy_from_slice(&self.bytes[..n]);
+        self.bytes = &self.bytes[n..];
+        self.budget -= n;
+        Ok(n)
+    }
+}
+
+/// zstd contexts are reused by the reads of a thread: a read that stops inside a frame (an I/O
+/// error, a torn frame) must leave nothing behind for the next one.
+#[test]
+fn a_read_stopped_inside_a_zstd_frame_does_not_affect_the_next_read() {
+    let (bytes, _, _) = log_with_last_batch(Encoding::Zstd);
+    let scan = |reader: &mut dyn std::io::Read| {
+        let mut seqs = Vec::new();
+        let result = scan_reader(
+            Path::new("mem"),
+            reader,
+            Encoding::Zstd,
+            bytes.len() as u64,
+            &mut |record: Record| {
+                seqs.push(record.first_seq());
+                Ok(())
+            },
+        );
+        result.map(|scan| (scan.next_seq, scan.valid_len, seqs))
+    };
+    let expected = scan(&mut &bytes[..]).unwrap();
+    for budget in (1..bytes.len()).step_by(7) {
+        let failed = scan(&mut FailingAfter {
+            bytes: &bytes,
+            budget,
+        });
+        assert!(failed.is_err(), "an I/O error after {budget} bytes");
+        let torn = &bytes[..budget];
+        let _ = scan(&mut &torn[..]);
+        assert_eq!(scan(&mut &bytes[..]).unwrap(), expected, "after {budget}");
+    }
+}
+
 #[test]
 fn torn_tail_is_cut_before_the_next_append() {
     let home = tempfile::tempdir().unwrap();

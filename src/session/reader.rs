@@ -525,8 +525,55 @@ enum Input<R: Read> {
     /// zstd input is buffered; frames are decompressed into `LineSource::buf`.
     Zstd {
         reader: BufReader<std::io::Take<R>>,
-        decoder: Box<Decoder<'static>>,
+        decoder: PooledDecoder,
     },
+}
+
+/// A zstd decompression context, reused by the logs read on one thread: creating one costs more
+/// than reading a session header, and the first listing of a home reads thousands of them.
+struct PooledDecoder(Option<Box<Decoder<'static>>>);
+
+thread_local! {
+    static DECODERS: std::cell::RefCell<Option<Box<Decoder<'static>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+impl PooledDecoder {
+    fn take() -> std::io::Result<PooledDecoder> {
+        let pooled = DECODERS
+            .try_with(|slot| slot.borrow_mut().take())
+            .ok()
+            .flatten();
+        Ok(PooledDecoder(Some(match pooled {
+            Some(decoder) => decoder,
+            None => Box::new(Decoder::new()?),
+        })))
+    }
+}
+
+impl std::ops::Deref for PooledDecoder {
+    type Target = Decoder<'static>;
+    fn deref(&self) -> &Self::Target {
+        self.0.as_deref().expect("present until dropped")
+    }
+}
+
+impl std::ops::DerefMut for PooledDecoder {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.0.as_deref_mut().expect("present until dropped")
+    }
+}
+
+impl Drop for PooledDecoder {
+    fn drop(&mut self) {
+        // Back to the thread's slot, reset to a fresh frame (a read may stop inside one); a
+        // context that cannot be reset is dropped instead.
+        if let Some(mut decoder) = self.0.take() {
+            if decoder.reinit().is_ok() {
+                let _ = DECODERS.try_with(|slot| *slot.borrow_mut() = Some(decoder));
+            }
+        }
+    }
 }
 
 /// Yields batches of lines from a plain or zstd log, never past `limit` bytes.
@@ -559,7 +606,7 @@ impl<R: Read> LineSource<R> {
             Encoding::Plain => Input::Plain(reader),
             Encoding::Zstd => Input::Zstd {
                 reader: BufReader::with_capacity(buffer, reader),
-                decoder: Box::new(Decoder::new().map_err(|e| SessionError::io(path, e))?),
+                decoder: PooledDecoder::take().map_err(|e| SessionError::io(path, e))?,
             },
         };
         Ok(LineSource {
