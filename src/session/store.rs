@@ -453,15 +453,62 @@ fn refresh(sessions_dir: &Path, index: &mut Index) -> Result<()> {
         changed |= before != index.projects.len();
         index.root = Some(root_stamp);
     }
-    let mut stats = index.stats;
-    for (dir, project) in index.projects.iter_mut() {
-        changed |= refresh_project(dir, project, now, &mut stats)?;
-    }
-    index.stats = stats;
+    changed |= refresh_projects(&mut index.projects, now, &mut index.stats)?;
     if changed || index.sorted.is_empty() && !index.projects.is_empty() {
         rebuild(index);
     }
     Ok(())
+}
+
+/// Refreshes every project directory. The first listing of a big home reads a header per session
+/// (tens of thousands of small files, most of it in the kernel's path lookups), so the projects
+/// are shared among the available cores.
+fn refresh_projects(
+    projects: &mut HashMap<PathBuf, Project>,
+    now: SystemTime,
+    stats: &mut StoreStats,
+) -> Result<bool> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let mut projects: Vec<(&PathBuf, &mut Project)> = projects.iter_mut().collect();
+    if workers < 2 || projects.len() < 2 * workers {
+        let mut changed = false;
+        for (dir, project) in projects {
+            changed |= refresh_project(dir, project, now, stats)?;
+        }
+        return Ok(changed);
+    }
+    let share = projects.len().div_ceil(workers);
+    let outcomes: Vec<Result<(bool, StoreStats)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = projects
+            .chunks_mut(share)
+            .map(|chunk| {
+                scope.spawn(move || {
+                    let mut stats = StoreStats::default();
+                    let mut changed = false;
+                    for (dir, project) in chunk.iter_mut() {
+                        changed |= refresh_project(dir, project, now, &mut stats)?;
+                    }
+                    Ok((changed, stats))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    let mut changed = false;
+    for outcome in outcomes {
+        let (worker_changed, worker_stats) = outcome?;
+        changed |= worker_changed;
+        stats.dir_reads += worker_stats.dir_reads;
+        stats.header_reads += worker_stats.header_reads;
+    }
+    Ok(changed)
 }
 
 /// Re-lists a project directory if it changed, and retries sessions without a log yet.
