@@ -461,16 +461,19 @@ fn refresh(sessions_dir: &Path, index: &mut Index) -> Result<()> {
 }
 
 /// Refreshes every project directory. The first listing of a big home reads a header per session
-/// (tens of thousands of small files, most of it in the kernel's path lookups), so the projects
-/// are shared among the available cores.
+/// (tens of thousands of small files, most of it in the kernel's path lookups), so then the
+/// projects are shared among the available cores.
 fn refresh_projects(
     projects: &mut HashMap<PathBuf, Project>,
     now: SystemTime,
     stats: &mut StoreStats,
 ) -> Result<bool> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    // Threads only pay for a listing that reads directories never read before; an indexed home
+    // costs a `stat` per project.
+    let unread = projects.values().filter(|p| p.stamp.is_none()).count();
     let mut projects: Vec<(&PathBuf, &mut Project)> = projects.iter_mut().collect();
-    if workers < 2 || projects.len() < 2 * workers {
+    if workers < 2 || unread < 2 * workers {
         let mut changed = false;
         for (dir, project) in projects {
             changed |= refresh_project(dir, project, now, stats)?;
