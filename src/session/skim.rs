@@ -552,21 +552,31 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The start of an array, or `null` when `nullable`: what follows.
+    fn open_array(&mut self, nullable: bool) -> Option<ArrayStart> {
+        if nullable && self.peek()? == b'n' {
+            self.literal(b"null")?;
+            return Some(ArrayStart::Null);
+        }
+        self.expect(b'[')?;
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(ArrayStart::Empty);
+        }
+        Some(ArrayStart::Elements)
+    }
+
     /// `[a, b, …]` with each element read by `element`; `null` when `nullable`.
     fn array(
         &mut self,
         nullable: bool,
         mut element: impl FnMut(&mut Self) -> Option<()>,
     ) -> Option<Option<u64>> {
-        if nullable && self.peek()? == b'n' {
-            self.literal(b"null")?;
-            return Some(None);
-        }
-        self.expect(b'[')?;
-        self.ws();
-        if self.peek()? == b']' {
-            self.i += 1;
-            return Some(Some(0));
+        match self.open_array(nullable)? {
+            ArrayStart::Null => return Some(None),
+            ArrayStart::Empty => return Some(Some(0)),
+            ArrayStart::Elements => {}
         }
         let mut count = 0u64;
         loop {
@@ -593,10 +603,7 @@ impl<'a> Cursor<'a> {
 
     /// `[i64, …]`, as a packed row's `dt`.
     fn int_array(&mut self) -> Option<()> {
-        self.expect(b'[')?;
-        self.ws();
-        if self.peek()? == b']' {
-            self.i += 1;
+        if let ArrayStart::Empty = self.open_array(false)? {
             return Some(());
         }
         loop {
@@ -629,15 +636,10 @@ impl<'a> Cursor<'a> {
 
     /// `["…", …]` or `null`, as a packed row's `texts` or `args`; the element count.
     fn string_array_or_null(&mut self) -> Option<Option<u64>> {
-        if self.peek()? == b'n' {
-            self.literal(b"null")?;
-            return Some(None);
-        }
-        self.expect(b'[')?;
-        self.ws();
-        if self.peek()? == b']' {
-            self.i += 1;
-            return Some(Some(0));
+        match self.open_array(true)? {
+            ArrayStart::Null => return Some(None),
+            ArrayStart::Empty => return Some(Some(0)),
+            ArrayStart::Elements => {}
         }
         let mut count = 0u64;
         loop {
@@ -678,6 +680,15 @@ impl<'a> Cursor<'a> {
             _ => None,
         }
     }
+}
+
+/// What [`Cursor::open_array`] found.
+enum ArrayStart {
+    Null,
+    /// `[]`, read whole.
+    Empty,
+    /// `[` and the first element next.
+    Elements,
 }
 
 /// What follows a closing quote in [`Cursor::strings`].
