@@ -474,11 +474,7 @@ fn refresh_projects(
     let unread = projects.values().filter(|p| p.stamp.is_none()).count();
     let mut projects: Vec<(&PathBuf, &mut Project)> = projects.iter_mut().collect();
     if workers < 2 || unread < 2 * workers {
-        let mut changed = false;
-        for (dir, project) in projects {
-            changed |= refresh_project(dir, project, now, stats)?;
-        }
-        return Ok(changed);
+        return refresh_share(&mut projects, now, stats);
     }
     let share = projects.len().div_ceil(workers);
     let outcomes: Vec<Result<(bool, StoreStats)>> = std::thread::scope(|scope| {
@@ -487,11 +483,7 @@ fn refresh_projects(
             .map(|chunk| {
                 scope.spawn(move || {
                     let mut stats = StoreStats::default();
-                    let mut changed = false;
-                    for (dir, project) in chunk.iter_mut() {
-                        changed |= refresh_project(dir, project, now, &mut stats)?;
-                    }
-                    Ok((changed, stats))
+                    refresh_share(chunk, now, &mut stats).map(|changed| (changed, stats))
                 })
             })
             .collect();
@@ -506,10 +498,23 @@ fn refresh_projects(
     });
     let mut changed = false;
     for outcome in outcomes {
-        let (worker_changed, worker_stats) = outcome?;
-        changed |= worker_changed;
-        stats.dir_reads += worker_stats.dir_reads;
-        stats.header_reads += worker_stats.header_reads;
+        let (share_changed, share_stats) = outcome?;
+        changed |= share_changed;
+        stats.dir_reads += share_stats.dir_reads;
+        stats.header_reads += share_stats.header_reads;
+    }
+    Ok(changed)
+}
+
+/// Refreshes one share of the project directories.
+fn refresh_share(
+    projects: &mut [(&PathBuf, &mut Project)],
+    now: SystemTime,
+    stats: &mut StoreStats,
+) -> Result<bool> {
+    let mut changed = false;
+    for (dir, project) in projects.iter_mut() {
+        changed |= refresh_project(dir, project, now, stats)?;
     }
     Ok(changed)
 }
