@@ -1,4 +1,4 @@
-//! Every vector of `../shared/conformance/`, through the library.
+//! Every vector of `tests/data/conformance/`, through the library.
 
 mod reference_support;
 

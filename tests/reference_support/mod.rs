@@ -1,4 +1,4 @@
-//! Shared helpers of the session-reference tests: paths of the shared conformance data, a log
+//! Shared helpers of the session-reference tests: paths of the conformance data under `tests/data`, a log
 //! loader, and an in-memory `SessionQuery` double that only hands out surfaces it was given
 //! (it folds nothing itself) and records how it was used.
 
@@ -15,14 +15,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 
-/// `../shared/conformance/` next to the crate.
+/// `tests/data/conformance/`.
 pub fn conformance_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/conformance")
 }
 
-/// `../shared/fixtures/dsh-logs/` next to the crate.
+/// `tests/data/fixtures/dsh-logs/`.
 pub fn fixture_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/dsh-logs")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures/dsh-logs")
 }
 
 pub fn read_conformance(name: &str) -> String {

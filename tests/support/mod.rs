@@ -1,25 +1,26 @@
-//! Shared helpers for integration tests: the `../shared` fixtures and temporary homes.
+//! Shared helpers for integration tests: the test data under `tests/data` and temporary homes.
 #![allow(dead_code)]
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-pub fn shared_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
+/// `tests/data/`: the conformance vectors and real logs the tests read (see its README).
+pub fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
 }
 
 pub fn fixture_dir() -> PathBuf {
-    shared_dir().join("fixtures/dsh-logs")
+    data_dir().join("fixtures/dsh-logs")
 }
 
 pub fn conformance_dir() -> PathBuf {
-    shared_dir().join("conformance")
+    data_dir().join("conformance")
 }
 
 /// Every fixture log, sorted by name.
 pub fn fixture_logs() -> Vec<PathBuf> {
     let mut logs: Vec<PathBuf> = fs::read_dir(fixture_dir())
-        .expect("../shared/fixtures/dsh-logs must exist beside the checkout")
+        .expect("tests/data/fixtures/dsh-logs must exist")
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
         .collect();
