@@ -8,6 +8,7 @@ use dsh_session_references::reference::{
 use dsh_session_references::session::format::EventData;
 use dsh_session_references::session::reader::Encoding;
 use dsh_session_references::session::store::DiskStore;
+use dsh_session_references::session::surface::Replacement;
 use dsh_session_references::session::writer::{NewEvent, SessionWriter};
 use dsh_session_references::session::{
     ContentBlock, Message, MessageSource, SessionHeader, SessionQuery, SurfaceOp,
@@ -128,7 +129,10 @@ async fn prepared_context_and_target_replay_survive_source_changes() {
             MessageSource::plugin("compact"),
             "c1",
         )))
-        .with_surface_op(SurfaceOp::Replace { start: 0, end: 2 })])
+        .with_replacement(Replacement {
+            surface_op: SurfaceOp::Replace { start: 0, end: 2 },
+            source_event_seqs: vec![0, 1, 2],
+        })])
         .unwrap();
     let compacted = service
         .prepare(

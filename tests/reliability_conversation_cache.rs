@@ -5,9 +5,10 @@
 mod gen;
 
 use dsh_session_references::session::store::read_conversation_surface_file;
+use dsh_session_references::session::surface::compaction_replace;
 use dsh_session_references::session::{
     ContentBlock, DiskStore, Encoding, EventData, Message, MessageSource, NewEvent, SessionHeader,
-    SessionWriter, SurfaceOp,
+    SessionWriter,
 };
 use std::io::Write;
 
@@ -44,8 +45,22 @@ fn cached_conversations_equal_fresh_reads() {
             writer.append(vec![user(&format!("more {round}"))]).unwrap();
             assert_fresh(&store, "src", &path, &format!("{encoding:?} grown {round}"));
         }
-        // A compaction replacing the whole surface.
-        let surface = read_conversation_surface_file(&path).unwrap().events.len();
+        // A compaction replacing the whole surface (by seqs, with full provenance).
+        let surface: Vec<u64> = read_conversation_surface_file(&path)
+            .unwrap()
+            .events
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        let replacement = compaction_replace(
+            "src",
+            writer.next_seq(),
+            &surface,
+            surface[0],
+            *surface.last().unwrap(),
+            &[],
+        )
+        .unwrap();
         let checkpoint = Message::new(
             "user",
             vec![ContentBlock::text("summary")],
@@ -53,11 +68,9 @@ fn cached_conversations_equal_fresh_reads() {
             "cp".into(),
         );
         writer
-            .append(vec![NewEvent::new(EventData::UserMessage(checkpoint))
-                .with_surface_op(SurfaceOp::Replace {
-                    start: 0,
-                    end: surface - 1,
-                })])
+            .append(vec![
+                NewEvent::new(EventData::UserMessage(checkpoint)).with_replacement(replacement)
+            ])
             .unwrap();
         assert_fresh(&store, "src", &path, "compacted");
         drop(writer);

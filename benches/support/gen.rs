@@ -15,6 +15,7 @@
 #![allow(dead_code)]
 
 use dsh_session_references::session::format::{PackedChunks, PackedKind};
+use dsh_session_references::session::surface::compaction_replace;
 use dsh_session_references::session::{
     ContentBlock, Encoding, EventData, Message, MessageSource, NewEvent, Record, SessionHeader,
     SessionWriter, SurfaceOp,
@@ -271,7 +272,8 @@ pub fn generate_big_log(
     let header = SessionHeader::new(id, 1_700_000_000_000, cwd.map(str::to_string));
     let mut writer = SessionWriter::create(home, header, spec.encoding).map_err(io)?;
     let mut logical: u64 = 0;
-    let mut surface_len: usize = 0;
+    // The current surface's seqs, as the fold keeps them.
+    let mut surface: Vec<u64> = Vec::new();
     let mut conversation: u64 = 0;
     let mut compactions = 0;
     let mut turn: u64 = 0;
@@ -279,10 +281,17 @@ pub fn generate_big_log(
     // Tracks the logical size of what we append (JSON lines), to stop near `spec.bytes`.
     let append = |writer: &mut SessionWriter,
                   batch: Vec<NewEvent>,
-                  logical: &mut u64|
+                  logical: &mut u64,
+                  surface: &mut Vec<u64>|
      -> std::io::Result<()> {
         let events = writer.append(batch).map_err(io)?;
         for event in &events {
+            match event.surface_op {
+                Some(SurfaceOp::Append) => surface.push(event.seq),
+                // Compactions replace the whole surface.
+                Some(SurfaceOp::Replace { .. }) => *surface = vec![event.seq],
+                None => {}
+            }
             *logical += serde_json::to_vec(event)
                 .map(|v| v.len() as u64 + 1)
                 .unwrap_or(0);
@@ -302,8 +311,8 @@ pub fn generate_big_log(
                 timed(user(prompt, format!("u-{turn}")).into(), time),
             ],
             &mut logical,
+            &mut surface,
         )?;
-        surface_len += 1;
         let steps = 2 + rng.below(3);
         for step in 1..=steps {
             append(
@@ -318,6 +327,7 @@ pub fn generate_big_log(
                     time,
                 )],
                 &mut logical,
+                &mut surface,
             )?;
             // Streaming deltas, packed: reasoning then text.
             for kind in [PackedKind::Reasoning, PackedKind::Text] {
@@ -404,6 +414,7 @@ pub fn generate_big_log(
                     ),
                 ],
                 &mut logical,
+                &mut surface,
             )?;
             append(
                 &mut writer,
@@ -429,8 +440,8 @@ pub fn generate_big_log(
                     ),
                 ],
                 &mut logical,
+                &mut surface,
             )?;
-            surface_len += 2;
         }
         let answer = format!("Turn {turn} done: {}", prose(&mut rng, 60));
         conversation += answer.len() as u64;
@@ -453,8 +464,7 @@ pub fn generate_big_log(
                 time,
             ));
         }
-        append(&mut writer, closing, &mut logical)?;
-        surface_len += 1;
+        append(&mut writer, closing, &mut logical, &mut surface)?;
 
         if compactions < spec.compact_at.len()
             && logical as f64 >= spec.compact_at[compactions] * spec.bytes as f64
@@ -472,25 +482,32 @@ pub fn generate_big_log(
             );
             let mut marker = Map::new();
             marker.insert("compaction".into(), Value::from(compactions));
+            // compact/start and compact/summary come first; the checkpoint follows them.
+            let first = writer.next_seq();
+            let replacement = compaction_replace(
+                id,
+                first + 2,
+                &surface,
+                surface[0],
+                surface[surface.len() - 1],
+                &[first, first + 1],
+            )
+            .map_err(io)?;
             append(
                 &mut writer,
                 vec![
                     timed(EventData::CompactStart(marker.clone()).into(), time),
                     timed(EventData::CompactSummary(marker.clone()).into(), time),
                     timed(
-                        NewEvent::new(EventData::UserMessage(checkpoint)).with_surface_op(
-                            SurfaceOp::Replace {
-                                start: 0,
-                                end: surface_len - 1,
-                            },
-                        ),
+                        NewEvent::new(EventData::UserMessage(checkpoint))
+                            .with_replacement(replacement),
                         time,
                     ),
                     timed(EventData::CompactEnd(marker).into(), time),
                 ],
                 &mut logical,
+                &mut surface,
             )?;
-            surface_len = 1;
         }
     }
     let path = writer.path().to_path_buf();

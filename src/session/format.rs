@@ -145,10 +145,11 @@ fn json_i64(value: &Value) -> Option<i64> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SurfaceOp {
     Append,
-    /// Splice the inclusive range `start..=end` of current surface nodes out, put this event there.
+    /// Splice the current surface nodes whose event seqs are `start` through `end` (inclusive, in
+    /// surface order) out, put this event there. Seqs, not positions (see [`super::surface`]).
     Replace {
-        start: usize,
-        end: usize,
+        start: u64,
+        end: u64,
     },
 }
 
@@ -173,11 +174,7 @@ impl<'de> Deserialize<'de> for SurfaceOp {
         #[serde(untagged)]
         enum Wire {
             Name(String),
-            Replace {
-                op: String,
-                start: usize,
-                end: usize,
-            },
+            Replace { op: String, start: u64, end: u64 },
         }
         match Wire::deserialize(deserializer)? {
             Wire::Name(name) if name == "append" => Ok(SurfaceOp::Append),

@@ -539,11 +539,11 @@ impl<'a> Cursor<'a> {
                 self.ws();
                 self.expect(b',')?;
                 field(self, b"start")?;
-                let start = usize::try_from(self.uint()?).ok()?;
+                let start = self.uint()?;
                 self.ws();
                 self.expect(b',')?;
                 field(self, b"end")?;
-                let end = usize::try_from(self.uint()?).ok()?;
+                let end = self.uint()?;
                 self.ws();
                 self.expect(b'}')?;
                 Some(Some(SurfaceOp::Replace { start, end }))

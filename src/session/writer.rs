@@ -49,6 +49,13 @@ impl NewEvent {
         self.surface_op = Some(op);
         self
     }
+    /// Makes this event a surface replace carrying its provenance, as built by
+    /// [`super::surface::compaction_replace`].
+    pub fn with_replacement(mut self, replacement: super::surface::Replacement) -> Self {
+        self.surface_op = Some(replacement.surface_op);
+        self.source_event_seqs = Some(replacement.source_event_seqs);
+        self
+    }
 }
 
 impl From<EventData> for NewEvent {
