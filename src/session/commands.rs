@@ -22,6 +22,10 @@ pub fn sessions(home: &Path, json: bool) -> i32 {
     let store = DiskStore::new(home);
     match render(&store, json) {
         Ok(out) => {
+            // The listing leaves out logs it cannot read; say so instead of hiding them.
+            for skipped in store.unsupported_logs() {
+                eprintln!("dsh-refs: not listed: {skipped}");
+            }
             let mut stdout = std::io::stdout().lock();
             let _ = stdout
                 .write_all(out.as_bytes())

@@ -126,13 +126,19 @@ pub fn read_log(path: &Path) -> Result<(LogScan, Vec<Record>)> {
     Ok((scan, records))
 }
 
-/// Reads only the header (the first line, or the first frame).
+/// Reads only the header (the first line, or the first frame). A version other than
+/// [`FORMAT_VERSION`] is [`SessionError::UnsupportedVersion`].
 pub fn read_header(path: &Path) -> Result<SessionHeader> {
+    check_version(path, read_header_any_version(path)?)
+}
+
+/// Reads only the header, whatever its version (a listing uses it to name a log it cannot read).
+pub fn read_header_any_version(path: &Path) -> Result<SessionHeader> {
     let file = File::open(path).map_err(|e| SessionError::io(path, e))?;
     let mut source = LineSource::new(path, file, Encoding::of_path(path), u64::MAX, HEADER_BUFFER)?;
     match source.next_batch()? {
         Some(Batch::Lines { range, .. }) => match lines(&source.buf[range]).next() {
-            Some(line) => parse_header(path, line),
+            Some(line) => decode_header(path, line),
             None => Err(invalid_header(path, "the log is empty")),
         },
         Some(Batch::Defect { reason, .. }) => Err(invalid_header(path, &reason)),
@@ -473,8 +479,14 @@ fn parse_line<'a>(
 }
 
 fn parse_header(path: &Path, line: &[u8]) -> Result<SessionHeader> {
-    let header: SessionHeader =
-        serde_json::from_slice(line).map_err(|e| invalid_header(path, &e.to_string()))?;
+    check_version(path, decode_header(path, line)?)
+}
+
+fn decode_header(path: &Path, line: &[u8]) -> Result<SessionHeader> {
+    serde_json::from_slice(line).map_err(|e| invalid_header(path, &e.to_string()))
+}
+
+fn check_version(path: &Path, header: SessionHeader) -> Result<SessionHeader> {
     if header.version != FORMAT_VERSION {
         return Err(SessionError::UnsupportedVersion {
             path: path.to_path_buf(),
@@ -832,44 +844,4 @@ fn zstd_frames_contain_turn_end(bytes: &[u8]) -> bool {
         start = at + 1;
     }
     false
-}
-
-/// Reads complete batches of a log from byte `offset` on, for incremental scans (titles).
-/// Calls `visit` with each line of each complete batch; returns the offset after the last
-/// complete batch. Stops quietly at the first batch it cannot decode.
-pub(crate) fn scan_lines_from(
-    path: &Path,
-    offset: u64,
-    visit: &mut dyn FnMut(&[u8]),
-) -> Result<u64> {
-    let mut file = File::open(path).map_err(|e| SessionError::io(path, e))?;
-    let len = stable_len(path, &file)?;
-    if offset >= len {
-        return Ok(offset.min(len));
-    }
-    file.seek(SeekFrom::Start(offset))
-        .map_err(|e| SessionError::io(path, e))?;
-    let mut source = LineSource::new(
-        path,
-        file,
-        Encoding::of_path(path),
-        len - offset,
-        SCAN_BUFFER,
-    )?;
-    let mut done = offset;
-    while let Some(batch) = source.next_batch()? {
-        match batch {
-            Batch::Lines { range, end_offset } => {
-                if source.last_line_unterminated {
-                    break;
-                }
-                for line in lines(&source.buf[range]) {
-                    visit(line);
-                }
-                done = offset + end_offset;
-            }
-            Batch::Defect { .. } => break,
-        }
-    }
-    Ok(done)
 }

@@ -13,13 +13,17 @@
 //! prefix ([`reader::resume_scan`]); a log that shrank below it, or was replaced, is read again.
 //! Logs are append-only (a writer only ever cuts bytes that were never valid), so the answer is
 //! the one a full read would give.
+//!
+//! A log whose header has a format version other than 0 cannot be listed honestly (its fields may
+//! not mean what ours do), so the listing leaves it out with a warning; reading or resuming it by
+//! id answers [`SessionError::UnsupportedVersion`], never "not found".
 
 use super::error::{Result, SessionError};
-use super::format::SessionHeader;
+use super::format::{SessionHeader, FORMAT_VERSION};
 use super::paths::{self, SESSIONS_DIR};
 use super::query::{sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
 use super::reader::{self, Encoding, LogScan};
-use super::surface::{title_from_line, SurfaceBuilder};
+use super::surface::{SurfaceBuilder, TitleFold};
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -131,6 +135,9 @@ struct Index {
     projects: HashMap<PathBuf, Project>,
     /// Session id → log path (first by path order when ids collide).
     by_id: HashMap<String, PathBuf>,
+    /// Logs of a format version this build cannot read, by session id (ids of readable logs
+    /// win): left out of the listing, answered by id with [`SessionError::UnsupportedVersion`].
+    unsupported: HashMap<String, (PathBuf, u64)>,
     sorted: Arc<Vec<SessionSummary>>,
     stats: StoreStats,
 }
@@ -150,9 +157,9 @@ struct LogEntry {
 
 #[derive(Debug, Clone)]
 struct TitleEntry {
-    modified: SystemTime,
-    len: u64,
-    scanned_to: u64,
+    stamp: FileStamp,
+    /// The scan the title was folded by: where a grown log is resumed from.
+    scan: LogScan,
     title: Option<String>,
 }
 
@@ -198,19 +205,28 @@ impl DiskStore {
         }
     }
 
-    /// The log file of session `id`, refreshing the index once if the id is unknown.
+    /// The log file of session `id`, refreshing the index once if the id is unknown. A log of an
+    /// unsupported format version is [`SessionError::UnsupportedVersion`], not a log path.
     pub fn log_path(&self, id: &str) -> Result<PathBuf> {
-        if let Some(path) = self.lookup(id) {
-            return Ok(path);
+        if let Some(found) = self.lookup(id) {
+            return found;
         }
         self.list_sessions_blocking()?;
         self.lookup(id)
-            .ok_or_else(|| SessionError::NotFound { id: id.to_string() })
+            .unwrap_or_else(|| Err(SessionError::NotFound { id: id.to_string() }))
     }
 
-    fn lookup(&self, id: &str) -> Option<PathBuf> {
+    fn lookup(&self, id: &str) -> Option<Result<PathBuf>> {
         let index = self.inner.index.lock().expect("index lock");
-        index.by_id.get(id).cloned()
+        if let Some(path) = index.by_id.get(id) {
+            return Some(Ok(path.clone()));
+        }
+        index.unsupported.get(id).map(|(path, version)| {
+            Err(SessionError::UnsupportedVersion {
+                path: path.clone(),
+                version: *version,
+            })
+        })
     }
 
     /// Synchronous `list_sessions`.
@@ -218,6 +234,17 @@ impl DiskStore {
         let mut index = self.inner.index.lock().expect("index lock");
         refresh(&self.inner.home.join(SESSIONS_DIR), &mut index)?;
         Ok(index.sorted.clone())
+    }
+
+    /// Logs the last listing left out because their format version is not 0, as the errors
+    /// reading them gives, sorted by path (for a command line to say what it skipped).
+    pub fn unsupported_logs(&self) -> Vec<SessionError> {
+        let index = self.inner.index.lock().expect("index lock");
+        let mut logs: Vec<(PathBuf, u64)> = index.unsupported.values().cloned().collect();
+        logs.sort();
+        logs.into_iter()
+            .map(|(path, version)| SessionError::UnsupportedVersion { path, version })
+            .collect()
     }
 
     /// Synchronous `read_surface`.
@@ -321,10 +348,10 @@ impl DiskStore {
         self.with_log(id, |path| self.title_of_path(path))
     }
 
+    /// The title folded from the log's valid prefix only (the reader's validation: nothing
+    /// from a torn tail). A grown log is scanned from where its valid prefix ended.
     fn title_of_path(&self, path: &Path) -> Result<Option<String>> {
-        let meta = fs::metadata(path).map_err(|e| SessionError::io(path, e))?;
-        let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-        let len = meta.len();
+        let stamp = FileStamp::of(path)?;
         let cached = self
             .inner
             .titles
@@ -332,28 +359,35 @@ impl DiskStore {
             .expect("title lock")
             .get(path)
             .cloned();
-        let (start, mut title) = match cached {
-            Some(entry) if entry.len == len && entry.modified == modified => return Ok(entry.title),
-            // Appended: read only what is new.
-            Some(entry) if len >= entry.scanned_to => (entry.scanned_to, entry.title),
-            _ => (0, None),
-        };
-        let scanned_to = reader::scan_lines_from(path, start, &mut |line| {
-            if let Some(found) = title_from_line(line) {
-                title = Some(found);
+        let (scan, start, title) = match cached {
+            Some(entry) if entry.stamp == stamp => return Ok(entry.title),
+            // Appended (or a torn tail cut and written again): read only past the valid prefix.
+            Some(entry)
+                if entry.stamp.file == stamp.file
+                    && stamp.len >= entry.scan.valid_len
+                    && !entry.scan.missing_final_newline =>
+            {
+                let mut fold = TitleFold::new(entry.title);
+                let start = entry.scan.valid_len;
+                let scan = reader::resume_scan(path, &entry.scan, &mut fold)?;
+                (scan, start, fold.into_title())
             }
-        })?;
+            _ => {
+                let mut fold = TitleFold::default();
+                let scan = reader::scan_log(path, &mut fold)?;
+                (scan, 0, fold.into_title())
+            }
+        };
         {
             let mut index = self.inner.index.lock().expect("index lock");
             index.stats.title_scans += 1;
-            index.stats.title_bytes_scanned += scanned_to.saturating_sub(start);
+            index.stats.title_bytes_scanned += scan.scanned_len.saturating_sub(start);
         }
         self.inner.titles.lock().expect("title lock").insert(
             path.to_path_buf(),
             TitleEntry {
-                modified,
-                len,
-                scanned_to,
+                stamp,
+                scan,
                 title: title.clone(),
             },
         );
@@ -564,8 +598,15 @@ fn refresh_project(
             continue;
         };
         stats.header_reads += 1;
-        match reader::read_header(&path) {
+        match reader::read_header_any_version(&path) {
             Ok(header) => {
+                if header.version != FORMAT_VERSION {
+                    tracing::warn!(
+                        path = %path.display(),
+                        version = header.version,
+                        "not listing a session log of an unsupported format version"
+                    );
+                }
                 *entry = Some(LogEntry {
                     path,
                     header: Arc::new(header),
@@ -590,6 +631,9 @@ fn rebuild(index: &mut Index) {
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     let mut by_id = HashMap::with_capacity(entries.len());
     let mut sessions = Vec::with_capacity(entries.len());
+    let (entries, unreadable): (Vec<&LogEntry>, Vec<&LogEntry>) = entries
+        .into_iter()
+        .partition(|entry| entry.header.version == FORMAT_VERSION);
     for entry in entries {
         if by_id.contains_key(&entry.header.id) {
             tracing::warn!(
@@ -607,6 +651,14 @@ fn rebuild(index: &mut Index) {
         });
     }
     sort_sessions(&mut sessions);
+    index.unsupported = unreadable
+        .into_iter()
+        .filter(|entry| !by_id.contains_key(&entry.header.id))
+        .map(|entry| {
+            let found = (entry.path.clone(), entry.header.version);
+            (entry.header.id.clone(), found)
+        })
+        .collect();
     index.by_id = by_id;
     index.sorted = Arc::new(sessions);
 }

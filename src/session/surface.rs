@@ -217,17 +217,41 @@ pub fn title_from_data(data: &[u8]) -> Option<String> {
         .map(|t| t.title)
 }
 
-/// The title of a raw record line, if it is a `session/title` event.
-pub fn title_from_line(line: &[u8]) -> Option<String> {
-    if !line
-        .windows(SESSION_TITLE.len())
-        .any(|w| w == SESSION_TITLE.as_bytes())
-    {
-        return None;
+/// A sink that folds only the title (the last `session/title`) while a log streams by; every other
+/// record is skimmed. It sees only what the reader validated, so a title in a torn tail (or past
+/// any other defect) never counts.
+#[derive(Debug, Clone, Default)]
+pub struct TitleFold {
+    title: Option<String>,
+}
+
+impl TitleFold {
+    /// Continues from a title already folded from the log's valid prefix.
+    pub fn new(title: Option<String>) -> Self {
+        TitleFold { title }
     }
-    match serde_json::from_slice::<Record>(line) {
-        Ok(Record::Event(event)) => title_of(&event),
-        _ => None,
+
+    pub fn title(&self) -> Option<&str> {
+        self.title.as_deref()
+    }
+
+    pub fn into_title(self) -> Option<String> {
+        self.title
+    }
+}
+
+impl RecordSink for TitleFold {
+    fn accept(&mut self, record: Record) -> Result<()> {
+        if let Record::Event(event) = record {
+            if let Some(title) = title_of(&event) {
+                self.title = Some(title);
+            }
+        }
+        Ok(())
+    }
+
+    fn wants(&self, kind: &str) -> bool {
+        kind == SESSION_TITLE
     }
 }
 
