@@ -621,3 +621,56 @@ fn prepare_references_every_real_dsh_fixture() {
     assert!(steering_items > 0);
     assert!(assistant_items > 50);
 }
+
+// ---- format versions -----------------------------------------------------------------------
+
+#[test]
+fn a_log_of_another_format_version_is_named_not_hidden() {
+    let home = conformance_home();
+    let h = Some(home.path());
+    let v1_header =
+        header_line("future", 9, Some("/source")).replace("\"version\":0", "\"version\":1");
+    assert!(v1_header.contains("\"version\":1"), "{v1_header}");
+    install_log(
+        home.path(),
+        &format!("{v1_header}\n{}\n", title_line(0, "future title")),
+    );
+
+    // Listed: only what can be read; the skipped log is named on stderr, exit 0.
+    for json in [false, true] {
+        let args: &[&str] = if json {
+            &["sessions", "--json"]
+        } else {
+            &["sessions"]
+        };
+        let output = dsh_refs(h, args, None);
+        assert!(
+            output.stderr.contains("not listed")
+                && output.stderr.contains("unsupported session log version 1"),
+            "{}",
+            output.stderr
+        );
+        let listed = ok(output);
+        assert!(listed.contains("source"), "{listed}");
+        assert!(!listed.contains("future"), "{listed}");
+    }
+
+    // Referenced: the unsupported-version error, not "not found".
+    let message = contract_error(
+        dsh_refs(
+            h,
+            &[
+                "prepare",
+                "--as",
+                "target",
+                &format_session_reference_mention("future", None),
+            ],
+            None,
+        ),
+        "SESSION_REFERENCE_READ_FAILED",
+    );
+    assert!(
+        message.contains("unsupported session log version 1") && !message.contains("not found"),
+        "{message}"
+    );
+}
