@@ -308,7 +308,9 @@ fn invalid_replaces_are_clear_errors_on_every_read_path() {
                     matches!(&err, SessionError::InvalidSurfaceOp { seq: 4, .. }),
                     "{encoding:?} case {i}: {text}"
                 );
-                assert!(text.contains("session \"bad\": event seq 4"), "{text}");
+                // The file and logical line (header 1, seqs 0..=3 on lines 2..=5).
+                let at = format!("{}: line 6: session \"bad\": event seq 4", path.display());
+                assert!(text.starts_with(&at), "{text}");
                 assert!(text.contains(expected), "{encoding:?} case {i}: {text}");
             }
         }

@@ -22,11 +22,13 @@ pub enum SessionError {
     UnsupportedVersion { path: PathBuf, version: u64 },
     #[error("{path}: invalid session header: {reason}")]
     InvalidHeader { path: PathBuf, reason: String },
-    #[error("session {id:?}: event seq {seq}: invalid surfaceOp: {reason}")]
+    #[error("{}session {id:?}: event seq {seq}: invalid surfaceOp: {reason}", log_location(.log))]
     InvalidSurfaceOp {
         id: String,
         seq: u64,
         reason: String,
+        /// The log file and 1-based line of the event, when it was read from one.
+        log: Option<(PathBuf, u64)>,
     },
     #[error("invalid session id {id:?}: {reason}")]
     InvalidId { id: String, reason: String },
@@ -37,6 +39,25 @@ pub enum SessionError {
 }
 
 impl SessionError {
+    /// Names the log file and line an error about one event came from (a fold only knows the
+    /// session and the seq); other errors are returned as they are.
+    pub fn in_log(self, path: &std::path::Path, line: u64) -> Self {
+        match self {
+            SessionError::InvalidSurfaceOp {
+                id,
+                seq,
+                reason,
+                log: None,
+            } => SessionError::InvalidSurfaceOp {
+                id,
+                seq,
+                reason,
+                log: Some((path.to_path_buf(), line)),
+            },
+            other => other,
+        }
+    }
+
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         SessionError::Io {
             path: path.into(),
@@ -46,3 +67,10 @@ impl SessionError {
 }
 
 pub type Result<T, E = SessionError> = std::result::Result<T, E>;
+
+fn log_location(log: &Option<(PathBuf, u64)>) -> String {
+    match log {
+        Some((path, line)) => format!("{}: line {line}: ", path.display()),
+        None => String::new(),
+    }
+}

@@ -328,7 +328,7 @@ impl ScanState {
                 match parse_line(line, &*sink, next_seq) {
                     Ok(record) => {
                         next_seq = Some(record.first_seq() + record.seq_count());
-                        parsed.push(record);
+                        parsed.push((first_line + i as u64, record));
                     }
                     Err(reason) => {
                         failure = Some((first_line + i as u64, reason));
@@ -337,11 +337,12 @@ impl ScanState {
                 }
             }
             if failure.is_none() {
-                for record in parsed {
+                for (line, record) in parsed {
                     match record {
-                        Parsed::Record(record) => sink.accept(record)?,
-                        Parsed::Envelope(envelope) => sink.accept_envelope(envelope)?,
+                        Parsed::Record(record) => sink.accept(record),
+                        Parsed::Envelope(envelope) => sink.accept_envelope(envelope),
                     }
+                    .map_err(|e| e.in_log(&self.path, line))?;
                 }
             }
         }
@@ -384,7 +385,8 @@ impl ScanState {
         let Some(next_seq) = envelope.first_seq.checked_add(envelope.seq_count) else {
             return Ok(false);
         };
-        sink.accept_envelope(envelope)?;
+        sink.accept_envelope(envelope)
+            .map_err(|e| e.in_log(&self.path, source.line_no + 1))?;
         let len = end + 1;
         source.pos += len;
         source.offset += len as u64;

@@ -70,6 +70,7 @@ impl SurfaceFold {
                     id: self.session_id.clone(),
                     seq: event.seq,
                     reason,
+                    log: None,
                 };
                 let range = shadowed_range(&self.events, |e| e.seq, start, end).map_err(invalid)?;
                 if let Some(sources) = &event.source_event_seqs {
@@ -188,6 +189,7 @@ pub fn compaction_replace(
             id: session_id.to_string(),
             seq: replacing_seq,
             reason,
+            log: None,
         }
     })?;
     let mut source_event_seqs = leading.to_vec();
