@@ -259,7 +259,7 @@ class Session:
         self.rng = random.Random("%s/%s" % (SEED, key))
         self.ids = 0
         self.calls = 0
-        self.surface_len = 0
+        self.surface: list[int] = []  # seqs of the current surface nodes, in order
         self.context_tokens = 2800
 
     # -- low level ---------------------------------------------------------------------------
@@ -280,9 +280,13 @@ class Session:
             assert etype in SURFACE_TYPES
             row["surfaceOp"] = surface_op
             if surface_op == "append":
-                self.surface_len += 1
+                self.surface.append(self.seq)
             else:
-                self.surface_len -= surface_op["end"] - surface_op["start"]
+                # start and end are event seqs (SPEC §1.5), looked up on the current surface.
+                i = self.surface.index(surface_op["start"])
+                j = self.surface.index(surface_op["end"])
+                assert i <= j and set(self.surface[i:j + 1]) <= set(source_seqs or [])
+                self.surface[i:j + 1] = [self.seq]
         else:
             assert etype not in SURFACE_TYPES, etype
         self.rows.append(row)
@@ -311,7 +315,7 @@ class Session:
 
     def user_message(self, text: str | None = None, source: dict | None = None,
                      content: list | None = None, envelope: dict | None = None,
-                     surface_op="append") -> int:
+                     surface_op="append", source_seqs=None) -> int:
         msg = {
             "content": content if content is not None else [{"type": "text", "text": text}],
             "source": source or {"kind": "user"},
@@ -321,7 +325,7 @@ class Session:
         if envelope is not None:
             msg["envelope"] = envelope
         self.context_tokens += sum(len(b.get("text", "")) for b in msg["content"]) // 4
-        return self.event("user/message", msg, surface_op)
+        return self.event("user/message", msg, surface_op, source_seqs)
 
     def title(self, title: str, message_seq: int, source: dict | None = None) -> int:
         return self.event("session/title", {
@@ -432,14 +436,18 @@ class Session:
     def compact(self, summary: str) -> None:
         """A manual compaction between turns that replaces the whole current surface."""
         self.advance(20_000, 90_000)
-        nodes = self.surface_len
-        self.event("compact/start", {"trigger": {"kind": "manual"}, "surfaceNodes": nodes})
+        shadowed = list(self.surface)
+        nodes = len(shadowed)
+        start_seq = self.event("compact/start", {"trigger": {"kind": "manual"}, "surfaceNodes": nodes})
         self.advance(6_000, 14_000)
-        self.event("compact/summary", {"summary": summary, "provider": PROVIDER, "model": MODEL})
+        summary_seq = self.event("compact/summary",
+                                 {"summary": summary, "provider": PROVIDER, "model": MODEL})
         self.advance(1, 5)
         text = "<compacted-summary>\n%s\n</compacted-summary>" % summary
+        # Seqs, not positions, and full provenance (SPEC §1.5).
         seq = self.user_message(text, source={"kind": "plugin", "plugin": "compact"},
-                                surface_op={"op": "replace", "start": 0, "end": nodes - 1})
+                                surface_op={"op": "replace", "start": shadowed[0], "end": shadowed[-1]},
+                                source_seqs=[start_seq, summary_seq] + shadowed)
         self.advance(0, 3)
         self.event("compact/end", {"checkpointSeq": seq, "replacedNodes": nodes})
         self.context_tokens = 2800 + len(summary) // 4
@@ -533,9 +541,15 @@ def read_log(path: str) -> dict:
                 surface.append(ev)
             else:
                 check(isinstance(op, dict) and op.get("op") == "replace", where, "bad surfaceOp")
+                seqs = [node["seq"] for node in surface]
                 s, e = op["start"], op["end"]
-                check(0 <= s <= e < len(surface), where, "replace %d..%d outside surface of %d" % (s, e, len(surface)))
-                surface[s:e + 1] = [ev]
+                check(s in seqs and e in seqs, where, "replace %d..%d: not surface seqs" % (s, e))
+                i, j = seqs.index(s), seqs.index(e)
+                check(i <= j, where, "replace start %d comes after end %d" % (s, e))
+                sources = ev.get("sourceEventSeqs")
+                check(sources is None or set(seqs[i:j + 1]) <= set(sources), where,
+                      "sourceEventSeqs misses a shadowed node")
+                surface[i:j + 1] = [ev]
         else:
             check("surfaceOp" not in ev, where, "log-only event with surfaceOp")
         data = ev.get("data", {})
