@@ -3,9 +3,10 @@
 //! The `@` popup lists sessions on every keystroke, so listing must not touch logs that did not
 //! change. The store keeps an index of session headers keyed by directory, and revalidates it by
 //! the modification stamps of `sessions/` and of each project directory: a new session shows up as
-//! a changed directory, and a header never changes once written. Titles are cached per log file
-//! together with the offset scanned so far, so an unchanged log is never read twice and a grown
-//! log is read only from where the last scan stopped.
+//! a changed directory, and a header never changes once written. Titles are folded by the reader
+//! (so only from a log's valid prefix, never from a torn tail) and cached per log file together
+//! with the scan that found them, so an unchanged log is never read twice and a grown log is read
+//! only past the valid prefix the last scan ended at.
 //!
 //! Conversation surfaces (what `prepare` reads) are cached the same way for the last few logs:
 //! the folded conversation, the scan that produced it, and the file's stamp (length, mtime,
