@@ -36,8 +36,8 @@ done
 
 echo "== floors: read (cat) and decompress (zstd -dc) the same three files"
 for mb in 1 10 100; do
-  p=target/bench-data/big-${mb}mb-plain/sessions/--home-dev-work-big--
-  z=target/bench-data/big-${mb}mb-zstd/sessions/--home-dev-work-big--
+  p=target/bench-data/big-${mb}mb-plain-seqs/sessions/--home-dev-work-big--
+  z=target/bench-data/big-${mb}mb-zstd-seqs/sessions/--home-dev-work-big--
   hyperfine -N --warmup 3 --runs 20 \
     "cat $p/big-source-a/session.jsonl $p/big-source-b/session.jsonl $p/big-source-c/session.jsonl" \
     "zstd -dcq --no-asyncio $z/big-source-a/session.jsonl.zstd $z/big-source-b/session.jsonl.zstd $z/big-source-c/session.jsonl.zstd" \

@@ -578,9 +578,11 @@ pub const BIG_SOURCES: [&str; 3] = ["big-source-a", "big-source-b", "big-source-
 /// A home holding three big logs of `mb` MB each (plus the agent's own small session), reused
 /// across runs.
 pub fn cached_big_home(mb: u64, encoding: Encoding) -> std::io::Result<(PathBuf, Vec<BigLog>)> {
+    // The suffix changes whenever generated logs change shape, so stale data is never reused
+    // (`seqs`: compactions replace by event seqs with full provenance).
     let name = match encoding {
-        Encoding::Plain => format!("big-{mb}mb-plain"),
-        Encoding::Zstd => format!("big-{mb}mb-zstd"),
+        Encoding::Plain => format!("big-{mb}mb-plain-seqs"),
+        Encoding::Zstd => format!("big-{mb}mb-zstd-seqs"),
     };
     let home = data_dir(&name);
     let marker = home.join(".complete");
