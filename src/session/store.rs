@@ -159,9 +159,49 @@ struct LogEntry {
 #[derive(Debug, Clone)]
 struct TitleEntry {
     stamp: FileStamp,
-    /// The scan the title was folded by: where a grown log is resumed from.
-    scan: LogScan,
+    /// Where the scan that found the title ended its valid prefix: a grown log is resumed there.
+    /// (Not the whole [`LogScan`]: a listing caches a title per session, and the header is read
+    /// again only when a log grew.)
+    resume: Resume,
     title: Option<String>,
+}
+
+/// The parts of a [`LogScan`] a resumed scan continues from.
+#[derive(Debug, Clone, Copy)]
+struct Resume {
+    encoding: Encoding,
+    valid_len: u64,
+    next_seq: u64,
+    valid_lines: u64,
+    has_events: bool,
+    missing_final_newline: bool,
+}
+
+impl Resume {
+    fn of(scan: &LogScan) -> Resume {
+        Resume {
+            encoding: scan.encoding,
+            valid_len: scan.valid_len,
+            next_seq: scan.next_seq,
+            valid_lines: scan.valid_lines,
+            has_events: scan.has_events,
+            missing_final_newline: scan.missing_final_newline,
+        }
+    }
+
+    fn scan(self, header: SessionHeader) -> LogScan {
+        LogScan {
+            header,
+            encoding: self.encoding,
+            valid_len: self.valid_len,
+            scanned_len: self.valid_len,
+            next_seq: self.next_seq,
+            valid_lines: self.valid_lines,
+            has_events: self.has_events,
+            missing_final_newline: self.missing_final_newline,
+            torn_tail: None,
+        }
+    }
 }
 
 impl DiskStore {
@@ -365,12 +405,13 @@ impl DiskStore {
             // Appended (or a torn tail cut and written again): read only past the valid prefix.
             Some(entry)
                 if entry.stamp.file == stamp.file
-                    && stamp.len >= entry.scan.valid_len
-                    && !entry.scan.missing_final_newline =>
+                    && stamp.len >= entry.resume.valid_len
+                    && !entry.resume.missing_final_newline =>
             {
                 let mut fold = TitleFold::new(entry.title);
-                let start = entry.scan.valid_len;
-                let scan = reader::resume_scan(path, &entry.scan, &mut fold)?;
+                let start = entry.resume.valid_len;
+                let previous = entry.resume.scan(reader::read_header(path)?);
+                let scan = reader::resume_scan(path, &previous, &mut fold)?;
                 (scan, start, fold.into_title())
             }
             _ => {
@@ -388,7 +429,7 @@ impl DiskStore {
             path.to_path_buf(),
             TitleEntry {
                 stamp,
-                scan,
+                resume: Resume::of(&scan),
                 title: title.clone(),
             },
         );
