@@ -393,5 +393,107 @@ mod tests {
         );
         assert_eq!(parse_time("2026-13-21T10:15:48.260Z"), None);
         assert_eq!(parse_time("2026-11-21 10:15:48.260Z"), None);
+        assert_eq!(parse_time("2026-11-21T10:15:48.26éZ"), None);
+    }
+
+    const HEAD: &str = "%% session s\n%% created 2026-11-21T10:15:48.260Z\n";
+
+    #[test]
+    fn a_script_reads_with_its_bodies_verbatim() {
+        let text = format!(
+            "{HEAD}\n%% turn 2026-11-21T10:16:00.000Z\n%% user\nHi\n\n%% title T\n\
+             %% step 5ms\n%% text\nline 1\n\n  line 3\n\n%% turn 2026-11-21T10:17:00.000Z\n\
+             %% user\nAgain\n%% step stream\n%% tool bash 7ms\n{{\"a\":1}}\n%% result\nok\n\
+             %% steer\nstop\n\n%% compact 2026-11-21T10:18:00.000Z\nsum\n"
+        );
+        let script = parse(&text).unwrap();
+        assert_eq!(script.items.len(), 3);
+        let Item::Turn(first) = &script.items[0] else {
+            panic!("{:?}", script.items[0]);
+        };
+        // A blank line inside a body is kept; the one before `%% turn` only separates.
+        assert_eq!(first.prompt, "Hi\n");
+        assert_eq!(first.title.as_deref(), Some("T"));
+        assert_eq!(first.steps[0].duration_ms, Some(5));
+        assert_eq!(
+            first.steps[0].blocks,
+            [Block::Text("line 1\n\n  line 3".into())]
+        );
+        let Item::Turn(second) = &script.items[1] else {
+            panic!("{:?}", script.items[1]);
+        };
+        assert_eq!(second.steps[0].steer.as_deref(), Some("stop"));
+        assert_eq!(
+            second.steps[0].blocks,
+            [Block::Tool {
+                name: "bash".into(),
+                arguments: "{\"a\":1}".into(),
+                result: "ok".into(),
+                duration_ms: 7
+            }]
+        );
+        assert_eq!(
+            script.items[2],
+            Item::Compact {
+                time: parse_time("2026-11-21T10:18:00.000Z").unwrap(),
+                summary: "sum".into()
+            }
+        );
+    }
+
+    #[test]
+    fn malformed_scripts_are_errors_naming_the_line() {
+        let turn = "%% turn 2026-11-21T10:16:00.000Z\n";
+        let cases = [
+            ("hello\n".to_string(), 1, "before the first"),
+            ("%%session s\n".to_string(), 1, "starts with `%% `"),
+            ("%% session s\n".to_string(), 1, "`%% created <time>`"),
+            (format!("{HEAD}%% turn yesterday\n"), 3, "needs a time"),
+            (format!("{HEAD}{turn}%% step 5ms\n"), 4, "not expected here"),
+            (
+                format!("{HEAD}{turn}%% user\nx\n%% text\ny\n"),
+                6,
+                "outside a step",
+            ),
+            (
+                format!("{HEAD}{turn}%% user\nx\n%% step 1ms\n%% tool bash 2ms\n{{}}\n"),
+                7,
+                "needs a `%% result`",
+            ),
+            (
+                format!(
+                    "{HEAD}{turn}%% user\nx\n%% step 1ms\n%% tool bash 2ms\nnot json\n%% result\n"
+                ),
+                7,
+                "one line of JSON object",
+            ),
+            (
+                format!("{HEAD}{turn}%% user\nx\n%% step soon\n"),
+                6,
+                "a duration",
+            ),
+            (
+                format!("{HEAD}{turn}%% user\nx\n%% step 1ms\n"),
+                3,
+                "needs a reply block",
+            ),
+            (format!("{HEAD}{turn}%% title T\n"), 4, "not expected here"),
+            (
+                format!("{HEAD}%% compact 2026-11-21T10:16:00.000Z\n"),
+                3,
+                "needs its summary",
+            ),
+            (
+                format!("{HEAD}%% retitle 2026-11-21T10:16:00.000Z\n"),
+                3,
+                "needs a title",
+            ),
+            (format!("{HEAD}%% bogus\n"), 3, "not expected here"),
+        ];
+        for (text, line, needle) in cases {
+            let err = parse(&text).unwrap_err();
+            assert_eq!(err.line, line, "{text:?}: {err}");
+            assert!(err.message.contains(needle), "{text:?}: {err}");
+        }
     }
 }
