@@ -140,6 +140,20 @@ fn the_seq_fold_rejects_a_replace_by_position() {
     event.source_event_seqs = None;
     let err = fold_by_seq(&events).unwrap_err();
     assert!(err.contains("must include every shadowed node"), "{err}");
+    event_at(&mut events, checkpoint).source_event_seqs = Some(vec![checkpoint]);
+    let err = fold_by_seq(&events).unwrap_err();
+    assert!(err.contains("must reference earlier events"), "{err}");
+    event_at(&mut events, checkpoint).source_event_seqs = None;
+    event_at(&mut events, checkpoint - 1).surface_op = Some(SurfaceOp::Append);
+    let err = fold_by_seq(&events).unwrap_err();
+    assert!(
+        err.contains("compact/summary is not a surface event"),
+        "{err}"
+    );
+}
+
+fn event_at(events: &mut [Event], seq: u64) -> &mut Event {
+    events.iter_mut().find(|e| e.seq == seq).unwrap()
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! `sourceEventSeqs` are earlier events that include every node it shadows. The fold here is the
 //! demo's own, written from SPEC §1.5, so the check does not depend on the crate's fold.
 
-use dsh_session_references::session::format::{Record, SurfaceOp, TURN_END};
+use dsh_session_references::session::format::{Record, SurfaceOp, ASSISTANT_MESSAGE, TURN_END};
 use dsh_session_references::session::{paths, reader, Event, SessionHeader};
 use std::path::Path;
 
@@ -41,6 +41,7 @@ pub fn fold_by_seq(events: &[Event]) -> Result<(Vec<Event>, Vec<Replacement>), S
     let mut surface: Vec<Event> = Vec::new();
     let mut replacements = Vec::new();
     for event in events {
+        check_provenance(event)?;
         match event.surface_op {
             None => {}
             Some(SurfaceOp::Append) => surface.push(event.clone()),
@@ -63,12 +64,6 @@ pub fn fold_by_seq(events: &[Event]) -> Result<(Vec<Event>, Vec<Replacement>), S
                     ));
                 }
                 let sources = event.source_event_seqs.clone().unwrap_or_default();
-                if let Some(late) = sources.iter().find(|s| **s >= event.seq) {
-                    return Err(format!(
-                        "seq {}: sourceEventSeqs must reference earlier events, found {late}",
-                        event.seq
-                    ));
-                }
                 let shadowed: Vec<u64> = surface[start_index..=end_index]
                     .iter()
                     .map(|e| e.seq)
@@ -98,6 +93,43 @@ pub fn fold_by_seq(events: &[Event]) -> Result<(Vec<Event>, Vec<Replacement>), S
         }
     }
     Ok((surface, replacements))
+}
+
+/// dsh's event-local rules: only surface events carry `surfaceOp` or `sourceEventSeqs`, a
+/// surface event carries a `surfaceOp`, and its sources are distinct earlier events (an empty
+/// list only on `assistant/message`).
+fn check_provenance(event: &Event) -> Result<(), String> {
+    let seq = event.seq;
+    if !event.is_surface() {
+        if event.surface_op.is_some() || event.source_event_seqs.is_some() {
+            return Err(format!(
+                "seq {seq}: {} is not a surface event and cannot carry surfaceOp or sourceEventSeqs",
+                event.kind
+            ));
+        }
+        return Ok(());
+    }
+    if event.surface_op.is_none() {
+        return Err(format!("seq {seq}: {} needs a surfaceOp", event.kind));
+    }
+    let Some(sources) = &event.source_event_seqs else {
+        return Ok(());
+    };
+    if sources.is_empty() && event.kind != ASSISTANT_MESSAGE {
+        return Err(format!("seq {seq}: empty sourceEventSeqs"));
+    }
+    if let Some(late) = sources.iter().find(|s| **s >= seq) {
+        return Err(format!(
+            "seq {seq}: sourceEventSeqs must reference earlier events, found {late}"
+        ));
+    }
+    let mut sorted = sources.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.len() != sources.len() {
+        return Err(format!("seq {seq}: sourceEventSeqs must not repeat a seq"));
+    }
+    Ok(())
 }
 
 /// Reads and checks the demo log at `path` (relative to `home` for the directory check).
