@@ -280,6 +280,11 @@ async fn prepare_of_each_demo_session_behaves_as_the_demo_shows() {
 #[ignore = "needs the crate's seq-based surface fold (branch h/read)"]
 async fn prepare_of_the_compacted_session_keeps_the_latest_checkpoint() {
     let (_dir, home) = installed_home();
+    let logs = check_home(&home).unwrap();
+    let read = DiskStore::new(&home)
+        .read_surface_blocking(COMPACTED)
+        .unwrap();
+    assert_eq!(read.events, log(&logs, COMPACTED).surface);
     let prepared = prepare(&home, COMPACTED, None).await.unwrap();
     let entry = reference_entry(&prepared);
     assert_eq!(entry["compacted"], true);
