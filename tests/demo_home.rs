@@ -88,8 +88,8 @@ fn the_compaction_replaces_by_seq_with_full_provenance() {
         assert_eq!(
             checkpoint.surface_op,
             Some(SurfaceOp::Replace {
-                start: replace.start as usize,
-                end: replace.end as usize
+                start: replace.start,
+                end: replace.end
             })
         );
         // compact/start, compact/summary, the checkpoint, compact/end, in a row.
@@ -274,10 +274,8 @@ async fn prepare_of_each_demo_session_behaves_as_the_demo_shows() {
     assert!(prompt.text().starts_with("@Fix the flaky tokenizer test: "));
 }
 
-/// Needs the seq-based surface fold of the crate (SPEC §1.5); until it lands, the crate reads
-/// the seq-based replace of the compacted session as positions and fails.
+/// The crate's own fold (SPEC §1.5, seq-based) agrees with the example's independent fold.
 #[tokio::test]
-#[ignore = "needs the crate's seq-based surface fold (branch h/read)"]
 async fn prepare_of_the_compacted_session_keeps_the_latest_checkpoint() {
     let (_dir, home) = installed_home();
     let logs = check_home(&home).unwrap();

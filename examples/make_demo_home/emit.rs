@@ -16,6 +16,7 @@ use dsh_session_references::reference::{
     SessionReferences,
 };
 use dsh_session_references::session::format::{DisplayContent, Envelope, PackedChunks, PackedKind};
+use dsh_session_references::session::surface::compaction_replace;
 use dsh_session_references::session::{
     ContentBlock, DiskStore, Encoding, Event, EventData, Message, MessageSource, Record,
     SessionHeader, SessionWriter, SurfaceOp,
@@ -669,18 +670,19 @@ impl<'p> Emitter<'p> {
             MessageSource::plugin("compact"),
             self.new_id(),
         );
-        let provenance: Vec<u64> = [start_seq, summary_seq]
-            .into_iter()
-            .chain(shadowed.iter().copied())
-            .collect();
-        let replace = SurfaceOp::Replace {
-            start: first as usize,
-            end: last as usize,
-        };
+        let replacement = compaction_replace(
+            &self.id,
+            summary_seq + 1,
+            &shadowed,
+            first,
+            last,
+            &[start_seq, summary_seq],
+        )
+        .map_err(|e| e.to_string())?;
         let checkpoint = self.event(
             EventData::UserMessage(message),
-            Some(replace),
-            Some(provenance),
+            Some(replacement.surface_op),
+            Some(replacement.source_event_seqs),
         );
         self.surface = vec![(checkpoint, chars(&text) / 4)];
         self.flush()?;
