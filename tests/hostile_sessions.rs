@@ -25,7 +25,7 @@ use ratatui::layout::Rect;
 use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+
 use support::place_log;
 use tokio_util::sync::CancellationToken;
 
@@ -289,17 +289,11 @@ async fn one_megabyte_lines_are_read_bounded_and_drawn() {
     let mut popup = PopupState::new();
     let request = popup.open("", false).unwrap();
     popup.apply_results(request.id, Ok(candidates));
-    let started = Instant::now();
     let view = popup.view(0);
     let area = Rect::new(0, 0, 100, view.desired_height(100));
     let mut buf = Buffer::empty(area);
     view.render(area, &mut buf);
     assert_inert(&buf, "popup with 1 MiB labels");
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        started.elapsed()
-    );
 }
 
 fn header_line(id: &str) -> String {
