@@ -104,29 +104,39 @@ pub fn fold(session_id: &str, events: impl IntoIterator<Item = Event>) -> Result
 /// Where a replace of the nodes with seqs `start` through `end` lies in `nodes` (the current
 /// surface, in order; `seq_of` reads a node's seq): the inclusive range of positions it shadows.
 /// The reason it is invalid otherwise.
+///
+/// Both seqs are searched from the back (`end`, then `start` before it), so a valid replace reads
+/// only the nodes from `start` on: what the splice moves or drops anyway. Replacing recent nodes
+/// (a pruned tool result) stays cheap on a long surface, and a hostile log of such replaces
+/// cannot make the fold quadratic. Only a failing replace looks at the rest.
 pub fn shadowed_range<T>(
     nodes: &[T],
     seq_of: impl Fn(&T) -> u64,
     start: u64,
     end: u64,
 ) -> std::result::Result<RangeInclusive<usize>, String> {
-    let position = |seq: u64, which: &str| {
-        nodes.iter().position(|n| seq_of(n) == seq).ok_or_else(|| {
-            format!(
-                "replace {which} seq {seq} is not a current surface node ({} nodes)",
-                nodes.len()
-            )
-        })
-    };
-    let start_at = position(start, "start")?;
-    let end_at = position(end, "end")?;
-    if start_at > end_at {
-        return Err(format!(
-            "replace start seq {start} (surface position {start_at}) comes after end seq {end} \
-             (surface position {end_at})"
-        ));
+    let end_at = nodes.iter().rposition(|n| seq_of(n) == end);
+    if let Some(end_at) = end_at {
+        if let Some(start_at) = nodes[..=end_at].iter().rposition(|n| seq_of(n) == start) {
+            return Ok(start_at..=end_at);
+        }
     }
-    Ok(start_at..=end_at)
+    let not_a_node = |which: &str, seq: u64| {
+        format!(
+            "replace {which} seq {seq} is not a current surface node ({} nodes)",
+            nodes.len()
+        )
+    };
+    let Some(start_at) = nodes.iter().position(|n| seq_of(n) == start) else {
+        return Err(not_a_node("start", start));
+    };
+    let Some(end_at) = end_at else {
+        return Err(not_a_node("end", end));
+    };
+    Err(format!(
+        "replace start seq {start} (surface position {start_at}) comes after end seq {end} \
+         (surface position {end_at})"
+    ))
 }
 
 /// Checks that `sources` (a replacing event's `sourceEventSeqs`) names every `shadowed` seq; the
@@ -561,6 +571,42 @@ mod tests {
             assert!(text.contains(expected), "{text}");
             assert_eq!(seqs(surface.events()), [3, 2]);
         }
+    }
+
+    #[test]
+    fn a_replace_reads_only_the_nodes_from_its_start_on() {
+        let surface: Vec<u64> = (0..10_000).map(|n| n * 2).collect();
+        let reads = std::cell::Cell::new(0usize);
+        let counted = |seq: &u64| {
+            reads.set(reads.get() + 1);
+            *seq
+        };
+        // A pruned recent node, then a recent range.
+        assert_eq!(
+            shadowed_range(&surface, counted, 19_998, 19_998),
+            Ok(9_999..=9_999)
+        );
+        assert_eq!(reads.replace(0), 2);
+        assert_eq!(
+            shadowed_range(&surface, counted, 19_990, 19_996),
+            Ok(9_995..=9_998)
+        );
+        assert!(reads.replace(0) <= 10, "{}", reads.get());
+        // A compaction of everything reads each node about once.
+        assert_eq!(shadowed_range(&surface, counted, 0, 19_998), Ok(0..=9_999));
+        assert!(reads.replace(0) <= 10_001);
+        // Invalid: start after end; a seq that is not a node (odd seqs never are).
+        let err = shadowed_range(&surface, |&s| s, 20, 10).unwrap_err();
+        assert!(
+            err.contains(
+                "start seq 20 (surface position 10) comes after end seq 10 (surface position 5)"
+            ),
+            "{err}"
+        );
+        let err = shadowed_range(&surface, |&s| s, 3, 10).unwrap_err();
+        assert!(err.contains("start seq 3 is not"), "{err}");
+        let err = shadowed_range(&surface, |&s| s, 10, 3).unwrap_err();
+        assert!(err.contains("end seq 3 is not"), "{err}");
     }
 
     #[test]
