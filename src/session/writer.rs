@@ -104,6 +104,9 @@ pub struct TailSeen {
     pub reason: String,
     /// Whether they look like one unfinished batch (which an append may cut once settled).
     pub cuttable: bool,
+    /// Whether they are the batch of a stale pending marker: a writer of ours died writing it
+    /// (a live one removes its marker before it unlocks), so no settling time applies.
+    pub pending: bool,
 }
 
 impl TailSeen {
@@ -117,6 +120,9 @@ impl TailSeen {
                 self.reason,
                 self.len - self.at
             ));
+        }
+        if self.pending {
+            return None;
         }
         let age = self
             .modified
@@ -174,16 +180,21 @@ impl SessionWriter {
             }
         })?;
         fs::create_dir_all(&dir).map_err(|e| SessionError::io(&dir, e))?;
-        let dir_lock = lock_dir(&dir)?;
-        for existing in [paths::PLAIN_LOG, paths::ZSTD_LOG] {
-            let path = dir.join(existing);
-            if path.exists() {
-                return Err(SessionError::AlreadyExists {
-                    id: header.id.clone(),
-                    path,
-                });
+        let exists = |dir: &Path| {
+            for existing in [paths::PLAIN_LOG, paths::ZSTD_LOG] {
+                let path = dir.join(existing);
+                if path.exists() {
+                    return Err(SessionError::AlreadyExists {
+                        id: header.id.clone(),
+                        path,
+                    });
+                }
             }
-        }
+            Ok(())
+        };
+        exists(&dir)?;
+        let dir_lock = lock_dir(&dir)?;
+        exists(&dir)?;
         let path = dir.join(encoding.file_name());
         let mut line = serde_json::to_vec(&header).expect("headers serialize");
         line.push(b'\n');
@@ -649,6 +660,7 @@ fn observe(
         digest: digest_range(path, at, len)?,
         reason,
         cuttable,
+        pending,
     };
     Ok((scan, Some(tail)))
 }
