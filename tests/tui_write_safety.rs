@@ -233,7 +233,8 @@ async fn two_tuis_on_one_session_never_lose_a_message() {
         log.contains("from the first") && log.matches("turn/end").count() == 2
     })
     .await;
-    quit(first);
+    // Shutting down lets go of the session even while its app is still around.
+    first.agent.shutdown();
     tokio::time::sleep(Duration::from_millis(50)).await;
     // Once the first let go, the second takes the session over, with what the first logged.
     second.handle(key(KeyCode::Enter));
@@ -256,6 +257,7 @@ async fn two_tuis_on_one_session_never_lose_a_message() {
     assert!(texts.iter().any(|t| t == "from the first"), "{texts:?}");
     assert!(texts.iter().any(|t| t == "from the second"), "{texts:?}");
     quit(second);
+    drop(first);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
