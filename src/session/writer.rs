@@ -544,7 +544,8 @@ pub fn held_by_another_writer(path: &Path) -> bool {
 /// encoding (zstd if it holds any zstd log), and zstd for an empty or new home.
 ///
 /// Walks `sessions/*/*/` until it finds a log of the kind that decides (a conflicting one, or
-/// any zstd log without a request).
+/// any zstd log without a request): a home of the kind asked for (or a plain home without a
+/// request) costs one `stat` per session, about as much as the listing the TUI warms anyway.
 pub fn home_encoding(home: &Path, requested: Option<Encoding>) -> Result<Encoding> {
     let sessions = home.join(paths::SESSIONS_DIR);
     let decisive = match requested {
@@ -553,18 +554,16 @@ pub fn home_encoding(home: &Path, requested: Option<Encoding>) -> Result<Encodin
     };
     let mut found_plain = false;
     let mut decided = None;
+    // One `stat` per session: the decisive kind; the other only until one plain log is seen.
     'walk: for project in sorted_dirs(&sessions)? {
         for session in sorted_dirs(&project)? {
-            for encoding in [Encoding::Plain, Encoding::Zstd] {
-                let log = session.join(encoding.file_name());
-                if !log.is_file() {
-                    continue;
-                }
-                found_plain |= encoding == Encoding::Plain;
-                if encoding == decisive {
-                    decided = Some(log);
-                    break 'walk;
-                }
+            let log = session.join(decisive.file_name());
+            if log.is_file() {
+                decided = Some(log);
+                break 'walk;
+            }
+            if requested.is_none() && !found_plain {
+                found_plain = session.join(paths::PLAIN_LOG).is_file();
             }
         }
     }
