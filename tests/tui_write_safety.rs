@@ -6,8 +6,12 @@
 mod support;
 
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+use dsh_session_references::agent::hooks::{
+    AgentInfo, HookResult, Next, PromptDecision, PromptSubmitListener,
+};
 use dsh_session_references::session::reader::{read_log, Encoding};
 use dsh_session_references::session::writer::WriteFault;
+use dsh_session_references::session::BoxFuture;
 use dsh_session_references::session::{
     ContentBlock, EventData, Message, MessageSource, NewEvent, SessionHeader, SessionWriter,
 };
@@ -20,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use support::*;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio_util::sync::CancellationToken;
 
 fn resume(home: &Path, id: &str) -> AppOptions {
     AppOptions {
@@ -294,5 +299,39 @@ async fn a_failed_log_write_gives_the_text_back() {
     assert!(serde_json::to_string(&records)
         .unwrap()
         .contains("\"turn\":2"));
+    quit(app);
+}
+
+struct Blocker;
+
+impl PromptSubmitListener for Blocker {
+    fn on_prompt_submit<'a>(
+        &'a self,
+        _agent: &'a AgentInfo,
+        _message: &'a Message,
+        _cancel: &'a CancellationToken,
+        _next: Next<'a>,
+    ) -> BoxFuture<'a, HookResult> {
+        Box::pin(async {
+            Ok(PromptDecision::Block {
+                reason: "policy".into(),
+            })
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_prompt_gives_the_text_back() {
+    let home = tempfile::tempdir().unwrap();
+    session(home.path(), "s", Encoding::Zstd);
+    let (mut app, mut rx) = open(&resume(home.path(), "s"));
+    app.agent.hooks().append(std::sync::Arc::new(Blocker));
+    app.composer.set_text("blocked words");
+    app.handle(key(KeyCode::Enter));
+    pump(&mut app, &mut rx, |app| {
+        notices(app).contains("Message not sent (blocked)")
+    })
+    .await;
+    assert_eq!(app.composer.submission_text(), "blocked words");
     quit(app);
 }

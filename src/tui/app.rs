@@ -83,8 +83,8 @@ pub struct App {
     /// The composer text of each sent message not yet seen in the log, by message id: given back
     /// if the agent reports it unsent.
     unlogged: Vec<(String, ComposerSnapshot)>,
-    /// Unsent reports that arrived before their submission's result: (message id, reason).
-    unsent_early: Vec<(String, String)>,
+    /// Unsent reports that arrived before their submission's result: (message id, why, reason).
+    unsent_early: Vec<(String, String, String)>,
 }
 
 /// At most this many sent messages wait for their log record (older ones were long logged).
@@ -303,9 +303,13 @@ impl App {
                 let id = submitted.message_id;
                 self.unlogged.push((id.clone(), snapshot));
                 self.sync_popup();
-                if let Some(at) = self.unsent_early.iter().position(|(early, _)| *early == id) {
-                    let (_, reason) = self.unsent_early.remove(at);
-                    self.give_back(&[id], &reason);
+                if let Some(at) = self
+                    .unsent_early
+                    .iter()
+                    .position(|(early, ..)| *early == id)
+                {
+                    let (_, why, reason) = self.unsent_early.remove(at);
+                    self.give_back(&[id], &why, &reason);
                 }
             }
             Err(e) if e.was_cancelled() => {
@@ -334,7 +338,11 @@ impl App {
             AgentEvent::Unsent {
                 message_ids,
                 reason,
-            } => self.give_back(&message_ids, &reason),
+            } => self.give_back(
+                &message_ids,
+                "Message not sent (the session log could not be written)",
+                &reason,
+            ),
             AgentEvent::Delta(text) => {
                 self.streaming = true;
                 self.transcript.append_assistant_delta(&text);
@@ -350,7 +358,8 @@ impl App {
             AgentEvent::PromptBlocked { message_id, reason } => {
                 self.transcript
                     .push_notice(NoticeLevel::Error, format!("Prompt blocked: {reason}"));
-                self.unlogged.retain(|(sent, _)| *sent != message_id);
+                // Not sent either: its text comes back too.
+                self.give_back(&[message_id], "Message not sent (blocked)", &reason);
             }
             AgentEvent::Error(text) => self.transcript.push_notice(NoticeLevel::Error, text),
         }
@@ -358,7 +367,7 @@ impl App {
 
     /// Puts the text of messages that were not written back into the composer. A draft typed
     /// since goes to the history (Up brings it back): no text is dropped.
-    fn give_back(&mut self, message_ids: &[String], reason: &str) {
+    fn give_back(&mut self, message_ids: &[String], why: &str, reason: &str) {
         let mut returned: Vec<ComposerSnapshot> = Vec::new();
         for id in message_ids {
             match self.unlogged.iter().position(|(sent, _)| sent == id) {
@@ -368,7 +377,8 @@ impl App {
                     if self.unsent_early.len() >= MAX_UNLOGGED {
                         self.unsent_early.remove(0);
                     }
-                    self.unsent_early.push((id.clone(), reason.to_string()));
+                    self.unsent_early
+                        .push((id.clone(), why.to_string(), reason.to_string()));
                 }
                 None => {}
             }
@@ -380,7 +390,7 @@ impl App {
         for older in returned {
             self.composer.push_history(older);
         }
-        let mut notice = format!("Message not sent (the session log could not be written): {reason}. Its text is back in the composer");
+        let mut notice = format!("{why}: {reason}. Its text is back in the composer");
         if !self.composer.is_blank() {
             self.composer.push_history(self.composer.snapshot());
             notice.push_str("; your newer draft is in the history (Up)");
