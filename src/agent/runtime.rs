@@ -6,6 +6,13 @@
 //! so "inside or outside the window?" is decided atomically with the staging itself. Appends
 //! that follow from such a decision happen under that same lock (state before log, never the
 //! reverse), so the log order is the decision order.
+//!
+//! No typed message is lost silently: a prompt or steering message whose batch cannot be written
+//! (full disk, a damaged log, another writer holding the session) is reported as
+//! [`AgentEvent::Unsent`], and nothing of its turn is logged. A resumed session that another
+//! writer of ours holds is read-only until that writer lets go; records other writers append
+//! are adopted into the surface before ours (see [`crate::session::writer`]). Shutting down
+//! releases the log. Proof: `tests/agent_write_failures.rs`, `tests/tui_write_safety.rs`.
 
 use super::hooks::{AgentInfo, ContextWrapper, PromptDecision, PromptSubmitHooks};
 use super::provider::{ModelError, ModelProvider, ModelRequest};
@@ -607,12 +614,15 @@ impl Inner {
             }
             LogSlot::Held { path, known_next } => {
                 let known_next = *known_next;
+                // Kept only if the log opens: a failed attempt must not adopt anything twice.
+                let mut since = Vec::new();
                 let (writer, _) = SessionWriter::open_with(path, &mut |record: Record| {
                     if known_next.is_none_or(|next| record.first_seq() >= next) {
-                        adopted.push(record);
+                        since.push(record);
                     }
                     Ok(())
                 })?;
+                adopted.extend(since);
                 *log = LogSlot::Open(writer);
             }
             LogSlot::Open(_) => {}

@@ -2,6 +2,11 @@
 //! (keys, agent events, lookup answers, submit results). Nothing slow runs on it: candidate
 //! lookups, file indexing and the submit transaction are tasks that answer through the channel,
 //! so typing never waits, and answers to stale lookups are dropped by query id.
+//!
+//! Sent text survives a failed write: the composer is cleared once a message is taken in, but
+//! its text is kept by message id until the log shows the message; an unsent or blocked report
+//! puts it back (a newer draft goes to the history). A session that cannot be written (held by
+//! another writer, damaged) opens read-only: Enter keeps the text and says why.
 
 use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
 use super::file_match::FileIndex;
