@@ -217,7 +217,7 @@ async fn two_tuis_on_one_session_never_lose_a_message() {
     let (mut first, mut first_rx) = open(&resume(home.path(), "shared"));
     let (mut second, mut second_rx) = open(&resume(home.path(), "shared"));
     assert!(
-        notices(&second).contains("another dsh-refs holds this session"),
+        notices(&second).contains("another dsh-refs is writing this session"),
         "{}",
         notices(&second)
     );

@@ -279,8 +279,8 @@ impl Agent {
             LogSlot::Open(writer) => writer.blocked(),
             LogSlot::Held { path, .. } => crate::session::writer::held_by_another_writer(path)
                 .then(|| {
-                    "another dsh-refs holds this session: it is open read-only until that one \
-                     closes"
+                    "another dsh-refs is writing this session (it holds the session's writer \
+                     lock); this one takes over once that one quits"
                         .to_string()
                 }),
             LogSlot::Closed => Some("the agent was shut down".into()),

@@ -510,7 +510,7 @@ pub fn build(
     if let Some(reason) = app.agent.write_blocker() {
         app.transcript.push_notice(
             NoticeLevel::Error,
-            format!("Read-only: {reason}. Messages are not sent until it can be written"),
+            format!("Read-only: {reason}. What you type stays in the composer until then"),
         );
     } else if let Some(tail) = app.agent.log_tail() {
         app.transcript.push_notice(
