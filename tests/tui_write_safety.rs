@@ -335,3 +335,29 @@ async fn a_blocked_prompt_gives_the_text_back() {
     assert_eq!(app.composer.submission_text(), "blocked words");
     quit(app);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_a_log_that_just_changed_says_another_program_may_be_writing() {
+    let home = tempfile::tempdir().unwrap();
+    let path = session(home.path(), "busy", Encoding::Zstd);
+    let (app, _rx) = open(&resume(home.path(), "busy"));
+    assert!(
+        notices(&app).contains("another program may be writing"),
+        "{}",
+        notices(&app)
+    );
+    quit(app);
+    fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(60))
+        .unwrap();
+    let (app, _rx) = open(&resume(home.path(), "busy"));
+    assert!(
+        !notices(&app).contains("another program"),
+        "{}",
+        notices(&app)
+    );
+    quit(app);
+}

@@ -479,10 +479,13 @@ pub fn build(
     let model = Arc::new(OfflineModel::new(options.offline_delay));
     let (provider, model_name) = model.identity();
     let model_label = format!("{provider}/{model_name}");
+    let mut resumed_log = None;
     let (agent, history) = match &options.resume {
         Some(id) => {
             let path = disk.log_path(id)?;
-            Agent::resume_with_history(&path, model, live.clone())?
+            let resumed = Agent::resume_with_history(&path, model, live.clone())?;
+            resumed_log = Some(path);
+            resumed
         }
         None => {
             let encoding = crate::session::writer::home_encoding(&options.home, options.encoding)?;
@@ -511,6 +514,22 @@ pub fn build(
         app.transcript.push_notice(
             NoticeLevel::Error,
             format!("Read-only: {reason}. What you type stays in the composer until then"),
+        );
+    } else if let Some(age) = resumed_log
+        .as_deref()
+        .and_then(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok())
+        .and_then(|modified| modified.elapsed().ok())
+        .filter(|age| *age < crate::session::writer::SETTLE)
+    {
+        // dsh takes no lock: a log that just changed may be one it is writing right now.
+        app.transcript.push_notice(
+            NoticeLevel::Info,
+            format!(
+                "This log changed {:.1} s ago: another program may be writing this session. \
+                 Nothing of it is cut while it may be, and what it appends is read in before \
+                 each message is written",
+                age.as_secs_f64()
+            ),
         );
     } else if let Some(tail) = app.agent.log_tail() {
         app.transcript.push_notice(
