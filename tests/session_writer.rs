@@ -386,3 +386,20 @@ fn a_home_keeps_one_encoding() {
         "{err}"
     );
 }
+
+#[test]
+fn a_log_replaced_or_deleted_under_its_writer_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let path = log_with_a_turn(home.path(), "s", Encoding::Plain);
+    let (mut writer, _) = SessionWriter::open(&path).unwrap();
+    let copy = path.with_extension("copy");
+    fs::copy(&path, &copy).unwrap();
+    fs::rename(&copy, &path).unwrap();
+    let before = fs::read(&path).unwrap();
+    let reason = not_writable(writer.append(vec![user("into the void")]));
+    assert!(reason.contains("replaced"), "{reason}");
+    assert_eq!(fs::read(&path).unwrap(), before);
+    fs::remove_file(&path).unwrap();
+    let reason = not_writable(writer.append(vec![user("into the void")]));
+    assert!(reason.contains("deleted"), "{reason}");
+}

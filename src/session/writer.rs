@@ -374,6 +374,9 @@ impl SessionWriter {
             .file
             .metadata()
             .map_err(|e| SessionError::io(&self.path, e))?;
+        if let Some(reason) = replaced(&self.path, &meta) {
+            return Err(self.not_writable(reason));
+        }
         let len = meta.len();
         if len == self.len && self.tail.is_none() {
             return Ok(());
@@ -528,6 +531,32 @@ impl SessionWriter {
         self.file
             .sync_data()
             .map_err(|e| SessionError::io(&self.path, e))
+    }
+}
+
+/// Why the file at `path` is no longer the one this writer has open (deleted, or replaced by
+/// another file under the same name), if it is not: appending to ours would write where no
+/// reader looks.
+fn replaced(path: &Path, ours: &fs::Metadata) -> Option<String> {
+    match fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Some("the log was deleted since this writer opened it".into())
+        }
+        Err(_) => None,
+        Ok(now) => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::MetadataExt;
+                if (now.dev(), now.ino()) != (ours.dev(), ours.ino()) {
+                    return Some(
+                        "the log was replaced by another file since this writer opened it".into(),
+                    );
+                }
+            }
+            #[cfg(not(unix))]
+            let _ = (now, ours);
+            None
+        }
     }
 }
 
