@@ -273,7 +273,12 @@ impl Agent {
     /// trying: another writer of ours holds the session, its log is damaged past the valid
     /// prefix, or the agent was shut down. `None` does not promise the append will succeed.
     pub fn write_blocker(&self) -> Option<String> {
-        let log = self.inner.log.lock().expect("log lock");
+        // Never waits for an append in progress (a UI asks this): then nothing is known.
+        let log = match self.inner.log.try_lock() {
+            Ok(log) => log,
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+            Err(std::sync::TryLockError::Poisoned(e)) => panic!("log lock poisoned: {e}"),
+        };
         match &*log {
             LogSlot::Pending { .. } => None,
             LogSlot::Open(writer) => writer.blocked(),
