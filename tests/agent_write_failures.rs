@@ -90,3 +90,91 @@ async fn steering_that_cannot_be_written_is_unsent() {
         .unwrap()
         .contains("steer this way"));
 }
+
+/// dsh (which takes no lock) appended a turn while our agent had the session open: the agent's
+/// next turn is written after it, and its surface (what the model sees) includes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_another_writer_appended_are_adopted_into_the_surface() {
+    use dsh_session_references::session::{
+        ContentBlock, EventData, Message, MessageSource, NewEvent,
+    };
+    let home = tempfile::tempdir().unwrap();
+    let (agent, path) = resumed(home.path(), Duration::ZERO);
+    // The other writer's turn, appended byte for byte as dsh would.
+    let scratch = tempfile::tempdir().unwrap();
+    let theirs = scratch.path().join("session.jsonl.zstd");
+    std::fs::copy(&path, &theirs).unwrap();
+    let start = std::fs::metadata(&theirs).unwrap().len() as usize;
+    {
+        let (mut writer, _) = SessionWriter::open(&theirs).unwrap();
+        writer
+            .append(vec![
+                NewEvent::new(EventData::TurnStart {
+                    turn: 1,
+                    trigger: serde_json::json!({"kind": "message"}),
+                    extra: Default::default(),
+                }),
+                NewEvent::new(EventData::UserMessage(Message::new(
+                    "user",
+                    vec![ContentBlock::text("written by dsh")],
+                    MessageSource::user(),
+                    "dsh-1".into(),
+                ))),
+                NewEvent::new(EventData::TurnEnd {
+                    turn: 1,
+                    reason: serde_json::json!({"kind": "completed"}),
+                    extra: Default::default(),
+                }),
+            ])
+            .unwrap();
+    }
+    let bytes = std::fs::read(&theirs).unwrap();
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(&bytes[start..])
+        .unwrap();
+    let mut rx = agent.subscribe();
+    agent.followup(agent.user_message("ours"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, records) = read_log(&path).unwrap();
+        if records.iter().filter(|r| r.kind() == "turn/end").count() == 2 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "our turn is logged");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (scan, records) = read_log(&path).unwrap();
+    assert!(scan.torn_tail.is_none());
+    let text = serde_json::to_string(&records).unwrap();
+    assert!(
+        text.contains("written by dsh") && text.contains("\"turn\":2"),
+        "{text}"
+    );
+    let surface = agent.live().snapshot();
+    let messages: Vec<String> = surface
+        .events
+        .iter()
+        .filter_map(|e| e.message("s").ok().flatten())
+        .map(|m| m.text())
+        .collect();
+    assert_eq!(messages[0], "written by dsh", "{messages:?}");
+    assert_eq!(messages[1], "ours", "{messages:?}");
+    // The UI heard of the adopted record too.
+    let mut heard = false;
+    while let Ok(event) = rx.try_recv() {
+        if let AgentEvent::Logged(events) = event {
+            heard |= events.iter().any(|e| {
+                e.message("s")
+                    .ok()
+                    .flatten()
+                    .is_some_and(|m| m.text() == "written by dsh")
+            });
+        }
+    }
+    assert!(heard);
+    agent.shutdown();
+}

@@ -252,6 +252,18 @@ async fn two_tuis_on_one_session_never_lose_a_message() {
     assert!(scan.torn_tail.is_none());
     let seqs: Vec<u64> = records.iter().map(|r| r.first_seq()).collect();
     assert!(seqs.windows(2).all(|w| w[1] > w[0]), "{seqs:?}");
+    let turns: Vec<String> = records
+        .iter()
+        .filter_map(|r| match r {
+            dsh_session_references::session::Record::Event(e) if e.kind == "turn/start" => {
+                Some(e.data.get().to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    for (n, turn) in turns.iter().enumerate() {
+        assert!(turn.contains(&format!("\"turn\":{}", n + 1)), "{turns:?}");
+    }
     let surface = second.agent.live().snapshot();
     let texts: Vec<String> = surface
         .events

@@ -564,6 +564,24 @@ impl Inner {
         Ok(())
     }
 
+    /// Reads in what another writer appended since our last look (its turns and title count
+    /// before ours are numbered). Failures are left for the append to report.
+    fn refresh_log(&self) {
+        let mut log = self.log.lock().expect("log lock");
+        let mut adopted = Vec::new();
+        // A held log is taken over here if its writer is gone (what it wrote is adopted).
+        if let Ok(writer) = self.writer(&mut log, &mut adopted) {
+            if let Err(e) = writer.refresh() {
+                tracing::info!(error = %e, "could not re-read the session log before a turn");
+            }
+            adopted.extend(writer.take_adopted());
+        }
+        drop(log);
+        if let Err(e) = self.adopt(adopted) {
+            tracing::warn!(error = %e, "could not take in another writer's records");
+        }
+    }
+
     /// Lets go of the log (and the session's writer lock).
     fn close_log(&self) {
         *self.log.lock().expect("log lock") = LogSlot::Closed;
@@ -777,7 +795,9 @@ async fn admit_and_run(inner: &Arc<Inner>, prompt: QueuedPrompt) {
         }
     };
 
-    // The turn begins: turn/start, the contexts, then the prompt, as one batch.
+    // The turn begins: turn/start, the contexts, then the prompt, as one batch. Its number
+    // follows every turn in the log, another writer's included.
+    inner.refresh_log();
     let (turn, title) = {
         let mut state = inner.state.lock().expect("state lock");
         state.turns = state.turns.max(inner.adopted_turns.load(Ordering::Relaxed)) + 1;

@@ -139,6 +139,15 @@ impl TailSeen {
     }
 }
 
+/// What a writer finds when it looks at its log again.
+enum Look {
+    Unchanged,
+    /// The tail first seen is still there, unchanged.
+    SameTail(TailSeen),
+    /// The log changed in any other way.
+    Moved,
+}
+
 /// A test seam: makes the writer's next writes fail like a full disk, after writing `after`
 /// bytes of the batch (so the roll-back of a partial batch is exercised too).
 #[doc(hidden)]
@@ -367,9 +376,23 @@ impl SessionWriter {
         result
     }
 
-    /// Under the exclusive lock: makes `len` the end of the file, cutting a settled torn tail
-    /// seen before, or re-reading a log that moved; refuses anything else.
-    fn prepare_locked(&mut self) -> Result<()> {
+    /// Re-reads the log if it moved since this writer last looked, adopting another writer's
+    /// records ([`SessionWriter::take_adopted`]), so that what the caller builds next (a turn
+    /// number, say) follows them. Writes and cuts nothing.
+    pub fn refresh(&mut self) -> Result<()> {
+        self.file
+            .lock()
+            .map_err(|e| SessionError::io(&self.path, e))?;
+        let result = self.look_locked().and_then(|moved| match moved {
+            Look::Moved => self.resync(),
+            Look::Unchanged | Look::SameTail(_) => Ok(()),
+        });
+        let _ = self.file.unlock();
+        result
+    }
+
+    /// Under the lock: whether the file is still as this writer last saw it.
+    fn look_locked(&self) -> Result<Look> {
         let meta = self
             .file
             .metadata()
@@ -378,14 +401,29 @@ impl SessionWriter {
             return Err(self.not_writable(reason));
         }
         let len = meta.len();
-        if len == self.len && self.tail.is_none() {
-            return Ok(());
+        match &self.tail {
+            None if len == self.len => Ok(Look::Unchanged),
+            None => Ok(Look::Moved),
+            Some(seen) => {
+                let same = len == seen.len
+                    && meta.modified().ok() == seen.modified
+                    && digest_range(&self.path, seen.at, seen.len)? == seen.digest;
+                Ok(if same {
+                    Look::SameTail(seen.clone())
+                } else {
+                    Look::Moved
+                })
+            }
         }
-        if let Some(seen) = self.tail.clone() {
-            let same = len == seen.len
-                && meta.modified().ok() == seen.modified
-                && digest_range(&self.path, seen.at, seen.len)? == seen.digest;
-            if same {
+    }
+
+    /// Under the exclusive lock: makes `len` the end of the file, cutting a settled torn tail
+    /// seen before, or re-reading a log that moved; refuses anything else.
+    fn prepare_locked(&mut self) -> Result<()> {
+        match self.look_locked()? {
+            Look::Unchanged => Ok(()),
+            Look::Moved => self.resync(),
+            Look::SameTail(seen) => {
                 if let Some(reason) = seen.refusal(SystemTime::now()) {
                     return Err(self.not_writable(reason));
                 }
@@ -401,10 +439,9 @@ impl SessionWriter {
                 remove_marker(&self.path)?;
                 self.len = seen.at;
                 self.tail = None;
-                return Ok(());
+                Ok(())
             }
         }
-        self.resync()
     }
 
     /// Re-reads the log under the exclusive lock after it changed under this writer.
