@@ -92,6 +92,17 @@ enum Command {
         #[arg(long)]
         warm_iters: Option<usize>,
     },
+    /// The encoding check a new session makes (`writer::home_encoding`) over a home: each
+    /// round's time, the first one cold-ish (whatever the page cache holds).
+    HomeEncoding {
+        #[arg(long)]
+        home: std::path::PathBuf,
+        /// The encoding asked for (`--compression`); none: the home's own.
+        #[arg(long, value_enum)]
+        requested: Option<Enc>,
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
     /// Popup over N sessions: frame render and keystroke-to-frame times.
     Tui {
         #[arg(long)]
@@ -141,6 +152,27 @@ fn main() {
             warm_iters,
         } => rt.block_on(prepare(mb, encoding, iters, warm_iters.unwrap_or(iters))),
         Command::Tui { sessions, rounds } => rt.block_on(tui(sessions, rounds)),
+        Command::HomeEncoding {
+            home,
+            requested,
+            rounds,
+        } => {
+            for round in 0..rounds {
+                let started = Instant::now();
+                let answer = dsh_session_references::session::writer::home_encoding(
+                    &home,
+                    requested.map(Into::into),
+                );
+                println!(
+                    "round {round}: {:.1?} -> {}",
+                    started.elapsed(),
+                    match answer {
+                        Ok(encoding) => format!("{encoding:?}"),
+                        Err(e) => format!("error: {e}"),
+                    }
+                );
+            }
+        }
     }
 }
 

@@ -31,7 +31,8 @@ pub struct TuiArgs {
     /// Delay between words streamed by the offline model, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 15)]
     pub offline_delay_ms: u64,
-    /// Log encoding for new sessions (default: the home's existing encoding, else zstd).
+    /// Log encoding for new sessions (default: the home's existing encoding, else zstd). A home
+    /// has one encoding: asking for the other one than its logs have is an error.
     #[arg(long, value_enum, global = true)]
     pub compression: Option<Compression>,
 }

@@ -81,10 +81,13 @@ fn cached_conversations_equal_fresh_reads() {
             .open(&path)
             .unwrap();
         file.write_all(b"{\"type\":\"user/mes").unwrap();
+        // Written long ago: settled, so the next append may cut it.
+        file.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(60))
+            .unwrap();
         drop(file);
         assert_fresh(&store, "src", &path, "torn tail");
         let (mut writer, _) = SessionWriter::open(&path).unwrap();
-        assert_fresh(&store, "src", &path, "torn tail cut");
+        assert_fresh(&store, "src", &path, "torn tail kept by opening");
         writer.append(vec![user("after the cut")]).unwrap();
         assert_fresh(&store, "src", &path, "appended after the cut");
         drop(writer);

@@ -231,6 +231,14 @@ fn crash_loop(encoding: Encoding, kills: usize, seed: u64) -> Figures {
         let status = child.wait().unwrap();
         assert!(!status.success(), "the child never ends by itself");
         figures.kills += 1;
+        // The killed writer is gone for good: let its torn tail look settled, as it would by the
+        // time anyone resumed the session (a tail younger than the settling time is never cut).
+        std::fs::File::options()
+            .write(true)
+            .open(&log)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - Duration::from_secs(60))
+            .unwrap();
 
         let acks: Vec<u64> = std::fs::read_to_string(&ack)
             .unwrap()

@@ -586,14 +586,17 @@ fn torn_tail_is_cut_before_the_next_append() {
             &[0x28, 0xB5, 0x2F, 0xFD, 0x20]
         });
         fs::write(&path, &torn).unwrap();
+        // Left alone long enough: not an append in flight.
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(60))
+            .unwrap();
         let (scan, _) = read_log(&path).unwrap();
         assert!(scan.torn_tail.is_some());
         let (mut writer, _) = SessionWriter::open(&path).unwrap();
-        assert_eq!(
-            fs::read(&path).unwrap(),
-            good,
-            "torn tail cut, earlier bytes untouched"
-        );
+        assert_eq!(fs::read(&path).unwrap(), torn, "opening changes no byte");
         writer.append_records(&records[10..]).unwrap();
         let (_, again) = read_log(&path).unwrap();
         assert_eq!(again, records);
@@ -806,10 +809,17 @@ fn a_damaged_pending_marker_never_cuts_acknowledged_data() {
     // A whole marker at a line boundary is honoured: the batch after it was never acknowledged.
     let boundary =
         good.len() as u64 - good.iter().rev().skip(1).position(|b| *b == b'\n').unwrap() as u64 - 1;
+    // Opening changes nothing; the next append cuts it first.
     fs::write(&marker, format!("{boundary}\n")).unwrap();
-    let _ = SessionWriter::open(&path).unwrap();
-    assert_eq!(fs::read(&path).unwrap(), &good[..boundary as usize]);
+    let (mut writer, _) = SessionWriter::open(&path).unwrap();
+    assert_eq!(fs::read(&path).unwrap(), good);
+    writer.append(vec![title_event("marked")]).unwrap();
+    let after = fs::read(&path).unwrap();
+    assert!(after.starts_with(&good[..boundary as usize]));
+    assert!(!after.starts_with(&good));
     assert!(!marker.exists());
+    let (scan, _) = read_log(&path).unwrap();
+    assert!(scan.torn_tail.is_none());
 }
 
 #[test]

@@ -6,6 +6,13 @@
 //! so "inside or outside the window?" is decided atomically with the staging itself. Appends
 //! that follow from such a decision happen under that same lock (state before log, never the
 //! reverse), so the log order is the decision order.
+//!
+//! No typed message is lost silently: a prompt or steering message whose batch cannot be written
+//! (full disk, a damaged log, another writer holding the session) is reported as
+//! [`AgentEvent::Unsent`], and nothing of its turn is logged. A resumed session that another
+//! writer of ours holds is read-only until that writer lets go; records other writers append
+//! are adopted into the surface before ours (see [`crate::session::writer`]). Shutting down
+//! releases the log. Proof: `tests/agent_write_failures.rs`, `tests/tui_write_safety.rs`.
 
 use super::hooks::{AgentInfo, ContextWrapper, PromptDecision, PromptSubmitHooks};
 use super::provider::{ModelError, ModelProvider, ModelRequest};
@@ -18,6 +25,7 @@ use crate::session::{
 use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
@@ -45,6 +53,12 @@ pub enum AgentEvent {
         reason: String,
     },
     Error(String),
+    /// Messages that were taken in (queued or staged) but could not be written to the log, so
+    /// they were neither logged nor sent: the UI gives their text back to the user.
+    Unsent {
+        message_ids: Vec<String>,
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -100,6 +114,15 @@ enum LogSlot {
         encoding: Encoding,
     },
     Open(SessionWriter),
+    /// A resumed log that another writer of ours holds: read-only until that one lets go; every
+    /// append tries to take the log over again.
+    Held {
+        path: PathBuf,
+        /// The seq after the records this agent already holds (`None`: none).
+        known_next: Option<u64>,
+    },
+    /// The agent was shut down: its writer (and the session's writer lock) is released.
+    Closed,
 }
 
 struct Inner {
@@ -113,6 +136,9 @@ struct Inner {
     live: Arc<LiveSession>,
     registry: LiveSessions,
     model: Arc<dyn ModelProvider>,
+    /// The highest turn number, and whether a title, seen in records of another writer.
+    adopted_turns: AtomicU64,
+    adopted_title: AtomicBool,
 }
 
 /// A handle to a running agent. Clones share the agent.
@@ -140,15 +166,45 @@ impl Agent {
         )
     }
 
-    /// Continues the session whose log is at `path` (a torn tail is cut off first).
+    /// Continues the session whose log is at `path`. Nothing of the log changes here (a torn
+    /// tail is judged by the first append). A log that another writer of ours holds is resumed
+    /// read-only: [`Agent::write_blocker`] says why, and appends fail until that writer is gone.
     pub fn resume(
         path: &std::path::Path,
         model: Arc<dyn ModelProvider>,
         registry: LiveSessions,
     ) -> Result<Agent, SessionError> {
-        let (writer, _) = SessionWriter::open(path)?;
-        let (_, records) = crate::session::reader::read_log(path)?;
-        let header = writer.header().clone();
+        Self::resume_with_history(path, model, registry).map(|(agent, _)| agent)
+    }
+
+    /// [`Agent::resume`], also returning the records the log holds (read once).
+    pub fn resume_with_history(
+        path: &std::path::Path,
+        model: Arc<dyn ModelProvider>,
+        registry: LiveSessions,
+    ) -> Result<(Agent, Vec<Record>), SessionError> {
+        let mut records = Vec::new();
+        let opened = SessionWriter::open_with(path, &mut |record| {
+            records.push(record);
+            Ok(())
+        });
+        let (slot, header) = match opened {
+            Ok((writer, scan)) => (LogSlot::Open(writer), scan.header),
+            Err(SessionError::NotWritable { reason, .. }) => {
+                tracing::warn!(path = %path.display(), %reason, "resuming read-only");
+                records.clear();
+                let (scan, read) = crate::session::reader::read_log(path)?;
+                records = read;
+                (
+                    LogSlot::Held {
+                        path: path.to_path_buf(),
+                        known_next: scan.has_events.then_some(scan.next_seq),
+                    },
+                    scan.header,
+                )
+            }
+            Err(e) => return Err(e),
+        };
         let live = Arc::new(LiveSession::new(header.clone()));
         let mut state = State::default();
         for record in &records {
@@ -161,16 +217,10 @@ impl Agent {
                 state.titled |= event.kind == crate::session::format::SESSION_TITLE;
             }
         }
-        live.record_records(records)?;
+        live.record_records(records.clone())?;
         live.set_persisted(true);
-        Ok(Agent::spawn(
-            header,
-            LogSlot::Open(writer),
-            live,
-            registry,
-            model,
-            state,
-        ))
+        let agent = Agent::spawn(header, slot, live, registry, model, state);
+        Ok((agent, records))
     }
 
     fn spawn(
@@ -196,6 +246,8 @@ impl Agent {
             live,
             registry,
             model,
+            adopted_turns: AtomicU64::new(0),
+            adopted_title: AtomicBool::new(false),
         });
         tokio::spawn(run_loop(inner.clone()));
         Agent { inner }
@@ -215,6 +267,45 @@ impl Agent {
 
     pub fn live(&self) -> &Arc<LiveSession> {
         &self.inner.live
+    }
+
+    /// Why a message sent now could not be written to the log, if that is known without
+    /// trying: another writer of ours holds the session, its log is damaged past the valid
+    /// prefix, or the agent was shut down. `None` does not promise the append will succeed.
+    pub fn write_blocker(&self) -> Option<String> {
+        // Never waits for an append in progress (a UI asks this): then nothing is known.
+        let log = match self.inner.log.try_lock() {
+            Ok(log) => log,
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+            Err(std::sync::TryLockError::Poisoned(e)) => panic!("log lock poisoned: {e}"),
+        };
+        match &*log {
+            LogSlot::Pending { .. } => None,
+            LogSlot::Open(writer) => writer.blocked(),
+            LogSlot::Held { path, .. } => crate::session::writer::held_by_another_writer(path)
+                .then(|| {
+                    "another dsh-refs is writing this session (it holds the session's writer \
+                     lock); this one takes over once that one quits"
+                        .to_string()
+                }),
+            LogSlot::Closed => Some("the agent was shut down".into()),
+        }
+    }
+
+    /// What lay past the valid prefix of the log when its writer last looked, if anything.
+    pub fn log_tail(&self) -> Option<crate::session::writer::TailSeen> {
+        match &*self.inner.log.lock().expect("log lock") {
+            LogSlot::Open(writer) => writer.tail().cloned(),
+            _ => None,
+        }
+    }
+
+    #[doc(hidden)]
+    /// Test seam: makes the log's next writes fail (see [`crate::session::writer::WriteFault`]).
+    pub fn set_write_fault(&self, fault: Option<crate::session::writer::WriteFault>) {
+        if let LogSlot::Open(writer) = &mut *self.inner.log.lock().expect("log lock") {
+            writer.set_write_fault(fault);
+        }
     }
 
     /// Receives every event from now on.
@@ -339,6 +430,10 @@ impl Agent {
         if let Some(token) = &state.current {
             token.cancel();
         }
+        if state.current.is_none() {
+            // Idle: let go of the log now (a running turn lets go when it ends).
+            self.inner.close_log();
+        }
         drop(state);
         self.inner.registry.remove(&self.inner.info.session_id);
         self.inner.wake.notify_one();
@@ -383,6 +478,17 @@ fn steering_event(turn: u64, message: Message) -> NewEvent {
     })
 }
 
+/// The ids of the typed (steering) messages among `staged`.
+fn steering_ids(staged: &[Staged]) -> Vec<String> {
+    staged
+        .iter()
+        .filter_map(|s| match s {
+            Staged::Steering(m) => Some(m.id.clone()),
+            Staged::Context(_) => None,
+        })
+        .collect()
+}
+
 fn staged_events(turn: u64, staged: impl IntoIterator<Item = Staged>) -> Vec<NewEvent> {
     staged
         .into_iter()
@@ -410,12 +516,75 @@ impl Inner {
             return Ok(Vec::new());
         }
         let mut log = self.log.lock().expect("log lock");
-        let writer = self.writer(&mut log)?;
-        let events = writer.append(batch)?;
-        self.live.record(&events)?;
+        let mut adopted = Vec::new();
+        let appended = match self.writer(&mut log, &mut adopted) {
+            Ok(writer) => {
+                let appended = writer.append(batch);
+                adopted.extend(writer.take_adopted());
+                appended
+            }
+            Err(e) => Err(e),
+        };
         drop(log);
+        self.adopt(adopted)?;
+        let events = appended?;
+        self.live.record(&events)?;
         self.emit(AgentEvent::Logged(events.clone()));
         Ok(events)
+    }
+
+    /// Takes in records another writer appended (re-read by our writer): the in-memory surface
+    /// and the UI must include them before what we append after them.
+    fn adopt(&self, records: Vec<Record>) -> Result<(), SessionError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let events: Vec<Event> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Event(e) => Some(e.clone()),
+                Record::Packed(_) => None,
+            })
+            .collect();
+        // Not under the state lock (an append may run with it held): the next turn reads these.
+        for event in &events {
+            if event.kind == crate::session::format::TURN_START {
+                if let Ok(EventData::TurnStart { turn, .. }) = event.decode(&self.info.session_id) {
+                    self.adopted_turns.fetch_max(turn, Ordering::Relaxed);
+                }
+            }
+            if event.kind == crate::session::format::SESSION_TITLE {
+                self.adopted_title.store(true, Ordering::Relaxed);
+            }
+        }
+        self.live.record_records(records)?;
+        if !events.is_empty() {
+            self.emit(AgentEvent::Logged(events));
+        }
+        Ok(())
+    }
+
+    /// Reads in what another writer appended since our last look (its turns and title count
+    /// before ours are numbered). Failures are left for the append to report.
+    fn refresh_log(&self) {
+        let mut log = self.log.lock().expect("log lock");
+        let mut adopted = Vec::new();
+        // A held log is taken over here if its writer is gone (what it wrote is adopted).
+        if let Ok(writer) = self.writer(&mut log, &mut adopted) {
+            if let Err(e) = writer.refresh() {
+                tracing::info!(error = %e, "could not re-read the session log before a turn");
+            }
+            adopted.extend(writer.take_adopted());
+        }
+        drop(log);
+        if let Err(e) = self.adopt(adopted) {
+            tracing::warn!(error = %e, "could not take in another writer's records");
+        }
+    }
+
+    /// Lets go of the log (and the session's writer lock).
+    fn close_log(&self) {
+        *self.log.lock().expect("log lock") = LogSlot::Closed;
     }
 
     /// Appends the end of a step: the streamed text as one packed row, then `tail` events.
@@ -427,72 +596,135 @@ impl Inner {
         tail: Vec<NewEvent>,
     ) -> Result<Vec<Event>, SessionError> {
         let mut log = self.log.lock().expect("log lock");
-        let writer = self.writer(&mut log)?;
-        let mut records = Vec::new();
-        let mut seq = writer.next_seq();
-        if let Some((time0, _)) = pieces.first() {
-            let time0 = *time0;
-            let dt = pieces.windows(2).map(|w| w[1].0 - w[0].0).collect();
-            let packed = PackedChunks {
-                kind: PackedKind::Text,
-                seq0: seq,
-                time0,
-                turn: turn.into(),
-                step: step.into(),
-                index: 0.into(),
-                dt,
-                pieces: pieces.into_iter().map(|(_, text)| text).collect(),
-                id: None,
-                name: None,
-                extra: Map::new(),
-                row_extra: Map::new(),
-            };
-            seq += packed.len() as u64;
-            records.push(Record::Packed(Box::new(packed)));
-        }
-        let now = now_ms();
+        let mut adopted = Vec::new();
         let mut events = Vec::new();
-        for new in tail {
-            let mut event = Event::new(seq, new.time.unwrap_or(now), &new.data);
-            if new.surface_op.is_some() {
-                event.surface_op = new.surface_op;
+        let appended = match self.writer(&mut log, &mut adopted) {
+            Ok(writer) => {
+                let appended = writer.append_built(|next_seq| {
+                    let (records, built) = step_records(next_seq, turn, step, pieces, tail);
+                    events = built;
+                    records
+                });
+                adopted.extend(writer.take_adopted());
+                appended
             }
-            seq += 1;
-            events.push(event.clone());
-            records.push(Record::Event(event));
-        }
-        writer.append_records(&records)?;
-        self.live.record_records(records)?;
+            Err(e) => Err(e),
+        };
         drop(log);
+        self.adopt(adopted)?;
+        let records = appended?;
+        self.live.record_records(records)?;
         self.emit(AgentEvent::Logged(events.clone()));
         Ok(events)
     }
 
-    fn writer<'a>(&self, log: &'a mut LogSlot) -> Result<&'a mut SessionWriter, SessionError> {
-        if let LogSlot::Pending {
-            home,
-            header,
-            encoding,
-        } = log
-        {
-            let writer = SessionWriter::create(home, header.clone(), *encoding)?;
-            self.live.set_persisted(true);
-            *log = LogSlot::Open(writer);
+    /// The open writer: created on first use, or taken over once the writer that held a resumed
+    /// log is gone (records appended meanwhile go to `adopted`).
+    fn writer<'a>(
+        &self,
+        log: &'a mut LogSlot,
+        adopted: &mut Vec<Record>,
+    ) -> Result<&'a mut SessionWriter, SessionError> {
+        match log {
+            LogSlot::Pending {
+                home,
+                header,
+                encoding,
+            } => {
+                let writer = SessionWriter::create(home, header.clone(), *encoding)?;
+                self.live.set_persisted(true);
+                *log = LogSlot::Open(writer);
+            }
+            LogSlot::Held { path, known_next } => {
+                let known_next = *known_next;
+                // Kept only if the log opens: a failed attempt must not adopt anything twice.
+                let mut since = Vec::new();
+                let (writer, _) = SessionWriter::open_with(path, &mut |record: Record| {
+                    if known_next.is_none_or(|next| record.first_seq() >= next) {
+                        since.push(record);
+                    }
+                    Ok(())
+                })?;
+                adopted.extend(since);
+                *log = LogSlot::Open(writer);
+            }
+            LogSlot::Open(_) => {}
+            LogSlot::Closed => {
+                return Err(SessionError::Other(
+                    "the agent was shut down: its session log is closed".into(),
+                ))
+            }
         }
         match log {
             LogSlot::Open(writer) => Ok(writer),
-            LogSlot::Pending { .. } => unreachable!("created above"),
+            _ => unreachable!("opened above"),
         }
     }
 
-    /// Appends under the state lock so that the log order follows the admission order.
-    fn append_locked(&self, _state: &State, batch: Vec<NewEvent>) {
+    /// Appends under the state lock so that the log order follows the admission order. If the
+    /// write fails, the messages in `unsent` (typed by the user) are reported back as unsent.
+    fn append_locked(&self, _state: &State, batch: Vec<NewEvent>, unsent: Vec<String>) {
         if let Err(e) = self.append(batch) {
-            self.emit(AgentEvent::Error(format!(
-                "could not write the session log: {e}"
-            )));
+            self.report_unsent(unsent, &e);
         }
     }
+
+    /// Tells the listeners that a write failed, and which typed messages it took with it.
+    fn report_unsent(&self, message_ids: Vec<String>, error: &SessionError) {
+        self.emit(AgentEvent::Error(format!(
+            "could not write the session log: {error}"
+        )));
+        if !message_ids.is_empty() {
+            self.emit(AgentEvent::Unsent {
+                message_ids,
+                reason: error.to_string(),
+            });
+        }
+    }
+}
+
+/// The records of a step's end: the streamed text as one packed row, then `tail` events, from
+/// seq `seq` on; also the events (for listeners).
+fn step_records(
+    mut seq: u64,
+    turn: u64,
+    step: u64,
+    pieces: Vec<(i64, String)>,
+    tail: Vec<NewEvent>,
+) -> (Vec<Record>, Vec<Event>) {
+    let mut records = Vec::new();
+    if let Some((time0, _)) = pieces.first() {
+        let time0 = *time0;
+        let dt = pieces.windows(2).map(|w| w[1].0 - w[0].0).collect();
+        let packed = PackedChunks {
+            kind: PackedKind::Text,
+            seq0: seq,
+            time0,
+            turn: turn.into(),
+            step: step.into(),
+            index: 0.into(),
+            dt,
+            pieces: pieces.into_iter().map(|(_, text)| text).collect(),
+            id: None,
+            name: None,
+            extra: Map::new(),
+            row_extra: Map::new(),
+        };
+        seq += packed.len() as u64;
+        records.push(Record::Packed(Box::new(packed)));
+    }
+    let now = now_ms();
+    let mut events = Vec::new();
+    for new in tail {
+        let mut event = Event::new(seq, new.time.unwrap_or(now), &new.data);
+        if new.surface_op.is_some() {
+            event.surface_op = new.surface_op;
+        }
+        seq += 1;
+        events.push(event.clone());
+        records.push(Record::Event(event));
+    }
+    (records, events)
 }
 
 async fn run_loop(inner: Arc<Inner>) {
@@ -523,6 +755,10 @@ async fn run_loop(inner: Arc<Inner>) {
         state.turn_open = false;
         state.window_open = false;
         let status = status_of(&state);
+        if state.stopped {
+            // Shut down during the turn: let go of the log now that the turn is written.
+            inner.close_log();
+        }
         drop(state);
         inner.emit(AgentEvent::Status(status));
     }
@@ -559,10 +795,13 @@ async fn admit_and_run(inner: &Arc<Inner>, prompt: QueuedPrompt) {
         }
     };
 
-    // The turn begins: turn/start, the contexts, then the prompt, as one batch.
+    // The turn begins: turn/start, the contexts, then the prompt, as one batch. Its number
+    // follows every turn in the log, another writer's included.
+    inner.refresh_log();
     let (turn, title) = {
         let mut state = inner.state.lock().expect("state lock");
-        state.turns += 1;
+        state.turns = state.turns.max(inner.adopted_turns.load(Ordering::Relaxed)) + 1;
+        state.titled |= inner.adopted_title.load(Ordering::Relaxed);
         state.turn_open = true;
         let title = (!state.titled).then(|| title_for(&message)).flatten();
         state.titled |= title.is_some();
@@ -574,13 +813,19 @@ async fn admit_and_run(inner: &Arc<Inner>, prompt: QueuedPrompt) {
         extra: Map::new(),
     })];
     batch.extend(contexts.into_iter().map(context_event));
+    let message_id = message.id.clone();
     batch.push(NewEvent::new(EventData::UserMessage(message)));
     let events = match inner.append(batch) {
         Ok(events) => events,
         Err(e) => {
-            inner.emit(AgentEvent::Error(format!(
-                "could not write the session log: {e}"
-            )));
+            // Nothing of this turn was written: its number and title are still free.
+            {
+                let mut state = inner.state.lock().expect("state lock");
+                state.turns -= 1;
+                state.titled &= title.is_none();
+                state.turn_open = false;
+            }
+            inner.report_unsent(vec![message_id], &e);
             close_without_turn(inner);
             return;
         }
@@ -629,7 +874,7 @@ fn close_without_turn(inner: &Arc<Inner>) {
     }
     if !pending_contexts.is_empty() {
         let batch = pending_contexts.into_iter().map(context_event).collect();
-        inner.append_locked(&state, batch);
+        inner.append_locked(&state, batch, Vec::new());
     }
     inner.wake.notify_one();
 }
@@ -643,7 +888,8 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
             let mut state = inner.state.lock().expect("state lock");
             let staged: Vec<Staged> = state.outbox.drain(..).collect();
             if !staged.is_empty() {
-                inner.append_locked(&state, staged_events(turn, staged));
+                let ids = steering_ids(&staged);
+                inner.append_locked(&state, staged_events(turn, staged), ids);
                 let status = status_of(&state);
                 drop(state);
                 inner.emit(AgentEvent::Status(status));
@@ -729,7 +975,8 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
         state.window_open = false;
         let staged: Vec<Staged> = state.outbox.drain(..).collect();
         if !staged.is_empty() {
-            inner.append_locked(&state, staged_events(turn, staged));
+            let ids = steering_ids(&staged);
+            inner.append_locked(&state, staged_events(turn, staged), ids);
         }
         drop(state);
         inner.emit_status();
@@ -751,7 +998,8 @@ fn close_turn(inner: &Arc<Inner>, turn: u64) {
     state.window_open = false;
     let staged: Vec<Staged> = state.outbox.drain(..).collect();
     if !staged.is_empty() {
-        inner.append_locked(&state, staged_events(turn, staged));
+        let ids = steering_ids(&staged);
+        inner.append_locked(&state, staged_events(turn, staged), ids);
     }
 }
 

@@ -34,6 +34,10 @@ pub enum SessionError {
     InvalidId { id: String, reason: String },
     #[error("session {id:?} already exists at {path}")]
     AlreadyExists { id: String, path: PathBuf },
+    /// The writer refused to append (nothing was written): another writer is active, the log
+    /// is damaged past its valid prefix, or it changed in a way this writer will not guess at.
+    #[error("{path}: not written: {reason}")]
+    NotWritable { path: PathBuf, reason: String },
     #[error("{0}")]
     Other(String),
 }

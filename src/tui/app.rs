@@ -2,8 +2,13 @@
 //! (keys, agent events, lookup answers, submit results). Nothing slow runs on it: candidate
 //! lookups, file indexing and the submit transaction are tasks that answer through the channel,
 //! so typing never waits, and answers to stale lookups are dropped by query id.
+//!
+//! Sent text survives a failed write: the composer is cleared once a message is taken in, but
+//! its text is kept by message id until the log shows the message; an unsent or blocked report
+//! puts it back (a newer draft goes to the history). A session that cannot be written (held by
+//! another writer, damaged) opens read-only: Enter keeps the text and says why.
 
-use super::composer::{Composer, ComposerOutcome};
+use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
 use super::file_match::FileIndex;
 use super::help::KeyHelp;
 use super::mount::{SessionReferenceMount, SubmitError, Submitted};
@@ -80,7 +85,15 @@ pub struct App {
     quit_armed: Option<Instant>,
     pub should_quit: bool,
     tx: mpsc::UnboundedSender<AppEvent>,
+    /// The composer text of each sent message not yet seen in the log, by message id: given back
+    /// if the agent reports it unsent.
+    unlogged: Vec<(String, ComposerSnapshot)>,
+    /// Unsent reports that arrived before their submission's result: (message id, why, reason).
+    unsent_early: Vec<(String, String, String)>,
 }
+
+/// At most this many sent messages wait for their log record (older ones were long logged).
+const MAX_UNLOGGED: usize = 64;
 
 impl App {
     pub fn new(
@@ -105,6 +118,8 @@ impl App {
             quit_armed: None,
             should_quit: false,
             tx,
+            unlogged: Vec::new(),
+            unsent_early: Vec::new(),
         }
     }
 
@@ -260,6 +275,14 @@ impl App {
         if self.composer.is_blank() {
             return;
         }
+        if let Some(reason) = self.agent.write_blocker() {
+            // Read-only: the text stays where it is.
+            self.transcript.push_notice(
+                NoticeLevel::Error,
+                format!("Not sent (this session cannot be written): {reason}"),
+            );
+            return;
+        }
         self.popup.close();
         // Trailing whitespace (such as the space after an inserted mention) is not content.
         let text = self.composer.submission_text().trim_end().to_string();
@@ -276,10 +299,23 @@ impl App {
     fn on_submitted(&mut self, result: Result<Submitted, SubmitError>) {
         self.preparing = None;
         match result {
-            Ok(_) => {
+            Ok(submitted) => {
                 let (_, snapshot) = self.composer.take_submission();
-                self.composer.push_history(snapshot);
+                self.composer.push_history(snapshot.clone());
+                if self.unlogged.len() >= MAX_UNLOGGED {
+                    self.unlogged.remove(0);
+                }
+                let id = submitted.message_id;
+                self.unlogged.push((id.clone(), snapshot));
                 self.sync_popup();
+                if let Some(at) = self
+                    .unsent_early
+                    .iter()
+                    .position(|(early, ..)| *early == id)
+                {
+                    let (_, why, reason) = self.unsent_early.remove(at);
+                    self.give_back(&[id], &why, &reason);
+                }
             }
             Err(e) if e.was_cancelled() => {
                 self.transcript
@@ -298,9 +334,20 @@ impl App {
             AgentEvent::Logged(events) => {
                 let id = self.agent.info().session_id.clone();
                 for event in &events {
+                    if let Ok(Some(message)) = event.message(&id) {
+                        self.unlogged.retain(|(sent, _)| *sent != message.id);
+                    }
                     self.show_event(&id, event);
                 }
             }
+            AgentEvent::Unsent {
+                message_ids,
+                reason,
+            } => self.give_back(
+                &message_ids,
+                "Message not sent (the session log could not be written)",
+                &reason,
+            ),
             AgentEvent::Delta(text) => {
                 self.streaming = true;
                 self.transcript.append_assistant_delta(&text);
@@ -313,11 +360,49 @@ impl App {
                 }
                 self.status = status;
             }
-            AgentEvent::PromptBlocked { reason, .. } => self
-                .transcript
-                .push_notice(NoticeLevel::Error, format!("Prompt blocked: {reason}")),
+            AgentEvent::PromptBlocked { message_id, reason } => {
+                self.transcript
+                    .push_notice(NoticeLevel::Error, format!("Prompt blocked: {reason}"));
+                // Not sent either: its text comes back too.
+                self.give_back(&[message_id], "Message not sent (blocked)", &reason);
+            }
             AgentEvent::Error(text) => self.transcript.push_notice(NoticeLevel::Error, text),
         }
+    }
+
+    /// Puts the text of messages that were not written back into the composer. A draft typed
+    /// since goes to the history (Up brings it back): no text is dropped.
+    fn give_back(&mut self, message_ids: &[String], why: &str, reason: &str) {
+        let mut returned: Vec<ComposerSnapshot> = Vec::new();
+        for id in message_ids {
+            match self.unlogged.iter().position(|(sent, _)| sent == id) {
+                Some(at) => returned.push(self.unlogged.remove(at).1),
+                // Its submission's result is still on the way: given back when it arrives.
+                None if self.preparing.is_some() => {
+                    if self.unsent_early.len() >= MAX_UNLOGGED {
+                        self.unsent_early.remove(0);
+                    }
+                    self.unsent_early
+                        .push((id.clone(), why.to_string(), reason.to_string()));
+                }
+                None => {}
+            }
+        }
+        let Some(snapshot) = returned.pop() else {
+            return;
+        };
+        // Older unsent messages than the last one stay reachable with Up.
+        for older in returned {
+            self.composer.push_history(older);
+        }
+        let mut notice = format!("{why}: {reason}. Its text is back in the composer");
+        if !self.composer.is_blank() {
+            self.composer.push_history(self.composer.snapshot());
+            notice.push_str("; your newer draft is in the history (Up)");
+        }
+        self.composer.restore(snapshot);
+        self.sync_popup();
+        self.transcript.push_notice(NoticeLevel::Error, notice);
     }
 
     fn status_line(&self) -> StatusLine {
@@ -394,16 +479,16 @@ pub fn build(
     let model = Arc::new(OfflineModel::new(options.offline_delay));
     let (provider, model_name) = model.identity();
     let model_label = format!("{provider}/{model_name}");
+    let mut resumed_log = None;
     let (agent, history) = match &options.resume {
         Some(id) => {
             let path = disk.log_path(id)?;
-            let (_, records) = crate::session::reader::read_log(&path)?;
-            (Agent::resume(&path, model, live.clone())?, records)
+            let resumed = Agent::resume_with_history(&path, model, live.clone())?;
+            resumed_log = Some(path);
+            resumed
         }
         None => {
-            let encoding = options
-                .encoding
-                .unwrap_or_else(|| disk.preferred_encoding());
+            let encoding = crate::session::writer::home_encoding(&options.home, options.encoding)?;
             let header = SessionHeader::new(
                 format!("session-{}", uuid::Uuid::new_v4()),
                 now_ms(),
@@ -425,6 +510,38 @@ pub fn build(
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
     let mut app = App::new(agent, mount, model_label, tx);
     app.show_history(&history);
+    if let Some(reason) = app.agent.write_blocker() {
+        app.transcript.push_notice(
+            NoticeLevel::Error,
+            format!("Read-only: {reason}. What you type stays in the composer until then"),
+        );
+    } else if let Some(age) = resumed_log
+        .as_deref()
+        .and_then(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok())
+        .and_then(|modified| modified.elapsed().ok())
+        .filter(|age| *age < crate::session::writer::SETTLE)
+    {
+        // dsh takes no lock: a log that just changed may be one it is writing right now.
+        app.transcript.push_notice(
+            NoticeLevel::Info,
+            format!(
+                "This log changed {:.1} s ago: another program may be writing this session. \
+                 Nothing of it is cut while it may be, and what it appends is read in before \
+                 each message is written",
+                age.as_secs_f64()
+            ),
+        );
+    } else if let Some(tail) = app.agent.log_tail() {
+        app.transcript.push_notice(
+            NoticeLevel::Info,
+            format!(
+                "The log ends in {} bytes that are not a complete batch ({}); they are left as \
+                 they are unless the next message finds them unchanged and settled",
+                tail.len - tail.at,
+                tail.reason
+            ),
+        );
+    }
     Ok((app, history))
 }
 
