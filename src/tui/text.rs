@@ -7,6 +7,7 @@
 use super::escape::{self, EscapeMode, Shown};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
+use unicode_segmentation::UnicodeSegmentation;
 
 /// Display width of one character, in cells.
 pub fn char_width(c: char) -> usize {
@@ -17,6 +18,17 @@ pub fn char_width(c: char) -> usize {
 /// Display width of a string, in cells.
 pub fn str_width(s: &str) -> usize {
     Span::raw(s).width()
+}
+
+/// Display width of a string as the buffer draws it: the sum of the widths of its extended
+/// grapheme clusters (ratatui draws cluster by cluster, and skips one that holds a control).
+/// Differs from [`str_width`] where a sequence is drawn narrower or wider than its characters
+/// measure alone.
+pub fn cluster_cells(s: &str) -> usize {
+    s.graphemes(true)
+        .filter(|g| !g.contains(char::is_control))
+        .map(str_width)
+        .sum()
 }
 
 const TAB: &str = "    ";
