@@ -2,8 +2,14 @@
 //! (keys, agent events, lookup answers, submit results). Nothing slow runs on it: candidate
 //! lookups, file indexing and the submit transaction are tasks that answer through the channel,
 //! so typing never waits, and answers to stale lookups are dropped by query id.
+//!
+//! No typed key is lost (SPEC §5.5): Enter takes the message out of the composer at once, so
+//! keys and pastes that arrive while it is being prepared and sent (in the same input burst or
+//! later) land in a fresh draft. A send that fails or is cancelled puts the message back in
+//! front of that draft; one that succeeds files it in history. While a send is in flight Enter
+//! sends nothing more (no duplicates) and Esc cancels it.
 
-use super::composer::{Composer, ComposerOutcome};
+use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
 use super::file_match::FileIndex;
 use super::help::KeyHelp;
 use super::mount::{SessionReferenceMount, SubmitError, Submitted};
@@ -75,6 +81,8 @@ pub struct App {
     model: String,
     /// Cancels the submit transaction in flight (Esc).
     preparing: Option<CancellationToken>,
+    /// The message of the submit transaction in flight, to restore if it fails.
+    in_flight: Option<ComposerSnapshot>,
     lookup_cancel: Option<CancellationToken>,
     streaming: bool,
     quit_armed: Option<Instant>,
@@ -100,6 +108,7 @@ impl App {
             status: AgentStatus::default(),
             model,
             preparing: None,
+            in_flight: None,
             lookup_cancel: None,
             streaming: false,
             quit_armed: None,
@@ -145,10 +154,8 @@ impl App {
                 self.on_key(key)
             }
             AppEvent::Input(TermEvent::Paste(text)) => {
-                if self.preparing.is_none() {
-                    self.composer.handle_paste(&text);
-                    self.sync_popup();
-                }
+                self.composer.handle_paste(&text);
+                self.sync_popup();
             }
             AppEvent::Input(_) => {}
             AppEvent::Agent(event) => self.on_agent(event),
@@ -172,11 +179,11 @@ impl App {
         }
         self.quit_armed = None;
         if let Some(cancel) = &self.preparing {
-            // The input is frozen while its snapshot is prepared: no duplicate sends.
-            if key.code == KeyCode::Esc {
+            // Typing goes on into the next draft; Esc (outside the popup) cancels the send.
+            if key.code == KeyCode::Esc && !self.popup.is_open() {
                 cancel.cancel();
+                return;
             }
-            return;
         }
         if self.popup.is_open() {
             match self.popup.handle_key(key) {
@@ -257,12 +264,15 @@ impl App {
     }
 
     fn submit(&mut self) {
-        if self.composer.is_blank() {
+        if self.composer.is_blank() || self.preparing.is_some() {
+            // One send at a time: the draft stays for when this one settles.
             return;
         }
         self.popup.close();
+        let draft = self.composer.take_draft();
         // Trailing whitespace (such as the space after an inserted mention) is not content.
-        let text = self.composer.submission_text().trim_end().to_string();
+        let text = draft.submission_text().trim_end().to_string();
+        self.in_flight = Some(draft);
         let cancel = CancellationToken::new();
         self.preparing = Some(cancel.clone());
         let mount = self.mount.clone();
@@ -275,12 +285,15 @@ impl App {
 
     fn on_submitted(&mut self, result: Result<Submitted, SubmitError>) {
         self.preparing = None;
+        let sent = self.in_flight.take().unwrap_or_default();
+        if result.is_ok() {
+            self.composer.push_history(sent);
+        } else {
+            self.composer.restore_before(sent);
+        }
+        self.sync_popup();
         match result {
-            Ok(_) => {
-                let (_, snapshot) = self.composer.take_submission();
-                self.composer.push_history(snapshot);
-                self.sync_popup();
-            }
+            Ok(_) => {}
             Err(e) if e.was_cancelled() => {
                 self.transcript
                     .push_notice(NoticeLevel::Info, "Session reference preparation cancelled");

@@ -260,8 +260,8 @@ impl Composer {
         if self.history.last() != Some(&snapshot) {
             self.history.push(snapshot);
         }
-        self.history_pos = None;
-        self.draft = None;
+        // Browsing (if any) goes on: the entries shown keep their indices, and the draft saved
+        // when browsing started (text typed while the message was being sent) is kept.
     }
 
     /// Submit helper: returns the canonical text and a snapshot (to restore on failure),
@@ -272,6 +272,32 @@ impl Composer {
         self.push_history(snapshot.clone());
         self.clear();
         (text, snapshot)
+    }
+
+    /// Takes the whole content out for sending, leaving an empty draft to type the next
+    /// message into; nothing goes to history yet (see [`push_history`](Self::push_history)).
+    pub fn take_draft(&mut self) -> ComposerSnapshot {
+        let snapshot = self.snapshot();
+        self.clear();
+        snapshot
+    }
+
+    /// Puts a message that failed to send back in front of whatever was typed since it was
+    /// taken, on a line of its own; the cursor stays where the typing was. Nothing typed is
+    /// lost and nothing is added but the one line break that keeps the two apart.
+    pub fn restore_before(&mut self, snapshot: ComposerSnapshot) {
+        if self.elems.is_empty() {
+            return self.restore(snapshot);
+        }
+        let mut elems = snapshot.elems;
+        if !elems.is_empty() && !elems.last().is_some_and(|e| e.is('\n')) && !self.elems[0].is('\n')
+        {
+            elems.push(Elem::Char('\n'));
+        }
+        self.cursor += elems.len();
+        elems.append(&mut self.elems);
+        self.elems = elems;
+        self.after_edit();
     }
 
     // ----- editing -----
@@ -1273,6 +1299,53 @@ mod tests {
         let c = typed(&format!("abc{FAMILY}"));
         // The family is 2 cells: at width 4 it moves to the next row whole.
         assert_eq!(c.layout(4), vec![0..3, 3..8]);
+    }
+
+    #[test]
+    fn a_failed_message_goes_back_in_front_of_the_new_draft() {
+        let mut c = typed("@");
+        c.insert_mention(&candidate("s-1", "Fix"));
+        c.insert_str("please");
+        let sent = c.take_draft();
+        assert!(c.is_empty());
+        c.insert_str("next");
+        c.move_left();
+        c.restore_before(sent.clone());
+        assert_eq!(c.display_text(), "@Fix please\nnext");
+        assert_eq!(c.mentions().len(), 1, "the mention is back as a mention");
+        c.insert_char('!');
+        assert_eq!(
+            c.display_text(),
+            "@Fix please\nnex!t",
+            "cursor where typing was"
+        );
+        // Nothing typed since: the message comes back as it was, cursor included.
+        let mut c = Composer::new();
+        c.restore_before(sent.clone());
+        assert_eq!(c.snapshot(), sent);
+        // A draft already starting on a new line gets no second line break.
+        let mut c = typed("\nx");
+        c.restore_before(sent);
+        assert_eq!(c.display_text(), "@Fix please\nx");
+    }
+
+    #[test]
+    fn filing_a_sent_message_keeps_history_browsing_and_its_draft() {
+        let mut c = typed("old");
+        let old = c.take_draft();
+        c.push_history(old);
+        let sent = {
+            c.insert_str("sent");
+            c.take_draft()
+        };
+        c.insert_str("typed meanwhile");
+        assert_eq!(c.move_up(), ComposerOutcome::Edited);
+        assert_eq!(c.display_text(), "old");
+        c.push_history(sent);
+        assert_eq!(c.move_down(), ComposerOutcome::Edited);
+        assert_eq!(c.display_text(), "sent");
+        assert_eq!(c.move_down(), ComposerOutcome::Edited);
+        assert_eq!(c.display_text(), "typed meanwhile");
     }
 
     #[test]
