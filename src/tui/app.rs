@@ -442,6 +442,10 @@ pub fn build(
 }
 
 /// Indexes files under `cwd` for the popup's file rows, off the UI thread.
+///
+/// Only names that are valid UTF-8 are offered: a lossy spelling of any other name is a path
+/// that does not exist, and inserting it would reference nothing (or another file). Such a
+/// directory is not entered either, since every path below it has the same problem.
 pub fn index_files(cwd: PathBuf, tx: mpsc::UnboundedSender<AppEvent>) {
     std::thread::spawn(move || {
         let mut paths = Vec::new();
@@ -452,16 +456,19 @@ pub fn index_files(cwd: PathBuf, tx: mpsc::UnboundedSender<AppEvent>) {
             };
             for entry in entries.flatten() {
                 let name = entry.file_name();
-                let name = name.to_string_lossy();
-                if name.starts_with('.') || matches!(name.as_ref(), "target" | "node_modules") {
+                let Some(name) = name.to_str() else {
+                    continue;
+                };
+                if name.starts_with('.') || matches!(name, "target" | "node_modules") {
                     continue;
                 }
                 let path = entry.path();
                 match entry.file_type() {
                     Ok(t) if t.is_dir() => stack.push(path),
                     Ok(t) if t.is_file() => {
-                        if let Ok(rel) = path.strip_prefix(&cwd) {
-                            paths.push(rel.to_string_lossy().into_owned());
+                        // `cwd` itself may have any name: only the relative part is offered.
+                        if let Some(rel) = path.strip_prefix(&cwd).ok().and_then(|r| r.to_str()) {
+                            paths.push(rel.to_string());
                         }
                     }
                     _ => {}
@@ -596,4 +603,49 @@ pub async fn run_terminal(options: AppOptions) -> Result<(), AppError> {
     let mut terminal = Terminal::new(backend)?;
     terminal.clear()?;
     run_loop(&mut terminal, app, rx).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tui::file_match::FileMatcher;
+
+    fn indexed(cwd: &std::path::Path) -> Arc<FileIndex> {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        index_files(cwd.to_path_buf(), tx);
+        match rx.blocking_recv() {
+            Some(AppEvent::Files(index)) => index,
+            other => panic!("expected the file index, got {other:?}"),
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn names_that_are_not_utf8_are_left_out() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cafe.txt"), "ok").unwrap();
+        std::fs::write(
+            dir.path().join(OsStr::from_bytes(b"caf\xe9.txt")),
+            "latin-1",
+        )
+        .unwrap();
+        let odd_dir = dir.path().join(OsStr::from_bytes(b"caf\xffdir"));
+        std::fs::create_dir(&odd_dir).unwrap();
+        std::fs::write(odd_dir.join("cafe-inner.txt"), "below").unwrap();
+        std::fs::create_dir(dir.path().join("ok")).unwrap();
+        std::fs::write(dir.path().join("ok/cafe-nested.txt"), "ok").unwrap();
+        let index = indexed(dir.path());
+        let mut paths: Vec<String> = FileMatcher::default()
+            .best(&index, "caf", 50)
+            .into_iter()
+            .map(|row| row.path)
+            .collect();
+        paths.sort();
+        assert_eq!(paths, ["cafe.txt", "ok/cafe-nested.txt"]);
+        for path in &paths {
+            assert!(dir.path().join(path).is_file(), "{path} exists");
+        }
+    }
 }
