@@ -14,14 +14,14 @@
 //! letter with its combining marks goes as a whole, and a cluster is as wide as the buffer draws
 //! it. Clusters are found with `unicode-segmentation` on the stretch of characters between two
 //! boundaries that no context can move (the text's ends, a mention's edges, either side of a
-//! line feed, and between two ASCII characters other than CR LF), so an edit costs the cluster
-//! around it, not the whole text.
+//! line feed, and between two characters that never combine, such as two ASCII letters), so an
+//! edit costs the cluster around it, not the whole text.
 
 use super::escape::{self, EscapeMode, Shown};
 use super::popup::PopupItem;
 use super::render::{clip, Renderable};
 use super::style;
-use super::text::{char_width, cluster_cells, StyledText};
+use super::text::{certain_boundary, char_width, cluster_cells, StyledText};
 use crate::reference::Candidate;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::buffer::Buffer;
@@ -737,16 +737,14 @@ impl Composer {
 
     /// Whether a grapheme cluster boundary falls before element `i` whatever the text around:
     /// the text's ends, a mention's edges, either side of a line feed (but not inside CR LF),
-    /// and between two ASCII characters (no ASCII character extends, joins or prepends).
+    /// and a [`certain_boundary`] (such as between two ASCII characters).
     fn is_fixed_boundary(&self, i: usize) -> bool {
         if i == 0 || i >= self.elems.len() {
             return true;
         }
         match (&self.elems[i - 1], &self.elems[i]) {
             (Elem::Char('\r'), Elem::Char('\n')) => false,
-            (Elem::Char(a), Elem::Char(b)) => {
-                *a == '\n' || *b == '\n' || (a.is_ascii() && b.is_ascii())
-            }
+            (Elem::Char(a), Elem::Char(b)) => *a == '\n' || *b == '\n' || certain_boundary(*a, *b),
             _ => true,
         }
     }
