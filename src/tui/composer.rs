@@ -831,12 +831,31 @@ impl Composer {
                 i += 1;
                 continue;
             }
-            let mut end = i;
-            let mut run = String::new();
-            while let Some(Elem::Char(c)) = self.elems.get(end) {
-                run.push(*c);
+            // From one fixed boundary to the next: mostly a single character, measured alone;
+            // otherwise the stretch is segmented (linear overall, however long the text).
+            let mut end = i + 1;
+            while !self.is_fixed_boundary(end) {
                 end += 1;
             }
+            if end == i + 1 {
+                widths[i] = match self.elems[i] {
+                    Elem::Char('\n') => 0,
+                    Elem::Char(c) => {
+                        let mut buf = [0u8; 4];
+                        cluster_width(c.encode_utf8(&mut buf))
+                    }
+                    Elem::Mention(_) => unreachable!("handled above"),
+                };
+                i = end;
+                continue;
+            }
+            let run: String = self.elems[i..end]
+                .iter()
+                .map(|e| match e {
+                    Elem::Char(c) => *c,
+                    Elem::Mention(_) => unreachable!("a mention's edges are fixed boundaries"),
+                })
+                .collect();
             let mut at = i;
             for cluster in run.graphemes(true) {
                 widths[at] = if cluster == "\n" {
@@ -1417,6 +1436,58 @@ mod tests {
             let shown = escape::escape_line(&label);
             prop_assert_eq!(&parsed.references[0].label, shown.as_ref());
             prop_assert_eq!(parsed.text, c.display_text());
+        }
+    }
+
+    proptest! {
+        /// Clusters and widths found from fixed boundaries agree with segmenting each run of
+        /// characters (between mentions) whole.
+        #[test]
+        fn clusters_match_whole_text_segmentation(
+            parts in proptest::collection::vec(proptest::sample::select(vec![
+                "a", " ", "\n", "\t", "\u{1b}", "\u{301}", "\u{200d}", "\u{1f468}", "\u{1f1eb}",
+                "\u{1f3fd}", "\u{1100}", "\u{1161}", "\u{11a8}", "\u{ac00}", "漢", "\u{600}",
+                "\u{903}", "\u{fe0f}", "é", "@M",
+            ]), 0..200)
+        ) {
+            let mut c = Composer::new();
+            for part in &parts {
+                if *part == "@M" {
+                    c.insert_mention_element(MentionElement {
+                        label: "M\u{1f468}".into(),
+                        session_id: "m".into(),
+                    });
+                } else {
+                    c.insert_str(part);
+                }
+            }
+            let widths = c.cell_widths();
+            let mut i = 0;
+            while i < c.elems.len() {
+                if matches!(c.elems[i], Elem::Mention(_)) {
+                    prop_assert_eq!(c.cluster_at(i), i..i + 1);
+                    prop_assert_eq!(widths[i], 4);
+                    i += 1;
+                    continue;
+                }
+                let run: String = c.elems[i..]
+                    .iter()
+                    .map_while(|e| match e {
+                        Elem::Char(ch) => Some(*ch),
+                        Elem::Mention(_) => None,
+                    })
+                    .collect();
+                for g in run.graphemes(true) {
+                    let n = g.chars().count();
+                    for j in i..i + n {
+                        prop_assert_eq!(c.cluster_at(j), i..i + n, "{:?}", g);
+                    }
+                    let want = if g == "\n" { 0 } else { cluster_width(g) };
+                    prop_assert_eq!(widths[i], want, "{:?}", g);
+                    prop_assert!(widths[i + 1..i + n].iter().all(|w| *w == 0));
+                    i += n;
+                }
+            }
         }
     }
 
