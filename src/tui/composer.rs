@@ -365,7 +365,13 @@ impl Composer {
 
     fn after_edit(&mut self) {
         self.preferred_x = None;
-        self.history_pos = None;
+        // Editing a recalled message makes it the draft. The draft it stood in for was typed
+        // and never sent: it is filed in history (Up recalls it) rather than dropped.
+        if self.history_pos.take().is_some() {
+            if let Some(draft) = self.draft.take() {
+                self.push_history(draft);
+            }
+        }
         self.draft = None;
     }
 
@@ -1363,6 +1369,26 @@ mod tests {
         assert_eq!(c.display_text(), "sent");
         assert_eq!(c.move_down(), ComposerOutcome::Edited);
         assert_eq!(c.display_text(), "typed meanwhile");
+    }
+
+    #[test]
+    fn editing_a_recalled_message_keeps_the_draft_it_replaced() {
+        let mut c = typed("old");
+        let old = c.take_draft();
+        c.push_history(old);
+        c.insert_str("half typed");
+        assert_eq!(c.move_up(), ComposerOutcome::Edited);
+        assert_eq!(c.display_text(), "old");
+        c.insert_char('!');
+        assert_eq!(c.display_text(), "old!");
+        assert_eq!(c.move_up(), ComposerOutcome::Edited);
+        assert_eq!(
+            c.display_text(),
+            "half typed",
+            "the replaced draft is recalled"
+        );
+        assert_eq!(c.move_down(), ComposerOutcome::Edited);
+        assert_eq!(c.display_text(), "old!", "and the edit is the draft now");
     }
 
     #[test]
