@@ -6,10 +6,10 @@
 //!
 //! What is printed may quote a home someone else wrote (labels, cwds, transcript text, a
 //! corruption report naming a directory or a record type), so it reaches the terminal inert
-//! (SPEC §5.2): JSON documents pass through [`escape::json_for_terminal`] (same value, DEL, C1
-//! and bidi controls spelled `\uXXXX`), stderr lines through [`escape::diagnostic`]. The one
-//! non-JSON document with free text, `mention format`, prints the caller's own label as the wire
-//! format spells it.
+//! (SPEC §5.2): the documents of `candidates` and `prepare` and every error document pass
+//! through [`escape::json_for_terminal`] (same value; DEL, C1 and bidi controls spelled
+//! `\uXXXX`), stderr lines through [`escape::diagnostic`]. `uri` and `mention` print only a
+//! function of the caller's own argument, in its exact wire form.
 
 use super::config::SessionReferenceConfig;
 use super::error::SessionReferenceError;
@@ -41,7 +41,9 @@ impl From<SessionReferenceError> for Failure {
 /// Runs `uri`, `mention`, `candidates` or `prepare`; prints the result and returns the exit code.
 pub fn run(command: &Command, home: &Path) -> i32 {
     let (stdout, stderr, code) = match execute(command, home) {
-        Ok(output) if prints_json(command) => (escape::json_for_terminal(output), String::new(), 0),
+        Ok(output) if reads_the_home(command) => {
+            (escape::json_for_terminal(output), String::new(), 0)
+        }
         Ok(output) => (output, String::new(), 0),
         Err(Failure::Contract(err)) => (
             escape::json_for_terminal(error_json(&err)),
@@ -66,12 +68,13 @@ pub fn run(command: &Command, home: &Path) -> i32 {
     code
 }
 
-/// Whether a successful `command` prints a JSON document (all but `mention format`, whose
-/// output is a mention, and `uri encode`, whose output is a URI).
-fn prints_json(command: &Command) -> bool {
-    !matches!(
+/// Whether `command`'s output can quote the home (labels, cwds, transcript text). The others
+/// print a function of the caller's own argument in its exact wire form (`uri decode` prints
+/// the id exactly as `JSON.stringify` spells it), so they are left as they are.
+fn reads_the_home(command: &Command) -> bool {
+    matches!(
         command,
-        Command::Mention(MentionCommand::Format { .. }) | Command::Uri(UriCommand::Encode { .. })
+        Command::Candidates { .. } | Command::Prepare { .. }
     )
 }
 
