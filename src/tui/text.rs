@@ -14,7 +14,9 @@ use unicode_segmentation::UnicodeSegmentation;
 
 /// Display width of one character, in cells.
 pub fn char_width(c: char) -> usize {
-    if matches!(c, ' '..='~') {
+    // Printable ASCII and Latin up to the combining marks, soft hyphen aside: one cell each (checked below
+    // against the general path).
+    if matches!(c, ' '..='~' | '\u{a0}'..='\u{ac}' | '\u{ae}'..='\u{2ff}') {
         return 1;
     }
     let mut bytes = [0u8; 4];
@@ -538,6 +540,17 @@ mod tests {
                 }
             }
             proptest::prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn char_width_fast_path_agrees_with_the_buffer() {
+        for c in (' '..='~')
+            .chain('\u{a0}'..='\u{ac}')
+            .chain('\u{ae}'..='\u{2ff}')
+        {
+            let mut bytes = [0u8; 4];
+            assert_eq!(Span::raw(&*c.encode_utf8(&mut bytes)).width(), 1, "{c:?}");
         }
     }
 
