@@ -14,8 +14,8 @@ use unicode_segmentation::UnicodeSegmentation;
 
 /// Display width of one character, in cells.
 pub fn char_width(c: char) -> usize {
-    // Printable ASCII and Latin up to the combining marks, soft hyphen aside: one cell each (checked below
-    // against the general path).
+    // Printable ASCII and Latin up to the combining marks, soft hyphen aside: one cell each
+    // (a test checks this against the general path).
     if matches!(c, ' '..='~' | '\u{a0}'..='\u{ac}' | '\u{ae}'..='\u{2ff}') {
         return 1;
     }
