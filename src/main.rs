@@ -1,5 +1,6 @@
 use clap::Parser;
 use dsh_session_references::cli::{Cli, Command, Compression, TuiArgs};
+use dsh_session_references::escape::diagnostic;
 use dsh_session_references::session::paths::resolve_home;
 use dsh_session_references::session::Encoding;
 use dsh_session_references::tui::app::{run_terminal, AppOptions};
@@ -32,7 +33,10 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs) -> i32 {
         match dsh_session_references::demo::install_demo_home() {
             Ok(home) => home,
             Err(e) => {
-                eprintln!("dsh-refs: could not install the demo home: {e}");
+                eprintln!(
+                    "dsh-refs: could not install the demo home: {}",
+                    diagnostic(&e.to_string())
+                );
                 return 1;
             }
         }
@@ -56,7 +60,10 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs) -> i32 {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("dsh-refs: could not start the async runtime: {e}");
+            eprintln!(
+                "dsh-refs: could not start the async runtime: {}",
+                diagnostic(&e.to_string())
+            );
             return 1;
         }
     };
@@ -66,12 +73,16 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs) -> i32 {
     match result {
         Ok(()) => {
             if args.demo {
-                println!("demo home kept at {}", home.display());
+                println!(
+                    "demo home kept at {}",
+                    diagnostic(&home.display().to_string())
+                );
             }
             0
         }
         Err(e) => {
-            eprintln!("dsh-refs: {e}");
+            // A resumed log's corruption report quotes its path and record: show it inert.
+            eprintln!("dsh-refs: {}", diagnostic(&e.to_string()));
             1
         }
     }

@@ -248,3 +248,66 @@ fn mention_a_session_idle_then_while_running() {
         !s.contains("type @ to reference")
     });
 }
+
+/// The user texts the TUI's session logged, in order.
+fn user_texts(records: &[Value]) -> Vec<String> {
+    records
+        .iter()
+        .filter(|r| r["type"] == "user/message" || r["type"] == "steering/message")
+        .map(message)
+        .filter(|m| m["source"]["kind"] == "user")
+        .map(|m| m["content"][0]["text"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn keys_sent_with_enter_and_while_preparing_are_kept_and_emoji_edit_whole() {
+    let home = tempfile::tempdir().unwrap();
+    write_source(home.path());
+    let workdir = tempfile::tempdir().unwrap();
+    let command = format!(
+        "cd {} && {} --home {} --compression none --offline-delay-ms 0",
+        workdir.path().display(),
+        env!("CARGO_BIN_EXE_dsh-refs"),
+        home.path().display()
+    );
+    let tmux = Tmux::start("burst", &command, 110, 32);
+    tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
+
+    // Backspace after a ZWJ family and after a skin-toned thumb removes each whole.
+    tmux.type_text("x\u{1f468}\u{200d}\u{1f469}\u{200d}\u{1f467}");
+    tmux.keys(&["BSpace"]);
+    tmux.type_text("y\u{1f44d}\u{1f3fd}");
+    tmux.keys(&["BSpace"]);
+    tmux.type_text("z");
+    tmux.wait_for_screen("the edited text", |s| s.contains("xyz"));
+    // One burst: the message, Enter, and the start of the next one.
+    tmux.keys(&["-l", "first"]);
+    tmux.keys(&["Enter", "s", "e", "c", "o", "n", "d"]);
+    let records = wait_for_log(home.path(), "the first turn", |r| count(r, "turn/end") == 1);
+    assert_eq!(user_texts(&records), ["xyzfirst"]);
+    tmux.wait_for_screen("the kept draft", |s| s.contains("› second"));
+
+    // A mention is prepared; keys sent in the same burst as its Enter stay in the composer.
+    tmux.keys(&["C-u"]);
+    tmux.type_text("see @src-ses");
+    tmux.wait_for_screen("the candidate", |s| s.contains("src-session-1"));
+    tmux.keys(&["Tab"]);
+    tmux.wait_for_screen("the mention", |s| s.contains("see @Leap day parsing"));
+    tmux.keys(&["Enter", "t", "h", "e", "n", "Enter"]);
+    let records = wait_for_log(home.path(), "the second turn", |r| {
+        count(r, "turn/end") == 2
+    });
+    assert_eq!(
+        user_texts(&records),
+        ["xyzfirst", "see @Leap day parsing"],
+        "the Enter typed while preparing sent nothing more"
+    );
+    tmux.wait_for_screen("the kept draft", |s| s.contains("› then"));
+    tmux.keys(&["Enter"]);
+    let records = wait_for_log(home.path(), "the third turn", |r| count(r, "turn/end") == 3);
+    assert_eq!(
+        user_texts(&records),
+        ["xyzfirst", "see @Leap day parsing", "then"]
+    );
+}

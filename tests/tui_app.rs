@@ -4,6 +4,7 @@ use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use dsh_session_references::reference::format_session_reference_mention;
 use dsh_session_references::session::Encoding;
 use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions};
+use std::path::Path;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -59,14 +60,18 @@ async fn failed_preparation_keeps_the_input_and_enqueues_nothing() {
     app.composer.set_text(&text);
     app.handle(key(KeyCode::Enter));
     assert!(screen(&app).contains("preparing"), "{}", screen(&app));
-    // Keys do not edit or resend while preparing.
+    // Keys typed while preparing go to the next draft; Enter does not resend.
     app.handle(key(KeyCode::Char('x')));
     app.handle(key(KeyCode::Enter));
     pump(&mut app, &mut rx, |app| {
         screen(app).contains("Session reference failed")
     })
     .await;
-    assert_eq!(app.composer.submission_text(), text, "the input is kept");
+    assert_eq!(
+        app.composer.submission_text(),
+        format!("{text}\nx"),
+        "the input is back, in front of what was typed since"
+    );
     assert_eq!(app.agent.status().queued_prompts, 0);
     assert!(!screen(&app).contains("preparing"));
     let screen = screen(&app);
@@ -102,5 +107,150 @@ async fn success_clears_the_input_and_logs_the_trimmed_prompt() {
     assert!(
         text.contains("\"text\":\"hello there\""),
         "trailing spaces trimmed: {text}"
+    );
+}
+
+fn paste(text: &str) -> AppEvent {
+    AppEvent::Input(TermEvent::Paste(text.into()))
+}
+
+fn typed(text: &str) -> Vec<AppEvent> {
+    text.chars().map(|c| key(KeyCode::Char(c))).collect()
+}
+
+/// The app's own log, once its turn has ended (empty if nothing was ever logged).
+async fn own_log(app: &App, home: &Path, until: &str) -> String {
+    let log = home
+        .join("sessions/--work--")
+        .join(&app.agent.info().session_id)
+        .join("session.jsonl");
+    let mut text = String::new();
+    for _ in 0..500 {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains(until) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    text
+}
+
+fn user_texts(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|record| {
+            record["type"] == "user/message" && record["data"]["source"]["kind"] == "user"
+        })
+        .map(|record| {
+            record["data"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}
+
+/// Waits until no send is in flight.
+async fn settle(app: &mut App, rx: &mut UnboundedReceiver<AppEvent>) {
+    pump(app, rx, |app| !screen(app).contains("preparing")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_in_the_same_burst_as_enter_start_the_next_draft() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = build(&options(home.path()), tx).unwrap();
+    // One read of the terminal: "hello⏎next⏎" typed faster than the send settles.
+    let mut burst = typed("hello");
+    burst.push(key(KeyCode::Enter));
+    burst.extend(typed("next"));
+    burst.push(key(KeyCode::Enter));
+    burst.push(paste(" and more"));
+    for event in burst {
+        app.handle(event);
+    }
+    assert_eq!(app.composer.submission_text(), "next and more");
+    settle(&mut app, &mut rx).await;
+    assert_eq!(app.composer.submission_text(), "next and more", "kept");
+    let log = own_log(&app, home.path(), "turn/end").await;
+    assert_eq!(
+        user_texts(&log),
+        ["hello"],
+        "sent once, no duplicate: {log}"
+    );
+    // The draft is a normal one: Enter sends it.
+    app.handle(key(KeyCode::Enter));
+    assert!(app.composer.is_empty());
+    settle(&mut app, &mut rx).await;
+    let log = own_log(&app, home.path(), "next and more").await;
+    assert_eq!(user_texts(&log), ["hello", "next and more"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_while_a_reference_is_prepared_survives_success_and_failure() {
+    let home = tempfile::tempdir().unwrap();
+    // A session to reference.
+    let dir =
+        dsh_session_references::session::paths::session_dir(home.path(), "other", Some("/work"))
+            .unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("session.jsonl"),
+        "{\"type\":\"session\",\"version\":0,\"id\":\"other\",\"createdAt\":1,\"cwd\":\"/work\",\"delegationDepth\":0}\n",
+    )
+    .unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = build(&options(home.path()), tx).unwrap();
+
+    // Success: the message goes, what was typed meanwhile stays, the sent one is in history.
+    let good = format!(
+        "see {}",
+        format_session_reference_mention("other", Some("other"))
+    );
+    app.composer.set_text(&good);
+    app.handle(key(KeyCode::Enter));
+    for event in typed("while") {
+        app.handle(event);
+    }
+    app.handle(paste(" pasted\nlines"));
+    settle(&mut app, &mut rx).await;
+    assert_eq!(app.composer.submission_text(), "while pasted\nlines");
+    let log = own_log(&app, home.path(), "turn/end").await;
+    assert_eq!(user_texts(&log), ["see @other"], "{log}");
+
+    // Failure: the message comes back in front of what was typed since, cursor where typing was.
+    app.composer.clear();
+    let bad = format!(
+        "see {}",
+        format_session_reference_mention("gone", Some("gone"))
+    );
+    app.composer.set_text(&bad);
+    app.handle(key(KeyCode::Enter));
+    for event in typed("typed") {
+        app.handle(event);
+    }
+    app.handle(paste(" pasted"));
+    app.handle(key(KeyCode::Left));
+    app.handle(key(KeyCode::Char('!')));
+    settle(&mut app, &mut rx).await;
+    assert!(
+        screen(&app).contains("Session reference failed"),
+        "{}",
+        screen(&app)
+    );
+    assert_eq!(
+        app.composer.submission_text(),
+        format!("{bad}\ntyped paste!d")
+    );
+    app.handle(key(KeyCode::Char('?')));
+    assert_eq!(
+        app.composer.submission_text(),
+        format!("{bad}\ntyped paste!?d")
+    );
+    let log = own_log(&app, home.path(), "turn/end").await;
+    assert_eq!(
+        user_texts(&log),
+        ["see @other"],
+        "nothing more was sent: {log}"
     );
 }

@@ -3,6 +3,13 @@
 //! Every command computes its whole output first and prints it in one write, so a failure never
 //! leaves half a document on stdout. Contract errors are JSON on stdout with exit code 1; usage
 //! problems (including unreadable input) go to stderr with exit code 2.
+//!
+//! What is printed may quote a home someone else wrote (labels, cwds, transcript text, a
+//! corruption report naming a directory or a record type), so it reaches the terminal inert
+//! (SPEC §5.2): the documents of `candidates` and `prepare` and every error document pass
+//! through [`escape::json_for_terminal`] (same value; DEL, C1 and bidi controls spelled
+//! `\uXXXX`), stderr lines through [`escape::diagnostic`]. `uri` and `mention` print only a
+//! function of the caller's own argument, in its exact wire form.
 
 use super::config::SessionReferenceConfig;
 use super::error::SessionReferenceError;
@@ -11,6 +18,7 @@ use super::mention::{format_session_reference_mention, parse_session_reference_t
 use super::service::{AgentIdentity, ReferenceInput, SessionReferences};
 use super::uri::{decode_session_reference_uri, encode_session_reference_uri};
 use crate::cli::{Command, MentionCommand, UriCommand};
+use crate::escape;
 use crate::session::store::DiskStore;
 use crate::session::{ContentBlock, SessionQuery};
 use serde_json::{Map, Value};
@@ -33,9 +41,20 @@ impl From<SessionReferenceError> for Failure {
 /// Runs `uri`, `mention`, `candidates` or `prepare`; prints the result and returns the exit code.
 pub fn run(command: &Command, home: &Path) -> i32 {
     let (stdout, stderr, code) = match execute(command, home) {
+        Ok(output) if reads_the_home(command) => {
+            (escape::json_for_terminal(output), String::new(), 0)
+        }
         Ok(output) => (output, String::new(), 0),
-        Err(Failure::Contract(err)) => (error_json(&err), String::new(), 1),
-        Err(Failure::Usage(message)) => (String::new(), format!("dsh-refs: {message}"), 2),
+        Err(Failure::Contract(err)) => (
+            escape::json_for_terminal(error_json(&err)),
+            String::new(),
+            1,
+        ),
+        Err(Failure::Usage(message)) => (
+            String::new(),
+            format!("dsh-refs: {}", escape::diagnostic(&message)),
+            2,
+        ),
     };
     if !stdout.is_empty() {
         let mut out = std::io::stdout().lock();
@@ -47,6 +66,16 @@ pub fn run(command: &Command, home: &Path) -> i32 {
         eprintln!("{stderr}");
     }
     code
+}
+
+/// Whether `command`'s output can quote the home (labels, cwds, transcript text). The others
+/// print a function of the caller's own argument in its exact wire form (`uri decode` prints
+/// the id exactly as `JSON.stringify` spells it), so they are left as they are.
+fn reads_the_home(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Candidates { .. } | Command::Prepare { .. }
+    )
 }
 
 /// `{"error":{"code":…,"message":…}}`.

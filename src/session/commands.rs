@@ -1,6 +1,12 @@
 //! `dsh-refs sessions`: the store as the command line sees it.
+//!
+//! Everything printed comes from a home someone else may have written (directory names, ids,
+//! titles, cwds, corruption reports quoting a record), so every byte of it reaches the terminal
+//! escaped as on screen (SPEC §5.2): table fields and diagnostics through
+//! [`crate::escape::escape_line`], the JSON listing through [`crate::escape::json_for_terminal`].
 
 use super::store::DiskStore;
+use crate::escape;
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -33,7 +39,7 @@ pub fn sessions(home: &Path, json: bool) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("dsh-refs: {e}");
+            eprintln!("dsh-refs: {}", escape::diagnostic(&e.to_string()));
             1
         }
     }
@@ -60,7 +66,8 @@ fn render(store: &DiskStore, json: bool) -> Result<String, super::SessionError> 
         });
     }
     if json {
-        let mut out = serde_json::to_string(&rows).expect("rows serialize");
+        let mut out =
+            escape::json_for_terminal(serde_json::to_string(&rows).expect("rows serialize"));
         out.push('\n');
         return Ok(out);
     }
@@ -68,7 +75,7 @@ fn render(store: &DiskStore, json: bool) -> Result<String, super::SessionError> 
     if rows.is_empty() {
         out.push_str(&format!(
             "no sessions under {}\n",
-            store.sessions_dir().display()
+            visible(&store.sessions_dir().display().to_string())
         ));
         return Ok(out);
     }
@@ -97,7 +104,7 @@ fn render(store: &DiskStore, json: bool) -> Result<String, super::SessionError> 
 
 /// Control characters from logs never reach the terminal.
 fn visible(text: &str) -> String {
-    crate::tui::escape::escape_line(text).into_owned()
+    escape::escape_line(text).into_owned()
 }
 
 fn clip(text: &str, width: usize) -> String {

@@ -3,10 +3,16 @@
 //! lookups, file indexing and the submit transaction are tasks that answer through the channel,
 //! so typing never waits, and answers to stale lookups are dropped by query id.
 //!
-//! Sent text survives a failed write: the composer is cleared once a message is taken in, but
-//! its text is kept by message id until the log shows the message; an unsent or blocked report
-//! puts it back (a newer draft goes to the history). A session that cannot be written (held by
-//! another writer, damaged) opens read-only: Enter keeps the text and says why.
+//! No typed key is lost (SPEC §5.5): Enter takes the message out of the composer at once, so
+//! keys and pastes that arrive while it is being prepared and sent (in the same input burst or
+//! later) land in a fresh draft. A send that fails or is cancelled puts the message back in
+//! front of that draft; one that succeeds files it in history. While a send is in flight Enter
+//! sends nothing more (no duplicates) and Esc cancels it.
+//!
+//! Sent text also survives a failed log write: an accepted message's text is kept by message id
+//! until the log shows it; an unsent or blocked report puts it back in front of the draft. A
+//! session that cannot be written (held by another writer, damaged) opens read-only: Enter keeps
+//! the text and says why.
 
 use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
 use super::file_match::FileIndex;
@@ -80,6 +86,8 @@ pub struct App {
     model: String,
     /// Cancels the submit transaction in flight (Esc).
     preparing: Option<CancellationToken>,
+    /// The message of the submit transaction in flight, to restore if it fails.
+    in_flight: Option<ComposerSnapshot>,
     lookup_cancel: Option<CancellationToken>,
     streaming: bool,
     quit_armed: Option<Instant>,
@@ -113,6 +121,7 @@ impl App {
             status: AgentStatus::default(),
             model,
             preparing: None,
+            in_flight: None,
             lookup_cancel: None,
             streaming: false,
             quit_armed: None,
@@ -160,10 +169,8 @@ impl App {
                 self.on_key(key)
             }
             AppEvent::Input(TermEvent::Paste(text)) => {
-                if self.preparing.is_none() {
-                    self.composer.handle_paste(&text);
-                    self.sync_popup();
-                }
+                self.composer.handle_paste(&text);
+                self.sync_popup();
             }
             AppEvent::Input(_) => {}
             AppEvent::Agent(event) => self.on_agent(event),
@@ -187,11 +194,11 @@ impl App {
         }
         self.quit_armed = None;
         if let Some(cancel) = &self.preparing {
-            // The input is frozen while its snapshot is prepared: no duplicate sends.
-            if key.code == KeyCode::Esc {
+            // Typing goes on into the next draft; Esc (outside the popup) cancels the send.
+            if key.code == KeyCode::Esc && !self.popup.is_open() {
                 cancel.cancel();
+                return;
             }
-            return;
         }
         if self.popup.is_open() {
             match self.popup.handle_key(key) {
@@ -272,7 +279,8 @@ impl App {
     }
 
     fn submit(&mut self) {
-        if self.composer.is_blank() {
+        if self.composer.is_blank() || self.preparing.is_some() {
+            // One send at a time: the draft stays for when this one settles.
             return;
         }
         if let Some(reason) = self.agent.write_blocker() {
@@ -284,8 +292,10 @@ impl App {
             return;
         }
         self.popup.close();
+        let draft = self.composer.take_draft();
         // Trailing whitespace (such as the space after an inserted mention) is not content.
-        let text = self.composer.submission_text().trim_end().to_string();
+        let text = draft.submission_text().trim_end().to_string();
+        self.in_flight = Some(draft);
         let cancel = CancellationToken::new();
         self.preparing = Some(cancel.clone());
         let mount = self.mount.clone();
@@ -298,16 +308,20 @@ impl App {
 
     fn on_submitted(&mut self, result: Result<Submitted, SubmitError>) {
         self.preparing = None;
+        let sent = self.in_flight.take().unwrap_or_default();
+        if result.is_ok() {
+            self.composer.push_history(sent.clone());
+        } else {
+            self.composer.restore_before(sent.clone());
+        }
+        self.sync_popup();
         match result {
             Ok(submitted) => {
-                let (_, snapshot) = self.composer.take_submission();
-                self.composer.push_history(snapshot.clone());
                 if self.unlogged.len() >= MAX_UNLOGGED {
                     self.unlogged.remove(0);
                 }
                 let id = submitted.message_id;
-                self.unlogged.push((id.clone(), snapshot));
-                self.sync_popup();
+                self.unlogged.push((id.clone(), sent));
                 if let Some(at) = self
                     .unsent_early
                     .iter()
@@ -397,10 +411,9 @@ impl App {
         }
         let mut notice = format!("{why}: {reason}. Its text is back in the composer");
         if !self.composer.is_blank() {
-            self.composer.push_history(self.composer.snapshot());
-            notice.push_str("; your newer draft is in the history (Up)");
+            notice.push_str(", before your newer draft");
         }
-        self.composer.restore(snapshot);
+        self.composer.restore_before(snapshot);
         self.sync_popup();
         self.transcript.push_notice(NoticeLevel::Error, notice);
     }
@@ -546,6 +559,10 @@ pub fn build(
 }
 
 /// Indexes files under `cwd` for the popup's file rows, off the UI thread.
+///
+/// Only names that are valid UTF-8 are offered: a lossy spelling of any other name is a path
+/// that does not exist, and inserting it would reference nothing (or another file). Such a
+/// directory is not entered either, since every path below it has the same problem.
 pub fn index_files(cwd: PathBuf, tx: mpsc::UnboundedSender<AppEvent>) {
     std::thread::spawn(move || {
         let mut paths = Vec::new();
@@ -556,16 +573,19 @@ pub fn index_files(cwd: PathBuf, tx: mpsc::UnboundedSender<AppEvent>) {
             };
             for entry in entries.flatten() {
                 let name = entry.file_name();
-                let name = name.to_string_lossy();
-                if name.starts_with('.') || matches!(name.as_ref(), "target" | "node_modules") {
+                let Some(name) = name.to_str() else {
+                    continue;
+                };
+                if name.starts_with('.') || matches!(name, "target" | "node_modules") {
                     continue;
                 }
                 let path = entry.path();
                 match entry.file_type() {
                     Ok(t) if t.is_dir() => stack.push(path),
                     Ok(t) if t.is_file() => {
-                        if let Ok(rel) = path.strip_prefix(&cwd) {
-                            paths.push(rel.to_string_lossy().into_owned());
+                        // `cwd` itself may have any name: only the relative part is offered.
+                        if let Some(rel) = path.strip_prefix(&cwd).ok().and_then(|r| r.to_str()) {
+                            paths.push(rel.to_string());
                         }
                     }
                     _ => {}
@@ -700,4 +720,49 @@ pub async fn run_terminal(options: AppOptions) -> Result<(), AppError> {
     let mut terminal = Terminal::new(backend)?;
     terminal.clear()?;
     run_loop(&mut terminal, app, rx).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tui::file_match::FileMatcher;
+
+    fn indexed(cwd: &std::path::Path) -> Arc<FileIndex> {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        index_files(cwd.to_path_buf(), tx);
+        match rx.blocking_recv() {
+            Some(AppEvent::Files(index)) => index,
+            other => panic!("expected the file index, got {other:?}"),
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn names_that_are_not_utf8_are_left_out() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cafe.txt"), "ok").unwrap();
+        std::fs::write(
+            dir.path().join(OsStr::from_bytes(b"caf\xe9.txt")),
+            "latin-1",
+        )
+        .unwrap();
+        let odd_dir = dir.path().join(OsStr::from_bytes(b"caf\xffdir"));
+        std::fs::create_dir(&odd_dir).unwrap();
+        std::fs::write(odd_dir.join("cafe-inner.txt"), "below").unwrap();
+        std::fs::create_dir(dir.path().join("ok")).unwrap();
+        std::fs::write(dir.path().join("ok/cafe-nested.txt"), "ok").unwrap();
+        let index = indexed(dir.path());
+        let mut paths: Vec<String> = FileMatcher::default()
+            .best(&index, "caf", 50)
+            .into_iter()
+            .map(|row| row.path)
+            .collect();
+        paths.sort();
+        assert_eq!(paths, ["cafe.txt", "ok/cafe-nested.txt"]);
+        for path in &paths {
+            assert!(dir.path().join(path).is_file(), "{path} exists");
+        }
+    }
 }

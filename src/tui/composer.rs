@@ -8,12 +8,20 @@
 //! Text is a vector of elements (characters and mentions) with the cursor as an element index.
 //! Layout is recomputed on demand for the width being drawn; the width of the last draw is
 //! remembered only so Up/Down can move over wrapped rows.
+//!
+//! Editing is per extended grapheme cluster (SPEC §5.5): Backspace, Delete, Left/Right and the
+//! word motions never stop inside a cluster, so a ZWJ family, a flag, a skin-toned emoji or a
+//! letter with its combining marks goes as a whole, and a cluster is as wide as the buffer draws
+//! it. Clusters are found with `unicode-segmentation` on the stretch of characters between two
+//! boundaries that no context can move (the text's ends, a mention's edges, either side of a
+//! line feed, and between two characters that never combine, such as two ASCII letters), so an
+//! edit costs the cluster around it, not the whole text.
 
 use super::escape::{self, EscapeMode, Shown};
 use super::popup::PopupItem;
 use super::render::{clip, Renderable};
 use super::style;
-use super::text::{char_width, str_width, StyledText};
+use super::text::{certain_boundary, char_width, cluster_cells, StyledText};
 use crate::reference::Candidate;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::buffer::Buffer;
@@ -23,6 +31,7 @@ use ratatui::widgets::{Block, BorderType, Widget};
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::ops::Range;
+use unicode_segmentation::UnicodeSegmentation;
 
 /// A session mention: drawn as `@label`, submitted as `@[label](dsh-session:…)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -251,8 +260,8 @@ impl Composer {
         if self.history.last() != Some(&snapshot) {
             self.history.push(snapshot);
         }
-        self.history_pos = None;
-        self.draft = None;
+        // Browsing (if any) goes on: the entries shown keep their indices, and the draft saved
+        // when browsing started (text typed while the message was being sent) is kept.
     }
 
     /// Submit helper: returns the canonical text and a snapshot (to restore on failure),
@@ -263,6 +272,32 @@ impl Composer {
         self.push_history(snapshot.clone());
         self.clear();
         (text, snapshot)
+    }
+
+    /// Takes the whole content out for sending, leaving an empty draft to type the next
+    /// message into; nothing goes to history yet (see [`push_history`](Self::push_history)).
+    pub fn take_draft(&mut self) -> ComposerSnapshot {
+        let snapshot = self.snapshot();
+        self.clear();
+        snapshot
+    }
+
+    /// Puts a message that failed to send back in front of whatever was typed since it was
+    /// taken, on a line of its own; the cursor stays where the typing was. Nothing typed is
+    /// lost and nothing is added but the one line break that keeps the two apart.
+    pub fn restore_before(&mut self, snapshot: ComposerSnapshot) {
+        if self.elems.is_empty() {
+            return self.restore(snapshot);
+        }
+        let mut elems = snapshot.elems;
+        if !elems.is_empty() && !elems.last().is_some_and(|e| e.is('\n')) && !self.elems[0].is('\n')
+        {
+            elems.push(Elem::Char('\n'));
+        }
+        self.cursor += elems.len();
+        elems.append(&mut self.elems);
+        self.elems = elems;
+        self.after_edit();
     }
 
     // ----- editing -----
@@ -330,7 +365,13 @@ impl Composer {
 
     fn after_edit(&mut self) {
         self.preferred_x = None;
-        self.history_pos = None;
+        // Editing a recalled message makes it the draft. The draft it stood in for was typed
+        // and never sent: it is filed in history (Up recalls it) rather than dropped.
+        if self.history_pos.take().is_some() {
+            if let Some(draft) = self.draft.take() {
+                self.push_history(draft);
+            }
+        }
         self.draft = None;
     }
 
@@ -339,7 +380,7 @@ impl Composer {
         if self.cursor == 0 {
             return false;
         }
-        let start = self.cluster_start(self.cursor - 1);
+        let start = self.cluster_at(self.cursor - 1).start;
         self.splice(start..self.cursor, Vec::new());
         true
     }
@@ -349,7 +390,7 @@ impl Composer {
         if self.cursor >= self.elems.len() {
             return false;
         }
-        let end = self.cluster_end(self.cursor + 1);
+        let end = self.cluster_at(self.cursor).end;
         let at = self.cursor;
         self.splice(at..end, Vec::new());
         self.cursor = at;
@@ -405,7 +446,7 @@ impl Composer {
         if self.cursor == 0 {
             return false;
         }
-        self.cursor = self.cluster_start(self.cursor - 1);
+        self.cursor = self.cluster_at(self.cursor - 1).start;
         true
     }
 
@@ -414,7 +455,7 @@ impl Composer {
         if self.cursor >= self.elems.len() {
             return false;
         }
-        self.cursor = self.cluster_end(self.cursor + 1);
+        self.cursor = self.cluster_at(self.cursor).end;
         true
     }
 
@@ -433,6 +474,7 @@ impl Composer {
         while i < self.elems.len() && !self.elems[i].is_whitespace() {
             i += 1;
         }
+        let i = self.cluster_end_from(i);
         std::mem::replace(&mut self.cursor, i) != i
     }
 
@@ -478,8 +520,9 @@ impl Composer {
             0 => usize::MAX,
             w => usize::from(w),
         };
-        let rows = self.layout(width);
-        let (row, x) = self.cursor_row_x(&rows);
+        let widths = self.cell_widths();
+        let rows = self.layout_with(width, &widths);
+        let (row, x) = self.cursor_row_x(&rows, &widths);
         let target = if down {
             row + 1
         } else {
@@ -494,9 +537,13 @@ impl Composer {
         let goal = self.preferred_x.unwrap_or(x);
         let mut pos = target_row.start;
         let mut acc = 0;
-        for i in target_row.start..target_row.end {
-            let w = self.elem_width(i);
-            if acc + w > goal {
+        for (i, &w) in widths
+            .iter()
+            .enumerate()
+            .take(target_row.end)
+            .skip(target_row.start)
+        {
+            if w > 0 && acc + w > goal {
                 break;
             }
             acc += w;
@@ -507,7 +554,7 @@ impl Composer {
             .get(target + 1)
             .is_some_and(|next| next.start == target_row.end);
         if pos == target_row.end && wrapped && pos > target_row.start {
-            pos = self.cluster_start(pos - 1);
+            pos = self.cluster_at(pos - 1).start;
         }
         self.cursor = pos;
         self.preferred_x = Some(goal);
@@ -694,24 +741,77 @@ impl Composer {
         start..end
     }
 
-    fn is_zero_width(&self, i: usize) -> bool {
-        matches!(self.elems.get(i), Some(Elem::Char(c)) if *c != '\n' && self.elem_width(i) == 0)
+    /// Whether a grapheme cluster boundary falls before element `i` whatever the text around:
+    /// the text's ends, a mention's edges, either side of a line feed (but not inside CR LF),
+    /// and a [`certain_boundary`] (such as between two ASCII characters).
+    fn is_fixed_boundary(&self, i: usize) -> bool {
+        if i == 0 || i >= self.elems.len() {
+            return true;
+        }
+        match (&self.elems[i - 1], &self.elems[i]) {
+            (Elem::Char('\r'), Elem::Char('\n')) => false,
+            (Elem::Char(a), Elem::Char(b)) => *a == '\n' || *b == '\n' || certain_boundary(*a, *b),
+            _ => true,
+        }
     }
 
-    /// Back from `i` over combining marks to their base character.
-    fn cluster_start(&self, mut i: usize) -> usize {
-        while i > 0 && self.is_zero_width(i) {
-            i -= 1;
+    /// Element range of the grapheme cluster holding element `i` (a mention is one cluster).
+    fn cluster_at(&self, i: usize) -> Range<usize> {
+        if i >= self.elems.len() {
+            return self.elems.len()..self.elems.len();
         }
-        i
+        if matches!(self.elems[i], Elem::Mention(_)) {
+            return i..i + 1;
+        }
+        let mut lo = i;
+        while !self.is_fixed_boundary(lo) {
+            lo -= 1;
+        }
+        let mut hi = i + 1;
+        while !self.is_fixed_boundary(hi) {
+            hi += 1;
+        }
+        if hi - lo == 1 {
+            return lo..hi;
+        }
+        // No mention lies strictly inside: its edges would be fixed boundaries.
+        let text: String = self.elems[lo..hi]
+            .iter()
+            .map(|e| match e {
+                Elem::Char(c) => *c,
+                Elem::Mention(_) => unreachable!("a mention's edges are fixed boundaries"),
+            })
+            .collect();
+        let mut start = lo;
+        for cluster in text.graphemes(true) {
+            let end = start + cluster.chars().count();
+            if i < end {
+                return start..end;
+            }
+            start = end;
+        }
+        lo..hi
     }
 
-    /// Forward from `i` over combining marks that belong to the preceding character.
-    fn cluster_end(&self, mut i: usize) -> usize {
-        while i < self.elems.len() && self.is_zero_width(i) {
-            i += 1;
+    /// `i`, or the end of the cluster it falls inside.
+    fn cluster_end_from(&self, i: usize) -> usize {
+        if i == 0 || i >= self.elems.len() {
+            return i;
         }
-        i
+        let cluster = self.cluster_at(i);
+        if cluster.start < i {
+            cluster.end
+        } else {
+            i
+        }
+    }
+
+    /// `i`, or the start of the cluster it falls inside.
+    fn cluster_start_from(&self, i: usize) -> usize {
+        if i >= self.elems.len() {
+            return i;
+        }
+        self.cluster_at(i).start
     }
 
     fn word_start(&self, from: usize) -> usize {
@@ -722,28 +822,70 @@ impl Composer {
         while i > 0 && !self.elems[i - 1].is_whitespace() {
             i -= 1;
         }
-        i
+        self.cluster_start_from(i)
     }
 
-    fn elem_width(&self, i: usize) -> usize {
-        match &self.elems[i] {
-            Elem::Char('\t') => TAB_WIDTH,
-            Elem::Char(c) => match escape::shown(*c, None, EscapeMode::SingleLine) {
-                Shown::Plain(c) => char_width(c),
-                shown => {
-                    let mut s = String::new();
-                    shown.push_to(&mut s);
-                    s.len()
-                }
-            },
-            Elem::Mention(m) => 1 + str_width(&escape::escape_line(&m.label)),
+    /// Cells each element takes when drawn: a grapheme cluster's width (as the buffer draws
+    /// it) on its first element and 0 on the rest; a tab [`TAB_WIDTH`]; a control its visible
+    /// escape; a mention its `@label`. `\n` gets 0 (rows never include it).
+    fn cell_widths(&self) -> Vec<usize> {
+        let mut widths = vec![0; self.elems.len()];
+        let mut i = 0;
+        while i < self.elems.len() {
+            if let Elem::Mention(m) = &self.elems[i] {
+                widths[i] = 1 + cluster_width(&escape::escape_line(&m.label));
+                i += 1;
+                continue;
+            }
+            // From one fixed boundary to the next: mostly a single character, measured alone;
+            // otherwise the stretch is segmented (linear overall, however long the text).
+            let mut end = i + 1;
+            while !self.is_fixed_boundary(end) {
+                end += 1;
+            }
+            if end == i + 1 {
+                widths[i] = match self.elems[i] {
+                    Elem::Char('\n') => 0,
+                    Elem::Char(c) => {
+                        let mut buf = [0u8; 4];
+                        cluster_width(c.encode_utf8(&mut buf))
+                    }
+                    Elem::Mention(_) => unreachable!("handled above"),
+                };
+                i = end;
+                continue;
+            }
+            let run: String = self.elems[i..end]
+                .iter()
+                .map(|e| match e {
+                    Elem::Char(c) => *c,
+                    Elem::Mention(_) => unreachable!("a mention's edges are fixed boundaries"),
+                })
+                .collect();
+            let mut at = i;
+            for cluster in run.graphemes(true) {
+                widths[at] = if cluster == "\n" {
+                    0
+                } else {
+                    cluster_width(cluster)
+                };
+                at += cluster.chars().count();
+            }
+            i = end;
         }
+        widths
     }
 
     /// Visual rows at `width` text columns. Rows cover element ranges without the `\n`s.
     /// Lines break after whitespace when they can, else mid-word; a full last row with the
     /// cursor at its end gets an empty row after it so the cursor has a cell to sit in.
     fn layout(&self, width: usize) -> Vec<Range<usize>> {
+        self.layout_with(width, &self.cell_widths())
+    }
+
+    /// [`layout`](Self::layout) with the [`cell_widths`](Self::cell_widths) already known. A
+    /// row only ever breaks before an element with a width, so never inside a cluster.
+    fn layout_with(&self, width: usize, widths: &[usize]) -> Vec<Range<usize>> {
         let width = width.max(1);
         let mut rows = Vec::new();
         let mut line_start = 0;
@@ -757,20 +899,21 @@ impl Composer {
             let mut after_space = None;
             let mut i = line_start;
             while i < line_end {
-                let w = self.elem_width(i);
+                let w = widths[i];
                 // Whitespace may hang past the edge; the next word then starts the new row.
-                if used + w > width && i > row_start && !self.elems[i].is_whitespace() {
+                if w > 0 && used + w > width && i > row_start && !self.elems[i].is_whitespace() {
                     let brk = match after_space {
                         Some(b) if b > row_start => b,
                         _ => i,
                     };
                     rows.push(row_start..brk);
                     row_start = brk;
-                    used = (brk..i).map(|j| self.elem_width(j)).sum();
+                    used = widths[brk..i].iter().sum();
                     after_space = None;
                 }
                 used += w;
-                if self.elems[i].is_whitespace() {
+                // A break after whitespace must not split it from a mark that extends it.
+                if self.elems[i].is_whitespace() && widths.get(i + 1).is_none_or(|w| *w > 0) {
                     after_space = Some(i + 1);
                 }
                 i += 1;
@@ -788,13 +931,13 @@ impl Composer {
     }
 
     /// The row holding the cursor (the later one at a wrap boundary) and its column.
-    fn cursor_row_x(&self, rows: &[Range<usize>]) -> (usize, usize) {
+    fn cursor_row_x(&self, rows: &[Range<usize>], widths: &[usize]) -> (usize, usize) {
         let row = rows
             .iter()
             .rposition(|r| r.start <= self.cursor && self.cursor <= r.end)
             .unwrap_or(0);
         let x = rows.get(row).map_or(0, |r| {
-            (r.start..self.cursor).map(|i| self.elem_width(i)).sum()
+            widths[r.start..self.cursor.max(r.start)].iter().sum()
         });
         (row, x)
     }
@@ -826,8 +969,9 @@ impl Composer {
         if text.is_empty() {
             return None;
         }
-        let rows = self.layout(usize::from(text.width));
-        let (row, x) = self.cursor_row_x(&rows);
+        let widths = self.cell_widths();
+        let rows = self.layout_with(usize::from(text.width), &widths);
+        let (row, x) = self.cursor_row_x(&rows, &widths);
         let top = Self::top_row(row, text.height);
         let x = u16::try_from(x).unwrap_or(u16::MAX).min(text.width - 1);
         let y = u16::try_from(row - top).unwrap_or(0);
@@ -859,6 +1003,29 @@ impl Composer {
     }
 }
 
+/// Cells one grapheme cluster takes on screen: a tab or a control is spelled out (each is a
+/// cluster of its own, CR LF aside), anything else is as wide as the buffer draws it.
+fn cluster_width(cluster: &str) -> usize {
+    if !cluster
+        .chars()
+        .any(|c| c == '\t' || escape::needs_escape(c, EscapeMode::SingleLine))
+    {
+        return cluster_cells(cluster);
+    }
+    cluster
+        .chars()
+        .map(|c| match escape::shown(c, None, EscapeMode::SingleLine) {
+            _ if c == '\t' => TAB_WIDTH,
+            Shown::Plain(c) => char_width(c),
+            shown => {
+                let mut s = String::new();
+                shown.push_to(&mut s);
+                s.len()
+            }
+        })
+        .sum()
+}
+
 fn normalize_newlines(text: &str) -> Cow<'_, str> {
     if text.contains('\r') {
         Cow::Owned(text.replace("\r\n", "\n").replace('\r', "\n"))
@@ -888,8 +1055,9 @@ impl Renderable for Composer {
             buf.set_line(text.x, text.y, &line, text.width);
             return;
         }
-        let rows = self.layout(usize::from(text.width));
-        let (cursor_row, _) = self.cursor_row_x(&rows);
+        let widths = self.cell_widths();
+        let rows = self.layout_with(usize::from(text.width), &widths);
+        let (cursor_row, _) = self.cursor_row_x(&rows, &widths);
         let top = Self::top_row(cursor_row, text.height);
         for (n, row) in rows
             .into_iter()
@@ -1028,6 +1196,201 @@ mod tests {
         assert_eq!(c.display_text(), "ab");
     }
 
+    /// Backspace from the end until empty: what each press removed.
+    fn backspaced(text: &str) -> Vec<String> {
+        let mut c = typed(text);
+        let mut removed = Vec::new();
+        while !c.is_empty() {
+            let before = c.display_text();
+            assert!(c.backspace());
+            removed.push(before[c.display_text().len()..].to_string());
+        }
+        removed
+    }
+
+    const FAMILY: &str = "\u{1f468}\u{200d}\u{1f469}\u{200d}\u{1f467}";
+    const FRANCE: &str = "\u{1f1eb}\u{1f1f7}";
+    const GERMANY: &str = "\u{1f1e9}\u{1f1ea}";
+    const THUMB_MEDIUM: &str = "\u{1f44d}\u{1f3fd}";
+    /// 각 as conjoining jamo (L V T).
+    const HANGUL_JAMO: &str = "\u{1100}\u{1161}\u{11a8}";
+
+    #[test]
+    fn backspace_removes_whole_grapheme_clusters() {
+        assert_eq!(backspaced(&format!("a{FAMILY}")), [FAMILY, "a"]);
+        assert_eq!(backspaced(&format!("{FRANCE}{GERMANY}")), [GERMANY, FRANCE]);
+        assert_eq!(backspaced(&format!("x{THUMB_MEDIUM}")), [THUMB_MEDIUM, "x"]);
+        assert_eq!(backspaced("e\u{301}\u{302}!"), ["!", "e\u{301}\u{302}"]);
+        assert_eq!(
+            backspaced(&format!("{HANGUL_JAMO}{HANGUL_JAMO}")),
+            [HANGUL_JAMO; 2]
+        );
+        // Text before and after stays exactly as typed.
+        let mut c = typed(&format!("hi {FAMILY} there"));
+        c.cursor = 3 + FAMILY.chars().count();
+        c.backspace();
+        assert_eq!(c.display_text(), "hi  there");
+    }
+
+    #[test]
+    fn delete_and_arrows_step_over_whole_clusters() {
+        for cluster in [FAMILY, FRANCE, THUMB_MEDIUM, "e\u{301}", HANGUL_JAMO] {
+            let text = format!("<{cluster}{cluster}>");
+            let n = cluster.chars().count();
+            let mut c = typed(&text);
+            c.cursor = 1;
+            c.move_right();
+            assert_eq!(c.cursor(), 1 + n, "{cluster:?}");
+            c.move_right();
+            assert_eq!(c.cursor(), 1 + 2 * n, "{cluster:?}");
+            c.move_left();
+            assert_eq!(c.cursor(), 1 + n, "{cluster:?}");
+            c.delete();
+            assert_eq!(c.display_text(), format!("<{cluster}>"), "{cluster:?}");
+            c.move_left();
+            assert_eq!(c.cursor(), 1, "{cluster:?}");
+            c.delete();
+            assert_eq!(c.display_text(), "<>", "{cluster:?}");
+        }
+        // Regional indicators pair from the start of their run: the middle is not a boundary.
+        let mut c = typed(&format!("{FRANCE}{GERMANY}{FRANCE}"));
+        c.move_left();
+        c.move_left();
+        assert_eq!(c.cursor(), 2);
+    }
+
+    #[test]
+    fn word_motions_never_stop_inside_a_cluster() {
+        // A space that a combining mark extends is one cluster with it.
+        let mut c = typed("ab \u{301}cd");
+        c.move_word_left();
+        assert_eq!(c.cursor(), 2);
+        let mut c = typed(&format!("x {THUMB_MEDIUM} y"));
+        c.cursor = 0;
+        c.move_word_right();
+        assert_eq!(c.cursor(), 1);
+        c.move_word_right();
+        assert_eq!(c.cursor(), 4);
+        c.delete_word_back();
+        assert_eq!(c.display_text(), "x  y");
+    }
+
+    #[test]
+    fn mentions_stay_atomic_next_to_clusters() {
+        let mut c = typed("@");
+        c.insert_mention(&candidate("s-1", "Fix"));
+        c.insert_str(FAMILY);
+        c.insert_str("\u{301}");
+        assert_eq!(c.mentions().len(), 1);
+        c.backspace(); // the mark extends the family: both go
+        assert_eq!(c.display_text(), "@Fix ");
+        c.backspace();
+        assert_eq!(c.display_text(), "@Fix");
+        c.backspace();
+        assert_eq!(c.display_text(), "");
+        // A mark typed right after a mention does not merge into it.
+        let mut c = typed("@");
+        c.insert_mention(&candidate("s-1", "Fix"));
+        c.backspace();
+        c.insert_str("\u{301}");
+        c.move_left();
+        assert_eq!(c.cursor(), 1);
+        c.move_left();
+        assert_eq!(c.cursor(), 0);
+        c.delete();
+        assert_eq!(c.display_text(), "\u{301}");
+        assert!(c.mentions().is_empty());
+    }
+
+    #[test]
+    fn cursor_column_counts_cells_per_cluster() {
+        for cluster in [FAMILY, FRANCE, THUMB_MEDIUM, "e\u{301}", HANGUL_JAMO, "漢"] {
+            let text = format!("a{cluster}b");
+            let c = typed(&text);
+            let area = Rect::new(0, 0, 40, 3);
+            let pos = c.cursor_position(area).unwrap();
+            // Where the buffer itself ends up after drawing the same text.
+            let mut buf = Buffer::empty(area);
+            let (x, _) = buf.set_stringn(0, 0, &text, 40, Style::new());
+            let origin = Composer::text_area(area).x;
+            assert_eq!(pos.x - origin, x, "{cluster:?}");
+        }
+    }
+
+    #[test]
+    fn rows_never_wrap_inside_a_cluster() {
+        let c = typed(&format!("abc{FAMILY}"));
+        // The family is 2 cells: at width 4 it moves to the next row whole.
+        assert_eq!(c.layout(4), vec![0..3, 3..8]);
+    }
+
+    #[test]
+    fn a_failed_message_goes_back_in_front_of_the_new_draft() {
+        let mut c = typed("@");
+        c.insert_mention(&candidate("s-1", "Fix"));
+        c.insert_str("please");
+        let sent = c.take_draft();
+        assert!(c.is_empty());
+        c.insert_str("next");
+        c.move_left();
+        c.restore_before(sent.clone());
+        assert_eq!(c.display_text(), "@Fix please\nnext");
+        assert_eq!(c.mentions().len(), 1, "the mention is back as a mention");
+        c.insert_char('!');
+        assert_eq!(
+            c.display_text(),
+            "@Fix please\nnex!t",
+            "cursor where typing was"
+        );
+        // Nothing typed since: the message comes back as it was, cursor included.
+        let mut c = Composer::new();
+        c.restore_before(sent.clone());
+        assert_eq!(c.snapshot(), sent);
+        // A draft already starting on a new line gets no second line break.
+        let mut c = typed("\nx");
+        c.restore_before(sent);
+        assert_eq!(c.display_text(), "@Fix please\nx");
+    }
+
+    #[test]
+    fn filing_a_sent_message_keeps_history_browsing_and_its_draft() {
+        let mut c = typed("old");
+        let old = c.take_draft();
+        c.push_history(old);
+        let sent = {
+            c.insert_str("sent");
+            c.take_draft()
+        };
+        c.insert_str("typed meanwhile");
+        assert_eq!(c.move_up(), ComposerOutcome::Edited);
+        assert_eq!(c.display_text(), "old");
+        c.push_history(sent);
+        assert_eq!(c.move_down(), ComposerOutcome::Edited);
+        assert_eq!(c.display_text(), "sent");
+        assert_eq!(c.move_down(), ComposerOutcome::Edited);
+        assert_eq!(c.display_text(), "typed meanwhile");
+    }
+
+    #[test]
+    fn editing_a_recalled_message_keeps_the_draft_it_replaced() {
+        let mut c = typed("old");
+        let old = c.take_draft();
+        c.push_history(old);
+        c.insert_str("half typed");
+        assert_eq!(c.move_up(), ComposerOutcome::Edited);
+        assert_eq!(c.display_text(), "old");
+        c.insert_char('!');
+        assert_eq!(c.display_text(), "old!");
+        assert_eq!(c.move_up(), ComposerOutcome::Edited);
+        assert_eq!(
+            c.display_text(),
+            "half typed",
+            "the replaced draft is recalled"
+        );
+        assert_eq!(c.move_down(), ComposerOutcome::Edited);
+        assert_eq!(c.display_text(), "old!", "and the edit is the draft now");
+    }
+
     #[test]
     fn line_keys() {
         let mut c = typed("one\ntwo words");
@@ -1099,6 +1462,58 @@ mod tests {
             let shown = escape::escape_line(&label);
             prop_assert_eq!(&parsed.references[0].label, shown.as_ref());
             prop_assert_eq!(parsed.text, c.display_text());
+        }
+    }
+
+    proptest! {
+        /// Clusters and widths found from fixed boundaries agree with segmenting each run of
+        /// characters (between mentions) whole.
+        #[test]
+        fn clusters_match_whole_text_segmentation(
+            parts in proptest::collection::vec(proptest::sample::select(vec![
+                "a", " ", "\n", "\t", "\u{1b}", "\u{301}", "\u{200d}", "\u{1f468}", "\u{1f1eb}",
+                "\u{1f3fd}", "\u{1100}", "\u{1161}", "\u{11a8}", "\u{ac00}", "漢", "\u{600}",
+                "\u{903}", "\u{fe0f}", "é", "@M",
+            ]), 0..200)
+        ) {
+            let mut c = Composer::new();
+            for part in &parts {
+                if *part == "@M" {
+                    c.insert_mention_element(MentionElement {
+                        label: "M\u{1f468}".into(),
+                        session_id: "m".into(),
+                    });
+                } else {
+                    c.insert_str(part);
+                }
+            }
+            let widths = c.cell_widths();
+            let mut i = 0;
+            while i < c.elems.len() {
+                if matches!(c.elems[i], Elem::Mention(_)) {
+                    prop_assert_eq!(c.cluster_at(i), i..i + 1);
+                    prop_assert_eq!(widths[i], 4);
+                    i += 1;
+                    continue;
+                }
+                let run: String = c.elems[i..]
+                    .iter()
+                    .map_while(|e| match e {
+                        Elem::Char(ch) => Some(*ch),
+                        Elem::Mention(_) => None,
+                    })
+                    .collect();
+                for g in run.graphemes(true) {
+                    let n = g.chars().count();
+                    for j in i..i + n {
+                        prop_assert_eq!(c.cluster_at(j), i..i + n, "{:?}", g);
+                    }
+                    let want = if g == "\n" { 0 } else { cluster_width(g) };
+                    prop_assert_eq!(widths[i], want, "{:?}", g);
+                    prop_assert!(widths[i + 1..i + n].iter().all(|w| *w == 0));
+                    i += n;
+                }
+            }
         }
     }
 

@@ -25,7 +25,8 @@ impl KeyHelp {
         if self.quit_pending {
             return vec![("ctrl+c", "again to quit")];
         }
-        if self.preparing {
+        // Over the popup, Esc closes it; the send in flight is cancelled by the next one.
+        if self.preparing && !self.popup_open {
             return vec![("esc", "cancel"), ("ctrl+c", "quit")];
         }
         if self.popup_open {

@@ -2,14 +2,23 @@
 //! with exact cell widths before anything reaches a ratatui buffer.
 //!
 //! Widths come from ratatui's own `Span::width` so our arithmetic agrees with what the buffer
-//! will draw.
+//! will draw. The buffer draws extended grapheme clusters (within one span, i.e. one run of
+//! equally styled cells), so truncation and wrapping measure and cut whole clusters: a ZWJ
+//! family, a flag or a letter with its marks is never split into pieces that draw as something
+//! else, and a cluster's width is the one the buffer gives it.
 
 use super::escape::{self, EscapeMode, Shown};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
+use unicode_segmentation::UnicodeSegmentation;
 
 /// Display width of one character, in cells.
 pub fn char_width(c: char) -> usize {
+    // Printable ASCII and Latin up to the combining marks, soft hyphen aside: one cell each
+    // (a test checks this against the general path).
+    if matches!(c, ' '..='~' | '\u{a0}'..='\u{ac}' | '\u{ae}'..='\u{2ff}') {
+        return 1;
+    }
     let mut bytes = [0u8; 4];
     Span::raw(&*c.encode_utf8(&mut bytes)).width()
 }
@@ -17,6 +26,17 @@ pub fn char_width(c: char) -> usize {
 /// Display width of a string, in cells.
 pub fn str_width(s: &str) -> usize {
     Span::raw(s).width()
+}
+
+/// Display width of a string as the buffer draws it: the sum of the widths of its extended
+/// grapheme clusters (ratatui draws cluster by cluster, and skips one that holds a control).
+/// Differs from [`str_width`] where a sequence is drawn narrower or wider than its characters
+/// measure alone.
+pub fn cluster_cells(s: &str) -> usize {
+    s.graphemes(true)
+        .filter(|g| !g.contains(char::is_control))
+        .map(str_width)
+        .sum()
 }
 
 const TAB: &str = "    ";
@@ -39,7 +59,7 @@ impl StyledText {
     }
 
     pub fn width(&self) -> usize {
-        self.cells.iter().map(|(c, _)| char_width(*c)).sum()
+        units(&self.cells).map(|u| u.width).sum()
     }
 
     /// Appends trusted text (our own labels and punctuation).
@@ -95,26 +115,28 @@ impl StyledText {
         }
     }
 
-    /// Cut to `max` cells, ending in `…` when something was cut.
+    /// Cut to `max` cells, ending in `…` when something was cut. One pass that stops at the
+    /// cut: a huge text costs what is shown of it.
     pub fn truncate(&self, max: usize) -> StyledText {
-        if self.width() <= max {
-            return self.clone();
-        }
-        let mut out = StyledText::new();
-        if max == 0 {
-            return out;
-        }
         let mut used = 0;
-        for &(c, style) in &self.cells {
-            let w = char_width(c);
-            if used + w > max - 1 {
-                out.cells.push((ELLIPSIS, style));
-                break;
+        // Where the `…` goes if the text turns out too wide: before the first unit that does
+        // not fit in `max - 1` cells.
+        let mut cut: Option<(usize, Style)> = None;
+        for unit in units(&self.cells) {
+            if used + unit.width > max {
+                let Some((at, style)) = cut.filter(|_| max > 0) else {
+                    return StyledText::new();
+                };
+                let mut cells = self.cells[..at].to_vec();
+                cells.push((ELLIPSIS, style));
+                return StyledText { cells };
             }
-            used += w;
-            out.cells.push((c, style));
+            if cut.is_none() && used + unit.width > max.saturating_sub(1) {
+                cut = Some((unit.start, self.cells[unit.start].1));
+            }
+            used += unit.width;
         }
-        out
+        self.clone()
     }
 
     /// Cut to `max` cells from the left, starting with `…` when something was cut (keeps the
@@ -128,16 +150,21 @@ impl StyledText {
             return StyledText::new();
         }
         let mut used = 0;
-        for &(c, style) in self.cells.iter().rev() {
-            let w = char_width(c);
-            if used + w > max - 1 {
-                out.push((ELLIPSIS, style));
+        let mut start = self.cells.len();
+        let mut cut = None;
+        let all: Vec<Unit> = units(&self.cells).collect();
+        for unit in all.into_iter().rev() {
+            if used + unit.width > max - 1 {
+                cut = Some(self.cells[unit.start].1);
                 break;
             }
-            used += w;
-            out.push((c, style));
+            used += unit.width;
+            start = unit.start;
         }
-        out.reverse();
+        if let Some(style) = cut {
+            out.push((ELLIPSIS, style));
+        }
+        out.extend_from_slice(&self.cells[start..]);
         StyledText { cells: out }
     }
 
@@ -156,11 +183,12 @@ impl StyledText {
         }
         let mut first_row = true;
         for logical in self.cells.split(|(c, _)| *c == '\n') {
+            let units: Vec<Unit> = units(logical).collect();
             let mut start = 0;
             loop {
                 let prefix = if first_row { first } else { rest };
                 let avail = width.saturating_sub(prefix.width()).max(1);
-                let (end, next) = break_row(logical, start, avail);
+                let (end, next) = break_row(logical, &units, start, avail);
                 let mut cells = prefix.cells.clone();
                 cells.extend_from_slice(&logical[start..end]);
                 out.push(spans_of(&cells).into());
@@ -175,24 +203,154 @@ impl StyledText {
     }
 }
 
-/// Where the row starting at `start` ends (exclusive) and where the next one begins.
-fn break_row(line: &[(char, Style)], start: usize, width: usize) -> (usize, usize) {
+/// One thing the buffer draws: cells `start..end` (a grapheme cluster within a run of one
+/// style) taking `width` cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Unit {
+    start: usize,
+    end: usize,
+    width: usize,
+}
+
+/// Whether an extended grapheme cluster boundary certainly falls between `a` and `b`, whatever
+/// comes before or after: both are characters that never extend, join, prepend or pair (below
+/// U+0300, where combining marks start; CJK unified ideographs; precomposed Hangul syllables,
+/// which only join conjoining jamo), and they are not CR LF. `false` means "look closer".
+pub(crate) fn certain_boundary(a: char, b: char) -> bool {
+    fn inert(c: char) -> bool {
+        (c as u32) < 0x300
+            || ('\u{4e00}'..='\u{9fff}').contains(&c)
+            || ('\u{ac00}'..='\u{d7a3}').contains(&c)
+    }
+    inert(a) && inert(b) && !(a == '\r' && b == '\n')
+}
+
+/// The drawn units of `cells`, in order, covering every cell.
+fn units(cells: &[(char, Style)]) -> Units<'_> {
+    Units {
+        cells,
+        pos: 0,
+        pending: std::collections::VecDeque::new(),
+        scratch: String::new(),
+    }
+}
+
+/// Lazy [`units`]: a character with a [`certain_boundary`] after it (most text) is a unit of
+/// its own, found without segmenting; anything else is
+/// segmented a window at a time, starting at a known boundary, and only clusters that end
+/// before the window does (or at a boundary no later text can move) are trusted, so the cost
+/// stays linear however long the text and whatever clusters it holds.
+struct Units<'a> {
+    cells: &'a [(char, Style)],
+    /// Cells before `pos` are covered by returned or pending units; `pos` is a boundary.
+    pos: usize,
+    pending: std::collections::VecDeque<Unit>,
+    scratch: String,
+}
+
+const UNIT_WINDOW: usize = 64;
+
+impl Units<'_> {
+    /// A cluster boundary falls before cell `i` whatever the text around: the ends, a style
+    /// change, or a [`certain_boundary`].
+    fn fixed_boundary(&self, i: usize) -> bool {
+        let cells = self.cells;
+        if i == 0 || i >= cells.len() {
+            return true;
+        }
+        let ((a, sa), (b, sb)) = (cells[i - 1], cells[i]);
+        sa != sb || certain_boundary(a, b)
+    }
+
+    fn segment_window(&mut self) {
+        let start = self.pos;
+        let style = self.cells[start].1;
+        let mut window = UNIT_WINDOW;
+        loop {
+            let mut end = start;
+            while end < self.cells.len() && end - start < window && self.cells[end].1 == style {
+                end += 1;
+            }
+            let complete = self.fixed_boundary(end);
+            self.scratch.clear();
+            self.scratch
+                .extend(self.cells[start..end].iter().map(|(c, _)| *c));
+            let clusters: Vec<&str> = self.scratch.graphemes(true).collect();
+            // The last cluster may go on past the window unless the window ends at a boundary.
+            let keep = if complete {
+                clusters.len()
+            } else {
+                clusters.len() - 1
+            };
+            if keep == 0 {
+                window *= 2;
+                continue;
+            }
+            let mut at = start;
+            for cluster in &clusters[..keep] {
+                let len = cluster.chars().count();
+                let width = if len == 1 {
+                    char_width(self.cells[at].0)
+                } else if cluster.contains(char::is_control) {
+                    cluster.chars().map(char_width).sum()
+                } else {
+                    str_width(cluster)
+                };
+                self.pending.push_back(Unit {
+                    start: at,
+                    end: at + len,
+                    width,
+                });
+                at += len;
+            }
+            self.pos = at;
+            return;
+        }
+    }
+}
+
+impl Iterator for Units<'_> {
+    type Item = Unit;
+
+    fn next(&mut self) -> Option<Unit> {
+        if let Some(unit) = self.pending.pop_front() {
+            return Some(unit);
+        }
+        let i = self.pos;
+        let (c, _) = *self.cells.get(i)?;
+        if self.fixed_boundary(i + 1) {
+            self.pos += 1;
+            return Some(Unit {
+                start: i,
+                end: i + 1,
+                width: char_width(c),
+            });
+        }
+        self.segment_window();
+        self.pending.pop_front()
+    }
+}
+
+/// Where the row starting at cell `start` ends (exclusive) and where the next one begins;
+/// `units` are the drawn units of `line`. Rows break between units only.
+fn break_row(line: &[(char, Style)], units: &[Unit], start: usize, width: usize) -> (usize, usize) {
+    let is_space = |u: &Unit| u.end == u.start + 1 && line[u.start].0 == ' ';
     let mut used = 0;
     let mut after_space = None;
-    for (i, &(c, _)) in line.iter().enumerate().skip(start) {
-        let w = char_width(c);
-        if used + w > width && i > start {
-            if c == ' ' {
-                return (i, i + 1);
+    let first = units.partition_point(|u| u.start < start);
+    for unit in &units[first..] {
+        if used + unit.width > width && unit.start > start {
+            if is_space(unit) {
+                return (unit.start, unit.end);
             }
             if let Some(b) = after_space {
                 return (b, b);
             }
-            return (i, i);
+            return (unit.start, unit.start);
         }
-        used += w;
-        if c == ' ' {
-            after_space = Some(i + 1);
+        used += unit.width;
+        if is_space(unit) {
+            after_space = Some(unit.end);
         }
     }
     (line.len(), line.len())
@@ -269,6 +427,7 @@ pub fn format_age(created_ms: i64, now_ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ratatui::style::Stylize;
 
     fn plain(lines: &[Line]) -> Vec<String> {
         lines
@@ -306,6 +465,93 @@ mod tests {
         );
         assert_eq!(text("漢字漢字").truncate(4).to_line().to_string(), "漢…");
         assert!(text("abc").truncate(0).is_empty());
+    }
+
+    const FAMILY: &str = "\u{1f468}\u{200d}\u{1f469}\u{200d}\u{1f467}";
+    const FRANCE: &str = "\u{1f1eb}\u{1f1f7}";
+
+    /// Where the buffer itself ends up after drawing `s` in one style.
+    fn drawn_width(s: &str) -> usize {
+        let area = ratatui::layout::Rect::new(0, 0, 80, 1);
+        let mut buf = ratatui::buffer::Buffer::empty(area);
+        usize::from(buf.set_stringn(0, 0, s, 80, Style::default()).0)
+    }
+
+    #[test]
+    fn widths_are_what_the_buffer_draws() {
+        for s in [
+            FAMILY,
+            FRANCE,
+            "a\u{1f44d}\u{1f3fd}b",
+            "e\u{301}",
+            "\u{1100}\u{1161}\u{11a8}",
+            "漢字",
+        ] {
+            assert_eq!(text(s).width(), drawn_width(s), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn truncation_and_wrapping_never_split_a_cluster() {
+        // The family is 2 cells wide: truncating to 3 keeps it whole, to 2 drops it whole.
+        let t = text(&format!("{FAMILY}xyz"));
+        assert_eq!(t.truncate(4).to_line().to_string(), format!("{FAMILY}x…"));
+        assert_eq!(t.truncate(2).to_line().to_string(), "…");
+        let t = text(&format!("abc{FRANCE}{FRANCE}"));
+        assert_eq!(
+            t.truncate_left(4).to_line().to_string(),
+            format!("…{FRANCE}")
+        );
+        let none = StyledText::new();
+        let lines = text(&format!("ab{FAMILY}{FAMILY}")).wrap(4, &none, &none);
+        assert_eq!(plain(&lines), [format!("ab{FAMILY}"), FAMILY.to_string()]);
+        let lines = text("ae\u{301}\u{301}bc").wrap(2, &none, &none);
+        assert_eq!(plain(&lines), ["ae\u{301}\u{301}", "bc"]);
+    }
+
+    proptest::proptest! {
+        /// The windowed segmentation agrees with segmenting each style run whole.
+        #[test]
+        fn units_match_whole_run_segmentation(
+            parts in proptest::collection::vec(
+                (proptest::sample::select(vec![
+                    "a", " ", "\n", "\r", "\u{301}", "\u{200d}", "\u{1f468}", "\u{1f1eb}",
+                    "\u{1f3fd}", "\u{1100}", "\u{1161}", "\u{11a8}", "\u{ac00}", "漢", "\u{600}",
+                    "\u{903}", "\u{fe0f}", "é",
+                ]), 0u8..40),
+                0..400,
+            )
+        ) {
+            let mut t = StyledText::new();
+            for (part, bold) in &parts {
+                let style = if *bold == 0 { Style::new().bold() } else { Style::new() };
+                t.push(part, style);
+            }
+            let got: Vec<(usize, usize)> = units(&t.cells).map(|u| (u.start, u.end)).collect();
+            let mut want = Vec::new();
+            let mut i = 0;
+            while i < t.cells.len() {
+                let style = t.cells[i].1;
+                let run: String = t.cells[i..].iter().take_while(|c| c.1 == style).map(|c| c.0).collect();
+                for g in run.graphemes(true) {
+                    let n = g.chars().count();
+                    want.push((i, i + n));
+                    i += n;
+                }
+            }
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn char_width_fast_path_agrees_with_the_buffer() {
+        for c in (' '..='~')
+            .chain('\u{a0}'..='\u{ac}')
+            .chain('\u{ae}'..='\u{2ff}')
+        {
+            let mut bytes = [0u8; 4];
+            assert_eq!(Span::raw(&*c.encode_utf8(&mut bytes)).width(), 1, "{c:?}");
+        }
     }
 
     #[test]
