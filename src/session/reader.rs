@@ -128,7 +128,7 @@ pub fn read_log(path: &Path) -> Result<(LogScan, Vec<Record>)> {
 
 /// Reads only the header (the first line, or the first frame).
 pub fn read_header(path: &Path) -> Result<SessionHeader> {
-    let file = File::open(path).map_err(|e| SessionError::io(path, e))?;
+    let file = super::files::open_read(path).map_err(|e| SessionError::io(path, e))?;
     let mut source = LineSource::new(path, file, Encoding::of_path(path), u64::MAX, HEADER_BUFFER)?;
     match source.next_batch()? {
         Some(Batch::Lines { range, .. }) => match lines(&source.buf[range]).next() {
@@ -142,7 +142,7 @@ pub fn read_header(path: &Path) -> Result<SessionHeader> {
 
 /// Scans the log at `path`, handing each validated record to `sink`.
 pub fn scan_log(path: &Path, sink: &mut dyn RecordSink) -> Result<LogScan> {
-    let file = File::open(path).map_err(|e| SessionError::io(path, e))?;
+    let file = super::files::open_read(path).map_err(|e| SessionError::io(path, e))?;
     // A shared lock gives a length at which no batch of ours is half written.
     let len = stable_len(path, &file)?;
     scan_reader(path, file, Encoding::of_path(path), len, sink)
@@ -191,7 +191,7 @@ pub fn resume_scan(path: &Path, previous: &LogScan, sink: &mut dyn RecordSink) -
             path.display()
         )));
     }
-    let mut file = File::open(path).map_err(|e| SessionError::io(path, e))?;
+    let mut file = super::files::open_read(path).map_err(|e| SessionError::io(path, e))?;
     let len = stable_len(path, &file)?;
     if len < previous.valid_len {
         return Err(SessionError::Other(format!(
@@ -842,7 +842,7 @@ pub(crate) fn scan_lines_from(
     offset: u64,
     visit: &mut dyn FnMut(&[u8]),
 ) -> Result<u64> {
-    let mut file = File::open(path).map_err(|e| SessionError::io(path, e))?;
+    let mut file = super::files::open_read(path).map_err(|e| SessionError::io(path, e))?;
     let len = stable_len(path, &file)?;
     if offset >= len {
         return Ok(offset.min(len));

@@ -1,0 +1,181 @@
+//! A home shared with hostile or careless programs: files replaced by FIFOs and device links,
+//! locks held by other processes, unreadable directories, logs rewritten in place, headers that
+//! inflate without end. What must hold: every command ends (each run here has a deadline and is
+//! killed past it), reads stay bounded, and a broken thing is skipped or named, never lied about.
+
+use dsh_session_references::session::{
+    ContentBlock, Encoding, EventData, Message, MessageSource, NewEvent, SessionHeader,
+    SessionWriter,
+};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A command's outcome, or a failed test if it ran past `deadline`.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn dsh_refs_as(home: &Path, args: &[&str], deadline: Duration, uid: Option<u32>) -> Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-refs"));
+    command
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    #[cfg(unix)]
+    if let Some(uid) = uid {
+        use std::os::unix::process::CommandExt;
+        command.uid(uid).gid(uid);
+    }
+    let mut child = command.spawn().expect("spawn dsh-refs");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("dsh-refs {args:?} still running after {deadline:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn dsh_refs(home: &Path, args: &[&str]) -> Run {
+    dsh_refs_as(home, args, Duration::from_secs(20), None)
+}
+
+fn ok(run: Run, what: &str) -> String {
+    assert_eq!(
+        run.code, 0,
+        "{what}: stderr: {}\nstdout: {}",
+        run.stderr, run.stdout
+    );
+    run.stdout
+}
+
+fn user(text: &str) -> NewEvent {
+    EventData::UserMessage(Message::new(
+        "user",
+        vec![ContentBlock::text(text)],
+        MessageSource::user(),
+        format!("u-{text}"),
+    ))
+    .into()
+}
+
+/// Creates session `id` in `cwd` holding one user message; returns its log path.
+fn session(home: &Path, id: &str, cwd: &str, encoding: Encoding, text: &str) -> PathBuf {
+    let header = SessionHeader::new(id, 1_700_000_000_000, Some(cwd.to_string()));
+    let mut writer = SessionWriter::create(home, header, encoding).unwrap();
+    writer.append(vec![user(text)]).unwrap();
+    writer.path().to_path_buf()
+}
+
+/// The three reading commands, each of which must answer and mention the source session.
+fn assert_commands_answer(home: &Path, source: &str, what: &str) {
+    let listed = ok(dsh_refs(home, &["sessions"]), what);
+    assert!(listed.contains(source), "{what}: sessions: {listed}");
+    let candidates = ok(
+        dsh_refs(home, &["candidates", "--as", "agent", "--cwd", "/w"]),
+        what,
+    );
+    assert!(
+        candidates.contains(source),
+        "{what}: candidates: {candidates}"
+    );
+    let prepared = ok(prepare(home, source), what);
+    assert!(
+        prepared.contains("hello from the source"),
+        "{what}: prepare: {prepared}"
+    );
+}
+
+/// `prepare` of a message that mentions `source`.
+fn prepare(home: &Path, source: &str) -> Run {
+    let mention = ok(dsh_refs(home, &["mention", "format", source]), "mention");
+    let text = format!("{} what happened?", mention.trim_end());
+    dsh_refs(home, &["prepare", "--as", "agent", "--cwd", "/w", &text])
+}
+
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+fn pending_marker(log: &Path) -> PathBuf {
+    log.with_file_name(".session.jsonl.pending")
+}
+
+#[test]
+fn a_fifo_pending_marker_neither_hangs_nor_counts() {
+    let home = tempfile::tempdir().unwrap();
+    session(home.path(), "agent", "/w", Encoding::Plain, "agent");
+    let log = session(
+        home.path(),
+        "src",
+        "/w",
+        Encoding::Plain,
+        "hello from the source",
+    );
+    mkfifo(&pending_marker(&log));
+    assert_commands_answer(home.path(), "src", "FIFO marker");
+}
+
+#[test]
+fn a_pending_marker_linked_to_dev_zero_is_not_read() {
+    let home = tempfile::tempdir().unwrap();
+    session(home.path(), "agent", "/w", Encoding::Plain, "agent");
+    let log = session(
+        home.path(),
+        "src",
+        "/w",
+        Encoding::Plain,
+        "hello from the source",
+    );
+    std::os::unix::fs::symlink("/dev/zero", pending_marker(&log)).unwrap();
+    assert_commands_answer(home.path(), "src", "/dev/zero marker");
+}
+
+#[test]
+fn a_symlinked_marker_to_a_valid_offset_is_not_followed() {
+    // A marker is only ever written as a regular file: a symlink, even to a well-formed offset
+    // that would cut the log to its header, is not a marker.
+    let home = tempfile::tempdir().unwrap();
+    session(home.path(), "agent", "/w", Encoding::Plain, "agent");
+    let log = session(
+        home.path(),
+        "src",
+        "/w",
+        Encoding::Plain,
+        "hello from the source",
+    );
+    let header_len = std::fs::read(&log)
+        .unwrap()
+        .iter()
+        .position(|b| *b == b'\n')
+        .unwrap()
+        + 1;
+    let elsewhere = home.path().join("offset");
+    std::fs::write(&elsewhere, format!("{header_len}\n")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, pending_marker(&log)).unwrap();
+    assert_commands_answer(home.path(), "src", "symlinked marker");
+    // The same bytes as a regular file do count: the batch reads as pending.
+    std::fs::remove_file(pending_marker(&log)).unwrap();
+    std::fs::copy(&elsewhere, pending_marker(&log)).unwrap();
+    let prepared = prepare(home.path(), "src");
+    assert!(
+        !prepared.stdout.contains("hello from the source"),
+        "{}",
+        prepared.stdout
+    );
+}
