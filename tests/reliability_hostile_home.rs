@@ -179,3 +179,56 @@ fn a_symlinked_marker_to_a_valid_offset_is_not_followed() {
         prepared.stdout
     );
 }
+
+#[test]
+fn a_log_locked_by_another_process_is_listed_and_reported_busy() {
+    for encoding in [Encoding::Plain, Encoding::Zstd] {
+        let home = tempfile::tempdir().unwrap();
+        session(home.path(), "agent", "/w", encoding, "agent");
+        session(
+            home.path(),
+            "other",
+            "/w",
+            encoding,
+            "hello from the source",
+        );
+        let log = session(home.path(), "src", "/w", encoding, "locked away");
+        // Another open file description: its lock conflicts with every reader's, as another
+        // process's would.
+        let holder = std::fs::File::open(&log).unwrap();
+        holder.lock().unwrap();
+        let deadline = Duration::from_secs(10);
+        let listed = ok(
+            dsh_refs_as(home.path(), &["sessions"], deadline, None),
+            "sessions",
+        );
+        assert!(
+            listed.contains("src") && listed.contains("other"),
+            "{listed}"
+        );
+        let candidates = dsh_refs_as(
+            home.path(),
+            &["candidates", "--as", "agent", "--cwd", "/w"],
+            deadline,
+            None,
+        );
+        let candidates = ok(candidates, "candidates");
+        assert!(candidates.contains("\"src\""), "{candidates}");
+        // The locked session: a clear error naming it, after a bounded wait.
+        let started = Instant::now();
+        let prepared = prepare(home.path(), "src");
+        let all = format!("{}{}", prepared.stdout, prepared.stderr);
+        assert!(
+            all.contains("busy") && all.contains(&*log.to_string_lossy()),
+            "{all}"
+        );
+        assert!(!all.contains("locked away"), "{all}");
+        assert!(started.elapsed() < deadline, "{:?}", started.elapsed());
+        // Another session is unaffected.
+        let prepared = ok(prepare(home.path(), "other"), "prepare other");
+        assert!(prepared.contains("hello from the source"), "{prepared}");
+        holder.unlock().unwrap();
+        let prepared = ok(prepare(home.path(), "src"), "prepare after unlock");
+        assert!(prepared.contains("locked away"), "{prepared}");
+    }
+}

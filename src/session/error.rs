@@ -32,6 +32,14 @@ pub enum SessionError {
     InvalidId { id: String, reason: String },
     #[error("session {id:?} already exists at {path}")]
     AlreadyExists { id: String, path: PathBuf },
+    #[error(
+        "{path}: session busy: another process has held its lock for over {} ms; try again",
+        waited.as_millis()
+    )]
+    Busy {
+        path: PathBuf,
+        waited: std::time::Duration,
+    },
     #[error("{0}")]
     Other(String),
 }

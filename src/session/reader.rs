@@ -22,6 +22,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 use zstd::stream::raw::{Decoder, InBuffer, Operation, OutBuffer};
 
 /// On-disk encoding of a log file.
@@ -144,7 +145,7 @@ pub fn read_header(path: &Path) -> Result<SessionHeader> {
 pub fn scan_log(path: &Path, sink: &mut dyn RecordSink) -> Result<LogScan> {
     let file = super::files::open_read(path).map_err(|e| SessionError::io(path, e))?;
     // A shared lock gives a length at which no batch of ours is half written.
-    let len = stable_len(path, &file)?;
+    let len = stable_len(path, &file, LOCK_WAIT)?;
     scan_reader(path, file, Encoding::of_path(path), len, sink)
 }
 
@@ -192,7 +193,7 @@ pub fn resume_scan(path: &Path, previous: &LogScan, sink: &mut dyn RecordSink) -
         )));
     }
     let mut file = super::files::open_read(path).map_err(|e| SessionError::io(path, e))?;
-    let len = stable_len(path, &file)?;
+    let len = stable_len(path, &file, LOCK_WAIT)?;
     if len < previous.valid_len {
         return Err(SessionError::Other(format!(
             "{}: the log shrank below its valid prefix",
@@ -491,11 +492,18 @@ fn invalid_header(path: &Path, reason: &str) -> SessionError {
     }
 }
 
+/// How long a reader waits for a writer's lock before it reports the session busy. Our writers
+/// hold it for one `write`; a lock held longer belongs to a stuck or hostile process.
+pub const LOCK_WAIT: Duration = Duration::from_secs(2);
+
 /// The file length under a shared lock: our writers hold an exclusive lock while appending. A
 /// plain log whose last writer died mid-batch ends, for readers, where that batch starts (see
 /// [`super::writer`]): a live writer removes its marker before it unlocks.
-pub(crate) fn stable_len(path: &Path, file: &File) -> Result<u64> {
-    file.lock_shared().map_err(|e| SessionError::io(path, e))?;
+///
+/// The lock is tried, not awaited: another process holding it for longer than `wait` makes this
+/// a [`SessionError::Busy`] naming the log, never a reader blocked forever.
+pub(crate) fn stable_len(path: &Path, file: &File, wait: Duration) -> Result<u64> {
+    lock_shared_within(path, file, wait)?;
     let len = file
         .metadata()
         .map(|m| m.len())
@@ -505,6 +513,28 @@ pub(crate) fn stable_len(path: &Path, file: &File) -> Result<u64> {
         });
     let _ = file.unlock();
     len.map_err(|e| SessionError::io(path, e))
+}
+
+/// Takes a shared lock on `file`, retrying with growing pauses until `wait` has passed.
+fn lock_shared_within(path: &Path, file: &File, wait: Duration) -> Result<()> {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match file.try_lock_shared() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(e)) => return Err(SessionError::io(path, e)),
+        }
+        let waited = started.elapsed();
+        if waited >= wait {
+            return Err(SessionError::Busy {
+                path: path.to_path_buf(),
+                waited,
+            });
+        }
+        std::thread::sleep(pause.min(wait - waited));
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
 }
 
 enum Batch {
@@ -836,14 +866,16 @@ fn zstd_frames_contain_turn_end(bytes: &[u8]) -> bool {
 
 /// Reads complete batches of a log from byte `offset` on, for incremental scans (titles).
 /// Calls `visit` with each line of each complete batch; returns the offset after the last
-/// complete batch. Stops quietly at the first batch it cannot decode.
+/// complete batch. Stops quietly at the first batch it cannot decode. Waits at most `wait` for
+/// a writer's lock (see [`stable_len`]).
 pub(crate) fn scan_lines_from(
     path: &Path,
     offset: u64,
+    wait: Duration,
     visit: &mut dyn FnMut(&[u8]),
 ) -> Result<u64> {
     let mut file = super::files::open_read(path).map_err(|e| SessionError::io(path, e))?;
-    let len = stable_len(path, &file)?;
+    let len = stable_len(path, &file, wait)?;
     if offset >= len {
         return Ok(offset.min(len));
     }

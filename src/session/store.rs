@@ -52,6 +52,11 @@ struct Inner {
     conversations: Mutex<Conversations>,
 }
 
+/// How long a title read waits for a writer's lock. Titles are read for every listed candidate,
+/// so this is much shorter than [`reader::LOCK_WAIT`]: a busy log shows its last known title, or
+/// its id.
+const TITLE_LOCK_WAIT: Duration = Duration::from_millis(200);
+
 /// Logs whose folded conversation the store keeps (each costs its conversation text).
 const CONVERSATION_CACHE: usize = 8;
 
@@ -332,17 +337,25 @@ impl DiskStore {
             .expect("title lock")
             .get(path)
             .cloned();
+        let known = cached.as_ref().map(|entry| entry.title.clone());
         let (start, mut title) = match cached {
             Some(entry) if entry.len == len && entry.modified == modified => return Ok(entry.title),
             // Appended: read only what is new.
             Some(entry) if len >= entry.scanned_to => (entry.scanned_to, entry.title),
             _ => (0, None),
         };
-        let scanned_to = reader::scan_lines_from(path, start, &mut |line| {
+        let scanned = reader::scan_lines_from(path, start, TITLE_LOCK_WAIT, &mut |line| {
             if let Some(found) = title_from_line(line) {
                 title = Some(found);
             }
-        })?;
+        });
+        let scanned_to = match (scanned, known) {
+            (Ok(scanned_to), _) => scanned_to,
+            // A log held locked by another process: the title it had when last read (the cache
+            // is left as it was, so the next call reads the new part).
+            (Err(SessionError::Busy { .. }), Some(known)) => return Ok(known),
+            (Err(e), _) => return Err(e),
+        };
         {
             let mut index = self.inner.index.lock().expect("index lock");
             index.stats.title_scans += 1;
