@@ -3,7 +3,7 @@ use dsh_session_references::cli::{Cli, Command, Compression, TuiArgs};
 use dsh_session_references::session::paths::resolve_home;
 use dsh_session_references::session::Encoding;
 use dsh_session_references::tui::app::{run_terminal, AppOptions};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 fn main() {
@@ -78,16 +78,15 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs) -> i32 {
 }
 
 /// Diagnostics go to `<home>/logs/dsh-refs.log` (filtered by RUST_LOG), never to the screen.
+/// Without a usable log file (a FIFO or device in its place, no permission) the TUI runs
+/// without diagnostics, and says so once on stderr before the screen is taken.
 fn init_tracing(home: &Path) {
-    let dir: PathBuf = home.join("logs");
-    let file = std::fs::create_dir_all(&dir).and_then(|_| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("dsh-refs.log"))
-    });
-    let Ok(file) = file else {
-        return;
+    let file = match dsh_session_references::cli::open_diagnostics_log(home) {
+        Ok(file) => file,
+        Err(message) => {
+            eprintln!("dsh-refs: {message}");
+            return;
+        }
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));

@@ -63,7 +63,17 @@ pub fn open_regular(
                 "a symbolic link, not a regular file",
             ))
         }
-        Err(e) => return Err(e),
+        // Opening a FIFO for writing without a reader fails (ENXIO): name what is there.
+        Err(e) => {
+            let meta = match symlinks {
+                Symlinks::Follow => std::fs::metadata(path),
+                Symlinks::Refuse => std::fs::symlink_metadata(path),
+            };
+            return Err(match meta {
+                Ok(meta) if !meta.is_file() => not_regular(&meta.file_type()),
+                _ => e,
+            });
+        }
     };
     let kind = file.metadata()?.file_type();
     if !kind.is_file() {
