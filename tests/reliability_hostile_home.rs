@@ -232,3 +232,52 @@ fn a_log_locked_by_another_process_is_listed_and_reported_busy() {
         assert!(prepared.contains("locked away"), "{prepared}");
     }
 }
+
+/// Opens a home to every user (tempdirs are private), so a run as `nobody` can read it.
+#[cfg(unix)]
+fn open_to_all(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = if dir.is_dir() { 0o755 } else { 0o644 };
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    if dir.is_dir() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            open_to_all(&entry.unwrap().path());
+        }
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn an_unreadable_project_directory_is_skipped() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    session(home.path(), "agent", "/w", Encoding::Plain, "agent");
+    session(
+        home.path(),
+        "src",
+        "/w",
+        Encoding::Plain,
+        "hello from the source",
+    );
+    let hidden = session(home.path(), "hidden", "/private", Encoding::Plain, "secret");
+    open_to_all(home.path());
+    let project = hidden.parent().unwrap().parent().unwrap().to_path_buf();
+    std::fs::set_permissions(&project, std::fs::Permissions::from_mode(0o000)).unwrap();
+    // Root reads a mode-000 directory anyway: then the commands run as `nobody`, for whom the
+    // directory is as unreadable as it is for its owner's colleagues.
+    let uid = std::fs::read_dir(&project).is_ok().then_some(65534);
+    let deadline = Duration::from_secs(20);
+    let run = |args: &[&str]| ok(dsh_refs_as(home.path(), args, deadline, uid), "run");
+    let listed = run(&["sessions"]);
+    assert!(
+        listed.contains("src") && !listed.contains("hidden"),
+        "{listed}"
+    );
+    let candidates = run(&["candidates", "--as", "agent", "--cwd", "/w"]);
+    assert!(candidates.contains("\"src\""), "{candidates}");
+    let mention = run(&["mention", "format", "src"]);
+    let text = format!("{} what happened?", mention.trim_end());
+    let prepared = run(&["prepare", "--as", "agent", "--cwd", "/w", &text]);
+    assert!(prepared.contains("hello from the source"), "{prepared}");
+    std::fs::set_permissions(&project, std::fs::Permissions::from_mode(0o755)).unwrap();
+}

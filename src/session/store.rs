@@ -145,6 +145,8 @@ struct Project {
     stamp: Option<Stamp>,
     /// Session directory → its log, or `None` while the directory holds no readable log yet.
     sessions: HashMap<PathBuf, Option<LogEntry>>,
+    /// The last listing of this directory failed (warned about once, until it succeeds).
+    unreadable: bool,
 }
 
 #[derive(Clone)]
@@ -552,8 +554,24 @@ fn refresh_project(
     let mut changed = false;
     if !project.stamp.is_some_and(|s| s.still(&stamp)) {
         stats.dir_reads += 1;
+        let listed = match list_dirs(dir) {
+            Ok(listed) => listed,
+            Err(e) => {
+                // One project nobody may read must not take the home down: skip it like an
+                // unreadable session, and try again on the next listing (no stamp is kept).
+                if !project.unreadable {
+                    tracing::warn!(error = %e, "skipping a project directory that cannot be read");
+                }
+                project.unreadable = true;
+                let had = !project.sessions.is_empty();
+                project.sessions.clear();
+                project.stamp = None;
+                return Ok(had);
+            }
+        };
+        project.unreadable = false;
         let mut seen = HashSet::new();
-        for session_dir in list_dirs(dir)? {
+        for session_dir in listed {
             seen.insert(session_dir.clone());
             if let std::collections::hash_map::Entry::Vacant(slot) =
                 project.sessions.entry(session_dir)
