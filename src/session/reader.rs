@@ -113,6 +113,9 @@ impl<F: FnMut(Record) -> Result<()>> RecordSink for F {
 /// The largest batch (a plain line, or a decompressed zstd frame) a reader accepts.
 pub const MAX_BATCH_BYTES: usize = 256 << 20;
 
+/// The largest header line (or first zstd frame, decompressed) [`read_header`] accepts.
+pub const MAX_HEADER_BYTES: usize = 1 << 20;
+
 /// Read-buffer sizes: small for headers (listing reads thousands), larger for whole scans.
 const HEADER_BUFFER: usize = 8 * 1024;
 const SCAN_BUFFER: usize = 256 * 1024;
@@ -127,15 +130,30 @@ pub fn read_log(path: &Path) -> Result<(LogScan, Vec<Record>)> {
     Ok((scan, records))
 }
 
-/// Reads only the header (the first line, or the first frame).
+/// Reads only the header (the first line, or the first frame), reading and decompressing at
+/// most about [`MAX_HEADER_BYTES`]: a header line (or first frame) longer than that is a
+/// "header too long" error, so listing a home of hostile logs stays cheap.
 pub fn read_header(path: &Path) -> Result<SessionHeader> {
     let file = super::files::open_read(path).map_err(|e| SessionError::io(path, e))?;
-    let mut source = LineSource::new(path, file, Encoding::of_path(path), u64::MAX, HEADER_BUFFER)?;
+    read_header_from(path, file, Encoding::of_path(path))
+}
+
+/// [`read_header`] over any reader.
+pub fn read_header_from<R: Read>(
+    path: &Path,
+    reader: R,
+    encoding: Encoding,
+) -> Result<SessionHeader> {
+    let mut source = LineSource::new(path, reader, encoding, u64::MAX, HEADER_BUFFER)?;
+    source.max_batch = MAX_HEADER_BYTES;
     match source.next_batch()? {
         Some(Batch::Lines { range, .. }) => match lines(&source.buf[range]).next() {
             Some(line) => parse_header(path, line),
             None => Err(invalid_header(path, "the log is empty")),
         },
+        Some(Batch::Defect { reason, .. }) if source.over_limit => {
+            Err(invalid_header(path, &format!("header too long: {reason}")))
+        }
         Some(Batch::Defect { reason, .. }) => Err(invalid_header(path, &reason)),
         None => Err(invalid_header(path, "the log is empty")),
     }
@@ -624,6 +642,10 @@ struct LineSource<R: Read> {
     pos: usize,
     filled: usize,
     eof: bool,
+    /// The largest batch accepted: [`MAX_BATCH_BYTES`], or [`MAX_HEADER_BYTES`] for a header read.
+    max_batch: usize,
+    /// The last defect was a batch over `max_batch`.
+    over_limit: bool,
 }
 
 /// Room kept free in a frame buffer before each decompression step.
@@ -654,6 +676,8 @@ impl<R: Read> LineSource<R> {
             pos: 0,
             filled: 0,
             eof: false,
+            max_batch: MAX_BATCH_BYTES,
+            over_limit: false,
         })
     }
 
@@ -686,12 +710,13 @@ impl<R: Read> LineSource<R> {
                 }));
             }
             searched = unread.len();
-            if searched >= MAX_BATCH_BYTES {
+            if searched >= self.max_batch {
+                self.over_limit = true;
                 self.pos = self.filled;
                 self.offset += searched as u64;
                 return Ok(Some(Batch::Defect {
                     line: self.line_no + 1,
-                    reason: format!("line longer than {MAX_BATCH_BYTES} bytes"),
+                    reason: format!("line longer than {} bytes", self.max_batch),
                 }));
             }
             self.fill()?;
@@ -709,7 +734,7 @@ impl<R: Read> LineSource<R> {
             self.pos = 0;
         }
         if self.filled == self.buf.len() {
-            let grown = (self.buf.len() * 2).clamp(HEADER_BUFFER, MAX_BATCH_BYTES + 1);
+            let grown = (self.buf.len() * 2).clamp(HEADER_BUFFER, self.max_batch + 1);
             self.buf.resize(grown, 0);
         }
         loop {
@@ -749,8 +774,10 @@ impl<R: Read> LineSource<R> {
             let mut failure = None;
             loop {
                 if self.buf.capacity() - self.buf.len() < OUT_CHUNK {
-                    if self.buf.len() >= MAX_BATCH_BYTES {
-                        failure = Some(format!("zstd frame inflates past {MAX_BATCH_BYTES} bytes"));
+                    if self.buf.len() >= self.max_batch {
+                        self.over_limit = true;
+                        failure =
+                            Some(format!("zstd frame inflates past {} bytes", self.max_batch));
                         break;
                     }
                     self.buf.reserve(OUT_CHUNK.max(self.buf.len()));
@@ -904,4 +931,56 @@ pub(crate) fn scan_lines_from(
         }
     }
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    /// An endless stream of one byte, counting what was read from it.
+    struct Endless {
+        byte: u8,
+        read: Rc<Cell<u64>>,
+    }
+
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            buf.fill(self.byte);
+            self.read.set(self.read.get() + buf.len() as u64);
+            Ok(buf.len())
+        }
+    }
+
+    #[test]
+    fn a_header_without_newline_is_read_bounded() {
+        let read = Rc::new(Cell::new(0));
+        let endless = Endless {
+            byte: b' ',
+            read: read.clone(),
+        };
+        let err = read_header_from(Path::new("log"), endless, Encoding::Plain).unwrap_err();
+        assert!(err.to_string().contains("header too long"), "{err}");
+        assert!(
+            read.get() <= 2 * MAX_HEADER_BYTES as u64,
+            "read {} bytes",
+            read.get()
+        );
+    }
+
+    #[test]
+    fn a_zstd_header_bomb_is_inflated_bounded() {
+        // 64 MiB of spaces compress to a few KB.
+        let bomb = zstd::bulk::compress(&vec![b' '; 64 << 20], 3).unwrap();
+        assert!(bomb.len() < 64 << 10);
+        let err = read_header_from(Path::new("log"), &bomb[..], Encoding::Zstd).unwrap_err();
+        assert!(err.to_string().contains("header too long"), "{err}");
+        // A header that fits is read.
+        let header = br#"{"type":"session","version":0,"id":"a","createdAt":1}
+"#;
+        let frame = zstd::bulk::compress(header, 3).unwrap();
+        let read = read_header_from(Path::new("log"), &frame[..], Encoding::Zstd).unwrap();
+        assert_eq!(read.id, "a");
+    }
 }
