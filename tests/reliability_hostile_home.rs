@@ -281,3 +281,78 @@ fn an_unreadable_project_directory_is_skipped() {
     assert!(prepared.contains("hello from the source"), "{prepared}");
     std::fs::set_permissions(&project, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+/// Sets a file's modification time back, out of the store's window of untrusted stamps.
+fn age(path: &Path) {
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    let old = std::time::SystemTime::now() - Duration::from_secs(60);
+    file.set_modified(old).unwrap();
+}
+
+#[test]
+fn unreadable_headers_are_read_once_per_change_and_bounded() {
+    use dsh_session_references::session::DiskStore;
+    let home = tempfile::tempdir().unwrap();
+    session(home.path(), "good", "/w", Encoding::Plain, "fine");
+    // A sparse log without a newline: a header that never ends.
+    let dir = home.path().join("sessions/--w--/sparse");
+    std::fs::create_dir_all(&dir).unwrap();
+    let sparse = dir.join("session.jsonl");
+    std::fs::write(&sparse, b"{\"type\":\"session\",\"id\":\"sparse").unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&sparse)
+        .unwrap();
+    file.set_len(64 << 20).unwrap();
+    drop(file);
+    // A zstd bomb: a small first frame that inflates to 64 MiB of spaces.
+    let dir = home.path().join("sessions/--w--/bomb");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bomb = dir.join("session.jsonl.zstd");
+    std::fs::write(
+        &bomb,
+        zstd::bulk::compress(&vec![b' '; 64 << 20], 3).unwrap(),
+    )
+    .unwrap();
+    age(&sparse);
+    age(&bomb);
+
+    let store = DiskStore::new(home.path());
+    let listed = store.list_sessions_blocking().unwrap();
+    assert_eq!(listed.len(), 1, "only the good session is listed");
+    let first = store.stats().header_reads;
+    assert_eq!(first, 3);
+    for _ in 0..5 {
+        store.list_sessions_blocking().unwrap();
+    }
+    assert_eq!(
+        store.stats().header_reads,
+        first,
+        "unchanged bad logs are not read again"
+    );
+
+    // A bad log that changes is read again.
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&sparse)
+        .unwrap();
+    std::io::Write::write_all(&mut file, b"x").unwrap();
+    drop(file);
+    age(&sparse);
+    store.list_sessions_blocking().unwrap();
+    assert_eq!(store.stats().header_reads, first + 1);
+    store.list_sessions_blocking().unwrap();
+    assert_eq!(store.stats().header_reads, first + 1);
+
+    // And one replaced by a good log is listed.
+    std::fs::remove_file(&bomb).unwrap();
+    let header = SessionHeader::new("was-a-bomb", 1, Some("/w".into()));
+    let line = format!("{}\n", serde_json::to_string(&header).unwrap());
+    std::fs::write(
+        bomb.with_file_name("session.jsonl.zstd"),
+        zstd::bulk::compress(line.as_bytes(), 3).unwrap(),
+    )
+    .unwrap();
+    let listed = store.list_sessions_blocking().unwrap();
+    assert!(listed.iter().any(|s| s.id() == "was-a-bomb"));
+}

@@ -83,6 +83,13 @@ struct FileStamp {
 }
 
 impl FileStamp {
+    /// Modified so recently that a rewrite within the same clock tick could hide behind it.
+    fn is_racy(&self, now: SystemTime) -> bool {
+        now.duration_since(self.modified)
+            .map(|age| age < RACY_WINDOW)
+            .unwrap_or(true)
+    }
+
     fn of(path: &Path) -> Result<FileStamp> {
         let meta = fs::metadata(path).map_err(|e| SessionError::io(path, e))?;
         #[cfg(unix)]
@@ -147,6 +154,9 @@ struct Project {
     sessions: HashMap<PathBuf, Option<LogEntry>>,
     /// The last listing of this directory failed (warned about once, until it succeeds).
     unreadable: bool,
+    /// Session directory → the log whose header could not be read, and its stamp then: an
+    /// unchanged bad log is not read again on every listing.
+    failed: HashMap<PathBuf, (PathBuf, FileStamp)>,
 }
 
 #[derive(Clone)]
@@ -582,6 +592,7 @@ fn refresh_project(
         }
         let before = project.sessions.len();
         project.sessions.retain(|d, _| seen.contains(d));
+        project.failed.retain(|d, _| seen.contains(d));
         changed |= before != project.sessions.len();
         project.stamp = Some(stamp);
     }
@@ -594,9 +605,19 @@ fn refresh_project(
             changed |= entry.take().is_some();
             continue;
         };
+        // A log whose header failed is read again only once it changed (or was replaced).
+        let stamp = FileStamp::of(&path).ok();
+        if let (Some(stamp), Some((failed_path, failed_stamp))) =
+            (stamp, project.failed.get(session_dir))
+        {
+            if *failed_path == path && *failed_stamp == stamp {
+                continue;
+            }
+        }
         stats.header_reads += 1;
         match reader::read_header(&path) {
             Ok(header) => {
+                project.failed.remove(session_dir);
                 *entry = Some(LogEntry {
                     path,
                     header: Arc::new(header),
@@ -606,6 +627,15 @@ fn refresh_project(
             Err(e) => {
                 tracing::warn!(error = %e, "skipping a session whose header cannot be read");
                 changed |= entry.take().is_some();
+                // Remembered only once its stamp is old enough to be trusted (coarse clocks).
+                match stamp.filter(|s| !s.is_racy(now)) {
+                    Some(stamp) => {
+                        project.failed.insert(session_dir.clone(), (path, stamp));
+                    }
+                    None => {
+                        project.failed.remove(session_dir);
+                    }
+                }
             }
         }
     }
