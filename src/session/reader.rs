@@ -646,6 +646,8 @@ struct LineSource<R: Read> {
     max_batch: usize,
     /// The last defect was a batch over `max_batch`.
     over_limit: bool,
+    /// A plain source stopped inside an over-long line: what follows is still that line.
+    mid_line: bool,
 }
 
 /// Room kept free in a frame buffer before each decompression step.
@@ -678,6 +680,7 @@ impl<R: Read> LineSource<R> {
             eof: false,
             max_batch: MAX_BATCH_BYTES,
             over_limit: false,
+            mid_line: false,
         })
     }
 
@@ -712,6 +715,7 @@ impl<R: Read> LineSource<R> {
             searched = unread.len();
             if searched >= self.max_batch {
                 self.over_limit = true;
+                self.mid_line = true;
                 self.pos = self.filled;
                 self.offset += searched as u64;
                 return Ok(Some(Batch::Defect {
@@ -838,22 +842,241 @@ impl<R: Read> LineSource<R> {
     }
 
     /// Whether any readable `turn/end` record follows the current position.
+    ///
+    /// This decides between a torn tail and corruption after a defect, and the rest of the log
+    /// may be gigabytes: it is streamed through a bounded buffer, and only a line that may be a
+    /// `turn/end` record is kept (see [`TurnEndScanner`]), so memory does not depend on the
+    /// log's size.
     fn turn_end_follows(&mut self) -> Result<bool> {
-        let mut rest = Vec::new();
-        let read = match &mut self.input {
+        match &mut self.input {
             Input::Plain(reader) => {
-                rest.extend_from_slice(&self.buf[self.pos..self.filled]);
-                self.pos = self.filled;
-                reader.read_to_end(&mut rest)
+                let mut scanner = TurnEndScanner::default();
+                // The rest of an over-long line is skipped, not kept.
+                scanner.skipping = self.mid_line;
+                loop {
+                    let unread = &self.buf[self.pos..self.filled];
+                    let read = unread.len();
+                    let found = scanner.feed(unread);
+                    self.pos = self.filled;
+                    self.offset += read as u64;
+                    if found {
+                        return Ok(true);
+                    }
+                    if self.eof {
+                        return Ok(scanner.finish());
+                    }
+                    // A buffer grown for an over-long line is not needed for skimming.
+                    if self.buf.len() > SCAN_BUFFER {
+                        self.buf = vec![0; SCAN_BUFFER];
+                    }
+                    self.pos = 0;
+                    self.filled = 0;
+                    loop {
+                        match reader.read(&mut self.buf) {
+                            Ok(0) => self.eof = true,
+                            Ok(n) => self.filled = n,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                            Err(e) => return Err(SessionError::io(&self.path, e)),
+                        }
+                        break;
+                    }
+                }
             }
-            Input::Zstd { reader, .. } => reader.read_to_end(&mut rest),
+            Input::Zstd { reader, .. } => {
+                let (found, read) =
+                    zstd_turn_end_follows(reader).map_err(|e| SessionError::io(&self.path, e))?;
+                self.offset += read;
+                Ok(found)
+            }
+        }
+    }
+}
+
+/// Finds a `turn/end` line in a stream of bytes fed in pieces, keeping only the current line,
+/// and only while it may still be one: a line in the canonical layout whose `type` is something
+/// else is skipped as soon as its type is read; other lines are kept up to [`MAX_BATCH_BYTES`]
+/// (a longer line is a defect, not a record).
+#[derive(Default)]
+struct TurnEndScanner {
+    line: Vec<u8>,
+    skipping: bool,
+    found: bool,
+}
+
+impl TurnEndScanner {
+    /// Feeds the next bytes; true once a `turn/end` line was found.
+    fn feed(&mut self, mut bytes: &[u8]) -> bool {
+        while !bytes.is_empty() && !self.found {
+            let newline = find_byte(bytes, b'\n');
+            let piece = &bytes[..newline.unwrap_or(bytes.len())];
+            if !self.skipping {
+                if self.line.len() + piece.len() > MAX_BATCH_BYTES {
+                    self.skip();
+                } else {
+                    self.line.extend_from_slice(piece);
+                    if self.cannot_be_turn_end() {
+                        self.skip();
+                    }
+                }
+            }
+            match newline {
+                Some(n) => {
+                    self.end_line();
+                    bytes = &bytes[n + 1..];
+                }
+                None => break,
+            }
+        }
+        self.found
+    }
+
+    /// The stream ended (a final line without its newline counts too).
+    fn finish(mut self) -> bool {
+        if !self.found && !self.line.is_empty() {
+            self.end_line();
+        }
+        self.found
+    }
+
+    fn end_line(&mut self) {
+        if !self.skipping && is_turn_end_line(&self.line) {
+            self.found = true;
+        }
+        self.skipping = false;
+        self.line.clear();
+        if self.line.capacity() > SCAN_BUFFER {
+            self.line = Vec::new();
+        }
+    }
+
+    fn skip(&mut self) {
+        self.skipping = true;
+        self.line = Vec::new();
+    }
+
+    /// The line so far is in the canonical layout with a `type` other than `turn/end`.
+    fn cannot_be_turn_end(&self) -> bool {
+        skim::peek_kind(&self.line).is_some_and(|kind| kind != TURN_END)
+    }
+}
+
+/// The largest compressed frame worth decoding: a frame inflating to at most [`MAX_BATCH_BYTES`]
+/// cannot be much larger than that (zstd's worst case adds a few bytes per 128 KiB block).
+const MAX_COMPRESSED_FRAME: usize = MAX_BATCH_BYTES + (MAX_BATCH_BYTES >> 10) + 4096;
+
+/// Tries every zstd frame start in the rest of `reader` and looks for a `turn/end` line in each
+/// frame that decodes completely. Compressed bytes are held only from the candidate frame start
+/// on (at most [`MAX_COMPRESSED_FRAME`]), decoded bytes only as the current line. Returns
+/// whether one was found and the bytes read.
+fn zstd_turn_end_follows<R: BufRead>(reader: &mut R) -> std::io::Result<(bool, u64)> {
+    const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+    let mut window: Vec<u8> = Vec::new();
+    let mut eof = false;
+    let mut read = 0u64;
+    // Where the search for the next frame start resumes, in `window`.
+    let mut start = 0;
+    loop {
+        let candidate = window[start..]
+            .windows(4)
+            .position(|w| w == MAGIC)
+            .map(|p| start + p);
+        let Some(at) = candidate else {
+            if eof {
+                return Ok((false, read));
+            }
+            // Keep only what could begin a magic number split across reads.
+            let keep = window.len().saturating_sub(3).max(start);
+            window.drain(..keep);
+            start = 0;
+            read += fill_window(reader, &mut window, SCAN_BUFFER, &mut eof)? as u64;
+            continue;
         };
-        read.map_err(|e| SessionError::io(&self.path, e))?;
-        self.offset += rest.len() as u64;
-        Ok(match self.input {
-            Input::Plain(_) => rest.split(|b| *b == b'\n').any(is_turn_end_line),
-            Input::Zstd { .. } => zstd_frames_contain_turn_end(&rest),
-        })
+        // Bytes before the candidate are done with.
+        if at > SCAN_BUFFER {
+            window.drain(..at);
+            start = 0;
+            continue;
+        }
+        match decode_frame_for_turn_end(&window[at..]) {
+            FrameOutcome::Found => return Ok((true, read)),
+            FrameOutcome::NeedMore if !eof && window.len() - at < MAX_COMPRESSED_FRAME => {
+                // Read as much again (bounded), then decode this candidate again.
+                let more = (window.len() - at).clamp(SCAN_BUFFER, MAX_COMPRESSED_FRAME);
+                read += fill_window(reader, &mut window, more, &mut eof)? as u64;
+            }
+            _ => start = at + 1,
+        }
+    }
+}
+
+/// Appends up to `want` bytes of `reader` to `window`.
+fn fill_window<R: BufRead>(
+    reader: &mut R,
+    window: &mut Vec<u8>,
+    want: usize,
+    eof: &mut bool,
+) -> std::io::Result<usize> {
+    let mut added = 0;
+    while added < want {
+        let available = match reader.fill_buf() {
+            Ok(available) => available,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            *eof = true;
+            break;
+        }
+        let n = available.len().min(want - added);
+        window.extend_from_slice(&available[..n]);
+        reader.consume(n);
+        added += n;
+    }
+    Ok(added)
+}
+
+enum FrameOutcome {
+    /// The frame decoded completely and holds a `turn/end` line.
+    Found,
+    /// The frame decoded completely without one, or is not a frame.
+    NotFound,
+    /// The bytes end inside the frame.
+    NeedMore,
+}
+
+/// Decodes one zstd frame at the start of `bytes`, streaming its output through a
+/// [`TurnEndScanner`].
+fn decode_frame_for_turn_end(bytes: &[u8]) -> FrameOutcome {
+    let Ok(mut decoder) = Decoder::new() else {
+        return FrameOutcome::NotFound;
+    };
+    let mut input = InBuffer::around(bytes);
+    let mut out = vec![0u8; OUT_CHUNK];
+    let mut scanner = TurnEndScanner::default();
+    let mut produced = 0usize;
+    loop {
+        let mut output = OutBuffer::around(&mut out[..]);
+        let hint = decoder.run(&mut input, &mut output);
+        let written = output.pos();
+        produced += written;
+        scanner.feed(&out[..written]);
+        match hint {
+            Err(_) => return FrameOutcome::NotFound,
+            Ok(0) => {
+                return if scanner.finish() {
+                    FrameOutcome::Found
+                } else {
+                    FrameOutcome::NotFound
+                }
+            }
+            Ok(_) => {}
+        }
+        if produced > MAX_BATCH_BYTES {
+            return FrameOutcome::NotFound;
+        }
+        if input.pos() == bytes.len() && written < out.len() {
+            return FrameOutcome::NeedMore;
+        }
     }
 }
 
@@ -866,29 +1089,6 @@ fn is_turn_end_line(line: &[u8]) -> bool {
         return false;
     }
     matches!(serde_json::from_slice::<Record>(line), Ok(r) if r.kind() == TURN_END)
-}
-
-/// Tries every zstd frame start in `bytes` and looks for a `turn/end` line in what decodes.
-fn zstd_frames_contain_turn_end(bytes: &[u8]) -> bool {
-    const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
-    let mut start = 0;
-    while let Some(pos) = bytes[start..].windows(4).position(|w| w == MAGIC) {
-        let at = start + pos;
-        let decoder = match zstd::stream::read::Decoder::new(&bytes[at..]) {
-            Ok(d) => d.single_frame(),
-            Err(_) => return false,
-        };
-        let mut out = Vec::new();
-        let decoded = decoder
-            .take(MAX_BATCH_BYTES as u64)
-            .read_to_end(&mut out)
-            .is_ok();
-        if decoded && out.split(|b| *b == b'\n').any(is_turn_end_line) {
-            return true;
-        }
-        start = at + 1;
-    }
-    false
 }
 
 /// Reads complete batches of a log from byte `offset` on, for incremental scans (titles).
