@@ -113,8 +113,10 @@ impl<F: FnMut(Record) -> Result<()>> RecordSink for F {
 /// The largest batch (a plain line, or a decompressed zstd frame) a reader accepts.
 pub const MAX_BATCH_BYTES: usize = 256 << 20;
 
-/// The largest header line (or first zstd frame, decompressed) [`read_header`] accepts.
-pub const MAX_HEADER_BYTES: usize = 1 << 20;
+/// The largest header line (or first zstd frame, decompressed) [`read_header`] accepts. Headers
+/// with a 1 MiB id or cwd are supported (hostile but valid), so the bound leaves room for them;
+/// it is what a listing may read of a log whose header never ends.
+pub const MAX_HEADER_BYTES: usize = 4 << 20;
 
 /// Read-buffer sizes: small for headers (listing reads thousands), larger for whole scans.
 const HEADER_BUFFER: usize = 8 * 1024;
