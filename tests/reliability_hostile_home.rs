@@ -356,3 +356,100 @@ fn unreadable_headers_are_read_once_per_change_and_bounded() {
     let listed = store.list_sessions_blocking().unwrap();
     assert!(listed.iter().any(|s| s.id() == "was-a-bomb"));
 }
+
+fn title(text: &str) -> NewEvent {
+    NewEvent::new(EventData::SessionTitle {
+        title: text.into(),
+        message_seqs: vec![],
+        source: serde_json::json!({"kind": "user"}),
+        extra: Default::default(),
+    })
+}
+
+/// Overwrites `path` in place (same inode) with `bytes`.
+fn rewrite_in_place(path: &Path, bytes: &[u8]) {
+    let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    std::io::Write::write_all(&mut file, bytes).unwrap();
+}
+
+#[test]
+fn a_log_rewritten_in_place_is_never_served_from_stale_caches() {
+    use dsh_session_references::session::store::read_conversation_surface_file;
+    use dsh_session_references::session::DiskStore;
+    for encoding in [Encoding::Plain, Encoding::Zstd] {
+        let home = tempfile::tempdir().unwrap();
+        let path = session(home.path(), "src", "/w", encoding, "aaaa");
+        let mut writer = SessionWriter::open(&path).unwrap().0;
+        writer.append(vec![title("old title")]).unwrap();
+        drop(writer);
+        let store = DiskStore::new(home.path());
+        let before = store.read_conversation_surface_blocking("src").unwrap();
+        assert_eq!(
+            store.read_title_blocking("src").unwrap().as_deref(),
+            Some("old title")
+        );
+
+        // Another program rewrites the log in place: the same lines with other words (same
+        // lengths, so the old prefix ends on a line boundary of the new content), then more.
+        let other = tempfile::tempdir().unwrap();
+        let other_path = session(other.path(), "src", "/w", encoding, "bbbb");
+        let mut writer = SessionWriter::open(&other_path).unwrap().0;
+        writer.append(vec![title("new title")]).unwrap();
+        writer.append(vec![user("cccc")]).unwrap();
+        drop(writer);
+        let new_bytes = std::fs::read(&other_path).unwrap();
+        assert!(new_bytes.len() as u64 > std::fs::metadata(&path).unwrap().len());
+        rewrite_in_place(&path, &new_bytes);
+
+        let after = store.read_conversation_surface_blocking("src").unwrap();
+        let fresh = read_conversation_surface_file(&path).unwrap();
+        assert_ne!(before, fresh, "{encoding:?}: the content did change");
+        assert_eq!(
+            after, fresh,
+            "{encoding:?}: the cache answered a mix of old and new"
+        );
+        assert_eq!(
+            store.read_title_blocking("src").unwrap().as_deref(),
+            Some("new title"),
+            "{encoding:?}"
+        );
+    }
+}
+
+#[test]
+fn the_conversation_cache_is_bounded_by_bytes() {
+    use dsh_session_references::session::DiskStore;
+    const KIB: usize = 1 << 10;
+    let home = tempfile::tempdir().unwrap();
+    // Sessions of `n` user messages of 8 KiB text (about 16 KiB of JSON each: the text is
+    // also in the message's display content).
+    let big = |id: &str, n: usize| {
+        let header = SessionHeader::new(id, 1, Some("/w".into()));
+        let mut writer = SessionWriter::create(home.path(), header, Encoding::Plain).unwrap();
+        let batch = (0..n)
+            .map(|i| user(&format!("{i:04}{}", "t".repeat(8 * KIB - 4))))
+            .collect();
+        writer.append(batch).unwrap();
+    };
+    big("huge", 40);
+    for id in ["b", "c", "d"] {
+        big(id, 24);
+    }
+    let store = DiskStore::new(home.path());
+    // The defaults (64 MiB in all, 32 MiB an entry), scaled down.
+    store.set_conversation_cache_limits(1024 * KIB, 512 * KIB);
+    // Larger than an entry may be: answered, not kept.
+    let huge = store.read_conversation_surface_blocking("huge").unwrap();
+    assert_eq!(huge.events.len(), 40);
+    assert_eq!(store.conversation_cache_size(), (0, 0));
+    store.read_conversation_surface_blocking("b").unwrap();
+    store.read_conversation_surface_blocking("c").unwrap();
+    let (entries, bytes) = store.conversation_cache_size();
+    assert_eq!(entries, 2, "{bytes}");
+    assert!(bytes > 768 * KIB && bytes <= 1024 * KIB, "{bytes}");
+    // A third one pushes the least recently used out.
+    store.read_conversation_surface_blocking("d").unwrap();
+    let (entries, bytes) = store.conversation_cache_size();
+    assert_eq!(entries, 2);
+    assert!(bytes <= 1024 * KIB, "{bytes}");
+}
