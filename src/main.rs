@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 fn main() {
+    one_malloc_arena();
     let cli = Cli::parse();
     let code = match &cli.command {
         Some(
@@ -95,4 +96,17 @@ fn init_tracing(home: &Path) {
         .with_ansi(false)
         .with_writer(std::sync::Mutex::new(file))
         .try_init();
+}
+
+/// One heap for every thread (glibc). `prepare` reads a source's conversation on one blocking
+/// thread and projects it on another; with an arena per thread, the text the projection
+/// allocates cannot reuse the raw payloads it frees, so a big source peaked at twice its
+/// conversation instead of once (816 MB against 419 MB for a 400 MiB log). Small allocations
+/// stay per-thread (tcache), so listing on several threads is not serialized by this.
+fn one_malloc_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `mallopt` only tunes the allocator; it is called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
 }
