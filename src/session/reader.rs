@@ -852,9 +852,11 @@ impl<R: Read> LineSource<R> {
     fn turn_end_follows(&mut self) -> Result<bool> {
         match &mut self.input {
             Input::Plain(reader) => {
-                let mut scanner = TurnEndScanner::default();
                 // The rest of an over-long line is skipped, not kept.
-                scanner.skipping = self.mid_line;
+                let mut scanner = TurnEndScanner {
+                    skipping: self.mid_line,
+                    ..TurnEndScanner::default()
+                };
                 loop {
                     let unread = &self.buf[self.pos..self.filled];
                     let read = unread.len();
