@@ -5,7 +5,12 @@
 //! cargo run --release --example measure -- prepare --mb 100 --encoding zstd
 //! cargo run --release --example measure -- tui --sessions 100000
 //! cargo run --release --example measure -- gen-big --mb 100 --encoding plain   # prints paths
+//! cargo run --release --example measure -- hostile --case bad-line --mb 2048 --home /tmp/h
+//! cargo run --release --example measure -- hold-lock --path LOG --seconds 30
 //! ```
+//!
+//! `hostile` builds a home (session `agent`, and the hostile session `src` in cwd `/w`) for one
+//! of the RELIABILITY.md cases and prints the command to measure on it; delete the home after.
 //!
 //! Data is generated once into `target/bench-data/` (see `benches/support/gen.rs`) and reused;
 //! delete that directory to regenerate or to reclaim the space.
@@ -52,6 +57,24 @@ impl From<Enc> for Encoding {
             Enc::Zstd => Encoding::Zstd,
         }
     }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Case {
+    /// `src`'s pending marker is a FIFO.
+    FifoMarker,
+    /// `src`'s pending marker is a symlink to /dev/zero.
+    ZeroMarker,
+    /// `<home>/logs/dsh-refs.log` is a FIFO.
+    FifoLog,
+    /// `src` is a plain log of `--mb` MiB with a bad line near its start and no turn/end after.
+    BadLine,
+    /// `src` is a header followed by one `--mb` MiB line without a newline.
+    LongLine,
+    /// `src` is a plain log of `--mb` MiB of assistant messages.
+    Assistant,
+    /// Three 33 KB zstd bombs and four sparse 256 MiB no-newline logs beside `src`.
+    Bombs,
 }
 
 #[derive(Subcommand)]
@@ -103,6 +126,24 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         rounds: usize,
     },
+    /// Build a home holding one hostile case (see the module docs); prints what to run.
+    Hostile {
+        #[arg(long, value_enum)]
+        case: Case,
+        /// Where to build the home (must not exist yet).
+        #[arg(long)]
+        home: std::path::PathBuf,
+        /// Size of the big log, for the cases that have one.
+        #[arg(long, default_value_t = 400)]
+        mb: u64,
+    },
+    /// Hold an exclusive flock on a file for a while (another process, as a test needs).
+    HoldLock {
+        #[arg(long)]
+        path: std::path::PathBuf,
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+    },
     /// Popup over N sessions: frame render and keystroke-to-frame times.
     Tui {
         #[arg(long)]
@@ -145,6 +186,13 @@ fn main() {
             rounds,
             live,
         } => rt.block_on(candidates(sessions, rounds, live)),
+        Command::Hostile { case, home, mb } => hostile(case, &home, mb).unwrap(),
+        Command::HoldLock { path, seconds } => {
+            let file = std::fs::File::open(&path).unwrap();
+            file.lock().unwrap();
+            println!("holding {} for {seconds} s", path.display());
+            std::thread::sleep(Duration::from_secs(seconds));
+        }
         Command::Prepare {
             mb,
             encoding,
@@ -393,4 +441,133 @@ fn draw(terminal: &mut Terminal<TestBackend>, composer: &Composer, popup: &Popup
             }
         })
         .unwrap();
+}
+
+/// Builds the home of one hostile case (see [`Case`]) and prints the commands to measure.
+fn hostile(case: Case, home: &std::path::Path, mb: u64) -> std::io::Result<()> {
+    use dsh_session_references::session::{Event, EventData, Message, NewEvent, SessionWriter};
+    use std::io::Write;
+    assert!(!home.exists(), "{} exists already", home.display());
+    let user = |text: &str| -> NewEvent {
+        EventData::UserMessage(Message::new(
+            "user",
+            vec![ContentBlock::text(text)],
+            dsh_session_references::session::MessageSource::user(),
+            format!("u-{}", text.len()),
+        ))
+        .into()
+    };
+    let create = |id: &str, encoding: Encoding| {
+        let header = SessionHeader::new(id, 1_700_000_000_000, Some("/w".into()));
+        SessionWriter::create(home, header, encoding).unwrap()
+    };
+    create("agent", Encoding::Plain)
+        .append(vec![user("the agent")])
+        .unwrap();
+    let src_dir = dsh_session_references::session::paths::session_dir(home, "src", Some("/w"))
+        .expect("an id");
+    let src = src_dir.join("session.jsonl");
+    let header_line = |id: &str| {
+        let header = SessionHeader::new(id, 1_700_000_000_000, Some("/w".into()));
+        format!("{}\n", serde_json::to_string(&header).unwrap())
+    };
+    let big = mb << 20;
+    match case {
+        Case::FifoMarker | Case::ZeroMarker => {
+            create("src", Encoding::Plain)
+                .append(vec![user("hello")])
+                .unwrap();
+            let marker = src_dir.join(".session.jsonl.pending");
+            if matches!(case, Case::FifoMarker) {
+                let ok = std::process::Command::new("mkfifo").arg(&marker).status()?;
+                assert!(ok.success());
+            } else {
+                std::os::unix::fs::symlink("/dev/zero", &marker)?;
+            }
+        }
+        Case::FifoLog => {
+            create("src", Encoding::Plain)
+                .append(vec![user("hello")])
+                .unwrap();
+            std::fs::create_dir_all(home.join("logs"))?;
+            let ok = std::process::Command::new("mkfifo")
+                .arg(home.join("logs/dsh-refs.log"))
+                .status()?;
+            assert!(ok.success());
+        }
+        Case::BadLine | Case::Assistant => {
+            std::fs::create_dir_all(&src_dir)?;
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&src)?);
+            out.write_all(header_line("src").as_bytes())?;
+            let mut rng = gen::Rng::new(7);
+            let mut seq = 0;
+            let mut written = 0u64;
+            let bad_at = if matches!(case, Case::BadLine) {
+                3
+            } else {
+                u64::MAX
+            };
+            while written < big {
+                if seq == bad_at {
+                    out.write_all(b"{\"type\":\"user/message\",\"seq\":3,\"ti\n")?;
+                }
+                let text = gen::prose(&mut rng, 16 << 10);
+                let data = EventData::AssistantMessage {
+                    turn: seq.into(),
+                    step: 0.into(),
+                    message: Message::new(
+                        "assistant",
+                        vec![ContentBlock::text(text)],
+                        dsh_session_references::session::MessageSource::user(),
+                        format!("a-{seq}"),
+                    ),
+                    extra: Default::default(),
+                };
+                let line = serde_json::to_string(&Event::new(seq, 1, &data)).unwrap();
+                out.write_all(line.as_bytes())?;
+                out.write_all(b"\n")?;
+                written += line.len() as u64 + 1;
+                seq += 1;
+            }
+            out.flush()?;
+        }
+        Case::LongLine => {
+            std::fs::create_dir_all(&src_dir)?;
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&src)?);
+            out.write_all(header_line("src").as_bytes())?;
+            let block = vec![b'x'; 1 << 20];
+            for _ in 0..mb {
+                out.write_all(&block)?;
+            }
+            out.flush()?;
+        }
+        Case::Bombs => {
+            create("src", Encoding::Plain)
+                .append(vec![user("hello")])
+                .unwrap();
+            let bomb = zstd::bulk::compress(&vec![b' '; 256 << 20], 19)?;
+            for i in 0..3 {
+                let dir = home.join(format!("sessions/--w--/bomb{i}"));
+                std::fs::create_dir_all(&dir)?;
+                std::fs::write(dir.join("session.jsonl.zstd"), &bomb)?;
+            }
+            for i in 0..4 {
+                let dir = home.join(format!("sessions/--w--/sparse{i}"));
+                std::fs::create_dir_all(&dir)?;
+                let file = std::fs::File::create(dir.join("session.jsonl"))?;
+                file.set_len(256 << 20)?;
+            }
+            println!("zstd bomb: {} bytes", bomb.len());
+        }
+    }
+    gen::age_home(home);
+    let bin = "target/release/dsh-refs";
+    let h = home.display();
+    println!("home {h}");
+    println!("/usr/bin/time -v {bin} --home {h} sessions");
+    println!("/usr/bin/time -v {bin} --home {h} candidates --as agent --cwd /w");
+    println!(
+        "/usr/bin/time -v {bin} --home {h} prepare --as agent --cwd /w \"$({bin} mention format src) what happened?\""
+    );
+    Ok(())
 }

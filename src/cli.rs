@@ -104,3 +104,82 @@ pub enum MentionCommand {
     /// Parse mentions out of TEXT (stdin when absent).
     Parse { text: Option<String> },
 }
+
+/// Opens (creating it if absent) the diagnostics log `<home>/logs/dsh-refs.log` for appending.
+///
+/// Only a regular file (or a symlink to one) is used, opened without blocking: a FIFO or a
+/// device in its place would stall start-up or swallow writes. The error is a message for the
+/// user, with the path escaped (it may hold control characters).
+pub fn open_diagnostics_log(home: &std::path::Path) -> Result<std::fs::File, String> {
+    use crate::session::files::{open_regular, Symlinks};
+    let dir = home.join("logs");
+    let path = dir.join("dsh-refs.log");
+    std::fs::create_dir_all(&dir)
+        .and_then(|_| {
+            open_regular(
+                &path,
+                std::fs::OpenOptions::new().create(true).append(true),
+                Symlinks::Follow,
+            )
+        })
+        .map_err(|e| {
+            format!(
+                "running without the diagnostics log {}: {e}",
+                path.to_string_lossy().escape_debug()
+            )
+        })
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::open_diagnostics_log;
+    use std::time::Duration;
+
+    /// Runs `open_diagnostics_log` on a thread, failing the test if it does not return.
+    fn open_within(home: &std::path::Path) -> Result<std::fs::File, String> {
+        let home = home.to_path_buf();
+        let (done, answer) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(open_diagnostics_log(&home));
+        });
+        answer
+            .recv_timeout(Duration::from_secs(5))
+            .expect("opening the diagnostics log returns without blocking")
+    }
+
+    #[test]
+    fn a_fifo_diagnostics_log_is_refused_without_blocking() {
+        let home = tempfile::tempdir().unwrap();
+        let logs = home.path().join("logs");
+        std::fs::create_dir(&logs).unwrap();
+        let status = std::process::Command::new("mkfifo")
+            .arg(logs.join("dsh-refs.log"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let err = open_within(home.path()).unwrap_err();
+        assert!(
+            err.contains("FIFO") && err.contains("dsh-refs.log"),
+            "{err}"
+        );
+        // Held open by a reader, a FIFO still opens without blocking, and is still refused.
+        let fifo = logs.join("dsh-refs.log");
+        let reader = std::thread::spawn(move || std::fs::File::open(fifo));
+        std::thread::sleep(Duration::from_millis(50));
+        let err = open_within(home.path()).unwrap_err();
+        assert!(err.contains("FIFO"), "{err}");
+        let _ = reader;
+    }
+
+    #[test]
+    fn a_device_link_is_refused_and_a_regular_log_is_created() {
+        let home = tempfile::tempdir().unwrap();
+        assert!(open_within(home.path()).is_ok());
+        assert!(home.path().join("logs/dsh-refs.log").is_file());
+        let other = tempfile::tempdir().unwrap();
+        std::fs::create_dir(other.path().join("logs")).unwrap();
+        std::os::unix::fs::symlink("/dev/null", other.path().join("logs/dsh-refs.log")).unwrap();
+        let err = open_within(other.path()).unwrap_err();
+        assert!(err.contains("device"), "{err}");
+    }
+}

@@ -4,10 +4,11 @@ use dsh_session_references::escape::diagnostic;
 use dsh_session_references::session::paths::resolve_home;
 use dsh_session_references::session::Encoding;
 use dsh_session_references::tui::app::{run_terminal, AppOptions};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 fn main() {
+    one_malloc_arena();
     let cli = Cli::parse();
     let code = match &cli.command {
         Some(
@@ -89,16 +90,15 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs) -> i32 {
 }
 
 /// Diagnostics go to `<home>/logs/dsh-refs.log` (filtered by RUST_LOG), never to the screen.
+/// Without a usable log file (a FIFO or device in its place, no permission) the TUI runs
+/// without diagnostics, and says so once on stderr before the screen is taken.
 fn init_tracing(home: &Path) {
-    let dir: PathBuf = home.join("logs");
-    let file = std::fs::create_dir_all(&dir).and_then(|_| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("dsh-refs.log"))
-    });
-    let Ok(file) = file else {
-        return;
+    let file = match dsh_session_references::cli::open_diagnostics_log(home) {
+        Ok(file) => file,
+        Err(message) => {
+            eprintln!("dsh-refs: {message}");
+            return;
+        }
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -107,4 +107,17 @@ fn init_tracing(home: &Path) {
         .with_ansi(false)
         .with_writer(std::sync::Mutex::new(file))
         .try_init();
+}
+
+/// One heap for every thread (glibc). `prepare` reads a source's conversation on one blocking
+/// thread and projects it on another; with an arena per thread, the text the projection
+/// allocates cannot reuse the raw payloads it frees, so a big source peaked at twice its
+/// conversation instead of once (816 MB against 419 MB for a 400 MiB log). Small allocations
+/// stay per-thread (tcache), so listing on several threads is not serialized by this.
+fn one_malloc_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `mallopt` only tunes the allocator; it is called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
 }

@@ -40,59 +40,84 @@ pub struct ConversationItem {
 /// are skipped.
 pub fn project(snapshot: &SurfaceSnapshot) -> Vec<ConversationItem> {
     let session_id = snapshot.session.id.as_str();
-    let mut items = Vec::new();
-    for event in &snapshot.events {
-        if !matches!(
-            event.kind.as_str(),
-            USER_MESSAGE | STEERING_MESSAGE | ASSISTANT_MESSAGE
-        ) {
-            continue;
-        }
-        // The text-only reading answers for ordinary messages; the full decode for the rest.
-        let (source, text) = match message_text(&event.kind, &event.data) {
-            // No `envelope`: what a person typed is the text itself.
-            Some(message) => (message.source, message.text),
-            None => match event.message(session_id) {
-                Ok(Some(message)) => {
-                    let source = SourceClass::of(&message.source);
-                    let text = match (event.kind.as_str(), source) {
-                        (USER_MESSAGE | STEERING_MESSAGE, SourceClass::DirectUser) => {
-                            message.display_text()
-                        }
-                        _ => message.text(),
-                    };
-                    (source, text)
-                }
-                Ok(None) => continue,
-                Err(err) => {
-                    // An undecodable payload cannot be shown to be a direct prompt, so it is
-                    // left out like any other unrecognized traffic.
-                    tracing::warn!(
-                        session = session_id,
-                        seq = event.seq,
-                        error = %err,
-                        "skipping an undecodable surface message in a session reference"
-                    );
-                    continue;
-                }
-            },
-        };
-        let (role, checkpoint) = match (event.kind.as_str(), source) {
-            (USER_MESSAGE, SourceClass::CompactCheckpoint) => (Role::User, true),
-            (USER_MESSAGE | STEERING_MESSAGE, SourceClass::DirectUser) => (Role::User, false),
-            (ASSISTANT_MESSAGE, _) => (Role::Assistant, false),
-            _ => continue,
-        };
-        let item = ConversationItem {
-            role,
-            text,
-            checkpoint,
-        };
-        if !item.text.is_empty() {
-            items.push(item);
-        }
+    snapshot
+        .events
+        .iter()
+        .filter_map(|event| project_event(session_id, event))
+        .collect()
+}
+
+/// [`project`], consuming the snapshot: each event's payload is freed as soon as its text is
+/// taken, so a big source never holds its raw surface and its projected text in full at once
+/// (peak near the larger of the two, not their sum). Returns the header and the captured seq
+/// beside the items.
+pub fn project_owned(
+    snapshot: SurfaceSnapshot,
+) -> (
+    crate::session::SessionHeader,
+    Option<u64>,
+    Vec<ConversationItem>,
+) {
+    let SurfaceSnapshot {
+        session,
+        captured_through_seq,
+        events,
+    } = snapshot;
+    let items = events
+        .into_iter()
+        .filter_map(|event| project_event(&session.id, &event))
+        .collect();
+    (session, captured_through_seq, items)
+}
+
+/// The conversation item of one surface event, if it is one.
+fn project_event(session_id: &str, event: &crate::session::Event) -> Option<ConversationItem> {
+    if !matches!(
+        event.kind.as_str(),
+        USER_MESSAGE | STEERING_MESSAGE | ASSISTANT_MESSAGE
+    ) {
+        return None;
     }
-    items
+    // The text-only reading answers for ordinary messages; the full decode for the rest.
+    let (source, text) = match message_text(&event.kind, &event.data) {
+        // No `envelope`: what a person typed is the text itself.
+        Some(message) => (message.source, message.text),
+        None => match event.message(session_id) {
+            Ok(Some(message)) => {
+                let source = SourceClass::of(&message.source);
+                let text = match (event.kind.as_str(), source) {
+                    (USER_MESSAGE | STEERING_MESSAGE, SourceClass::DirectUser) => {
+                        message.display_text()
+                    }
+                    _ => message.text(),
+                };
+                (source, text)
+            }
+            Ok(None) => return None,
+            Err(err) => {
+                // An undecodable payload cannot be shown to be a direct prompt, so it is
+                // left out like any other unrecognized traffic.
+                tracing::warn!(
+                    session = session_id,
+                    seq = event.seq,
+                    error = %err,
+                    "skipping an undecodable surface message in a session reference"
+                );
+                return None;
+            }
+        },
+    };
+    let (role, checkpoint) = match (event.kind.as_str(), source) {
+        (USER_MESSAGE, SourceClass::CompactCheckpoint) => (Role::User, true),
+        (USER_MESSAGE | STEERING_MESSAGE, SourceClass::DirectUser) => (Role::User, false),
+        (ASSISTANT_MESSAGE, _) => (Role::Assistant, false),
+        _ => return None,
+    };
+    (!text.is_empty()).then_some(ConversationItem {
+        role,
+        text,
+        checkpoint,
+    })
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use super::config::SessionReferenceConfig;
 use super::error::{ErrorCode, Result, SessionReferenceError};
 use super::json::string_literal;
 use super::mention::ParsedReference;
-use super::projection::project;
+use super::projection::project_owned;
 use super::ranking::RankIndex;
 use super::render::{reference_entry, render_context};
 use super::retention::{retain, Retained, SourceMeta};
@@ -288,12 +288,13 @@ async fn retain_source(
     max_bytes: usize,
 ) -> Result<Retained> {
     let work = move || {
-        let items = project(&snapshot);
+        // Consumed event by event: the raw surface is freed as its text is projected.
+        let (session, captured_through_seq, items) = project_owned(snapshot);
         let meta = SourceMeta {
             session_id,
             label,
-            cwd: snapshot.session.cwd,
-            captured_through_seq: snapshot.captured_through_seq,
+            cwd: session.cwd,
+            captured_through_seq,
         };
         retain(meta, items, max_bytes)
     };

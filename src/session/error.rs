@@ -38,6 +38,14 @@ pub enum SessionError {
     /// is damaged past its valid prefix, or it changed in a way this writer will not guess at.
     #[error("{path}: not written: {reason}")]
     NotWritable { path: PathBuf, reason: String },
+    #[error(
+        "{path}: session busy: another process has held its lock for over {} ms; try again",
+        waited.as_millis()
+    )]
+    Busy {
+        path: PathBuf,
+        waited: std::time::Duration,
+    },
     #[error("{0}")]
     Other(String),
 }

@@ -22,6 +22,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 use zstd::stream::raw::{Decoder, InBuffer, Operation, OutBuffer};
 
 /// On-disk encoding of a log file.
@@ -112,6 +113,11 @@ impl<F: FnMut(Record) -> Result<()>> RecordSink for F {
 /// The largest batch (a plain line, or a decompressed zstd frame) a reader accepts.
 pub const MAX_BATCH_BYTES: usize = 256 << 20;
 
+/// The largest header line (or first zstd frame, decompressed) [`read_header`] accepts. Headers
+/// with a 1 MiB id or cwd are supported (hostile but valid), so the bound leaves room for them;
+/// it is what a listing may read of a log whose header never ends.
+pub const MAX_HEADER_BYTES: usize = 4 << 20;
+
 /// Read-buffer sizes: small for headers (listing reads thousands), larger for whole scans.
 const HEADER_BUFFER: usize = 8 * 1024;
 const SCAN_BUFFER: usize = 256 * 1024;
@@ -132,15 +138,31 @@ pub fn read_header(path: &Path) -> Result<SessionHeader> {
     check_version(path, read_header_any_version(path)?)
 }
 
-/// Reads only the header, whatever its version (a listing uses it to name a log it cannot read).
+/// Reads only the header, whatever its version (a listing uses it to name a log it cannot
+/// read), reading and decompressing at most about [`MAX_HEADER_BYTES`]: a header line (or first
+/// frame) longer than that is a "header too long" error, so listing a home of hostile logs
+/// stays cheap.
 pub fn read_header_any_version(path: &Path) -> Result<SessionHeader> {
-    let file = File::open(path).map_err(|e| SessionError::io(path, e))?;
-    let mut source = LineSource::new(path, file, Encoding::of_path(path), u64::MAX, HEADER_BUFFER)?;
+    let file = super::files::open_read(path).map_err(|e| SessionError::io(path, e))?;
+    read_header_from(path, file, Encoding::of_path(path))
+}
+
+/// [`read_header_any_version`] over any reader.
+pub fn read_header_from<R: Read>(
+    path: &Path,
+    reader: R,
+    encoding: Encoding,
+) -> Result<SessionHeader> {
+    let mut source = LineSource::new(path, reader, encoding, u64::MAX, HEADER_BUFFER)?;
+    source.max_batch = MAX_HEADER_BYTES;
     match source.next_batch()? {
         Some(Batch::Lines { range, .. }) => match lines(&source.buf[range]).next() {
             Some(line) => decode_header(path, line),
             None => Err(invalid_header(path, "the log is empty")),
         },
+        Some(Batch::Defect { reason, .. }) if source.over_limit => {
+            Err(invalid_header(path, &format!("header too long: {reason}")))
+        }
         Some(Batch::Defect { reason, .. }) => Err(invalid_header(path, &reason)),
         None => Err(invalid_header(path, "the log is empty")),
     }
@@ -148,9 +170,18 @@ pub fn read_header_any_version(path: &Path) -> Result<SessionHeader> {
 
 /// Scans the log at `path`, handing each validated record to `sink`.
 pub fn scan_log(path: &Path, sink: &mut dyn RecordSink) -> Result<LogScan> {
-    let file = File::open(path).map_err(|e| SessionError::io(path, e))?;
+    scan_log_waiting(path, sink, LOCK_WAIT)
+}
+
+/// [`scan_log`], waiting at most `wait` for a writer's lock (then [`SessionError::Busy`]).
+pub fn scan_log_waiting(
+    path: &Path,
+    sink: &mut dyn RecordSink,
+    wait: Duration,
+) -> Result<LogScan> {
+    let file = super::files::open_read(path).map_err(|e| SessionError::io(path, e))?;
     // A shared lock gives a length at which no batch of ours is half written.
-    let len = stable_len(path, &file)?;
+    let len = stable_len(path, &file, wait)?;
     scan_reader(path, file, Encoding::of_path(path), len, sink)
 }
 
@@ -191,14 +222,24 @@ pub fn scan_reader<R: Read>(
 /// A valid prefix that ends in a line without its newline cannot be resumed: bytes appended to
 /// that line could make it invalid after all. Such scans must be redone from the start.
 pub fn resume_scan(path: &Path, previous: &LogScan, sink: &mut dyn RecordSink) -> Result<LogScan> {
+    resume_scan_waiting(path, previous, sink, LOCK_WAIT)
+}
+
+/// [`resume_scan`], waiting at most `wait` for a writer's lock (then [`SessionError::Busy`]).
+pub fn resume_scan_waiting(
+    path: &Path,
+    previous: &LogScan,
+    sink: &mut dyn RecordSink,
+    wait: Duration,
+) -> Result<LogScan> {
     if previous.missing_final_newline {
         return Err(SessionError::Other(format!(
             "{}: a scan ending in an unterminated line cannot be resumed",
             path.display()
         )));
     }
-    let mut file = File::open(path).map_err(|e| SessionError::io(path, e))?;
-    let len = stable_len(path, &file)?;
+    let mut file = super::files::open_read(path).map_err(|e| SessionError::io(path, e))?;
+    let len = stable_len(path, &file, wait)?;
     if len < previous.valid_len {
         return Err(SessionError::Other(format!(
             "{}: the log shrank below its valid prefix",
@@ -505,11 +546,18 @@ fn invalid_header(path: &Path, reason: &str) -> SessionError {
     }
 }
 
+/// How long a reader waits for a writer's lock before it reports the session busy. Our writers
+/// hold it for one `write`; a lock held longer belongs to a stuck or hostile process.
+pub const LOCK_WAIT: Duration = Duration::from_secs(2);
+
 /// The file length under a shared lock: our writers hold an exclusive lock while appending. A
 /// plain log whose last writer died mid-batch ends, for readers, where that batch starts (see
 /// [`super::writer`]): a live writer removes its marker before it unlocks.
-pub(crate) fn stable_len(path: &Path, file: &File) -> Result<u64> {
-    file.lock_shared().map_err(|e| SessionError::io(path, e))?;
+///
+/// The lock is tried, not awaited: another process holding it for longer than `wait` makes this
+/// a [`SessionError::Busy`] naming the log, never a reader blocked forever.
+pub(crate) fn stable_len(path: &Path, file: &File, wait: Duration) -> Result<u64> {
+    lock_shared_within(path, file, wait)?;
     let len = file
         .metadata()
         .map(|m| m.len())
@@ -519,6 +567,28 @@ pub(crate) fn stable_len(path: &Path, file: &File) -> Result<u64> {
         });
     let _ = file.unlock();
     len.map_err(|e| SessionError::io(path, e))
+}
+
+/// Takes a shared lock on `file`, retrying with growing pauses until `wait` has passed.
+fn lock_shared_within(path: &Path, file: &File, wait: Duration) -> Result<()> {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match file.try_lock_shared() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(e)) => return Err(SessionError::io(path, e)),
+        }
+        let waited = started.elapsed();
+        if waited >= wait {
+            return Err(SessionError::Busy {
+                path: path.to_path_buf(),
+                waited,
+            });
+        }
+        std::thread::sleep(pause.min(wait - waited));
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
 }
 
 enum Batch {
@@ -608,6 +678,12 @@ struct LineSource<R: Read> {
     pos: usize,
     filled: usize,
     eof: bool,
+    /// The largest batch accepted: [`MAX_BATCH_BYTES`], or [`MAX_HEADER_BYTES`] for a header read.
+    max_batch: usize,
+    /// The last defect was a batch over `max_batch`.
+    over_limit: bool,
+    /// A plain source stopped inside an over-long line: what follows is still that line.
+    mid_line: bool,
 }
 
 /// Room kept free in a frame buffer before each decompression step.
@@ -638,6 +714,9 @@ impl<R: Read> LineSource<R> {
             pos: 0,
             filled: 0,
             eof: false,
+            max_batch: MAX_BATCH_BYTES,
+            over_limit: false,
+            mid_line: false,
         })
     }
 
@@ -670,12 +749,14 @@ impl<R: Read> LineSource<R> {
                 }));
             }
             searched = unread.len();
-            if searched >= MAX_BATCH_BYTES {
+            if searched >= self.max_batch {
+                self.over_limit = true;
+                self.mid_line = true;
                 self.pos = self.filled;
                 self.offset += searched as u64;
                 return Ok(Some(Batch::Defect {
                     line: self.line_no + 1,
-                    reason: format!("line longer than {MAX_BATCH_BYTES} bytes"),
+                    reason: format!("line longer than {} bytes", self.max_batch),
                 }));
             }
             self.fill()?;
@@ -693,7 +774,7 @@ impl<R: Read> LineSource<R> {
             self.pos = 0;
         }
         if self.filled == self.buf.len() {
-            let grown = (self.buf.len() * 2).clamp(HEADER_BUFFER, MAX_BATCH_BYTES + 1);
+            let grown = (self.buf.len() * 2).clamp(HEADER_BUFFER, self.max_batch + 1);
             self.buf.resize(grown, 0);
         }
         loop {
@@ -733,8 +814,10 @@ impl<R: Read> LineSource<R> {
             let mut failure = None;
             loop {
                 if self.buf.capacity() - self.buf.len() < OUT_CHUNK {
-                    if self.buf.len() >= MAX_BATCH_BYTES {
-                        failure = Some(format!("zstd frame inflates past {MAX_BATCH_BYTES} bytes"));
+                    if self.buf.len() >= self.max_batch {
+                        self.over_limit = true;
+                        failure =
+                            Some(format!("zstd frame inflates past {} bytes", self.max_batch));
                         break;
                     }
                     self.buf.reserve(OUT_CHUNK.max(self.buf.len()));
@@ -795,22 +878,243 @@ impl<R: Read> LineSource<R> {
     }
 
     /// Whether any readable `turn/end` record follows the current position.
+    ///
+    /// This decides between a torn tail and corruption after a defect, and the rest of the log
+    /// may be gigabytes: it is streamed through a bounded buffer, and only a line that may be a
+    /// `turn/end` record is kept (see [`TurnEndScanner`]), so memory does not depend on the
+    /// log's size.
     fn turn_end_follows(&mut self) -> Result<bool> {
-        let mut rest = Vec::new();
-        let read = match &mut self.input {
+        match &mut self.input {
             Input::Plain(reader) => {
-                rest.extend_from_slice(&self.buf[self.pos..self.filled]);
-                self.pos = self.filled;
-                reader.read_to_end(&mut rest)
+                // The rest of an over-long line is skipped, not kept.
+                let mut scanner = TurnEndScanner {
+                    skipping: self.mid_line,
+                    ..TurnEndScanner::default()
+                };
+                loop {
+                    let unread = &self.buf[self.pos..self.filled];
+                    let read = unread.len();
+                    let found = scanner.feed(unread);
+                    self.pos = self.filled;
+                    self.offset += read as u64;
+                    if found {
+                        return Ok(true);
+                    }
+                    if self.eof {
+                        return Ok(scanner.finish());
+                    }
+                    // A buffer grown for an over-long line is not needed for skimming.
+                    if self.buf.len() > SCAN_BUFFER {
+                        self.buf = vec![0; SCAN_BUFFER];
+                    }
+                    self.pos = 0;
+                    self.filled = 0;
+                    loop {
+                        match reader.read(&mut self.buf) {
+                            Ok(0) => self.eof = true,
+                            Ok(n) => self.filled = n,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                            Err(e) => return Err(SessionError::io(&self.path, e)),
+                        }
+                        break;
+                    }
+                }
             }
-            Input::Zstd { reader, .. } => reader.read_to_end(&mut rest),
+            Input::Zstd { reader, .. } => {
+                let (found, read) =
+                    zstd_turn_end_follows(reader).map_err(|e| SessionError::io(&self.path, e))?;
+                self.offset += read;
+                Ok(found)
+            }
+        }
+    }
+}
+
+/// Finds a `turn/end` line in a stream of bytes fed in pieces, keeping only the current line,
+/// and only while it may still be one: a line in the canonical layout whose `type` is something
+/// else is skipped as soon as its type is read; other lines are kept up to [`MAX_BATCH_BYTES`]
+/// (a longer line is a defect, not a record).
+#[derive(Default)]
+struct TurnEndScanner {
+    line: Vec<u8>,
+    skipping: bool,
+    found: bool,
+}
+
+impl TurnEndScanner {
+    /// Feeds the next bytes; true once a `turn/end` line was found.
+    fn feed(&mut self, mut bytes: &[u8]) -> bool {
+        while !bytes.is_empty() && !self.found {
+            let newline = find_byte(bytes, b'\n');
+            let piece = &bytes[..newline.unwrap_or(bytes.len())];
+            if !self.skipping {
+                if self.line.len() + piece.len() > MAX_BATCH_BYTES {
+                    self.skip();
+                } else {
+                    self.line.extend_from_slice(piece);
+                    if self.cannot_be_turn_end() {
+                        self.skip();
+                    }
+                }
+            }
+            match newline {
+                Some(n) => {
+                    self.end_line();
+                    bytes = &bytes[n + 1..];
+                }
+                None => break,
+            }
+        }
+        self.found
+    }
+
+    /// The stream ended (a final line without its newline counts too).
+    fn finish(mut self) -> bool {
+        if !self.found && !self.line.is_empty() {
+            self.end_line();
+        }
+        self.found
+    }
+
+    fn end_line(&mut self) {
+        if !self.skipping && is_turn_end_line(&self.line) {
+            self.found = true;
+        }
+        self.skipping = false;
+        self.line.clear();
+        if self.line.capacity() > SCAN_BUFFER {
+            self.line = Vec::new();
+        }
+    }
+
+    fn skip(&mut self) {
+        self.skipping = true;
+        self.line = Vec::new();
+    }
+
+    /// The line so far is in the canonical layout with a `type` other than `turn/end`.
+    fn cannot_be_turn_end(&self) -> bool {
+        skim::peek_kind(&self.line).is_some_and(|kind| kind != TURN_END)
+    }
+}
+
+/// The largest compressed frame worth decoding: a frame inflating to at most [`MAX_BATCH_BYTES`]
+/// cannot be much larger than that (zstd's worst case adds a few bytes per 128 KiB block).
+const MAX_COMPRESSED_FRAME: usize = MAX_BATCH_BYTES + (MAX_BATCH_BYTES >> 10) + 4096;
+
+/// Tries every zstd frame start in the rest of `reader` and looks for a `turn/end` line in each
+/// frame that decodes completely. Compressed bytes are held only from the candidate frame start
+/// on (at most [`MAX_COMPRESSED_FRAME`]), decoded bytes only as the current line. Returns
+/// whether one was found and the bytes read.
+fn zstd_turn_end_follows<R: BufRead>(reader: &mut R) -> std::io::Result<(bool, u64)> {
+    const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+    let mut window: Vec<u8> = Vec::new();
+    let mut eof = false;
+    let mut read = 0u64;
+    // Where the search for the next frame start resumes, in `window`.
+    let mut start = 0;
+    loop {
+        let candidate = window[start..]
+            .windows(4)
+            .position(|w| w == MAGIC)
+            .map(|p| start + p);
+        let Some(at) = candidate else {
+            if eof {
+                return Ok((false, read));
+            }
+            // Keep only what could begin a magic number split across reads.
+            let keep = window.len().saturating_sub(3).max(start);
+            window.drain(..keep);
+            start = 0;
+            read += fill_window(reader, &mut window, SCAN_BUFFER, &mut eof)? as u64;
+            continue;
         };
-        read.map_err(|e| SessionError::io(&self.path, e))?;
-        self.offset += rest.len() as u64;
-        Ok(match self.input {
-            Input::Plain(_) => rest.split(|b| *b == b'\n').any(is_turn_end_line),
-            Input::Zstd { .. } => zstd_frames_contain_turn_end(&rest),
-        })
+        // Bytes before the candidate are done with.
+        if at > SCAN_BUFFER {
+            window.drain(..at);
+            start = 0;
+            continue;
+        }
+        match decode_frame_for_turn_end(&window[at..]) {
+            FrameOutcome::Found => return Ok((true, read)),
+            FrameOutcome::NeedMore if !eof && window.len() - at < MAX_COMPRESSED_FRAME => {
+                // Read as much again (bounded), then decode this candidate again.
+                let more = (window.len() - at).clamp(SCAN_BUFFER, MAX_COMPRESSED_FRAME);
+                read += fill_window(reader, &mut window, more, &mut eof)? as u64;
+            }
+            _ => start = at + 1,
+        }
+    }
+}
+
+/// Appends up to `want` bytes of `reader` to `window`.
+fn fill_window<R: BufRead>(
+    reader: &mut R,
+    window: &mut Vec<u8>,
+    want: usize,
+    eof: &mut bool,
+) -> std::io::Result<usize> {
+    let mut added = 0;
+    while added < want {
+        let available = match reader.fill_buf() {
+            Ok(available) => available,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            *eof = true;
+            break;
+        }
+        let n = available.len().min(want - added);
+        window.extend_from_slice(&available[..n]);
+        reader.consume(n);
+        added += n;
+    }
+    Ok(added)
+}
+
+enum FrameOutcome {
+    /// The frame decoded completely and holds a `turn/end` line.
+    Found,
+    /// The frame decoded completely without one, or is not a frame.
+    NotFound,
+    /// The bytes end inside the frame.
+    NeedMore,
+}
+
+/// Decodes one zstd frame at the start of `bytes`, streaming its output through a
+/// [`TurnEndScanner`].
+fn decode_frame_for_turn_end(bytes: &[u8]) -> FrameOutcome {
+    let Ok(mut decoder) = Decoder::new() else {
+        return FrameOutcome::NotFound;
+    };
+    let mut input = InBuffer::around(bytes);
+    let mut out = vec![0u8; OUT_CHUNK];
+    let mut scanner = TurnEndScanner::default();
+    let mut produced = 0usize;
+    loop {
+        let mut output = OutBuffer::around(&mut out[..]);
+        let hint = decoder.run(&mut input, &mut output);
+        let written = output.pos();
+        produced += written;
+        scanner.feed(&out[..written]);
+        match hint {
+            Err(_) => return FrameOutcome::NotFound,
+            Ok(0) => {
+                return if scanner.finish() {
+                    FrameOutcome::Found
+                } else {
+                    FrameOutcome::NotFound
+                }
+            }
+            Ok(_) => {}
+        }
+        if produced > MAX_BATCH_BYTES {
+            return FrameOutcome::NotFound;
+        }
+        if input.pos() == bytes.len() && written < out.len() {
+            return FrameOutcome::NeedMore;
+        }
     }
 }
 
@@ -825,25 +1129,54 @@ fn is_turn_end_line(line: &[u8]) -> bool {
     matches!(serde_json::from_slice::<Record>(line), Ok(r) if r.kind() == TURN_END)
 }
 
-/// Tries every zstd frame start in `bytes` and looks for a `turn/end` line in what decodes.
-fn zstd_frames_contain_turn_end(bytes: &[u8]) -> bool {
-    const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
-    let mut start = 0;
-    while let Some(pos) = bytes[start..].windows(4).position(|w| w == MAGIC) {
-        let at = start + pos;
-        let decoder = match zstd::stream::read::Decoder::new(&bytes[at..]) {
-            Ok(d) => d.single_frame(),
-            Err(_) => return false,
-        };
-        let mut out = Vec::new();
-        let decoded = decoder
-            .take(MAX_BATCH_BYTES as u64)
-            .read_to_end(&mut out)
-            .is_ok();
-        if decoded && out.split(|b| *b == b'\n').any(is_turn_end_line) {
-            return true;
-        }
-        start = at + 1;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    /// An endless stream of one byte, counting what was read from it.
+    struct Endless {
+        byte: u8,
+        read: Rc<Cell<u64>>,
     }
-    false
+
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            buf.fill(self.byte);
+            self.read.set(self.read.get() + buf.len() as u64);
+            Ok(buf.len())
+        }
+    }
+
+    #[test]
+    fn a_header_without_newline_is_read_bounded() {
+        let read = Rc::new(Cell::new(0));
+        let endless = Endless {
+            byte: b' ',
+            read: read.clone(),
+        };
+        let err = read_header_from(Path::new("log"), endless, Encoding::Plain).unwrap_err();
+        assert!(err.to_string().contains("header too long"), "{err}");
+        assert!(
+            read.get() <= 2 * MAX_HEADER_BYTES as u64,
+            "read {} bytes",
+            read.get()
+        );
+    }
+
+    #[test]
+    fn a_zstd_header_bomb_is_inflated_bounded() {
+        // 64 MiB of spaces compress to a few KB.
+        let bomb = zstd::bulk::compress(&vec![b' '; 64 << 20], 3).unwrap();
+        assert!(bomb.len() < 64 << 10);
+        let err = read_header_from(Path::new("log"), &bomb[..], Encoding::Zstd).unwrap_err();
+        assert!(err.to_string().contains("header too long"), "{err}");
+        // A header that fits is read.
+        let header = br#"{"type":"session","version":0,"id":"a","createdAt":1}
+"#;
+        let frame = zstd::bulk::compress(header, 3).unwrap();
+        let read = read_header_from(Path::new("log"), &frame[..], Encoding::Zstd).unwrap();
+        assert_eq!(read.id, "a");
+    }
 }

@@ -8,12 +8,22 @@
 //! with the scan that found them, so an unchanged log is never read twice and a grown log is read
 //! only past the valid prefix the last scan ended at.
 //!
-//! Conversation surfaces (what `prepare` reads) are cached the same way for the last few logs:
-//! the folded conversation, the scan that produced it, and the file's stamp (length, mtime,
-//! inode). An unchanged log is answered without I/O; a log that grew is read only past its valid
-//! prefix ([`reader::resume_scan`]); a log that shrank below it, or was replaced, is read again.
-//! Logs are append-only (a writer only ever cuts bytes that were never valid), so the answer is
-//! the one a full read would give.
+//! Conversation surfaces (what `prepare` reads) are cached the same way, bounded by bytes (64 MiB
+//! in all, least recently used dropped first; a conversation over 32 MiB is not kept, since
+//! keeping it means a copy beside the snapshot handed out): the folded conversation, the scan
+//! that produced it, the file's stamp (length, mtime, inode) and a fingerprint of the bytes it
+//! was folded from (a hash of the first 4 KiB and the last 64 bytes before the resume point).
+//! An unchanged log is answered after one small read; a log that grew is read only past its
+//! valid prefix ([`reader::resume_scan`]) once the fingerprint still matches; a log that shrank,
+//! was replaced, or was rewritten in place is read again from the start. Titles resume the same
+//! way. Logs are append-only (a writer only ever cuts bytes that were never valid), so the answer
+//! is the one a full read would give; the fingerprint catches the programs that break that rule.
+//!
+//! Listing skips what it cannot read, naming it in the diagnostics log: a project directory
+//! (retried every listing), a session whose header is bad (remembered by the log's stamp and
+//! not read again until it changes; a header read stops at [`reader::MAX_HEADER_BYTES`]). No
+//! listing takes a lock; a title read waits at most [`TITLE_LOCK_WAIT`] for a writer's lock and
+//! then answers the title it knew.
 //!
 //! A log whose header has a format version other than 0 cannot be listed honestly (its fields may
 //! not mean what ours do), so the listing leaves it out with a warning; reading or resuming it by
@@ -57,20 +67,138 @@ struct Inner {
     conversations: Mutex<Conversations>,
 }
 
-/// Logs whose folded conversation the store keeps (each costs its conversation text).
-const CONVERSATION_CACHE: usize = 8;
+/// How long a title read waits for a writer's lock. Titles are read for every listed candidate,
+/// so this is much shorter than [`reader::LOCK_WAIT`]: a busy log shows its last known title, or
+/// its id.
+const TITLE_LOCK_WAIT: Duration = Duration::from_millis(200);
 
-#[derive(Default)]
+/// What the folded conversations the store keeps may cost in all (their payload bytes), least
+/// recently used dropped first.
+const CONVERSATION_CACHE_BYTES: usize = 64 << 20;
+
+/// A conversation larger than this is not kept: keeping one means a copy beside the snapshot
+/// handed out, and for a big source that copy would dominate `prepare`'s peak (see the module
+/// docs).
+const CONVERSATION_ENTRY_MAX: usize = 32 << 20;
+
 struct Conversations {
     entries: HashMap<PathBuf, ConversationEntry>,
     clock: u64,
+    /// The sum of the entries' `bytes`.
+    bytes: usize,
+    /// [`CONVERSATION_CACHE_BYTES`] and [`CONVERSATION_ENTRY_MAX`] unless set otherwise.
+    max_bytes: usize,
+    max_entry: usize,
+}
+
+impl Default for Conversations {
+    fn default() -> Self {
+        Conversations {
+            entries: HashMap::new(),
+            clock: 0,
+            bytes: 0,
+            max_bytes: CONVERSATION_CACHE_BYTES,
+            max_entry: CONVERSATION_ENTRY_MAX,
+        }
+    }
+}
+
+impl Conversations {
+    fn take(&mut self, path: &Path) -> Option<ConversationEntry> {
+        let entry = self.entries.remove(path)?;
+        self.bytes -= entry.bytes;
+        Some(entry)
+    }
+
+    /// Keeps `entry`, then drops the least recently used entries while over the byte bound.
+    fn put(&mut self, path: PathBuf, mut entry: ConversationEntry) {
+        self.clock += 1;
+        entry.used = self.clock;
+        self.bytes += entry.bytes;
+        if let Some(old) = self.entries.insert(path, entry) {
+            self.bytes -= old.bytes;
+        }
+        while self.bytes > self.max_bytes {
+            let oldest = self
+                .entries
+                .iter()
+                .min_by_key(|(_, e)| e.used)
+                .map(|(p, _)| p.clone());
+            match oldest {
+                Some(oldest) => {
+                    self.take(&oldest);
+                }
+                None => break,
+            }
+        }
+    }
 }
 
 struct ConversationEntry {
     stamp: FileStamp,
+    /// The log's bytes up to `scan.valid_len`, as far as they are checked before reuse.
+    prefix: PrefixCheck,
     scan: LogScan,
     builder: SurfaceBuilder,
+    /// What the folded conversation costs (payloads and per-event overhead).
+    bytes: usize,
     used: u64,
+}
+
+/// The approximate heap bytes of a folded conversation.
+fn conversation_bytes(builder: &SurfaceBuilder) -> usize {
+    builder
+        .surface()
+        .iter()
+        .map(|e| {
+            std::mem::size_of::<super::format::Event>()
+                + e.data.get().len()
+                + e.kind.len()
+                + e.source_event_seqs.as_ref().map_or(0, |s| s.len() * 8)
+        })
+        .sum()
+}
+
+/// A fingerprint of a log's first `len` bytes: a hash of the first block and the last bytes
+/// before `len`. A cache built from those bytes is reused only if they are still there: a log
+/// rewritten in place (same inode, as long or longer) must not be answered as old lines followed
+/// by new ones. Logs only ever grow by appends, so a mismatch means "read again from the start".
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PrefixCheck {
+    len: u64,
+    head: u64,
+    tail: Vec<u8>,
+}
+
+/// Bytes of the start of a log hashed, and of the end of its prefix kept.
+const PREFIX_HEAD: u64 = 4096;
+const PREFIX_TAIL: u64 = 64;
+
+impl PrefixCheck {
+    fn read(path: &Path, len: u64) -> Result<PrefixCheck> {
+        use std::hash::Hasher;
+        use std::io::{Read, Seek, SeekFrom};
+        let io = |e| SessionError::io(path, e);
+        let mut file = super::files::open_read(path).map_err(io)?;
+        let mut head = vec![0; len.min(PREFIX_HEAD) as usize];
+        file.read_exact(&mut head).map_err(io)?;
+        let tail_start = len.saturating_sub(PREFIX_TAIL);
+        let mut tail = vec![0; (len - tail_start) as usize];
+        file.seek(SeekFrom::Start(tail_start)).map_err(io)?;
+        file.read_exact(&mut tail).map_err(io)?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        hasher.write(&head);
+        Ok(PrefixCheck {
+            len,
+            head: hasher.finish(),
+            tail,
+        })
+    }
+
+    /// Whether the log at `path` still starts with the bytes this check was taken from.
+    fn still(&self, path: &Path) -> bool {
+        PrefixCheck::read(path, self.len).is_ok_and(|now| now == *self)
+    }
 }
 
 /// A log file's identity and size at one moment.
@@ -83,6 +211,13 @@ struct FileStamp {
 }
 
 impl FileStamp {
+    /// Modified so recently that a rewrite within the same clock tick could hide behind it.
+    fn is_racy(&self, now: SystemTime) -> bool {
+        now.duration_since(self.modified)
+            .map(|age| age < RACY_WINDOW)
+            .unwrap_or(true)
+    }
+
     fn of(path: &Path) -> Result<FileStamp> {
         let meta = fs::metadata(path).map_err(|e| SessionError::io(path, e))?;
         #[cfg(unix)]
@@ -148,6 +283,11 @@ struct Project {
     stamp: Option<Stamp>,
     /// Session directory → its log, or `None` while the directory holds no readable log yet.
     sessions: HashMap<PathBuf, Option<LogEntry>>,
+    /// The last listing of this directory failed (warned about once, until it succeeds).
+    unreadable: bool,
+    /// Session directory → the log whose header could not be read, and its stamp then: an
+    /// unchanged bad log is not read again on every listing.
+    failed: HashMap<PathBuf, (PathBuf, FileStamp)>,
 }
 
 #[derive(Clone)]
@@ -163,6 +303,8 @@ struct TitleEntry {
     /// (Not the whole [`LogScan`]: a listing caches a title per session, and the header is read
     /// again only when a log grew.)
     resume: Resume,
+    /// The log's bytes up to `resume.valid_len`, checked before a scan resumes there.
+    prefix: PrefixCheck,
     title: Option<String>,
 }
 
@@ -332,13 +474,14 @@ impl DiskStore {
         let path = path.to_path_buf();
         let stamp = FileStamp::of(&path)?;
         // Taken out while reading, so the lock is never held across I/O.
-        let cached = self.conversations().entries.remove(&path);
+        let cached = self.conversations().take(&path);
+        // A cached fold is reused only for the same file whose folded bytes are still there.
+        let cached =
+            cached.filter(|entry| entry.stamp.file == stamp.file && entry.prefix.still(&path));
         let (scan, builder) = match cached {
             Some(entry) if entry.stamp == stamp => (entry.scan, entry.builder),
             Some(entry)
-                if entry.stamp.file == stamp.file
-                    && stamp.len >= entry.scan.valid_len
-                    && !entry.scan.missing_final_newline =>
+                if stamp.len >= entry.scan.valid_len && !entry.scan.missing_final_newline =>
             {
                 let mut builder = entry.builder;
                 let scan = reader::resume_scan(&path, &entry.scan, &mut builder)?;
@@ -351,30 +494,63 @@ impl DiskStore {
                 (scan, builder)
             }
         };
+        let bytes = conversation_bytes(&builder);
+        if bytes > self.conversations().max_entry {
+            return Ok(builder.into_snapshot(scan.header));
+        }
+        // Kept under the stamp seen before the scan: a log that grew meanwhile is resumed next
+        // time, past the fingerprinted prefix.
+        let prefix = PrefixCheck::read(&path, scan.valid_len);
+        let Ok(prefix) = prefix else {
+            return Ok(builder.into_snapshot(scan.header));
+        };
         let snapshot = builder.clone().into_snapshot(scan.header.clone());
+        let entry = ConversationEntry {
+            stamp,
+            prefix,
+            scan,
+            builder,
+            bytes,
+            used: 0,
+        };
+        self.conversations().put(path, entry);
+        Ok(snapshot)
+    }
+
+    /// Bounds the conversation cache: `max_bytes` in all, `max_entry` for one conversation
+    /// (defaults: 64 MiB and 32 MiB). Entries over the new bounds are dropped.
+    pub fn set_conversation_cache_limits(&self, max_bytes: usize, max_entry: usize) {
         let mut cache = self.conversations();
-        cache.clock += 1;
-        let used = cache.clock;
-        cache.entries.insert(
-            path,
-            ConversationEntry {
-                stamp,
-                scan,
-                builder,
-                used,
-            },
-        );
-        if cache.entries.len() > CONVERSATION_CACHE {
+        cache.max_bytes = max_bytes;
+        cache.max_entry = max_entry;
+        let over: Vec<PathBuf> = cache
+            .entries
+            .iter()
+            .filter(|(_, e)| e.bytes > max_entry)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for path in over {
+            cache.take(&path);
+        }
+        while cache.bytes > cache.max_bytes {
             let oldest = cache
                 .entries
                 .iter()
                 .min_by_key(|(_, e)| e.used)
                 .map(|(p, _)| p.clone());
-            if let Some(oldest) = oldest {
-                cache.entries.remove(&oldest);
+            match oldest {
+                Some(oldest) => {
+                    cache.take(&oldest);
+                }
+                None => break,
             }
         }
-        Ok(snapshot)
+    }
+
+    /// What the conversation cache holds now: entries and their approximate bytes.
+    pub fn conversation_cache_size(&self) -> (usize, usize) {
+        let cache = self.conversations();
+        (cache.entries.len(), cache.bytes)
     }
 
     fn conversations(&self) -> std::sync::MutexGuard<'_, Conversations> {
@@ -400,39 +576,56 @@ impl DiskStore {
             .expect("title lock")
             .get(path)
             .cloned();
-        let (scan, start, title) = match cached {
+        let known = cached.as_ref().map(|entry| entry.title.clone());
+        let scanned = match cached {
             Some(entry) if entry.stamp == stamp => return Ok(entry.title),
-            // Appended (or a torn tail cut and written again): read only past the valid prefix.
+            // Appended (or a torn tail cut and written again): read only past the valid prefix,
+            // if what was read is still there (a log rewritten in place is read again).
             Some(entry)
                 if entry.stamp.file == stamp.file
                     && stamp.len >= entry.resume.valid_len
-                    && !entry.resume.missing_final_newline =>
+                    && !entry.resume.missing_final_newline
+                    && entry.prefix.still(path) =>
             {
                 let mut fold = TitleFold::new(entry.title);
                 let start = entry.resume.valid_len;
-                let previous = entry.resume.scan(reader::read_header(path)?);
-                let scan = reader::resume_scan(path, &previous, &mut fold)?;
-                (scan, start, fold.into_title())
+                reader::read_header(path).and_then(|header| {
+                    let previous = entry.resume.scan(header);
+                    let scan =
+                        reader::resume_scan_waiting(path, &previous, &mut fold, TITLE_LOCK_WAIT)?;
+                    Ok((scan, start, fold.into_title()))
+                })
             }
             _ => {
                 let mut fold = TitleFold::default();
-                let scan = reader::scan_log(path, &mut fold)?;
-                (scan, 0, fold.into_title())
+                reader::scan_log_waiting(path, &mut fold, TITLE_LOCK_WAIT)
+                    .map(|scan| (scan, 0, fold.into_title()))
             }
+        };
+        let (scan, start, title) = match (scanned, known) {
+            (Ok(scanned), _) => scanned,
+            // A log held locked by another process: the title it had when last read (the cache
+            // is left as it was, so the next call reads the new part).
+            (Err(SessionError::Busy { .. }), Some(known)) => return Ok(known),
+            (Err(e), _) => return Err(e),
         };
         {
             let mut index = self.inner.index.lock().expect("index lock");
             index.stats.title_scans += 1;
             index.stats.title_bytes_scanned += scan.scanned_len.saturating_sub(start);
         }
-        self.inner.titles.lock().expect("title lock").insert(
-            path.to_path_buf(),
-            TitleEntry {
-                stamp,
-                resume: Resume::of(&scan),
-                title: title.clone(),
-            },
-        );
+        // Under the stamp seen before the scan: a log that grew meanwhile is resumed next time.
+        if let Ok(prefix) = PrefixCheck::read(path, scan.valid_len) {
+            self.inner.titles.lock().expect("title lock").insert(
+                path.to_path_buf(),
+                TitleEntry {
+                    stamp,
+                    resume: Resume::of(&scan),
+                    prefix,
+                    title: title.clone(),
+                },
+            );
+        }
         Ok(title)
     }
 
@@ -615,8 +808,24 @@ fn refresh_project(
     let mut changed = false;
     if !project.stamp.is_some_and(|s| s.still(&stamp)) {
         stats.dir_reads += 1;
+        let listed = match list_dirs(dir) {
+            Ok(listed) => listed,
+            Err(e) => {
+                // One project nobody may read must not take the home down: skip it like an
+                // unreadable session, and try again on the next listing (no stamp is kept).
+                if !project.unreadable {
+                    tracing::warn!(error = %e, "skipping a project directory that cannot be read");
+                }
+                project.unreadable = true;
+                let had = !project.sessions.is_empty();
+                project.sessions.clear();
+                project.stamp = None;
+                return Ok(had);
+            }
+        };
+        project.unreadable = false;
         let mut seen = HashSet::new();
-        for session_dir in list_dirs(dir)? {
+        for session_dir in listed {
             seen.insert(session_dir.clone());
             if let std::collections::hash_map::Entry::Vacant(slot) =
                 project.sessions.entry(session_dir)
@@ -627,6 +836,7 @@ fn refresh_project(
         }
         let before = project.sessions.len();
         project.sessions.retain(|d, _| seen.contains(d));
+        project.failed.retain(|d, _| seen.contains(d));
         changed |= before != project.sessions.len();
         project.stamp = Some(stamp);
     }
@@ -639,9 +849,19 @@ fn refresh_project(
             changed |= entry.take().is_some();
             continue;
         };
+        // A log whose header failed is read again only once it changed (or was replaced).
+        let stamp = FileStamp::of(&path).ok();
+        if let (Some(stamp), Some((failed_path, failed_stamp))) =
+            (stamp, project.failed.get(session_dir))
+        {
+            if *failed_path == path && *failed_stamp == stamp {
+                continue;
+            }
+        }
         stats.header_reads += 1;
         match reader::read_header_any_version(&path) {
             Ok(header) => {
+                project.failed.remove(session_dir);
                 if header.version != FORMAT_VERSION {
                     tracing::warn!(
                         path = %path.display(),
@@ -658,6 +878,15 @@ fn refresh_project(
             Err(e) => {
                 tracing::warn!(error = %e, "skipping a session whose header cannot be read");
                 changed |= entry.take().is_some();
+                // Remembered only once its stamp is old enough to be trusted (coarse clocks).
+                match stamp.filter(|s| !s.is_racy(now)) {
+                    Some(stamp) => {
+                        project.failed.insert(session_dir.clone(), (path, stamp));
+                    }
+                    None => {
+                        project.failed.remove(session_dir);
+                    }
+                }
             }
         }
     }

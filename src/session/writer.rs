@@ -545,8 +545,7 @@ impl SessionWriter {
         let path = &self.path;
         let marker = (self.encoding == Encoding::Plain).then(|| pending_marker(path));
         if let Some(marker) = &marker {
-            fs::write(marker, format!("{}\n", self.len))
-                .map_err(|e| SessionError::io(marker, e))?;
+            write_marker(marker, self.len).map_err(|e| SessionError::io(marker, e))?;
         }
         let written = match self.fault {
             Some(fault) => self
@@ -704,7 +703,7 @@ fn observe(
     let meta = file.metadata().map_err(|e| SessionError::io(path, e))?;
     let len = meta.len();
     let marker = pending_batch_start(path).filter(|&start| start < len);
-    let reader = File::open(path).map_err(|e| SessionError::io(path, e))?;
+    let reader = super::files::open_read(path).map_err(|e| SessionError::io(path, e))?;
     let scan = super::reader::scan_reader(
         path,
         reader,
@@ -817,6 +816,9 @@ pub(crate) fn pending_marker(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.pending"))
 }
 
+/// The longest marker read: `u64::MAX` has 20 digits, plus its newline.
+const MAX_MARKER_BYTES: usize = 32;
+
 /// Where a batch left pending by a crashed writer starts, if a marker says so.
 ///
 /// Only a whole marker counts (the number and its newline), and only if it points at a line
@@ -826,16 +828,30 @@ pub(crate) fn pending_batch_start(path: &Path) -> Option<u64> {
     if Encoding::of_path(path) != Encoding::Plain {
         return None;
     }
-    let marker = fs::read_to_string(pending_marker(path)).ok()?;
+    // A marker is a number and a newline: a few dozen bytes at most, and only a regular file
+    // (a FIFO or a symlink to a device in its place must neither block nor feed us forever).
+    let marker = super::files::read_small(&pending_marker(path), MAX_MARKER_BYTES)?;
+    let marker = std::str::from_utf8(&marker).ok()?;
     let start: u64 = marker.strip_suffix('\n')?.parse().ok()?;
     if start == 0 {
         return None;
     }
-    let mut file = File::open(path).ok()?;
+    let mut file = super::files::open_read(path).ok()?;
     let mut before = [0u8; 1];
     file.seek(SeekFrom::Start(start - 1)).ok()?;
     file.read_exact(&mut before).ok()?;
     (before[0] == b'\n').then_some(start)
+}
+
+/// Writes a pending marker, refusing (instead of blocking on or writing through) anything but a
+/// regular file in its place.
+fn write_marker(marker: &Path, start: u64) -> std::io::Result<()> {
+    let mut file = super::files::open_regular(
+        marker,
+        OpenOptions::new().write(true).create(true).truncate(true),
+        super::files::Symlinks::Refuse,
+    )?;
+    file.write_all(format!("{start}\n").as_bytes())
 }
 
 fn open_append(path: &Path) -> Result<File> {
