@@ -61,6 +61,8 @@ fn writer_child() {
     let (mut writer, _) = SessionWriter::open(Path::new(&path)).unwrap();
     for i in 0..BATCHES {
         writer.append(batch(i)).unwrap();
+        // Paced, so the reader overlaps the writing even on a loaded machine.
+        std::thread::sleep(std::time::Duration::from_millis(2));
     }
 }
 

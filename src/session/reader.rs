@@ -587,7 +587,9 @@ fn lock_shared_within(path: &Path, file: &File, wait: Duration) -> Result<()> {
             });
         }
         std::thread::sleep(pause.min(wait - waited));
-        pause = (pause * 2).min(Duration::from_millis(100));
+        // Short pauses: a writer appending back to back leaves only brief gaps between batches,
+        // and a long pause would miss every one of them.
+        pause = (pause * 2).min(Duration::from_millis(4));
     }
 }
 
