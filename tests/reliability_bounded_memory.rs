@@ -203,3 +203,33 @@ fn zstd_frames_after_a_bad_frame_are_decided_in_bounded_memory() {
         "peak {peak} bytes for {len} compressed bytes"
     );
 }
+
+#[test]
+fn a_title_scan_skips_long_lines_of_other_types_unbuffered() {
+    use dsh_session_references::session::DiskStore;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("sessions/--w--/big");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut log = HEADER
+        .replace("\"big\"", "\"big\",\"cwd\":\"/w\"")
+        .into_bytes();
+    // A 48 MiB tool result, then the title.
+    log.extend(
+        event(
+            0,
+            "tool/result",
+            &format!("{{\"output\":\"{}\"}}", "o".repeat(48 * MIB)),
+        )
+        .as_bytes(),
+    );
+    let title = r#"{"title":"found it","messageSeqs":[],"source":{"kind":"user"}}"#;
+    log.extend(event(1, "session/title", title).as_bytes());
+    std::fs::write(dir.join("session.jsonl"), &log).unwrap();
+    drop(log);
+    let store = DiskStore::new(home.path());
+    store.list_sessions_blocking().unwrap();
+    let (title, peak) = peak_during(|| store.read_title_blocking("big").unwrap());
+    assert_eq!(title.as_deref(), Some("found it"));
+    assert!(peak < 4 * MIB, "peak {peak} bytes");
+}

@@ -650,6 +650,9 @@ struct LineSource<R: Read> {
     over_limit: bool,
     /// A plain source stopped inside an over-long line: what follows is still that line.
     mid_line: bool,
+    /// Plain lines longer than the read buffer whose record type is not this one are skipped
+    /// unread (title scans look only at `session/title` records).
+    only_kind: Option<&'static str>,
 }
 
 /// Room kept free in a frame buffer before each decompression step.
@@ -683,6 +686,7 @@ impl<R: Read> LineSource<R> {
             max_batch: MAX_BATCH_BYTES,
             over_limit: false,
             mid_line: false,
+            only_kind: None,
         })
     }
 
@@ -715,6 +719,13 @@ impl<R: Read> LineSource<R> {
                 }));
             }
             searched = unread.len();
+            // A long line of a type the caller does not look at is skipped, not buffered.
+            let skip = self
+                .only_kind
+                .is_some_and(|wanted| skim::peek_kind(unread).is_some_and(|kind| kind != wanted));
+            if skip {
+                return self.skip_plain_line();
+            }
             if searched >= self.max_batch {
                 self.over_limit = true;
                 self.mid_line = true;
@@ -726,6 +737,41 @@ impl<R: Read> LineSource<R> {
                 }));
             }
             self.fill()?;
+        }
+    }
+
+    /// Consumes the rest of the current line through a buffer that does not grow, keeping none
+    /// of it. Returns an empty batch ending after the line, or, if the input ends first, an
+    /// empty batch marked unterminated.
+    fn skip_plain_line(&mut self) -> Result<Option<Batch>> {
+        loop {
+            let unread = &self.buf[self.pos..self.filled];
+            let found = find_byte(unread, b'\n');
+            let len = found.map_or(unread.len(), |n| n + 1);
+            self.pos += len;
+            self.offset += len as u64;
+            if found.is_some() || self.eof {
+                self.line_no += 1;
+                self.last_line_unterminated = found.is_none();
+                return Ok(Some(Batch::Lines {
+                    range: self.pos..self.pos,
+                    end_offset: self.offset,
+                }));
+            }
+            let Input::Plain(reader) = &mut self.input else {
+                return Ok(None);
+            };
+            self.pos = 0;
+            self.filled = 0;
+            loop {
+                match reader.read(&mut self.buf) {
+                    Ok(0) => self.eof = true,
+                    Ok(n) => self.filled = n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(SessionError::io(&self.path, e)),
+                }
+                break;
+            }
         }
     }
 
@@ -1099,10 +1145,15 @@ fn is_turn_end_line(line: &[u8]) -> bool {
 /// Calls `visit` with each line of each complete batch; returns the offset after the last
 /// complete batch. Stops quietly at the first batch it cannot decode. Waits at most `wait` for
 /// a writer's lock (see [`stable_len`]).
+///
+/// With `only_kind`, a line longer than the read buffer whose record type is another one is
+/// skipped without being buffered (and not visited): a title scan must not hold a 200 MB tool
+/// output line to learn it is not a title.
 pub(crate) fn scan_lines_from(
     path: &Path,
     offset: u64,
     wait: Duration,
+    only_kind: Option<&'static str>,
     visit: &mut dyn FnMut(&[u8]),
 ) -> Result<u64> {
     let mut file = super::files::open_read(path).map_err(|e| SessionError::io(path, e))?;
@@ -1119,6 +1170,7 @@ pub(crate) fn scan_lines_from(
         len - offset,
         SCAN_BUFFER,
     )?;
+    source.only_kind = only_kind;
     let mut done = offset;
     while let Some(batch) = source.next_batch()? {
         match batch {

@@ -25,7 +25,7 @@
 //! then answers the title it knew.
 
 use super::error::{Result, SessionError};
-use super::format::SessionHeader;
+use super::format::{SessionHeader, SESSION_TITLE};
 use super::paths::{self, SESSIONS_DIR};
 use super::query::{sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
 use super::reader::{self, Encoding, LogScan};
@@ -519,11 +519,17 @@ impl DiskStore {
             }
             _ => (0, None),
         };
-        let scanned = reader::scan_lines_from(path, start, TITLE_LOCK_WAIT, &mut |line| {
-            if let Some(found) = title_from_line(line) {
-                title = Some(found);
-            }
-        });
+        let scanned = reader::scan_lines_from(
+            path,
+            start,
+            TITLE_LOCK_WAIT,
+            Some(SESSION_TITLE),
+            &mut |line| {
+                if let Some(found) = title_from_line(line) {
+                    title = Some(found);
+                }
+            },
+        );
         let scanned_to = match (scanned, known) {
             (Ok(scanned_to), _) => scanned_to,
             // A log held locked by another process: the title it had when last read (the cache
