@@ -156,7 +156,18 @@ fn an_endless_line_is_consumed_in_bounded_chunks() {
     };
     let (scanned, peak) = peak_during(|| scan(log));
     assert_eq!(scanned.unwrap(), HEADER.len() as u64);
-    // The line buffer may grow to one batch; what follows it is not kept.
+    // Not a JSON object: a defect at once, and the rest of the line is skimmed, not kept.
+    assert!(peak < 8 * MIB, "peak {peak} bytes for a {total}-byte line");
+    // A line that is a JSON object may be buffered up to one batch; what follows is not kept.
+    let log = Lazy {
+        prefix: format!("{HEADER}{{\"type\":\"tool/result\",\"data\":\"").into_bytes(),
+        filler: vec![b'x'; 64 << 10],
+        suffix: b"x".to_vec(),
+        total,
+        pos: 0,
+    };
+    let (scanned, peak) = peak_during(|| scan(log));
+    assert_eq!(scanned.unwrap(), HEADER.len() as u64);
     assert!(
         peak < MAX_BATCH_BYTES + 8 * MIB,
         "peak {peak} bytes for a {total}-byte line"

@@ -751,6 +751,23 @@ impl<R: Read> LineSource<R> {
                 }));
             }
             searched = unread.len();
+            // A long line that does not even start a JSON object is a defect now, not after
+            // `max_batch` bytes of it were buffered; the rest of it is skipped, not kept.
+            let not_json = unread
+                .iter()
+                .find(|b| !matches!(b, b' ' | b'\t' | b'\r'))
+                .is_some_and(|&b| b != b'{');
+            if not_json {
+                self.mid_line = true;
+                self.pos = self.filled;
+                self.offset += searched as u64;
+                return Ok(Some(Batch::Defect {
+                    line: self.line_no + 1,
+                    reason: format!(
+                        "unparsable record: a line of over {searched} bytes that is not a JSON object"
+                    ),
+                }));
+            }
             if searched >= self.max_batch {
                 self.over_limit = true;
                 self.mid_line = true;
