@@ -21,7 +21,9 @@ use super::escape::{self, EscapeMode, Shown};
 use super::popup::PopupItem;
 use super::render::{clip, Renderable};
 use super::style;
-use super::text::{certain_boundary, char_width, cluster_cells, inert_boundary, StyledText};
+use super::text::{
+    certain_boundary, char_width, cluster_cells, inert_boundary, str_width, StyledText,
+};
 use crate::reference::Candidate;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::buffer::Buffer;
@@ -843,7 +845,7 @@ impl Composer {
         let mut i = 0;
         while i < self.elems.len() {
             if let Elem::Mention(m) = &self.elems[i] {
-                widths[i] = 1 + cluster_width(&escape::escape_line(&m.label));
+                widths[i] = 1 + cluster_cells(&escape::escape_line(&m.label));
                 i += 1;
                 continue;
             }
@@ -856,10 +858,7 @@ impl Composer {
             if end == i + 1 {
                 widths[i] = match self.elems[i] {
                     Elem::Char('\n') => 0,
-                    Elem::Char(c) => {
-                        let mut buf = [0u8; 4];
-                        cluster_width(c.encode_utf8(&mut buf))
-                    }
+                    Elem::Char(c) => char_cells(c),
                     Elem::Mention(_) => unreachable!("handled above"),
                 };
                 i = end;
@@ -1016,24 +1015,33 @@ impl Composer {
 /// Cells one grapheme cluster takes on screen: a tab or a control is spelled out (each is a
 /// cluster of its own, CR LF aside), anything else is as wide as the buffer draws it.
 fn cluster_width(cluster: &str) -> usize {
+    let mut chars = cluster.chars();
+    if let (Some(c), None) = (chars.next(), chars.next()) {
+        return char_cells(c);
+    }
     if !cluster
         .chars()
         .any(|c| c == '\t' || escape::needs_escape(c, EscapeMode::SingleLine))
     {
-        return cluster_cells(cluster);
+        // One cluster: as wide as the buffer draws it.
+        return str_width(cluster);
     }
-    cluster
-        .chars()
-        .map(|c| match escape::shown(c, None, EscapeMode::SingleLine) {
-            _ if c == '\t' => TAB_WIDTH,
-            Shown::Plain(c) => char_width(c),
-            shown => {
-                let mut s = String::new();
-                shown.push_to(&mut s);
-                s.len()
-            }
-        })
-        .sum()
+    cluster.chars().map(char_cells).sum()
+}
+
+/// Cells one character takes drawn alone: a tab [`TAB_WIDTH`], a control its visible escape.
+fn char_cells(c: char) -> usize {
+    if c == '\t' {
+        return TAB_WIDTH;
+    }
+    match escape::shown(c, None, EscapeMode::SingleLine) {
+        Shown::Plain(c) => char_width(c),
+        shown => {
+            let mut s = String::new();
+            shown.push_to(&mut s);
+            s.len()
+        }
+    }
 }
 
 fn normalize_newlines(text: &str) -> Cow<'_, str> {
