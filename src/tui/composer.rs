@@ -21,7 +21,9 @@ use super::escape::{self, EscapeMode, Shown};
 use super::popup::PopupItem;
 use super::render::{clip, Renderable};
 use super::style;
-use super::text::{certain_boundary, char_width, cluster_cells, StyledText};
+use super::text::{
+    certain_boundary, char_width, cluster_cells, inert_boundary, str_width, StyledText,
+};
 use crate::reference::Candidate;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::buffer::Buffer;
@@ -745,12 +747,22 @@ impl Composer {
     /// the text's ends, a mention's edges, either side of a line feed (but not inside CR LF),
     /// and a [`certain_boundary`] (such as between two ASCII characters).
     fn is_fixed_boundary(&self, i: usize) -> bool {
+        self.fixed_boundary_by(i, certain_boundary)
+    }
+
+    /// [`is_fixed_boundary`](Self::is_fixed_boundary) by the cheaper [`inert_boundary`], for
+    /// passes over the whole text.
+    fn is_inert_boundary(&self, i: usize) -> bool {
+        self.fixed_boundary_by(i, inert_boundary)
+    }
+
+    fn fixed_boundary_by(&self, i: usize, between: fn(char, char) -> bool) -> bool {
         if i == 0 || i >= self.elems.len() {
             return true;
         }
         match (&self.elems[i - 1], &self.elems[i]) {
             (Elem::Char('\r'), Elem::Char('\n')) => false,
-            (Elem::Char(a), Elem::Char(b)) => *a == '\n' || *b == '\n' || certain_boundary(*a, *b),
+            (Elem::Char(a), Elem::Char(b)) => *a == '\n' || *b == '\n' || between(*a, *b),
             _ => true,
         }
     }
@@ -833,23 +845,20 @@ impl Composer {
         let mut i = 0;
         while i < self.elems.len() {
             if let Elem::Mention(m) = &self.elems[i] {
-                widths[i] = 1 + cluster_width(&escape::escape_line(&m.label));
+                widths[i] = 1 + cluster_cells(&escape::escape_line(&m.label));
                 i += 1;
                 continue;
             }
             // From one fixed boundary to the next: mostly a single character, measured alone;
             // otherwise the stretch is segmented (linear overall, however long the text).
             let mut end = i + 1;
-            while !self.is_fixed_boundary(end) {
+            while !self.is_inert_boundary(end) {
                 end += 1;
             }
             if end == i + 1 {
                 widths[i] = match self.elems[i] {
                     Elem::Char('\n') => 0,
-                    Elem::Char(c) => {
-                        let mut buf = [0u8; 4];
-                        cluster_width(c.encode_utf8(&mut buf))
-                    }
+                    Elem::Char(c) => char_cells(c),
                     Elem::Mention(_) => unreachable!("handled above"),
                 };
                 i = end;
@@ -1006,24 +1015,33 @@ impl Composer {
 /// Cells one grapheme cluster takes on screen: a tab or a control is spelled out (each is a
 /// cluster of its own, CR LF aside), anything else is as wide as the buffer draws it.
 fn cluster_width(cluster: &str) -> usize {
+    let mut chars = cluster.chars();
+    if let (Some(c), None) = (chars.next(), chars.next()) {
+        return char_cells(c);
+    }
     if !cluster
         .chars()
         .any(|c| c == '\t' || escape::needs_escape(c, EscapeMode::SingleLine))
     {
-        return cluster_cells(cluster);
+        // One cluster: as wide as the buffer draws it.
+        return str_width(cluster);
     }
-    cluster
-        .chars()
-        .map(|c| match escape::shown(c, None, EscapeMode::SingleLine) {
-            _ if c == '\t' => TAB_WIDTH,
-            Shown::Plain(c) => char_width(c),
-            shown => {
-                let mut s = String::new();
-                shown.push_to(&mut s);
-                s.len()
-            }
-        })
-        .sum()
+    cluster.chars().map(char_cells).sum()
+}
+
+/// Cells one character takes drawn alone: a tab [`TAB_WIDTH`], a control its visible escape.
+fn char_cells(c: char) -> usize {
+    if c == '\t' {
+        return TAB_WIDTH;
+    }
+    match escape::shown(c, None, EscapeMode::SingleLine) {
+        Shown::Plain(c) => char_width(c),
+        shown => {
+            let mut s = String::new();
+            shown.push_to(&mut s);
+            s.len()
+        }
+    }
 }
 
 fn normalize_newlines(text: &str) -> Cow<'_, str> {
@@ -1473,7 +1491,8 @@ mod tests {
             parts in proptest::collection::vec(proptest::sample::select(vec![
                 "a", " ", "\n", "\t", "\u{1b}", "\u{301}", "\u{200d}", "\u{1f468}", "\u{1f1eb}",
                 "\u{1f3fd}", "\u{1100}", "\u{1161}", "\u{11a8}", "\u{ac00}", "漢", "\u{600}",
-                "\u{903}", "\u{fe0f}", "é", "@M",
+                "\u{903}", "\u{fe0f}", "é", "@M", "\u{915}", "\u{94d}", "\u{a9}", "\u{1f1f7}",
+                "\u{200b}", "\u{d}",
             ]), 0..200)
         ) {
             let mut c = Composer::new();

@@ -213,16 +213,40 @@ struct Unit {
 }
 
 /// Whether an extended grapheme cluster boundary certainly falls between `a` and `b`, whatever
-/// comes before or after: both are characters that never extend, join, prepend or pair (below
-/// U+0300, where combining marks start; CJK unified ideographs; precomposed Hangul syllables,
-/// which only join conjoining jamo), and they are not CR LF. `false` means "look closer".
-pub(crate) fn certain_boundary(a: char, b: char) -> bool {
+/// comes before or after, by a range check alone: both are characters that never extend, join,
+/// prepend or pair (below U+0300, where combining marks start; CJK unified ideographs;
+/// precomposed Hangul syllables, which only join conjoining jamo), and they are not CR LF.
+/// `false` means "look closer". Cheap enough to ask of every character.
+pub(crate) fn inert_boundary(a: char, b: char) -> bool {
     fn inert(c: char) -> bool {
         (c as u32) < 0x300
             || ('\u{4e00}'..='\u{9fff}').contains(&c)
             || ('\u{ac00}'..='\u{d7a3}').contains(&c)
     }
     inert(a) && inert(b) && !(a == '\r' && b == '\n')
+}
+
+/// Whether an extended grapheme cluster boundary falls between `a` and `b` whatever comes
+/// before or after; `false` means "it depends" or "no". Beyond [`inert_boundary`]: the only
+/// rules that look behind `a` (GB9c, GB11, GB12/13) need `a` to be a mark or joiner (which
+/// attach to the character before them) or a regional indicator; for any other `a` except a
+/// Prepend character, segmenting the pair alone gives the answer.
+pub(crate) fn certain_boundary(a: char, b: char) -> bool {
+    fn parts(a: char, b: char) -> usize {
+        let mut buf = [0u8; 8];
+        let len = a.encode_utf8(&mut buf).len();
+        let len = len + b.encode_utf8(&mut buf[len..]).len();
+        std::str::from_utf8(&buf[..len]).map_or(1, |pair| pair.graphemes(true).count())
+    }
+    if inert_boundary(a, b) {
+        return true;
+    }
+    if a == '\r' && b == '\n' {
+        return false;
+    }
+    let plain_leader = (a as u32) < 0x300
+        || (!('\u{1f1e6}'..='\u{1f1ff}').contains(&a) && parts('x', a) == 2 && parts(a, 'x') == 2);
+    plain_leader && parts(a, b) == 2
 }
 
 /// The drawn units of `cells`, in order, covering every cell.
@@ -235,7 +259,7 @@ fn units(cells: &[(char, Style)]) -> Units<'_> {
     }
 }
 
-/// Lazy [`units`]: a character with a [`certain_boundary`] after it (most text) is a unit of
+/// Lazy [`units`]: a character with an [`inert_boundary`] after it (most text) is a unit of
 /// its own, found without segmenting; anything else is
 /// segmented a window at a time, starting at a known boundary, and only clusters that end
 /// before the window does (or at a boundary no later text can move) are trusted, so the cost
@@ -252,14 +276,14 @@ const UNIT_WINDOW: usize = 64;
 
 impl Units<'_> {
     /// A cluster boundary falls before cell `i` whatever the text around: the ends, a style
-    /// change, or a [`certain_boundary`].
+    /// change, or an [`inert_boundary`].
     fn fixed_boundary(&self, i: usize) -> bool {
         let cells = self.cells;
         if i == 0 || i >= cells.len() {
             return true;
         }
         let ((a, sa), (b, sb)) = (cells[i - 1], cells[i]);
-        sa != sb || certain_boundary(a, b)
+        sa != sb || inert_boundary(a, b)
     }
 
     fn segment_window(&mut self) {
@@ -517,7 +541,7 @@ mod tests {
                 (proptest::sample::select(vec![
                     "a", " ", "\n", "\r", "\u{301}", "\u{200d}", "\u{1f468}", "\u{1f1eb}",
                     "\u{1f3fd}", "\u{1100}", "\u{1161}", "\u{11a8}", "\u{ac00}", "漢", "\u{600}",
-                    "\u{903}", "\u{fe0f}", "é",
+                    "\u{903}", "\u{fe0f}", "é", "\u{915}", "\u{94d}", "\u{a9}", "\u{1f1f7}",
                 ]), 0u8..40),
                 0..400,
             )
@@ -551,6 +575,33 @@ mod tests {
         {
             let mut bytes = [0u8; 4];
             assert_eq!(Span::raw(&*c.encode_utf8(&mut bytes)).width(), 1, "{c:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// A boundary called certain is one in the whole text, whatever surrounds the pair.
+        #[test]
+        fn certain_boundaries_are_boundaries(
+            chars in proptest::collection::vec(proptest::sample::select(vec![
+                'a', ' ', '\n', '\r', '\u{1b}', '\u{301}', '\u{200d}', '\u{1f468}', '\u{1f1eb}',
+                '\u{1f1f7}', '\u{1f3fd}', '\u{1100}', '\u{1161}', '\u{11a8}', '\u{ac00}', '漢',
+                '\u{600}', '\u{903}', '\u{fe0f}', 'é', '\u{915}', '\u{94d}', '\u{a9}', '\u{200b}',
+                '\u{ad}', '\u{e0020}', '\u{110bd}', '\u{1f44d}', '\u{2764}', '\u{20e3}', '#',
+            ]), 0..24)
+        ) {
+            let text: String = chars.iter().collect();
+            let mut boundaries = std::collections::HashSet::new();
+            let mut at = 0;
+            for g in text.graphemes(true) {
+                boundaries.insert(at);
+                at += g.chars().count();
+            }
+            for k in 1..chars.len() {
+                if certain_boundary(chars[k - 1], chars[k]) {
+                    proptest::prop_assert!(boundaries.contains(&k), "{:?} at {}", text, k);
+                }
+            }
         }
     }
 
