@@ -3,6 +3,7 @@
 
 pub mod commands;
 pub mod error;
+pub mod external;
 pub mod format;
 pub mod live;
 pub mod message_text;
