@@ -108,8 +108,21 @@ const INJECTED_TAGS: &[&str] = &[
     "user-prompt-submit-hook",
 ];
 
-/// A user prompt without injected elements (system reminders, slash-command wrappers).
+/// The text of element `tag` in `text`, if present.
+fn element<'t>(text: &'t str, tag: &str) -> Option<&'t str> {
+    let open = format!("<{tag}>");
+    let start = text.find(&open)? + open.len();
+    let end = text[start..].find(&format!("</{tag}>"))? + start;
+    Some(text[start..end].trim())
+}
+
+/// A user prompt without injected elements (system reminders, slash-command plumbing). A slash
+/// command keeps what the person typed: its name and arguments (`/review src/`).
 pub fn strip_injected(text: &str) -> String {
+    let typed = element(text, "command-name").map(|name| {
+        let args = element(text, "command-args").unwrap_or_default();
+        format!("{name} {args}").trim().to_string()
+    });
     let mut out = text.to_string();
     for tag in INJECTED_TAGS {
         let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
@@ -121,7 +134,11 @@ pub fn strip_injected(text: &str) -> String {
             out.replace_range(start..end, "");
         }
     }
-    out.trim().to_string()
+    match typed {
+        Some(typed) if out.trim().is_empty() => typed,
+        Some(typed) => format!("{typed}\n{}", out.trim()),
+        None => out.trim().to_string(),
+    }
 }
 
 /// Whether a user record is a prompt a person typed.
@@ -196,6 +213,8 @@ pub struct TitleScan {
     custom: Option<String>,
     ai: Option<String>,
     first_prompt: Option<String>,
+    /// A bare slash command, the title only when nothing else is.
+    first_command: Option<String>,
 }
 
 impl super::scan::LineSink for TitleScan {
@@ -216,8 +235,14 @@ impl super::scan::LineSink for TitleScan {
             }
             Some("user") if self.first_prompt.is_none() && is_prompt(&line) => {
                 let (text, only_tools) = content_text(line.message);
-                if !only_tools {
-                    self.first_prompt = title_line(&strip_injected(&text));
+                let prompt = strip_injected(&text);
+                // A bare slash command (`/clear`) says nothing about the session.
+                let bare_command = prompt.starts_with('/') && !prompt.contains(char::is_whitespace);
+                if only_tools || is_marker(&prompt) {
+                } else if bare_command {
+                    self.first_command.get_or_insert(prompt);
+                } else {
+                    self.first_prompt = title_line(&prompt);
                 }
             }
             _ => {}
@@ -233,7 +258,13 @@ impl TitleScan {
             .or(self.ai.as_deref())
             .and_then(title_line)
             .or_else(|| self.first_prompt.clone())
+            .or_else(|| self.first_command.clone())
     }
+}
+
+/// Claude Code's own notes in the user's place (`[Request interrupted by user]`).
+fn is_marker(text: &str) -> bool {
+    text.starts_with("[Request interrupted by user")
 }
 
 struct Node {
@@ -285,11 +316,12 @@ impl super::scan::LineSink for ConversationScan {
             }
             Some("user") if is_prompt(&line) => {
                 let (text, only_tools) = content_text(line.message);
-                (!only_tools).then(|| {
+                let text = strip_injected(&text);
+                (!only_tools && !is_marker(&text)).then(|| {
                     (
                         Item {
                             kind: ItemKind::User,
-                            text: strip_injected(&text),
+                            text,
                             time,
                         },
                         None,
@@ -301,7 +333,7 @@ impl super::scan::LineSink for ConversationScan {
                 Some((
                     Item {
                         kind: ItemKind::Assistant,
-                        text,
+                        text: text.trim().to_string(),
                         time,
                     },
                     message_id(line.message),
@@ -433,6 +465,18 @@ mod tests {
                 (ItemKind::Summary, "This session is being continued".into()),
                 (ItemKind::User, "new prompt".into()),
             ]
+        );
+    }
+
+    #[test]
+    fn slash_commands_keep_what_was_typed() {
+        assert_eq!(
+            strip_injected("<command-message>o is running…</command-message>\n<command-name>/o</command-name>\n<command-args>make it</command-args>"),
+            "/o make it"
+        );
+        assert_eq!(
+            strip_injected("<local-command-stdout>out</local-command-stdout>"),
+            ""
         );
     }
 

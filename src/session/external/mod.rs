@@ -410,9 +410,11 @@ impl SourceChoice {
                 "claude" => choice.claude = true,
                 "codex" => choice.codex = true,
                 "" => return Err(format!("--sources {text:?}: empty source name")),
-                other => return Err(format!(
+                other => {
+                    return Err(format!(
                     "--sources {text:?}: unknown source {other:?} (expected dsh, claude or codex)"
-                )),
+                ))
+                }
             }
         }
         Ok(choice)
