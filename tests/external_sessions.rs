@@ -416,3 +416,54 @@ fn a_hostile_title_is_kept_raw_and_escaped_on_screen() {
         );
     });
 }
+
+#[test]
+fn the_cli_lists_and_prepares_other_agents_sessions_without_writing() {
+    let claude_home = fixtures().join("claude-code");
+    let codex_home = fixtures().join("codex");
+    let before = (tree(&claude_home), tree(&codex_home));
+    let dsh_home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-refs"))
+            .arg("--home")
+            .arg(dsh_home.path())
+            .arg("--claude-home")
+            .arg(&claude_home)
+            .arg("--codex-home")
+            .arg(&codex_home)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (code, stdout, _) = run(&["sessions", "--json"]);
+    assert_eq!(code, Some(0));
+    let rows: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(rows.len(), CLAUDE_IDS.len() + CODEX_IDS.len());
+    assert!(rows
+        .iter()
+        .all(|r| r["source"] == r["sessionId"].as_str().unwrap().split(':').next().unwrap()));
+    let (_, stdout, _) = run(&["--sources", "codex", "sessions", "--json"]);
+    let rows: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(rows.len(), CODEX_IDS.len());
+    let (code, _, stderr) = run(&["--sources", "dsh,opencode", "sessions"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("unknown source \"opencode\""), "{stderr}");
+    let claude = dsh_session_references::reference::encode_session_reference_uri(CLAUDE_IDS[7]);
+    let codex = dsh_session_references::reference::encode_session_reference_uri(CODEX_IDS[5]);
+    let message = format!("compare @[a]({claude}) with @[b]({codex})");
+    let (code, stdout, stderr) = run(&["prepare", "--as", "me", &message]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let prepared: Value = serde_json::from_str(&stdout).unwrap();
+    let refs = &prepared["additionalContext"]["source"]["references"];
+    assert_eq!(refs[0]["source"], "claude");
+    assert_eq!(refs[1]["source"], "codex");
+    assert!(
+        before == (tree(&claude_home), tree(&codex_home)),
+        "a home changed"
+    );
+}

@@ -170,7 +170,7 @@ impl super::scan::LineSink for TitleScan {
                 }
             }
             Some("user_message") if self.first_prompt.is_none() => {
-                self.first_prompt = p.message.as_deref().and_then(title_line);
+                self.first_prompt = p.message.as_deref().map(request).and_then(title_line);
             }
             _ => {}
         }
@@ -184,6 +184,15 @@ impl TitleScan {
             .as_deref()
             .and_then(title_line)
             .or_else(|| self.first_prompt.clone())
+    }
+}
+
+/// The request itself when the IDE prefixed the prompt with the files it mentions.
+fn request(message: &str) -> &str {
+    const MARK: &str = "## My request for Codex:";
+    match message.find(MARK) {
+        Some(at) => &message[at + MARK.len()..],
+        None => message,
     }
 }
 
@@ -351,6 +360,13 @@ mod tests {
                 (ItemKind::User, "new".into()),
             ]
         );
+    }
+
+    #[test]
+    fn ide_prompts_are_titled_by_their_request() {
+        let mut scan = TitleScan::default();
+        scan.line(0, br#"{"timestamp":"2026-01-01T00:00:00Z","type":"event_msg","payload":{"type":"user_message","message":"\n# Files mentioned by the user:\n\n## a.txt: /a.txt\n\n## My request for Codex:\nsummarize a\n"}}"#);
+        assert_eq!(scan.title().as_deref(), Some("summarize a"));
     }
 
     #[test]

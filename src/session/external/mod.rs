@@ -446,6 +446,55 @@ pub fn external_sources(
     sources
 }
 
+/// What a host serves besides its own sessions: the external sources, and whether its own
+/// (dsh) sessions are listed at all. The default is the host alone, unchanged.
+#[derive(Clone, Default)]
+pub struct SourceSet {
+    pub hide_dsh: bool,
+    pub external: Vec<ExternalSessions>,
+}
+
+impl std::fmt::Debug for SourceSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let homes: Vec<String> = self
+            .external
+            .iter()
+            .map(|s| format!("{}={}", s.agent().name(), s.home().display()))
+            .collect();
+        f.debug_struct("SourceSet")
+            .field("hide_dsh", &self.hide_dsh)
+            .field("external", &homes)
+            .finish()
+    }
+}
+
+impl SourceSet {
+    /// From `--sources`, `--claude-home` and `--codex-home` (each optional).
+    pub fn from_flags(
+        choice: Option<&SourceChoice>,
+        claude_home: Option<&Path>,
+        codex_home: Option<&Path>,
+    ) -> SourceSet {
+        SourceSet {
+            hide_dsh: choice.is_some_and(|c| !c.dsh),
+            external: external_sources(choice, claude_home, codex_home),
+        }
+    }
+
+    /// `host` alone when there is nothing to add, else merged with the external sources.
+    pub fn serve(&self, host: Arc<dyn SessionQuery>) -> Arc<dyn SessionQuery> {
+        if self.external.is_empty() && !self.hide_dsh {
+            host
+        } else {
+            Arc::new(WithExternal::new(
+                host,
+                !self.hide_dsh,
+                self.external.clone(),
+            ))
+        }
+    }
+}
+
 /// Errors for an id this source does not hold.
 fn not_found(id: &str) -> SessionError {
     SessionError::NotFound { id: id.to_string() }
