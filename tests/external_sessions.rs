@@ -467,3 +467,86 @@ fn the_cli_lists_and_prepares_other_agents_sessions_without_writing() {
         "a home changed"
     );
 }
+
+mod tui {
+    use super::*;
+    use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+    use dsh_session_references::reference::format_session_reference_mention;
+    use dsh_session_references::session::external::SourceSet;
+    use dsh_session_references::session::Encoding;
+    use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions};
+    use std::time::Duration;
+
+    async fn pump(
+        app: &mut App,
+        rx: &mut tokio::sync::mpsc::UnboundedReceiver<AppEvent>,
+        done: impl Fn(&App) -> bool,
+    ) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !done(app) {
+            let event = tokio::time::timeout_at(deadline, rx.recv())
+                .await
+                .expect("the app got what it waited for in time")
+                .expect("channel open");
+            app.handle(event);
+        }
+    }
+
+    /// One message referencing a Claude Code session and a Codex session: the log carries
+    /// both snapshots, named by source, and neither home changed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_tui_references_a_claude_and_a_codex_session_in_one_message() {
+        let claude_home = fixtures().join("claude-code");
+        let codex_home = fixtures().join("codex");
+        let before = (tree(&claude_home), tree(&codex_home));
+        let home = tempfile::tempdir().unwrap();
+        let options = AppOptions {
+            home: home.path().to_path_buf(),
+            resume: None,
+            offline_delay: Duration::ZERO,
+            encoding: Some(Encoding::Plain),
+            cwd: Some("/work".into()),
+            sources: SourceSet::from_flags(None, Some(&claude_home), Some(&codex_home)),
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (mut app, _) = build(&options, tx).unwrap();
+        let text = format!(
+            "compare {} with {}",
+            format_session_reference_mention(CLAUDE_IDS[7], Some("hello files")),
+            format_session_reference_mention(CODEX_IDS[5], Some("show tools")),
+        );
+        app.composer.set_text(&text);
+        app.handle(AppEvent::Input(TermEvent::Key(KeyEvent::new(
+            KeyCode::Enter,
+            KeyModifiers::NONE,
+        ))));
+        pump(&mut app, &mut rx, |app| app.composer.is_empty()).await;
+        let log = home
+            .path()
+            .join("sessions/--work--")
+            .join(&app.agent.info().session_id)
+            .join("session.jsonl");
+        let mut written = String::new();
+        for _ in 0..500 {
+            written = fs::read_to_string(&log).unwrap_or_default();
+            if written.contains("turn/end") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for needle in [
+            format!("\"sessionId\":\"{}\"", CLAUDE_IDS[7]),
+            format!("\"sessionId\":\"{}\"", CODEX_IDS[5]),
+            "\"source\":\"claude\"".to_string(),
+            "\"source\":\"codex\"".to_string(),
+            // Text from each source's conversation.
+            "delete js".to_string(),
+        ] {
+            assert!(written.contains(&needle), "{needle} not in the log");
+        }
+        assert!(
+            before == (tree(&claude_home), tree(&codex_home)),
+            "a home changed"
+        );
+    }
+}
