@@ -7,6 +7,8 @@
 //! cargo run --release --example measure -- gen-big --mb 100 --encoding plain   # prints paths
 //! cargo run --release --example measure -- hostile --case bad-line --mb 2048 --home /tmp/h
 //! cargo run --release --example measure -- hold-lock --path LOG --seconds 30
+//! cargo run --release --example measure -- external --sessions 10000   # 10k Claude + 10k Codex
+//! cargo run --release --example measure -- external-prepare --mb 100
 //! ```
 //!
 //! `hostile` builds a home (session `agent`, and the hostile session `src` in cwd `/w`) for one
@@ -18,12 +20,16 @@
 #[path = "../benches/support/gen.rs"]
 mod gen;
 
+#[path = "../benches/support/external_gen.rs"]
+mod external_gen;
+
 use clap::{Parser, Subcommand, ValueEnum};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use dsh_session_references::reference::{
     format_session_reference_mention, parse_session_reference_text, AgentIdentity,
     SessionReferenceConfig, SessionReferences,
 };
+use dsh_session_references::session::external::{Agent, ExternalSessions, SourceSet};
 use dsh_session_references::session::{
     ContentBlock, DiskStore, Encoding, HostSessions, LiveSession, LiveSessions, SessionHeader,
     SessionQuery,
@@ -144,6 +150,21 @@ enum Command {
         #[arg(long, default_value_t = 30)]
         seconds: u64,
     },
+    /// list_candidates over N generated Claude Code and N Codex sessions (SPEC §9), merged with
+    /// an empty dsh store and a live agent session as the TUI serves them.
+    External {
+        #[arg(long)]
+        sessions: usize,
+        #[arg(long, default_value_t = 20)]
+        rounds: usize,
+    },
+    /// prepare with one Claude Code session and one Codex rollout of `mb` MB each.
+    ExternalPrepare {
+        #[arg(long)]
+        mb: u64,
+        #[arg(long, default_value_t = 3)]
+        iters: usize,
+    },
     /// Popup over N sessions: frame render and keystroke-to-frame times.
     Tui {
         #[arg(long)]
@@ -221,7 +242,112 @@ fn main() {
                 );
             }
         }
+        Command::External { sessions, rounds } => rt.block_on(external(sessions, rounds)),
+        Command::ExternalPrepare { mb, iters } => rt.block_on(external_prepare(mb, iters)),
     }
+}
+
+fn external_query(
+    claude: &std::path::Path,
+    codex: &std::path::Path,
+) -> (Arc<dyn SessionQuery>, AgentIdentity) {
+    let dsh = gen::data_dir("external-empty-dsh-home");
+    std::fs::create_dir_all(&dsh).unwrap();
+    let (host, agent) = query_over(&dsh, true);
+    let sources = SourceSet {
+        hide_dsh: false,
+        external: vec![
+            ExternalSessions::new(Agent::Claude, claude),
+            ExternalSessions::new(Agent::Codex, codex),
+        ],
+    };
+    (sources.serve(host), agent)
+}
+
+async fn external(sessions: usize, rounds: usize) {
+    let started = Instant::now();
+    let (claude, codex) = external_gen::cached_external_homes(sessions).unwrap();
+    println!(
+        "homes ready in {:.1?}: {} and {}",
+        started.elapsed(),
+        claude.display(),
+        codex.display()
+    );
+    let (query, agent) = external_query(&claude, &codex);
+    let a = query.list_sessions().await.unwrap();
+    let mut list_samples = Vec::new();
+    for _ in 0..200 {
+        let started = Instant::now();
+        let b = query.list_sessions().await.unwrap();
+        list_samples.push(started.elapsed());
+        assert!(Arc::ptr_eq(&a, &b), "an unchanged listing is the same Arc");
+    }
+    percentiles("warm merged list_sessions", &mut list_samples);
+    let service = SessionReferences::new(query, SessionReferenceConfig::default()).unwrap();
+    let cancel = CancellationToken::new();
+    let started = Instant::now();
+    let first = service
+        .list_candidates(&agent, "", None, &cancel)
+        .await
+        .unwrap();
+    println!(
+        "first call (cold caches, warm OS cache): {:.1?} ({} rows)",
+        started.elapsed(),
+        first.len()
+    );
+    let mut queries = Vec::new();
+    for word in ["project-4", "claude:c1a", "codex:0000c0de", "zzq"] {
+        for end in 0..=word.len() {
+            queries.push(word[..end].to_string());
+        }
+    }
+    let mut samples = Vec::new();
+    for _ in 0..rounds {
+        for q in &queries {
+            let started = Instant::now();
+            let rows = service
+                .list_candidates(&agent, q, None, &cancel)
+                .await
+                .unwrap();
+            samples.push(started.elapsed());
+            std::hint::black_box(rows);
+        }
+    }
+    percentiles(
+        &format!("warm per-keystroke list_candidates over {sessions} Claude + {sessions} Codex sessions (+ live)"),
+        &mut samples,
+    );
+}
+
+async fn external_prepare(mb: u64, iters: usize) {
+    let (claude, codex) = external_gen::cached_big_external(mb).unwrap();
+    let (query, agent) = external_query(&claude, &codex);
+    let service = SessionReferences::new(query, SessionReferenceConfig::default()).unwrap();
+    let cancel = CancellationToken::new();
+    let ids = [external_gen::claude_id(0), external_gen::codex_id(0)];
+    let mut samples = Vec::new();
+    for _ in 0..iters {
+        let started = Instant::now();
+        let prepared = service
+            .prepare(
+                &agent,
+                vec![ContentBlock::text("compare")],
+                ids.iter()
+                    .map(|id| {
+                        dsh_session_references::reference::ReferenceInput::new(id.clone(), None)
+                    })
+                    .collect(),
+                &cancel,
+            )
+            .await
+            .unwrap();
+        samples.push(started.elapsed());
+        std::hint::black_box(prepared);
+    }
+    percentiles(
+        &format!("prepare of a {mb} MB Claude session + a {mb} MB Codex rollout"),
+        &mut samples,
+    );
 }
 
 /// What a user types after `@`: a cwd fragment, an id prefix, and a query matching nothing.

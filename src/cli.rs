@@ -1,5 +1,6 @@
 //! The `dsh-refs` command line (SPEC §6).
 
+use crate::session::external::{SourceChoice, SourceSet};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -14,9 +15,39 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
     #[command(flatten)]
+    pub sources: SourceArgs,
+    #[command(flatten)]
     pub tui: TuiArgs,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// Which sessions are listed and referenced besides (or instead of) dsh's own (SPEC §9).
+#[derive(Debug, Args, Clone, Default)]
+pub struct SourceArgs {
+    /// Claude Code's home, holding `projects/` (else $CLAUDE_CONFIG_DIR, else ~/.claude).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub claude_home: Option<PathBuf>,
+    /// Codex's home, holding `sessions/` (else $CODEX_HOME, else ~/.codex).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub codex_home: Option<PathBuf>,
+    /// Comma-separated sources to list: dsh, claude, codex (default: every one that exists).
+    #[arg(long, global = true, value_name = "LIST", value_parser = parse_sources)]
+    pub sources: Option<SourceChoice>,
+}
+
+impl SourceArgs {
+    pub fn source_set(&self) -> SourceSet {
+        SourceSet::from_flags(
+            self.sources.as_ref(),
+            self.claude_home.as_deref(),
+            self.codex_home.as_deref(),
+        )
+    }
+}
+
+fn parse_sources(text: &str) -> Result<SourceChoice, String> {
+    SourceChoice::parse(text)
 }
 
 /// Options of the TUI (no subcommand).

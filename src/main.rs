@@ -1,6 +1,7 @@
 use clap::Parser;
 use dsh_session_references::cli::{Cli, Command, Compression, TuiArgs};
 use dsh_session_references::escape::diagnostic;
+use dsh_session_references::session::external::SourceSet;
 use dsh_session_references::session::paths::resolve_home;
 use dsh_session_references::session::Encoding;
 use dsh_session_references::tui::app::{run_terminal, AppOptions};
@@ -16,20 +17,24 @@ fn main() {
             | Command::Mention(_)
             | Command::Candidates { .. }
             | Command::Prepare { .. }),
-        ) => dsh_session_references::reference::commands::run(
+        ) => dsh_session_references::reference::commands::run_with_sources(
             command,
             &resolve_home(cli.home.as_deref()),
+            &cli.sources.source_set(),
         ),
-        Some(Command::Sessions { json }) => dsh_session_references::session::commands::sessions(
-            &resolve_home(cli.home.as_deref()),
-            *json,
-        ),
-        None => run_tui(cli.home.as_deref(), &cli.tui),
+        Some(Command::Sessions { json }) => {
+            dsh_session_references::session::commands::sessions_with_sources(
+                &resolve_home(cli.home.as_deref()),
+                &cli.sources.source_set(),
+                *json,
+            )
+        }
+        None => run_tui(cli.home.as_deref(), &cli.tui, &cli.sources.source_set()),
     };
     std::process::exit(code);
 }
 
-fn run_tui(home: Option<&Path>, args: &TuiArgs) -> i32 {
+fn run_tui(home: Option<&Path>, args: &TuiArgs, sources: &SourceSet) -> i32 {
     let home = if args.demo {
         match dsh_session_references::demo::install_demo_home() {
             Ok(home) => home,
@@ -57,6 +62,7 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs) -> i32 {
             Compression::Zstd => Encoding::Zstd,
         }),
         cwd,
+        sources: sources.clone(),
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

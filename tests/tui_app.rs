@@ -15,6 +15,7 @@ fn options(home: &std::path::Path) -> AppOptions {
         offline_delay: Duration::ZERO,
         encoding: Some(Encoding::Plain),
         cwd: Some("/work".into()),
+        sources: Default::default(),
     }
 }
 

@@ -203,3 +203,18 @@ fn narrow_and_tiny_sizes_do_not_panic() {
     }
     assert_snapshot!(draw(&state, 22));
 }
+
+#[test]
+fn other_agents_sessions_wear_a_source_badge() {
+    let all = vec![
+        candidate(
+            "claude:4c2ddfdc",
+            "create hello.py",
+            Some("/tmp/private"),
+            5 * MIN,
+        ),
+        candidate("codex:019e1625", "show tools", Some("/repo"), 9 * MIN),
+        candidate("session-7f3a", "Fix webapp login loop", Some("/w"), MIN),
+    ];
+    assert_snapshot!(draw(&answered("", &all), 70));
+}

@@ -268,3 +268,29 @@ fn scrolled_up_view_stays_put_while_output_arrives() {
     t.scroll_to_bottom();
     assert!(drawn_rows(&t, 50, 8).iter().any(|r| r.contains("more")));
 }
+
+#[test]
+fn a_card_says_which_agent_a_session_came_from() {
+    let mut t = Transcript::new();
+    let card = message(
+        "user",
+        CONTEXT,
+        reference_source(json!([
+            {"sessionId": "claude:4c2d", "label": "hello files", "capturedThroughSeq": 24, "source": "claude"},
+            {"sessionId": "codex:019e", "label": "show tools", "capturedThroughSeq": 9, "source": "codex"},
+            {"sessionId": "session-1", "label": "ours", "capturedThroughSeq": 1, "source": "\u{1b}[31mspoof"},
+        ])),
+    );
+    assert!(t.push_message(&card, USER_MESSAGE));
+    let drawn = draw(&t, 160, 2);
+    assert!(
+        drawn.contains("hello files (claude:4c2d) · from Claude Code"),
+        "{drawn}"
+    );
+    assert!(
+        drawn.contains("show tools (codex:019e) · from Codex"),
+        "{drawn}"
+    );
+    // An unknown source is not shown at all.
+    assert!(!drawn.contains("spoof"), "{drawn}");
+}

@@ -33,6 +33,7 @@ fn resume(home: &Path, id: &str) -> AppOptions {
         offline_delay: Duration::ZERO,
         encoding: None,
         cwd: Some("/w".into()),
+        sources: Default::default(),
     }
 }
 

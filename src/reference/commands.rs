@@ -19,6 +19,7 @@ use super::service::{AgentIdentity, ReferenceInput, SessionReferences};
 use super::uri::{decode_session_reference_uri, encode_session_reference_uri};
 use crate::cli::{Command, MentionCommand, UriCommand};
 use crate::escape;
+use crate::session::external::SourceSet;
 use crate::session::store::DiskStore;
 use crate::session::{ContentBlock, SessionQuery};
 use serde_json::{Map, Value};
@@ -40,7 +41,12 @@ impl From<SessionReferenceError> for Failure {
 
 /// Runs `uri`, `mention`, `candidates` or `prepare`; prints the result and returns the exit code.
 pub fn run(command: &Command, home: &Path) -> i32 {
-    let (stdout, stderr, code) = match execute(command, home) {
+    run_with_sources(command, home, &SourceSet::default())
+}
+
+/// [`run`] over the dsh store merged with `sources` (SPEC §9).
+pub fn run_with_sources(command: &Command, home: &Path, sources: &SourceSet) -> i32 {
+    let (stdout, stderr, code) = match execute(command, home, sources) {
         Ok(output) if reads_the_home(command) => {
             (escape::json_for_terminal(output), String::new(), 0)
         }
@@ -88,7 +94,7 @@ pub fn error_json(err: &SessionReferenceError) -> String {
     stringify(&outer)
 }
 
-fn execute(command: &Command, home: &Path) -> Result<String, Failure> {
+fn execute(command: &Command, home: &Path, sources: &SourceSet) -> Result<String, Failure> {
     match command {
         Command::Uri(UriCommand::Encode { id }) => Ok(encode_session_reference_uri(id)),
         Command::Uri(UriCommand::Decode { uri }) => {
@@ -107,7 +113,7 @@ fn execute(command: &Command, home: &Path) -> Result<String, Failure> {
             query,
             limit,
         } => {
-            let service = service(home, SessionReferenceConfig::default())?;
+            let service = service(home, sources, SessionReferenceConfig::default())?;
             block_on(async {
                 let agent = agent_identity(&service, agent, cwd.as_deref()).await;
                 let candidates = service
@@ -129,7 +135,7 @@ fn execute(command: &Command, home: &Path) -> Result<String, Failure> {
                 max_reference_bytes: max_reference_bytes.unwrap_or(defaults.max_reference_bytes),
                 ..defaults
             };
-            let service = service(home, config)?;
+            let service = service(home, sources, config)?;
             let text = text_or_stdin(text.as_deref())?;
             let parsed = parse_session_reference_text(&text)?;
             block_on(async {
@@ -164,8 +170,12 @@ fn to_value<T: serde::Serialize>(value: &T) -> Value {
     serde_json::to_value(value).expect("model types serialize to JSON")
 }
 
-fn service(home: &Path, config: SessionReferenceConfig) -> Result<SessionReferences, Failure> {
-    let store: Arc<dyn SessionQuery> = Arc::new(DiskStore::new(home.to_path_buf()));
+fn service(
+    home: &Path,
+    sources: &SourceSet,
+    config: SessionReferenceConfig,
+) -> Result<SessionReferences, Failure> {
+    let store: Arc<dyn SessionQuery> = sources.serve(Arc::new(DiskStore::new(home.to_path_buf())));
     Ok(SessionReferences::new(store, config)?)
 }
 

@@ -18,6 +18,7 @@ use super::projection::project_owned;
 use super::ranking::RankIndex;
 use super::render::{reference_entry, render_context};
 use super::retention::{retain, Retained, SourceMeta};
+use crate::session::external::Agent;
 use crate::session::{
     ContentBlock, Message, MessageSource, SessionError, SessionQuery, SurfaceSnapshot,
 };
@@ -215,12 +216,18 @@ impl SessionReferences {
                 let meta = (source.session_id.clone(), source.label.clone());
                 Box::pin(async move {
                     let snapshot = read.await?;
-                    Ok(retain_source(meta, snapshot, max_bytes).await)
+                    // Sessions of other agents name their source in the metadata (SPEC §9).
+                    let agent = crate::session::external::source_of(&snapshot.session);
+                    Ok(retain_source(meta, snapshot, max_bytes)
+                        .await
+                        .map(|retained| (retained, agent)))
                 }) as crate::session::BoxFuture<'_, _>
             })
             .collect();
-        let outcomes: Vec<std::result::Result<Result<Retained>, SessionError>> =
-            until_cancelled(cancel, "preparing session references", join_all(work)).await?;
+        #[allow(clippy::type_complexity)]
+        let outcomes: Vec<
+            std::result::Result<Result<(Retained, Option<Agent>)>, SessionError>,
+        > = until_cancelled(cancel, "preparing session references", join_all(work)).await?;
         if cancel.is_cancelled() {
             return Err(SessionReferenceError::cancelled(
                 "preparing session references",
@@ -309,15 +316,27 @@ async fn retain_source(
 }
 
 /// Step 5 of §3.4: the context message of the retained sources, in normalized order.
-fn context_message(sources: &[Retained]) -> Message {
+///
+/// An entry for another agent's session ends with `"source"` (`"claude"`, `"codex"`), after the
+/// §3.9 keys; entries for dsh sessions keep exactly the §3.9 keys.
+fn context_message(sources: &[(Retained, Option<Agent>)]) -> Message {
     let entries: Vec<_> = sources
         .iter()
         .enumerate()
-        .map(|(index, retained)| reference_entry(&retained.data, &retained.stats, index))
+        .map(|(index, (retained, agent))| {
+            let mut entry = reference_entry(&retained.data, &retained.stats, index);
+            if let (Some(agent), Some(map)) = (agent, entry.as_object_mut()) {
+                map.insert(
+                    crate::session::external::SOURCE_KEY.into(),
+                    agent.name().into(),
+                );
+            }
+            entry
+        })
         .collect();
     let objects: Vec<_> = sources
         .iter()
-        .map(|retained| retained.data.to_json())
+        .map(|(retained, _)| retained.data.to_json())
         .collect();
     let source = MessageSource::SessionReference {
         version: 1.into(),

@@ -5,6 +5,7 @@
 //! escaped as on screen (SPEC §5.2): table fields and diagnostics through
 //! [`crate::escape::escape_line`], the JSON listing through [`crate::escape::json_for_terminal`].
 
+use super::external::{self, SourceSet};
 use super::store::DiskStore;
 use crate::escape;
 use serde::Serialize;
@@ -21,12 +22,20 @@ struct SessionRow<'a> {
     created_at: i64,
     live: bool,
     persisted: bool,
+    /// The agent that wrote the session, for other agents' sessions (SPEC §9).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<&'static str>,
 }
 
 /// Prints every session (newest first) as a table or a JSON array; returns the exit code.
 pub fn sessions(home: &Path, json: bool) -> i32 {
+    sessions_with_sources(home, &SourceSet::default(), json)
+}
+
+/// [`sessions`] with other agents' sessions (SPEC §9) merged in as `sources` says.
+pub fn sessions_with_sources(home: &Path, sources: &SourceSet, json: bool) -> i32 {
     let store = DiskStore::new(home);
-    match render(&store, json) {
+    match render(&store, sources, json) {
         Ok(out) => {
             // The listing leaves out logs it cannot read; say so instead of hiding them.
             for skipped in store.unsupported_logs() {
@@ -45,11 +54,34 @@ pub fn sessions(home: &Path, json: bool) -> i32 {
     }
 }
 
-fn render(store: &DiskStore, json: bool) -> Result<String, super::SessionError> {
-    let sessions = store.list_sessions_blocking()?;
+fn render(
+    store: &DiskStore,
+    sources: &SourceSet,
+    json: bool,
+) -> Result<String, super::SessionError> {
+    let mut sessions = Vec::new();
+    if !sources.hide_dsh {
+        sessions.extend(store.list_sessions_blocking()?.iter().cloned());
+    }
+    for source in &sources.external {
+        match source.list_sessions_blocking() {
+            Ok(list) => sessions.extend(list.iter().cloned()),
+            Err(e) => eprintln!(
+                "dsh-refs: not listed: {} sessions: {e}",
+                source.agent().name()
+            ),
+        }
+    }
+    super::query::sort_sessions(&mut sessions);
     let mut rows = Vec::with_capacity(sessions.len());
     for summary in sessions.iter() {
-        let title = match store.read_title_blocking(summary.id()) {
+        let agent = external::source_of(&summary.header);
+        let external = agent.and_then(|a| sources.external.iter().find(|s| s.agent() == a));
+        let title = match external {
+            Some(source) => source.read_title_blocking(summary.id()),
+            None => store.read_title_blocking(summary.id()),
+        };
+        let title = match title {
             Ok(title) => title,
             Err(e) => {
                 tracing::warn!(error = %e, "title unreadable");
@@ -63,6 +95,7 @@ fn render(store: &DiskStore, json: bool) -> Result<String, super::SessionError> 
             created_at: summary.created_at(),
             live: summary.live,
             persisted: summary.persisted,
+            source: agent.map(external::Agent::name),
         });
     }
     if json {

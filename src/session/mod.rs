@@ -4,6 +4,7 @@
 pub mod commands;
 pub mod error;
 pub mod files;
+pub mod external;
 pub mod format;
 pub mod live;
 pub mod message_text;

@@ -48,6 +48,8 @@ pub struct AppOptions {
     pub encoding: Option<Encoding>,
     /// The new session's cwd (the current directory).
     pub cwd: Option<String>,
+    /// Other agents' sessions served beside ours (SPEC §9); the default adds none.
+    pub sources: crate::session::external::SourceSet,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -517,7 +519,9 @@ pub fn build(
             (agent, Vec::new())
         }
     };
-    let query = Arc::new(HostSessions::new(disk, live));
+    let query = options
+        .sources
+        .serve(Arc::new(HostSessions::new(disk, live)));
     let service = SessionReferences::new(query, SessionReferenceConfig::default())
         .map_err(|e| AppError::Other(e.to_string()))?;
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));

@@ -14,6 +14,7 @@ use super::render::{clip, Renderable};
 use super::style;
 use super::text::{ci_matches, format_age, StyledText};
 use crate::reference::Candidate;
+use crate::session::external::Agent;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Alignment, Rect};
@@ -540,6 +541,11 @@ impl PopupView<'_> {
         let query = &self.state.query;
         let narrow = width < NARROW;
         let mut line = prefix(selected, narrow, true);
+        // Another agent's session wears its source as a badge (SPEC §9).
+        if let Some(agent) = Agent::of_id(&c.session_id) {
+            line.push(agent.name(), style::session_tag());
+            line.push(" ", Style::new());
+        }
         let age = format_age(c.created_at, self.now_ms);
         let age_w = super::text::str_width(&age) + 1;
         // The age goes first when space runs out: the label is what identifies the row.

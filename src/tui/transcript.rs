@@ -10,6 +10,7 @@ use super::escape::EscapeMode;
 use super::render::{clip, Renderable};
 use super::style;
 use super::text::StyledText;
+use crate::session::external::{Agent, SOURCE_KEY};
 use crate::session::format::{
     ContentBlock, Event, Message, MessageSource, ASSISTANT_MESSAGE, STEERING_MESSAGE, TOOL_RESULT,
     USER_MESSAGE,
@@ -26,6 +27,8 @@ use std::cell::{Cell, RefCell};
 pub struct ReferencedSession {
     pub session_id: String,
     pub label: String,
+    /// The agent that wrote it, for another agent's session (SPEC §9).
+    pub source: Option<Agent>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,6 +234,9 @@ impl TranscriptItem {
                         head.push_untrusted(&s.session_id, EscapeMode::SingleLine, style::dim());
                         head.push(")", style::dim());
                     }
+                    if let Some(agent) = s.source {
+                        head.push(&format!(" · from {}", agent.product()), style::dim());
+                    }
                 }
                 card(head, context, *expanded, width)
             }
@@ -332,6 +338,11 @@ fn parse_references(references: &Value) -> Option<Vec<ReferencedSession>> {
             Some(ReferencedSession {
                 session_id: object.get("sessionId")?.as_str()?.to_string(),
                 label: object.get("label")?.as_str()?.to_string(),
+                // Only a source this build knows is named; anything else is not shown.
+                source: object
+                    .get(SOURCE_KEY)
+                    .and_then(Value::as_str)
+                    .and_then(Agent::parse),
             })
         })
         .collect()

@@ -1,0 +1,498 @@
+//! Claude Code transcripts (`projects/<dir>/<sessionId>.jsonl`): head, title and conversation.
+//!
+//! Pure line parsers: [`super::scan`] feeds them complete lines. A line that is not a JSON
+//! object, or whose known fields have unexpected types, is skipped like an unknown record type.
+//!
+//! The conversation is the main chain of the `parentUuid` tree ending at the newest record that
+//! is not a sidechain, so text abandoned by a rewind or a branch never appears. A
+//! `compact_boundary` ends the chain: the `isCompactSummary` user record after it stands in for
+//! everything before. Records sharing an assistant `message.id` are one message.
+
+use super::{parse_time, title_line, Conversation, Head, Item, ItemKind};
+use crate::session::error::{Result, SessionError};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::path::Path;
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Line<'a> {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    uuid: Option<String>,
+    parent_uuid: Option<String>,
+    session_id: Option<String>,
+    cwd: Option<String>,
+    timestamp: Option<String>,
+    is_sidechain: Option<bool>,
+    is_meta: Option<bool>,
+    is_compact_summary: Option<bool>,
+    subtype: Option<String>,
+    custom_title: Option<String>,
+    ai_title: Option<String>,
+    #[serde(borrow)]
+    message: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct MessageBody<'a> {
+    id: Option<String>,
+    #[serde(borrow)]
+    content: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Blocks(Vec<Block>),
+}
+
+#[derive(Deserialize)]
+struct Block {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    text: Option<String>,
+}
+
+fn parse(bytes: &[u8]) -> Option<Line<'_>> {
+    serde_json::from_slice(bytes).ok()
+}
+
+/// The `text` of a message's content, and whether it held only tool results.
+fn content_text(message: Option<&RawValue>) -> (String, bool) {
+    let Some(body) = message.and_then(|m| serde_json::from_str::<MessageBody>(m.get()).ok()) else {
+        return (String::new(), false);
+    };
+    let Some(content) = body
+        .content
+        .and_then(|c| serde_json::from_str::<Content>(c.get()).ok())
+    else {
+        return (String::new(), false);
+    };
+    match content {
+        Content::Text(text) => (text, false),
+        Content::Blocks(blocks) => {
+            let only_tools = !blocks.is_empty()
+                && blocks
+                    .iter()
+                    .all(|b| b.kind.as_deref() == Some("tool_result"));
+            let texts: Vec<&str> = blocks
+                .iter()
+                .filter(|b| b.kind.as_deref() == Some("text"))
+                .filter_map(|b| b.text.as_deref())
+                .collect();
+            (texts.join("\n"), only_tools)
+        }
+    }
+}
+
+fn message_id(message: Option<&RawValue>) -> Option<String> {
+    message
+        .and_then(|m| serde_json::from_str::<MessageBody>(m.get()).ok())
+        .and_then(|b| b.id)
+}
+
+/// Tags whose whole element is injected context or command plumbing, not what a person typed.
+const INJECTED_TAGS: &[&str] = &[
+    "system-reminder",
+    "command-name",
+    "command-message",
+    "command-args",
+    "local-command-stdout",
+    "local-command-stderr",
+    "local-command-caveat",
+    "ide_opened_file",
+    "ide_selection",
+    "user-prompt-submit-hook",
+];
+
+/// The text of element `tag` in `text`, if present.
+fn element<'t>(text: &'t str, tag: &str) -> Option<&'t str> {
+    let open = format!("<{tag}>");
+    let start = text.find(&open)? + open.len();
+    let end = text[start..].find(&format!("</{tag}>"))? + start;
+    Some(text[start..end].trim())
+}
+
+/// A user prompt without injected elements (system reminders, slash-command plumbing). A slash
+/// command keeps what the person typed: its name and arguments (`/review src/`).
+pub fn strip_injected(text: &str) -> String {
+    let typed = element(text, "command-name").map(|name| {
+        let args = element(text, "command-args").unwrap_or_default();
+        format!("{name} {args}").trim().to_string()
+    });
+    let mut out = text.to_string();
+    for tag in INJECTED_TAGS {
+        let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+        while let Some(start) = out.find(&open) {
+            let end = match out[start..].find(&close) {
+                Some(at) => start + at + close.len(),
+                None => out.len(),
+            };
+            out.replace_range(start..end, "");
+        }
+    }
+    match typed {
+        Some(typed) if out.trim().is_empty() => typed,
+        Some(typed) => format!("{typed}\n{}", out.trim()),
+        None => out.trim().to_string(),
+    }
+}
+
+/// Whether a user record is a prompt a person typed.
+fn is_prompt(line: &Line<'_>) -> bool {
+    line.kind.as_deref() == Some("user")
+        && line.is_meta != Some(true)
+        && line.is_sidechain != Some(true)
+        && line.is_compact_summary != Some(true)
+}
+
+/// Reads until the session id, cwd and a time are known.
+#[derive(Default)]
+pub struct HeadScan {
+    id: Option<String>,
+    cwd: Option<String>,
+    created: Option<i64>,
+    objects: u64,
+    lines: u64,
+}
+
+impl super::scan::LineSink for HeadScan {
+    fn line(&mut self, _: u64, bytes: &[u8]) -> bool {
+        self.lines += 1;
+        let Some(line) = parse(bytes) else {
+            return true;
+        };
+        self.objects += 1;
+        if self.id.is_none() {
+            self.id = line.session_id;
+        }
+        if self.cwd.is_none() {
+            self.cwd = line.cwd;
+        }
+        if let Some(time) = line.timestamp.as_deref().and_then(parse_time) {
+            self.created = Some(self.created.map_or(time, |c| c.min(time)));
+        }
+        !(self.id.is_some() && self.cwd.is_some() && self.created.is_some())
+    }
+}
+
+impl HeadScan {
+    /// The head, `None` while incomplete; an error when the file is not a Claude transcript.
+    pub fn finish(self, path: &Path) -> Result<Option<Head>> {
+        if self.lines > 0 && self.objects == 0 {
+            return Err(SessionError::Corrupt {
+                path: path.to_path_buf(),
+                line: 1,
+                reason: "not a Claude Code transcript (no line is a JSON record)".into(),
+            });
+        }
+        let (Some(id), Some(created)) = (self.id, self.created) else {
+            return Ok(None);
+        };
+        if id.is_empty() || id.contains(['/', '\\']) {
+            return Err(SessionError::Corrupt {
+                path: path.to_path_buf(),
+                line: 1,
+                reason: format!("sessionId {id:?} is not a session id"),
+            });
+        }
+        Ok(Some(Head {
+            id,
+            created_at: created,
+            cwd: self.cwd,
+        }))
+    }
+}
+
+/// The title state: last `custom-title`, last `ai-title`, first typed prompt.
+#[derive(Default)]
+pub struct TitleScan {
+    custom: Option<String>,
+    ai: Option<String>,
+    first_prompt: Option<String>,
+    /// A bare slash command, the title only when nothing else is.
+    first_command: Option<String>,
+}
+
+impl super::scan::LineSink for TitleScan {
+    fn line(&mut self, _: u64, bytes: &[u8]) -> bool {
+        let Some(line) = parse(bytes) else {
+            return true;
+        };
+        match line.kind.as_deref() {
+            Some("custom-title") => {
+                if let Some(t) = line.custom_title.filter(|t| !t.trim().is_empty()) {
+                    self.custom = Some(t);
+                }
+            }
+            Some("ai-title") => {
+                if let Some(t) = line.ai_title.filter(|t| !t.trim().is_empty()) {
+                    self.ai = Some(t);
+                }
+            }
+            Some("user") if self.first_prompt.is_none() && is_prompt(&line) => {
+                let (text, only_tools) = content_text(line.message);
+                let prompt = strip_injected(&text);
+                // A bare slash command (`/clear`) says nothing about the session.
+                let bare_command = prompt.starts_with('/') && !prompt.contains(char::is_whitespace);
+                if only_tools || is_marker(&prompt) {
+                } else if bare_command {
+                    self.first_command.get_or_insert(prompt);
+                } else {
+                    self.first_prompt = title_line(&prompt);
+                }
+            }
+            _ => {}
+        }
+        true
+    }
+}
+
+impl TitleScan {
+    pub fn title(&self) -> Option<String> {
+        self.custom
+            .as_deref()
+            .or(self.ai.as_deref())
+            .and_then(title_line)
+            .or_else(|| self.first_prompt.clone())
+            .or_else(|| self.first_command.clone())
+    }
+}
+
+/// Claude Code's own notes in the user's place (`[Request interrupted by user]`).
+fn is_marker(text: &str) -> bool {
+    text.starts_with("[Request interrupted by user")
+}
+
+struct Node {
+    parent: Option<String>,
+    /// A compaction boundary: the chain before it is replaced by the summary after it.
+    boundary: bool,
+    item: Option<(Item, Option<String>)>,
+}
+
+/// Builds the main-chain conversation.
+#[derive(Default)]
+pub struct ConversationScan {
+    nodes: HashMap<String, Node>,
+    leaf: Option<String>,
+    last_line: Option<u64>,
+    last_activity: Option<i64>,
+}
+
+impl super::scan::LineSink for ConversationScan {
+    fn line(&mut self, index: u64, bytes: &[u8]) -> bool {
+        self.last_line = Some(index);
+        let Some(line) = parse(bytes) else {
+            return true;
+        };
+        let time = line.timestamp.as_deref().and_then(parse_time);
+        if let Some(t) = time {
+            self.last_activity = Some(self.last_activity.map_or(t, |a| a.max(t)));
+        }
+        let Some(uuid) = line.uuid.clone() else {
+            return true;
+        };
+        if line.is_sidechain == Some(true) {
+            return true;
+        }
+        let boundary = line.kind.as_deref() == Some("system")
+            && line.subtype.as_deref() == Some("compact_boundary");
+        let time = time.unwrap_or(0);
+        let item = match line.kind.as_deref() {
+            Some("user") if line.is_compact_summary == Some(true) => {
+                let (text, _) = content_text(line.message);
+                Some((
+                    Item {
+                        kind: ItemKind::Summary,
+                        text: text.trim().to_string(),
+                        time,
+                    },
+                    None,
+                ))
+            }
+            Some("user") if is_prompt(&line) => {
+                let (text, only_tools) = content_text(line.message);
+                let text = strip_injected(&text);
+                (!only_tools && !is_marker(&text)).then(|| {
+                    (
+                        Item {
+                            kind: ItemKind::User,
+                            text,
+                            time,
+                        },
+                        None,
+                    )
+                })
+            }
+            Some("assistant") => {
+                let (text, _) = content_text(line.message);
+                Some((
+                    Item {
+                        kind: ItemKind::Assistant,
+                        text: text.trim().to_string(),
+                        time,
+                    },
+                    message_id(line.message),
+                ))
+            }
+            _ => None,
+        };
+        // Only conversation records and boundaries can be the newest leaf; progress, attachments
+        // and bookkeeping records hang off the chain without moving it.
+        if item.is_some() || boundary {
+            self.leaf = Some(uuid.clone());
+        }
+        self.nodes.insert(
+            uuid,
+            Node {
+                parent: line.parent_uuid,
+                boundary,
+                item,
+            },
+        );
+        true
+    }
+}
+
+impl ConversationScan {
+    pub fn finish(mut self) -> Conversation {
+        let mut chain = Vec::new();
+        let mut at = self.leaf.take();
+        // A cycle cannot outlast the number of records.
+        let mut budget = self.nodes.len();
+        while let Some(uuid) = at {
+            if budget == 0 {
+                break;
+            }
+            budget -= 1;
+            let Some(node) = self.nodes.remove(&uuid) else {
+                break;
+            };
+            if node.boundary {
+                break;
+            }
+            at = node.parent;
+            if let Some(item) = node.item {
+                chain.push(item);
+            }
+        }
+        chain.reverse();
+        let mut items: Vec<Item> = Vec::new();
+        let mut last_id: Option<String> = None;
+        for (item, id) in chain {
+            if item.kind == ItemKind::Assistant {
+                if let (Some(id), Some(prev)) = (&id, items.last_mut()) {
+                    if last_id.as_ref() == Some(id) && prev.kind == ItemKind::Assistant {
+                        if !item.text.is_empty() && !prev.text.contains(&item.text) {
+                            if !prev.text.is_empty() {
+                                prev.text.push('\n');
+                            }
+                            prev.text.push_str(&item.text);
+                        }
+                        continue;
+                    }
+                }
+                last_id = id;
+            } else if !item.text.is_empty() {
+                last_id = None;
+            }
+            if !item.text.is_empty() {
+                items.push(item);
+            }
+        }
+        Conversation {
+            items,
+            last_line: self.last_line,
+            last_activity: self.last_activity,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scan::LineSink;
+    use super::*;
+
+    fn conversation(lines: &[&str]) -> Vec<(ItemKind, String)> {
+        let mut scan = ConversationScan::default();
+        for (i, line) in lines.iter().enumerate() {
+            scan.line(i as u64, line.as_bytes());
+        }
+        scan.finish()
+            .items
+            .into_iter()
+            .map(|i| (i.kind, i.text))
+            .collect()
+    }
+
+    #[test]
+    fn rewinds_follow_the_newest_leaf() {
+        let lines = [
+            r#"{"type":"user","uuid":"a","parentUuid":null,"message":{"role":"user","content":"first"}}"#,
+            r#"{"type":"assistant","uuid":"b","parentUuid":"a","message":{"id":"m1","content":[{"type":"text","text":"abandoned"}]}}"#,
+            r#"{"type":"user","uuid":"c","parentUuid":"a","message":{"role":"user","content":"again"}}"#,
+            r#"{"type":"assistant","uuid":"d","parentUuid":"c","message":{"id":"m2","content":[{"type":"text","text":"kept"}]}}"#,
+            r#"{"type":"assistant","uuid":"e","parentUuid":"d","message":{"id":"m2","content":[{"type":"tool_use","name":"x"}]}}"#,
+            r#"{"type":"assistant","uuid":"f","parentUuid":"e","message":{"id":"m2","content":[{"type":"text","text":"more"}]}}"#,
+        ];
+        assert_eq!(
+            conversation(&lines),
+            vec![
+                (ItemKind::User, "first".into()),
+                (ItemKind::User, "again".into()),
+                (ItemKind::Assistant, "kept\nmore".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn compaction_summary_replaces_the_history_before_it() {
+        let lines = [
+            r#"{"type":"user","uuid":"a","parentUuid":null,"message":{"content":"old prompt"}}"#,
+            r#"{"type":"system","subtype":"compact_boundary","uuid":"b","parentUuid":null,"logicalParentUuid":"a"}"#,
+            r#"{"type":"user","uuid":"c","parentUuid":"b","isCompactSummary":true,"message":{"content":"This session is being continued"}}"#,
+            r#"{"type":"user","uuid":"d","parentUuid":"c","isMeta":true,"message":{"content":"<local-command-caveat>x</local-command-caveat>"}}"#,
+            r#"{"type":"user","uuid":"e","parentUuid":"d","message":{"content":"<system-reminder>ignore</system-reminder>new prompt"}}"#,
+            r#"{"type":"user","uuid":"f","parentUuid":"e","isSidechain":true,"message":{"content":"side"}}"#,
+        ];
+        assert_eq!(
+            conversation(&lines),
+            vec![
+                (ItemKind::Summary, "This session is being continued".into()),
+                (ItemKind::User, "new prompt".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn slash_commands_keep_what_was_typed() {
+        assert_eq!(
+            strip_injected("<command-message>o is running…</command-message>\n<command-name>/o</command-name>\n<command-args>make it</command-args>"),
+            "/o make it"
+        );
+        assert_eq!(
+            strip_injected("<local-command-stdout>out</local-command-stdout>"),
+            ""
+        );
+    }
+
+    #[test]
+    fn titles_prefer_custom_then_ai_then_prompt() {
+        let mut scan = TitleScan::default();
+        scan.line(0, br#"{"type":"user","uuid":"a","message":{"content":"<command-name>/clear</command-name>"}}"#);
+        scan.line(
+            1,
+            br#"{"type":"user","uuid":"b","message":{"content":"  fix the parser\nplease"}}"#,
+        );
+        assert_eq!(scan.title().as_deref(), Some("fix the parser"));
+        scan.line(2, br#"{"type":"ai-title","aiTitle":"Parser fix"}"#);
+        assert_eq!(scan.title().as_deref(), Some("Parser fix"));
+        scan.line(3, br#"{"type":"custom-title","customTitle":"Mine"}"#);
+        scan.line(4, br#"{"type":"ai-title","aiTitle":"Later AI"}"#);
+        assert_eq!(scan.title().as_deref(), Some("Mine"));
+    }
+}

@@ -1,0 +1,543 @@
+//! Sessions of other agents (Claude Code, Codex) as read-only sources (SPEC §9).
+//!
+//! Purpose: `@` can reference a Claude Code or Codex session exactly like a dsh one. Each agent's
+//! home is exposed as a [`SessionQuery`] ([`ExternalSessions`]) whose sessions carry namespaced
+//! ids (`claude:<sessionId>`, `codex:<thread id>`) and whose surface is synthesized from the
+//! agent's records: one `user/message` per typed prompt (source `user`), one `assistant/message`
+//! per assistant reply (source `model`), and a `user/message` from the `compact` plugin for the
+//! latest compaction summary. The projection above (SPEC §3.5) therefore needs no change.
+//! [`WithExternal`] merges those sources with the host's own sessions.
+//!
+//! Invariant: nothing under an agent's home is ever written, created or renamed: every file is
+//! opened read-only ([`std::fs::File::open`]) and no directory is created. A torn last line (no
+//! trailing newline, or not JSON) is never consumed, so it is read again once complete; a file of
+//! the wrong shape is left out of the listing with a warning, never failing the listing.
+//!
+//! Proof: `tests/external_sessions.rs` lists, projects and prepares every fixture and compares
+//! whole trees byte for byte before and after every operation; the parsers are unit-tested here.
+
+pub mod claude;
+pub mod codex;
+mod scan;
+
+use super::error::{Result, SessionError};
+use super::format::{ContentBlock, Event, EventData, Message, MessageSource, SessionHeader};
+use super::query::{sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+pub use scan::ExternalSessions;
+
+/// Which agent wrote a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Agent {
+    Claude,
+    Codex,
+}
+
+impl Agent {
+    /// The id namespace and badge: `claude`, `codex`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude",
+            Agent::Codex => "codex",
+        }
+    }
+
+    /// A human name for cards: where the session came from.
+    pub fn product(self) -> &'static str {
+        match self {
+            Agent::Claude => "Claude Code",
+            Agent::Codex => "Codex",
+        }
+    }
+
+    /// The agent whose namespace `id` is in, if any.
+    pub fn of_id(id: &str) -> Option<Agent> {
+        let (prefix, _) = id.split_once(':')?;
+        match prefix {
+            "claude" => Some(Agent::Claude),
+            "codex" => Some(Agent::Codex),
+            _ => None,
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Agent> {
+        match name {
+            "claude" => Some(Agent::Claude),
+            "codex" => Some(Agent::Codex),
+            _ => None,
+        }
+    }
+}
+
+/// The header key naming a session's source (absent for dsh sessions).
+pub const SOURCE_KEY: &str = "source";
+
+/// The agent a header says its session came from (`None` for dsh sessions).
+pub fn source_of(header: &SessionHeader) -> Option<Agent> {
+    header
+        .extra
+        .get(SOURCE_KEY)
+        .and_then(Value::as_str)
+        .and_then(Agent::parse)
+}
+
+/// What a head scan learns about one session file: enough to list it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Head {
+    /// The agent's own id (without the namespace).
+    pub id: String,
+    pub created_at: i64,
+    pub cwd: Option<String>,
+}
+
+/// One projected message of an external session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub kind: ItemKind,
+    pub text: String,
+    /// Epoch milliseconds of the record (0 when it had none).
+    pub time: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemKind {
+    User,
+    Assistant,
+    /// A compaction summary standing in for the history it replaced.
+    Summary,
+}
+
+/// A session's projected conversation, as parsed from its file.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Conversation {
+    pub items: Vec<Item>,
+    /// 0-based index of the last complete line read (`None` for an empty file).
+    pub last_line: Option<u64>,
+    /// The newest record time seen (epoch ms), for "last activity".
+    pub last_activity: Option<i64>,
+}
+
+/// The header a listing shows for an external session.
+pub fn header(agent: Agent, head: &Head) -> SessionHeader {
+    let mut header = SessionHeader::new(
+        format!("{}:{}", agent.name(), head.id),
+        head.created_at,
+        head.cwd.clone(),
+    );
+    header
+        .extra
+        .insert(SOURCE_KEY.into(), Value::String(agent.name().into()));
+    header
+}
+
+/// The synthesized surface of a projected conversation.
+pub fn surface(header: SessionHeader, conversation: &Conversation) -> SurfaceSnapshot {
+    let mut events = Vec::with_capacity(conversation.items.len());
+    for (seq, item) in conversation.items.iter().enumerate() {
+        let seq = seq as u64;
+        let block = vec![ContentBlock::text(item.text.clone())];
+        let id = format!("{}:{seq}", header.id);
+        let data = match item.kind {
+            ItemKind::User => {
+                EventData::UserMessage(Message::new("user", block, MessageSource::user(), id))
+            }
+            ItemKind::Summary => EventData::UserMessage(Message::new(
+                "user",
+                block,
+                MessageSource::plugin(super::format::COMPACT_PLUGIN),
+                id,
+            )),
+            ItemKind::Assistant => EventData::AssistantMessage {
+                turn: Value::Null,
+                step: Value::Null,
+                message: Message::new("assistant", block, external_model(&header), id),
+                extra: Map::new(),
+            },
+        };
+        events.push(Event::new(seq, item.time, &data));
+    }
+    SurfaceSnapshot {
+        session: header,
+        captured_through_seq: conversation.last_line,
+        events,
+    }
+}
+
+fn external_model(header: &SessionHeader) -> MessageSource {
+    let agent = source_of(header).map_or("external", Agent::name);
+    MessageSource::model(agent, "unknown")
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time (`2026-01-02T16:39:45.349Z`, offsets too).
+pub fn parse_time(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let s = text.get(range)?;
+        s.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| s.parse().ok())?
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
+        return None;
+    }
+    if second > 60 {
+        return None;
+    }
+    let mut rest = &text[19..];
+    let mut millis = 0i64;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let padded: String = frac[..digits]
+            .chars()
+            .chain("000".chars())
+            .take(3)
+            .collect();
+        millis = padded.parse().ok()?;
+        rest = &frac[digits..];
+    }
+    let offset_minutes = match rest {
+        "Z" | "z" | "" => 0,
+        _ => {
+            let sign = match rest.as_bytes()[0] {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let r = &rest[1..];
+            if r.len() != 5 || r.as_bytes()[2] != b':' {
+                return None;
+            }
+            let h: i64 = r[0..2].parse().ok()?;
+            let m: i64 = r[3..5].parse().ok()?;
+            sign * (h * 60 + m)
+        }
+    };
+    // Days from the civil date (proleptic Gregorian).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
+    Some(seconds * 1000 + millis)
+}
+
+/// Cuts a title candidate to its first non-empty line, at most 120 characters.
+pub fn title_line(text: &str) -> Option<String> {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    Some(line.chars().take(120).collect())
+}
+
+/// The host's sessions merged with read-only external sources (SPEC §9).
+///
+/// Ids in an external namespace (`claude:`, `codex:`) are answered by that source; every other
+/// id by the host. The merged list is cached and rebuilt only when one of its parts answered a
+/// different `Arc`, so an unchanged answer is the same `Arc` (callers cache on that).
+#[derive(Clone)]
+pub struct WithExternal {
+    host: Arc<dyn SessionQuery>,
+    /// Whether the host's own sessions are listed (`--sources` without `dsh` hides them).
+    list_host: bool,
+    sources: Vec<ExternalSessions>,
+    merged: Arc<Mutex<Option<MergedList>>>,
+}
+
+struct MergedList {
+    parts: Vec<Arc<Vec<SessionSummary>>>,
+    list: Arc<Vec<SessionSummary>>,
+}
+
+impl WithExternal {
+    pub fn new(
+        host: Arc<dyn SessionQuery>,
+        list_host: bool,
+        sources: Vec<ExternalSessions>,
+    ) -> Self {
+        WithExternal {
+            host,
+            list_host,
+            sources,
+            merged: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    pub fn sources(&self) -> &[ExternalSessions] {
+        &self.sources
+    }
+
+    fn source(&self, id: &str) -> Option<&ExternalSessions> {
+        let agent = Agent::of_id(id)?;
+        self.sources.iter().find(|s| s.agent() == agent)
+    }
+}
+
+impl SessionQuery for WithExternal {
+    fn list_sessions(&self) -> BoxFuture<'_, Result<Arc<Vec<SessionSummary>>>> {
+        Box::pin(async move {
+            let mut parts = Vec::with_capacity(self.sources.len() + 1);
+            if self.list_host {
+                parts.push(self.host.list_sessions().await?);
+            }
+            for source in &self.sources {
+                match source.list_sessions().await {
+                    Ok(list) => parts.push(list),
+                    // One agent's broken home must not hide every other session.
+                    Err(err) => {
+                        tracing::warn!(source = source.agent().name(), error = %err, "could not list external sessions");
+                    }
+                }
+            }
+            if parts.len() == 1 {
+                return Ok(parts.pop().expect("one part"));
+            }
+            let mut cache = self.merged.lock().expect("merged list lock");
+            if let Some(merged) = cache.as_ref() {
+                if merged.parts.len() == parts.len()
+                    && merged
+                        .parts
+                        .iter()
+                        .zip(&parts)
+                        .all(|(a, b)| Arc::ptr_eq(a, b))
+                {
+                    return Ok(merged.list.clone());
+                }
+            }
+            let mut all = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
+            for part in &parts {
+                all.extend(part.iter().cloned());
+            }
+            sort_sessions(&mut all);
+            let list = Arc::new(all);
+            *cache = Some(MergedList {
+                parts,
+                list: list.clone(),
+            });
+            Ok(list)
+        })
+    }
+
+    fn read_surface<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
+        match self.source(id) {
+            Some(source) => source.read_surface(id),
+            None => self.host.read_surface(id),
+        }
+    }
+
+    fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
+        match self.source(id) {
+            Some(source) => source.read_title(id),
+            None => self.host.read_title(id),
+        }
+    }
+
+    fn read_conversation_surface<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
+        match self.source(id) {
+            Some(source) => source.read_conversation_surface(id),
+            None => self.host.read_conversation_surface(id),
+        }
+    }
+}
+
+/// Where each agent keeps its sessions, resolved from a flag, else the agent's environment
+/// variable, else its default under the user's home directory.
+pub fn resolve_agent_home(agent: Agent, flag: Option<&Path>) -> Option<PathBuf> {
+    if let Some(dir) = flag {
+        return Some(dir.to_path_buf());
+    }
+    let var = match agent {
+        Agent::Claude => "CLAUDE_CONFIG_DIR",
+        Agent::Codex => "CODEX_HOME",
+    };
+    if let Some(value) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+        // CLAUDE_CONFIG_DIR may list several directories; the first is the primary one.
+        let text = value.to_string_lossy().into_owned();
+        let first = text
+            .split(',')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        if !first.is_empty() {
+            return Some(PathBuf::from(first));
+        }
+    }
+    let home = std::env::var_os("HOME").filter(|v| !v.is_empty())?;
+    Some(PathBuf::from(home).join(match agent {
+        Agent::Claude => ".claude",
+        Agent::Codex => ".codex",
+    }))
+}
+
+/// Which sources `--sources` selected; `None` means every one that exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceChoice {
+    pub dsh: bool,
+    pub claude: bool,
+    pub codex: bool,
+}
+
+impl SourceChoice {
+    /// Parses `dsh,claude,codex` (any subset, any order, no duplicates needed).
+    pub fn parse(text: &str) -> std::result::Result<SourceChoice, String> {
+        let mut choice = SourceChoice {
+            dsh: false,
+            claude: false,
+            codex: false,
+        };
+        for name in text.split(',').map(str::trim) {
+            match name {
+                "dsh" => choice.dsh = true,
+                "claude" => choice.claude = true,
+                "codex" => choice.codex = true,
+                "" => return Err(format!("--sources {text:?}: empty source name")),
+                other => {
+                    return Err(format!(
+                    "--sources {text:?}: unknown source {other:?} (expected dsh, claude or codex)"
+                ))
+                }
+            }
+        }
+        Ok(choice)
+    }
+}
+
+/// The external sources to serve: those chosen (or, by default, those whose home exists).
+pub fn external_sources(
+    choice: Option<&SourceChoice>,
+    claude_home: Option<&Path>,
+    codex_home: Option<&Path>,
+) -> Vec<ExternalSessions> {
+    let mut sources = Vec::new();
+    for (agent, flag, chosen) in [
+        (Agent::Claude, claude_home, choice.map(|c| c.claude)),
+        (Agent::Codex, codex_home, choice.map(|c| c.codex)),
+    ] {
+        if chosen == Some(false) {
+            continue;
+        }
+        let Some(home) = resolve_agent_home(agent, flag) else {
+            continue;
+        };
+        let exists = home.join(ExternalSessions::sessions_subdir(agent)).is_dir();
+        if exists || chosen == Some(true) {
+            sources.push(ExternalSessions::new(agent, home));
+        }
+    }
+    sources
+}
+
+/// What a host serves besides its own sessions: the external sources, and whether its own
+/// (dsh) sessions are listed at all. The default is the host alone, unchanged.
+#[derive(Clone, Default)]
+pub struct SourceSet {
+    pub hide_dsh: bool,
+    pub external: Vec<ExternalSessions>,
+}
+
+impl std::fmt::Debug for SourceSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let homes: Vec<String> = self
+            .external
+            .iter()
+            .map(|s| format!("{}={}", s.agent().name(), s.home().display()))
+            .collect();
+        f.debug_struct("SourceSet")
+            .field("hide_dsh", &self.hide_dsh)
+            .field("external", &homes)
+            .finish()
+    }
+}
+
+impl SourceSet {
+    /// From `--sources`, `--claude-home` and `--codex-home` (each optional).
+    pub fn from_flags(
+        choice: Option<&SourceChoice>,
+        claude_home: Option<&Path>,
+        codex_home: Option<&Path>,
+    ) -> SourceSet {
+        SourceSet {
+            hide_dsh: choice.is_some_and(|c| !c.dsh),
+            external: external_sources(choice, claude_home, codex_home),
+        }
+    }
+
+    /// `host` alone when there is nothing to add, else merged with the external sources.
+    pub fn serve(&self, host: Arc<dyn SessionQuery>) -> Arc<dyn SessionQuery> {
+        if self.external.is_empty() && !self.hide_dsh {
+            host
+        } else {
+            Arc::new(WithExternal::new(
+                host,
+                !self.hide_dsh,
+                self.external.clone(),
+            ))
+        }
+    }
+}
+
+/// Errors for an id this source does not hold.
+fn not_found(id: &str) -> SessionError {
+    SessionError::NotFound { id: id.to_string() }
+}
+
+/// Remembers what one file's scan found, keyed by its stamp.
+type Stamped<T> = HashMap<PathBuf, (scan::FileStamp, T)>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_like_rfc3339() {
+        assert_eq!(parse_time("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_time("1970-01-01T00:00:01.5Z"), Some(1500));
+        assert_eq!(
+            parse_time("2026-01-02T16:39:45.349Z"),
+            Some(1_767_371_985_349)
+        );
+        assert_eq!(parse_time("1970-01-01T01:00:00+01:00"), Some(0));
+        assert_eq!(parse_time("not a time"), None);
+        assert_eq!(parse_time("2026-13-02T16:39:45Z"), None);
+    }
+
+    #[test]
+    fn sources_parse_and_name_what_is_wrong() {
+        assert_eq!(
+            SourceChoice::parse("codex,dsh").unwrap(),
+            SourceChoice {
+                dsh: true,
+                claude: false,
+                codex: true
+            }
+        );
+        let err = SourceChoice::parse("dsh,opencode").unwrap_err();
+        assert!(err.contains("opencode"), "{err}");
+    }
+
+    #[test]
+    fn ids_name_their_agent() {
+        assert_eq!(Agent::of_id("claude:abc"), Some(Agent::Claude));
+        assert_eq!(Agent::of_id("codex:abc"), Some(Agent::Codex));
+        assert_eq!(Agent::of_id("0190-abc"), None);
+    }
+}

@@ -1,0 +1,454 @@
+//! [`ExternalSessions`]: one agent's home as a read-only [`SessionQuery`], with the file I/O.
+//!
+//! Listing revalidates by stamps as the dsh store does: each directory on the way to the session
+//! files is re-read only when its modification stamp changed (a new file shows up as a changed
+//! directory), and a file's head (id, created time, cwd) is read once, since records are only
+//! appended. A file whose head is not complete yet (or that is not this agent's format) is
+//! checked again by its own stamp on every listing. Titles are kept per file with the offset
+//! their scan ended at, so a grown file is read only past that offset. Every read runs on the
+//! blocking pool and opens files read-only.
+
+use super::{claude, codex, header, not_found, Agent, Conversation, Head, Stamped};
+use crate::session::error::{Result, SessionError};
+use crate::session::query::{
+    sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot,
+};
+use std::collections::HashMap;
+use std::fs;
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// A file's identity and size: a change means it must be read again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    inode: u64,
+}
+
+impl FileStamp {
+    fn of(meta: &fs::Metadata) -> FileStamp {
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(meta);
+        #[cfg(not(unix))]
+        let inode = 0;
+        FileStamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            inode,
+        }
+    }
+}
+
+/// A sink for the complete lines of a file; returns `false` to stop reading.
+pub trait LineSink {
+    fn line(&mut self, index: u64, bytes: &[u8]) -> bool;
+}
+
+/// Feeds the complete lines of `path` from byte `offset` (line number `first`) to `sink`. A last
+/// line without its newline is a write in flight: it is not fed and not consumed. Returns the
+/// offset and line number just past the last line consumed.
+pub fn read_lines(
+    path: &Path,
+    offset: u64,
+    first: u64,
+    sink: &mut dyn LineSink,
+) -> Result<(u64, u64)> {
+    let mut file = fs::File::open(path).map_err(|e| SessionError::io(path, e))?;
+    if offset > 0 {
+        file.seek(SeekFrom::Start(offset))
+            .map_err(|e| SessionError::io(path, e))?;
+    }
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut buf = Vec::new();
+    let (mut offset, mut index) = (offset, first);
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| SessionError::io(path, e))?;
+        if n == 0 || buf.last() != Some(&b'\n') {
+            return Ok((offset, index));
+        }
+        offset += n as u64;
+        let keep_going = sink.line(index, &buf[..n - 1]);
+        index += 1;
+        if !keep_going {
+            return Ok((offset, index));
+        }
+    }
+}
+
+/// One agent's sessions. Cheap to clone; clones share the caches.
+#[derive(Clone)]
+pub struct ExternalSessions {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    agent: Agent,
+    home: PathBuf,
+    listing: Mutex<Listing>,
+    titles: Mutex<Stamped<TitleEntry>>,
+    codex_index: Mutex<Option<(FileStamp, Arc<HashMap<String, String>>)>>,
+}
+
+#[derive(Default)]
+struct Listing {
+    /// Directory → its stamp and its entries (subdirectories or session files).
+    dirs: HashMap<PathBuf, (Option<SystemTime>, Vec<PathBuf>)>,
+    /// Session file → its stamp and head (`None`: incomplete or not this agent's format).
+    heads: HashMap<PathBuf, (FileStamp, Option<Head>)>,
+    by_id: HashMap<String, PathBuf>,
+    list: Option<Arc<Vec<SessionSummary>>>,
+}
+
+struct TitleEntry {
+    offset: u64,
+    line: u64,
+    state: TitleState,
+}
+
+enum TitleState {
+    Claude(claude::TitleScan),
+    Codex(codex::TitleScan),
+}
+
+/// Directory stamps this close to now may still change within their granularity.
+const SETTLE: Duration = Duration::from_secs(2);
+
+impl ExternalSessions {
+    pub fn new(agent: Agent, home: impl Into<PathBuf>) -> ExternalSessions {
+        ExternalSessions {
+            inner: Arc::new(Inner {
+                agent,
+                home: home.into(),
+                listing: Mutex::new(Listing::default()),
+                titles: Mutex::new(HashMap::new()),
+                codex_index: Mutex::new(None),
+            }),
+        }
+    }
+
+    pub fn agent(&self) -> Agent {
+        self.inner.agent
+    }
+
+    pub fn home(&self) -> &Path {
+        &self.inner.home
+    }
+
+    /// The directory under the home that holds the agent's sessions.
+    pub fn sessions_subdir(agent: Agent) -> &'static str {
+        match agent {
+            Agent::Claude => "projects",
+            Agent::Codex => "sessions",
+        }
+    }
+
+    /// The file holding session `id` (namespaced), listing first if it is not known yet.
+    pub fn path_of(&self, id: &str) -> Result<PathBuf> {
+        let own = id
+            .strip_prefix(self.agent().name())
+            .and_then(|rest| rest.strip_prefix(':'))
+            .ok_or_else(|| not_found(id))?;
+        if let Some(path) = self.lookup(own) {
+            return Ok(path);
+        }
+        self.list_sessions_blocking()?;
+        self.lookup(own).ok_or_else(|| not_found(id))
+    }
+
+    fn lookup(&self, own: &str) -> Option<PathBuf> {
+        let listing = self.inner.listing.lock().expect("external listing lock");
+        listing.by_id.get(own).cloned()
+    }
+
+    /// Every listable session, newest first (the same `Arc` while nothing changed).
+    pub fn list_sessions_blocking(&self) -> Result<Arc<Vec<SessionSummary>>> {
+        let agent = self.agent();
+        let root = self.inner.home.join(Self::sessions_subdir(agent));
+        let mut listing = self.inner.listing.lock().expect("external listing lock");
+        let now = SystemTime::now();
+        // Directory levels below the root: Claude `projects/<dir>/`, Codex `sessions/Y/M/D/`.
+        let depth = match agent {
+            Agent::Claude => 1,
+            Agent::Codex => 3,
+        };
+        let mut changed = false;
+        let mut level = vec![root];
+        for _ in 0..depth {
+            let mut next = Vec::new();
+            for dir in &level {
+                changed |= refresh_dir(&mut listing.dirs, dir, now, true)?;
+                if let Some((_, subdirs)) = listing.dirs.get(dir) {
+                    next.extend(subdirs.iter().cloned());
+                }
+            }
+            level = next;
+        }
+        let mut files = Vec::new();
+        for dir in &level {
+            changed |= refresh_dir(&mut listing.dirs, dir, now, false)?;
+            if let Some((_, entries)) = listing.dirs.get(dir) {
+                files.extend(
+                    entries
+                        .iter()
+                        .filter(|p| is_session_file(agent, p))
+                        .cloned(),
+                );
+            }
+        }
+        // Heads: new files are read; incomplete ones again when their stamp changed.
+        for file in &files {
+            let known = listing
+                .heads
+                .get(file)
+                .map(|(stamp, head)| (*stamp, head.is_some()));
+            if let Some((_, true)) = known {
+                continue;
+            }
+            let Ok(meta) = fs::metadata(file) else {
+                continue;
+            };
+            let stamp = FileStamp::of(&meta);
+            if known.map(|(s, _)| s) == Some(stamp) {
+                continue;
+            }
+            let head = match read_head(agent, file) {
+                Ok(head) => head,
+                Err(err) => {
+                    tracing::warn!(source = agent.name(), file = %file.display(), error = %err, "skipping a session file");
+                    None
+                }
+            };
+            changed |= head.is_some() || known.is_none();
+            listing.heads.insert(file.clone(), (stamp, head));
+        }
+        if !changed {
+            if let Some(list) = &listing.list {
+                return Ok(list.clone());
+            }
+        }
+        let mut by_id: HashMap<String, PathBuf> = HashMap::new();
+        let mut list = Vec::new();
+        for file in &files {
+            let Some((_, Some(head))) = listing.heads.get(file) else {
+                continue;
+            };
+            if let Some(other) = by_id.get(&head.id) {
+                tracing::warn!(source = agent.name(), id = head.id, file = %file.display(), first = %other.display(), "two session files claim one id; listing the first");
+                continue;
+            }
+            by_id.insert(head.id.clone(), file.clone());
+            list.push(SessionSummary {
+                header: Arc::new(header(agent, head)),
+                live: false,
+                persisted: true,
+            });
+        }
+        let present: std::collections::HashSet<&PathBuf> = files.iter().collect();
+        listing.heads.retain(|path, _| present.contains(path));
+        sort_sessions(&mut list);
+        let list = Arc::new(list);
+        listing.by_id = by_id;
+        listing.list = Some(list.clone());
+        Ok(list)
+    }
+
+    /// The session's title (SPEC §9): read past where the last scan of its file ended.
+    pub fn read_title_blocking(&self, id: &str) -> Result<Option<String>> {
+        let path = self.path_of(id)?;
+        let meta = fs::metadata(&path).map_err(|e| SessionError::io(&path, e))?;
+        let stamp = FileStamp::of(&meta);
+        let mut titles = self.inner.titles.lock().expect("external titles lock");
+        let entry = titles.remove(&path);
+        let (entry, fresh) = match entry {
+            Some((old, entry)) if old == stamp => (entry, false),
+            Some((old, entry)) if old.inode == stamp.inode && stamp.len >= entry.offset => {
+                (entry, true)
+            }
+            _ => (
+                TitleEntry {
+                    offset: 0,
+                    line: 0,
+                    state: match self.agent() {
+                        Agent::Claude => TitleState::Claude(claude::TitleScan::default()),
+                        Agent::Codex => TitleState::Codex(codex::TitleScan::default()),
+                    },
+                },
+                true,
+            ),
+        };
+        let mut entry = entry;
+        if fresh {
+            let sink: &mut dyn LineSink = match &mut entry.state {
+                TitleState::Claude(scan) => scan,
+                TitleState::Codex(scan) => scan,
+            };
+            let (offset, line) = read_lines(&path, entry.offset, entry.line, sink)?;
+            entry.offset = offset;
+            entry.line = line;
+        }
+        let title = match &entry.state {
+            TitleState::Claude(scan) => scan.title(),
+            TitleState::Codex(scan) => {
+                let own = &id[self.agent().name().len() + 1..];
+                match self.codex_index_name(own) {
+                    Some(name) => Some(name),
+                    None => scan.title(),
+                }
+            }
+        };
+        titles.insert(path, (stamp, entry));
+        Ok(title)
+    }
+
+    /// The last non-empty `thread_name` of `session_index.jsonl` for thread `own`.
+    fn codex_index_name(&self, own: &str) -> Option<String> {
+        let path = self.inner.home.join("session_index.jsonl");
+        let mut cache = self.inner.codex_index.lock().expect("codex index lock");
+        let Ok(meta) = fs::metadata(&path) else {
+            *cache = None;
+            return None;
+        };
+        let stamp = FileStamp::of(&meta);
+        let index = match cache.as_ref() {
+            Some((old, index)) if *old == stamp => index.clone(),
+            _ => {
+                let mut scan = codex::IndexScan::default();
+                if let Err(err) = read_lines(&path, 0, 0, &mut scan) {
+                    tracing::warn!(file = %path.display(), error = %err, "could not read the Codex session index");
+                }
+                let index = Arc::new(scan.names);
+                *cache = Some((stamp, index.clone()));
+                index
+            }
+        };
+        index.get(own).cloned()
+    }
+
+    /// The projected conversation of session `id`.
+    pub fn read_conversation_blocking(&self, id: &str) -> Result<(SurfaceSnapshot, Conversation)> {
+        let path = self.path_of(id)?;
+        let head = read_head(self.agent(), &path)?.ok_or_else(|| not_found(id))?;
+        let conversation = match self.agent() {
+            Agent::Claude => {
+                let mut scan = claude::ConversationScan::default();
+                read_lines(&path, 0, 0, &mut scan)?;
+                scan.finish()
+            }
+            Agent::Codex => {
+                let mut scan = codex::ConversationScan::default();
+                read_lines(&path, 0, 0, &mut scan)?;
+                scan.finish()
+            }
+        };
+        let snapshot = super::surface(header(self.agent(), &head), &conversation);
+        Ok((snapshot, conversation))
+    }
+
+    fn spawn<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(ExternalSessions) -> Result<T> + Send + 'static,
+    ) -> BoxFuture<'static, Result<T>> {
+        let this = self.clone();
+        Box::pin(async move {
+            match tokio::task::spawn_blocking(move || work(this)).await {
+                Ok(result) => result,
+                Err(err) => Err(SessionError::Other(format!(
+                    "external session read failed: {err}"
+                ))),
+            }
+        })
+    }
+}
+
+impl SessionQuery for ExternalSessions {
+    fn list_sessions(&self) -> BoxFuture<'_, Result<Arc<Vec<SessionSummary>>>> {
+        self.spawn(|this| this.list_sessions_blocking())
+    }
+
+    fn read_surface<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
+        let id = id.to_string();
+        self.spawn(move |this| Ok(this.read_conversation_blocking(&id)?.0))
+    }
+
+    fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
+        let id = id.to_string();
+        self.spawn(move |this| this.read_title_blocking(&id))
+    }
+}
+
+/// Re-reads `dir` when its stamp changed; answers whether it did. `subdirs` keeps directories,
+/// else files. A missing directory has no entries.
+fn refresh_dir(
+    dirs: &mut HashMap<PathBuf, (Option<SystemTime>, Vec<PathBuf>)>,
+    dir: &Path,
+    now: SystemTime,
+    subdirs: bool,
+) -> Result<bool> {
+    let modified = match fs::metadata(dir) {
+        Ok(meta) => meta.modified().ok(),
+        Err(_) => return Ok(dirs.remove(dir).is_some()),
+    };
+    if let Some((Some(old), _)) = dirs.get(dir) {
+        if Some(*old) == modified {
+            return Ok(false);
+        }
+    }
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) => {
+            tracing::warn!(dir = %dir.display(), error = %err, "could not list a directory");
+            return Ok(dirs.remove(dir).is_some());
+        }
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let is_dir = kind.is_dir();
+        if is_dir == subdirs && (is_dir || kind.is_file()) {
+            found.push(entry.path());
+        }
+    }
+    found.sort();
+    // A stamp that recent may still hide a change within its granularity: keep no stamp, so the
+    // next listing reads the directory again.
+    let settled = modified.filter(|m| now.duration_since(*m).is_ok_and(|age| age >= SETTLE));
+    let changed = dirs.get(dir).is_none_or(|(_, old)| *old != found);
+    dirs.insert(dir.to_path_buf(), (settled, found));
+    Ok(changed)
+}
+
+fn is_session_file(agent: Agent, path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    match agent {
+        // `agent-*` files are subagents, the compaction helper or warm-ups: not sessions.
+        Agent::Claude => name.ends_with(".jsonl") && !name.starts_with("agent-"),
+        Agent::Codex => name.starts_with("rollout-") && name.ends_with(".jsonl"),
+    }
+}
+
+/// The head of one session file; `None` while it is incomplete. A file of another format is an
+/// error naming what was wrong.
+fn read_head(agent: Agent, path: &Path) -> Result<Option<Head>> {
+    match agent {
+        Agent::Claude => {
+            let mut scan = claude::HeadScan::default();
+            read_lines(path, 0, 0, &mut scan)?;
+            scan.finish(path)
+        }
+        Agent::Codex => {
+            let mut scan = codex::HeadScan::default();
+            read_lines(path, 0, 0, &mut scan)?;
+            scan.finish(path)
+        }
+    }
+}
