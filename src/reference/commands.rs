@@ -125,9 +125,9 @@ fn execute(command: &Command, home: &Path) -> Result<String, Failure> {
                 Ok(stringify(&out))
             })
         }
-        Command::Sessions { .. } => Err(Failure::Usage(
-            "`sessions` is not a reference subcommand".into(),
-        )),
+        Command::Sessions { .. } | Command::Exec(_) => {
+            Err(Failure::Usage("not a reference subcommand".into()))
+        }
     }
 }
 

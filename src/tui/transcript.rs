@@ -50,6 +50,13 @@ pub enum TranscriptItem {
         tool_calls: Vec<String>,
         streaming: bool,
     },
+    /// The model's reasoning: a dim, collapsible block (one line while collapsed, showing the
+    /// latest words while it streams). Never sent back to the model.
+    Reasoning {
+        text: String,
+        streaming: bool,
+        expanded: bool,
+    },
     /// A session-reference context: one dim line, expandable to the text the model received.
     ReferenceCard {
         sessions: Vec<ReferencedSession>,
@@ -148,6 +155,7 @@ impl TranscriptItem {
             TranscriptItem::ReferenceCard { .. }
                 | TranscriptItem::ContextCard { .. }
                 | TranscriptItem::Compaction { .. }
+                | TranscriptItem::Reasoning { .. }
         )
     }
 
@@ -160,7 +168,8 @@ impl TranscriptItem {
         match self {
             TranscriptItem::ReferenceCard { expanded, .. }
             | TranscriptItem::ContextCard { expanded, .. }
-            | TranscriptItem::Compaction { expanded, .. } => *expanded,
+            | TranscriptItem::Compaction { expanded, .. }
+            | TranscriptItem::Reasoning { expanded, .. } => *expanded,
             _ => false,
         }
     }
@@ -169,7 +178,8 @@ impl TranscriptItem {
         match self {
             TranscriptItem::ReferenceCard { expanded, .. }
             | TranscriptItem::ContextCard { expanded, .. }
-            | TranscriptItem::Compaction { expanded, .. } => {
+            | TranscriptItem::Compaction { expanded, .. }
+            | TranscriptItem::Reasoning { expanded, .. } => {
                 *expanded = value;
                 true
             }
@@ -213,6 +223,30 @@ impl TranscriptItem {
                     lines.push(call.truncate(width).to_line());
                 }
                 lines
+            }
+            TranscriptItem::Reasoning {
+                text: body,
+                streaming,
+                expanded,
+            } => {
+                let mut head = text(marker(*expanded), style::dim());
+                let words = body.split_whitespace().count();
+                head.push(
+                    &format!(
+                        "thinking{} · {words} word{}",
+                        if *streaming { "…" } else { "" },
+                        if words == 1 { "" } else { "s" }
+                    ),
+                    style::dim(),
+                );
+                if *streaming && !*expanded {
+                    // The latest words, so a long think visibly progresses on one line.
+                    let tail: Vec<&str> = body.split_whitespace().rev().take(12).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    head.push(" · ", style::dim());
+                    head.push_untrusted(&tail.join(" "), EscapeMode::SingleLine, style::dim());
+                }
+                card(head, body, *expanded, width)
             }
             TranscriptItem::ReferenceCard {
                 sessions,
@@ -307,6 +341,19 @@ fn card(head: StyledText, body: &str, expanded: bool, width: usize) -> Vec<Line<
     lines
 }
 
+/// The reasoning blocks of a message, joined; `None` when there are none.
+fn reasoning_of(message: &Message) -> Option<String> {
+    let parts: Vec<&str> = message
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Reasoning { text, .. } if !text.is_empty() => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n"))
+}
+
 fn context_card(message: &Message) -> TranscriptItem {
     let kind = match &message.source {
         MessageSource::Plugin { plugin, .. } => format!("plugin {plugin}"),
@@ -385,8 +432,18 @@ impl Transcript {
         self.items.push(item);
     }
 
-    /// Pushes the item for a log message; false when the message kind is not shown.
+    /// Pushes the item for a log message; false when the message kind is not shown. An
+    /// assistant message's reasoning comes first, as a collapsed reasoning block.
     pub fn push_message(&mut self, message: &Message, event_kind: &str) -> bool {
+        if event_kind == ASSISTANT_MESSAGE {
+            if let Some(reasoning) = reasoning_of(message) {
+                self.items.push(TranscriptItem::Reasoning {
+                    text: reasoning,
+                    streaming: false,
+                    expanded: false,
+                });
+            }
+        }
         match TranscriptItem::from_message(message, event_kind) {
             Some(item) => {
                 self.items.push(item);
@@ -419,8 +476,41 @@ impl Transcript {
         });
     }
 
+    /// Appends streamed reasoning to the streaming reasoning block, starting one if needed.
+    pub fn append_reasoning_delta(&mut self, delta: &str) {
+        let last = self.items.len().wrapping_sub(1);
+        if let Some(TranscriptItem::Reasoning {
+            text,
+            streaming: true,
+            ..
+        }) = self.items.last_mut()
+        {
+            text.push_str(delta);
+            self.invalidate(last);
+            return;
+        }
+        self.items.push(TranscriptItem::Reasoning {
+            text: delta.to_string(),
+            streaming: true,
+            expanded: false,
+        });
+    }
+
+    /// Ends a streaming reasoning block (text started, or the step ended).
+    fn finish_reasoning(&mut self) {
+        for index in (0..self.items.len()).rev().take(2) {
+            if let TranscriptItem::Reasoning { streaming, .. } = &mut self.items[index] {
+                if *streaming {
+                    *streaming = false;
+                    self.invalidate(index);
+                }
+            }
+        }
+    }
+
     /// Appends streamed model text to the streaming assistant item, starting one if needed.
     pub fn append_assistant_delta(&mut self, delta: &str) {
+        self.finish_reasoning();
         let last = self.items.len().wrapping_sub(1);
         if let Some(TranscriptItem::Assistant {
             text,
@@ -442,6 +532,7 @@ impl Transcript {
     /// Ends streaming. With `final_text`, replaces the streamed text with the logged message
     /// (they differ only if a delta was lost).
     pub fn finish_assistant(&mut self, final_text: Option<&str>) {
+        self.finish_reasoning();
         let last = self.items.len().wrapping_sub(1);
         if let Some(TranscriptItem::Assistant {
             text, streaming, ..
