@@ -143,7 +143,7 @@ impl ProviderSettings {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelChoice {
     Offline,
-    Remote(ProviderSettings),
+    Remote(Box<ProviderSettings>),
 }
 
 /// The `[provider]` table of `<home>/config.toml`.
@@ -287,7 +287,7 @@ pub fn resolve(
         Some(p) => p.name.to_string(),
         None => non_blank(table.name.clone()).unwrap_or_else(|| OPENAI_COMPATIBLE.to_string()),
     };
-    Ok(ModelChoice::Remote(ProviderSettings {
+    Ok(ModelChoice::Remote(Box::new(ProviderSettings {
         provider,
         base_url: base_url.trim_end_matches('/').to_string(),
         model,
@@ -307,7 +307,7 @@ pub fn resolve(
         )?,
         max_retries: table.max_retries.unwrap_or(3).min(10),
         retry_base: Duration::from_millis(500),
-    }))
+    })))
 }
 
 /// Reads `<home>/config.toml` (absent is fine) and resolves against the process environment.
@@ -343,7 +343,7 @@ mod tests {
 
     fn remote(choice: ModelChoice) -> ProviderSettings {
         match choice {
-            ModelChoice::Remote(s) => s,
+            ModelChoice::Remote(s) => *s,
             ModelChoice::Offline => panic!("expected a remote provider"),
         }
     }

@@ -26,7 +26,7 @@ pub fn model_for(
         )),
         config::ModelChoice::Remote(settings) => {
             let label = settings.label();
-            let provider = openai::OpenAiProvider::new(settings.clone())?;
+            let provider = openai::OpenAiProvider::new((**settings).clone())?;
             Ok((std::sync::Arc::new(provider), label))
         }
     }
