@@ -11,7 +11,7 @@
 //! Proof: `tests/exec_openai.rs` runs the binary against a loopback server.
 
 use crate::agent::config::{self, ModelChoice, ModelFlags};
-use crate::agent::{Agent, AgentConfig, AgentEvent};
+use crate::agent::{Agent, AgentConfig, AgentEvent, ModelProvider};
 use crate::cli::ExecArgs;
 use crate::reference::{SessionReferenceConfig, SessionReferences};
 use crate::session::format::TURN_END;
@@ -123,34 +123,24 @@ async fn exec(
                 return 1;
             }
         };
+    // Opening a log reads the disk: not on an async worker.
     let disk = DiskStore::new(home);
     let live = LiveSessions::default();
-    let agent = match &args.resume {
-        Some(id) => {
-            let opened = disk
-                .log_path(id)
-                .and_then(|path| Agent::resume(&path, model, live.clone()));
-            match opened {
-                Ok(agent) => agent,
-                Err(e) => {
-                    out.error(&format!("cannot resume {id}: {e}"));
-                    return 1;
-                }
-            }
+    let opened = {
+        let (disk, live, home) = (disk.clone(), live.clone(), home.to_path_buf());
+        let resume = args.resume.clone();
+        tokio::task::spawn_blocking(move || open_agent(&disk, live, &home, resume, model, encoding))
+            .await
+    };
+    let agent = match opened {
+        Ok(Ok(agent)) => agent,
+        Ok(Err(message)) => {
+            out.error(&message);
+            return 1;
         }
-        None => {
-            let cwd = std::env::current_dir()
-                .ok()
-                .map(|d| d.to_string_lossy().into_owned());
-            let header =
-                SessionHeader::new(format!("session-{}", uuid::Uuid::new_v4()), now_ms(), cwd);
-            Agent::start(AgentConfig {
-                home: home.to_path_buf(),
-                header,
-                encoding: encoding.unwrap_or_else(|| disk.preferred_encoding()),
-                model,
-                live: live.clone(),
-            })
+        Err(e) => {
+            out.error(&format!("could not open the session: {e}"));
+            return 1;
         }
     };
     let session_id = agent.info().session_id.clone();
@@ -256,4 +246,35 @@ async fn exec(
         out.error(&message);
     }
     1
+}
+
+/// The agent of a resumed or new session (blocking: reads the disk).
+fn open_agent(
+    disk: &DiskStore,
+    live: LiveSessions,
+    home: &Path,
+    resume: Option<String>,
+    model: Arc<dyn ModelProvider>,
+    encoding: Option<Encoding>,
+) -> Result<Agent, String> {
+    match resume {
+        Some(id) => disk
+            .log_path(&id)
+            .and_then(|path| Agent::resume(&path, model, live))
+            .map_err(|e| format!("cannot resume {id}: {e}")),
+        None => {
+            let cwd = std::env::current_dir()
+                .ok()
+                .map(|d| d.to_string_lossy().into_owned());
+            let header =
+                SessionHeader::new(format!("session-{}", uuid::Uuid::new_v4()), now_ms(), cwd);
+            Ok(Agent::start(AgentConfig {
+                home: home.to_path_buf(),
+                header,
+                encoding: encoding.unwrap_or_else(|| disk.preferred_encoding()),
+                model,
+                live,
+            }))
+        }
+    }
 }
