@@ -61,7 +61,8 @@ struct Script {
 }
 
 fn event(delta: serde_json::Value) -> String {
-    let chunk = json!({"id": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+    let chunk =
+        json!({"id": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
     format!("data: {chunk}\n\n")
 }
 
@@ -83,7 +84,11 @@ async fn handle(State(script): State<Script>) -> Response {
                     }
                 }
                 // "Ж" marks the first character; the rest are word-sized tokens.
-                let text = if i == 0 { "Ж".to_string() } else { format!(" w{}", i % 1000) };
+                let text = if i == 0 {
+                    "Ж".to_string()
+                } else {
+                    format!(" w{}", i % 1000)
+                };
                 event(json!({"content": text}))
             };
             if i == 0 {
@@ -143,7 +148,10 @@ fn report(name: &str, mut samples: Vec<Duration>) {
     );
 }
 
-fn new_app(home: &std::path::Path, choice: &ModelChoice) -> (App, mpsc::UnboundedReceiver<AppEvent>) {
+fn new_app(
+    home: &std::path::Path,
+    choice: &ModelChoice,
+) -> (App, mpsc::UnboundedReceiver<AppEvent>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let options = AppOptions {
         home: home.to_path_buf(),
@@ -205,7 +213,11 @@ async fn first_char(turns: usize) {
             draw(&mut terminal, &app);
             if shows(&terminal, "Ж") {
                 let shown = Instant::now();
-                let sent = script.first_byte.lock().unwrap().expect("first byte recorded");
+                let sent = script
+                    .first_byte
+                    .lock()
+                    .unwrap()
+                    .expect("first byte recorded");
                 samples.push(shown - sent);
                 break;
             }

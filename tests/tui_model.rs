@@ -24,6 +24,10 @@ fn options(home: &std::path::Path) -> AppOptions {
 }
 
 fn choice(base_url: String) -> ModelChoice {
+    choice_with_retries(base_url, 0)
+}
+
+fn choice_with_retries(base_url: String, max_retries: u32) -> ModelChoice {
     ModelChoice::Remote(Box::new(ProviderSettings {
         provider: "deepseek".into(),
         base_url,
@@ -34,7 +38,7 @@ fn choice(base_url: String) -> ModelChoice {
         max_tokens: None,
         connect_timeout: Duration::from_secs(1),
         idle_timeout: Duration::from_secs(5),
-        max_retries: 0,
+        max_retries,
         retry_base: Duration::from_millis(10),
     }))
 }
@@ -149,4 +153,26 @@ async fn esc_interrupts_keeps_the_partial_answer_and_closes_the_connection() {
     assert!(s.contains("A partial"), "{s}");
     assert!(s.contains("reply interrupted: partial answer kept"), "{s}");
     assert!(server.wait_disconnect(Duration::from_secs(2)).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_shows_in_the_status_line_until_the_answer_streams() {
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(vec![
+        Reply::status(429, r#"{"error":{"message":"slow down"}}"#).header("retry-after", "1"),
+        Reply::sse(chunked(&answer(&[], &["finally"]))),
+    ])
+    .await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let choice = choice_with_retries(server.base_url(), 2);
+    let (mut app, _) = build_with(&options(home.path()), &choice, tx.clone()).unwrap();
+    forward_agent_events(&app, tx);
+    app.composer.set_text("hi");
+    app.handle(key(KeyCode::Enter, KeyModifiers::NONE));
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("retry 1/2 in 1.0s (HTTP 429)")
+    })
+    .await;
+    pump(&mut app, &mut rx, |app| screen(app).contains("finally")).await;
+    assert!(!screen(&app).contains("retry 1/2"), "{}", screen(&app));
 }

@@ -31,3 +31,19 @@ pub fn model_for(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_offline_label_says_how_to_configure_a_real_model() {
+        let (model, label) =
+            model_for(&config::ModelChoice::Offline, std::time::Duration::ZERO).unwrap();
+        assert_eq!(model.identity().0, "offline");
+        assert!(
+            label.contains("DEEPSEEK_API_KEY") && label.contains("--provider"),
+            "{label}"
+        );
+    }
+}
