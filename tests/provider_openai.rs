@@ -281,6 +281,34 @@ async fn a_silent_stream_hits_the_idle_timeout_and_keeps_the_partial_text() {
 }
 
 #[tokio::test]
+async fn keep_alive_comments_count_as_bytes_for_the_idle_timeout() {
+    // 1 s of comments every 100 ms (idle timeout 400 ms), then the answer: no timeout.
+    let mut parts = Vec::new();
+    for _ in 0..10 {
+        parts.push(Part::Bytes(": keep-alive\n\n".into()));
+        parts.push(Part::Sleep(Duration::from_millis(100)));
+    }
+    parts.extend(chunked(&answer(&[], &["awake"])));
+    let server = Server::start(vec![Reply::sse(parts)]).await;
+    let (result, _) = run(settings(&server.base_url()), CancellationToken::new()).await;
+    assert_eq!(result.unwrap().text, "awake");
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_times_out() {
+    let server = Server::start(vec![
+        Reply::sse(chunked(&answer(&[], &["late"]))).delayed(Duration::from_secs(5))
+    ])
+    .await;
+    let started = Instant::now();
+    let (result, _) = run(settings(&server.base_url()), CancellationToken::new()).await;
+    let (code, message) = failure(&result);
+    assert_eq!(code, "TIMEOUT");
+    assert!(message.contains("sent no response for 0.9s"), "{message}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
 async fn streams_cut_short_or_malformed_fail_clearly() {
     let complete_event = delta(json!({"content": "a"}));
     let half = &complete_event[..complete_event.len() / 2];

@@ -30,7 +30,7 @@ use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::StreamExt;
 use serde_json::{json, Map, Value};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
@@ -502,16 +502,20 @@ impl OpenAiProvider {
         events: UnboundedSender<ModelEvent>,
         cancel: CancellationToken,
     ) -> Result<ModelOutput, ModelError> {
-        // The last bytes seen, to tell "ended between events" from "ended mid-event".
-        let tail: Arc<Mutex<Vec<u8>>> = Arc::new(Mutex::new(Vec::new()));
+        // The last bytes seen, to tell "ended between events" from "ended mid-event", and when
+        // a byte last arrived: the idle timeout counts bytes (keep-alive comments included),
+        // not whole events.
+        let tail: Arc<Mutex<(Vec<u8>, Instant)>> =
+            Arc::new(Mutex::new((Vec::new(), Instant::now())));
         let seen = tail.clone();
         let bytes = response.bytes_stream().map(move |chunk| {
             if let Ok(bytes) = &chunk {
                 if !bytes.is_empty() {
                     let mut tail = seen.lock().expect("tail lock");
-                    tail.extend_from_slice(bytes);
-                    let keep = tail.len().saturating_sub(4);
-                    tail.drain(..keep);
+                    tail.0.extend_from_slice(bytes);
+                    let keep = tail.0.len().saturating_sub(4);
+                    tail.0.drain(..keep);
+                    tail.1 = Instant::now();
                 }
             }
             chunk
@@ -520,9 +524,21 @@ impl OpenAiProvider {
         let mut decoder = StreamDecoder::default();
         let idle = self.settings.idle_timeout;
         loop {
-            let next = tokio::select! {
-                _ = cancel.cancelled() => return Err(ModelError::Cancelled),
-                next = tokio::time::timeout(idle, stream.next()) => next,
+            let next = {
+                let next = stream.next();
+                tokio::pin!(next);
+                loop {
+                    let deadline = tail.lock().expect("tail lock").1 + idle;
+                    tokio::select! {
+                        _ = cancel.cancelled() => return Err(ModelError::Cancelled),
+                        item = &mut next => break Ok(item),
+                        _ = tokio::time::sleep_until(deadline.into()) => {
+                            if tail.lock().expect("tail lock").1.elapsed() >= idle {
+                                break Err(());
+                            }
+                        }
+                    }
+                }
             };
             let event = match next {
                 Err(_) => {
@@ -536,7 +552,7 @@ impl OpenAiProvider {
                     ))
                 }
                 Ok(None) => {
-                    let tail = tail.lock().expect("tail lock");
+                    let tail = &tail.lock().expect("tail lock").0;
                     let between =
                         tail.is_empty() || tail.ends_with(b"\n\n") || tail.ends_with(b"\r\n\r\n");
                     return Err(if between {

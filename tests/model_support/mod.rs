@@ -32,6 +32,8 @@ pub struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub parts: Vec<Part>,
+    /// How long the server waits before sending the status line and headers.
+    pub delay: Duration,
 }
 
 impl Reply {
@@ -40,6 +42,7 @@ impl Reply {
             status: 200,
             headers: vec![("content-type".into(), "text/event-stream".into())],
             parts,
+            delay: Duration::ZERO,
         }
     }
 
@@ -48,7 +51,13 @@ impl Reply {
             status,
             headers: vec![("content-type".into(), "application/json".into())],
             parts: vec![Part::Bytes(body.to_string())],
+            delay: Duration::ZERO,
         }
+    }
+
+    pub fn delayed(mut self, delay: Duration) -> Reply {
+        self.delay = delay;
+        self
     }
 
     pub fn header(mut self, name: &str, value: &str) -> Reply {
@@ -147,6 +156,7 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         .unwrap()
         .pop_front()
         .unwrap_or_else(|| Reply::status(500, r#"{"error":{"message":"no scripted reply"}}"#));
+    tokio::time::sleep(reply.delay).await;
     let guard = DropGuard {
         shared: shared.clone(),
         finished: false,
