@@ -624,3 +624,21 @@ async fn resume_logs_resume_or_change_and_a_failure_keeps_the_partial_answer() {
     // The log stays readable by our reader (and so resumable).
     dsh_session_references::session::reader::read_log(&path).unwrap();
 }
+
+#[tokio::test]
+async fn respond_streams_text_deltas_as_they_arrive() {
+    let mut parts = chunked(&delta(json!({"content": "early"})));
+    parts.push(Part::Hang);
+    let server = Server::start(vec![Reply::sse(parts)]).await;
+    let provider = Arc::new(OpenAiProvider::new(settings(&server.base_url())).unwrap());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let cancel = CancellationToken::new();
+    let task = {
+        let (provider, cancel) = (provider.clone(), cancel.clone());
+        tokio::spawn(async move { provider.respond(request("hi"), tx, cancel).await })
+    };
+    let first = tokio::time::timeout(Duration::from_secs(2), rx.recv()).await;
+    assert_eq!(first.unwrap().as_deref(), Some("early"));
+    cancel.cancel();
+    assert_eq!(task.await.unwrap(), Err(ModelError::Cancelled));
+}

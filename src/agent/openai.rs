@@ -615,13 +615,25 @@ impl ModelProvider for OpenAiProvider {
     ) -> BoxFuture<'a, Result<String, ModelError>> {
         Box::pin(async move {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-            let output = self.run(request, tx, cancel).await;
-            while let Ok(event) = rx.try_recv() {
-                if let ModelEvent::Text(text) = event {
-                    let _ = deltas.send(text);
+            let run = self.run(request, tx, cancel);
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    Some(event) = rx.recv() => {
+                        if let ModelEvent::Text(text) = event {
+                            let _ = deltas.send(text);
+                        }
+                    }
+                    output = &mut run => {
+                        while let Ok(event) = rx.try_recv() {
+                            if let ModelEvent::Text(text) = event {
+                                let _ = deltas.send(text);
+                            }
+                        }
+                        return output.map(|o| o.text);
+                    }
                 }
             }
-            output.map(|o| o.text)
         })
     }
 
