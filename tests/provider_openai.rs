@@ -642,3 +642,69 @@ async fn respond_streams_text_deltas_as_they_arrive() {
     cancel.cancel();
     assert_eq!(task.await.unwrap(), Err(ModelError::Cancelled));
 }
+
+/// Every real dsh log maps to a request that carries each assistant text as `assistant`, every
+/// other surface text as `user`, and none of the log's reasoning or tool output.
+#[test]
+fn real_dsh_logs_map_to_sound_requests() {
+    #[path = "support/mod.rs"]
+    mod support;
+    use dsh_session_references::agent::openai::chat_messages;
+    use dsh_session_references::session::store::read_surface_file;
+    let mut mapped = 0;
+    for path in support::fixture_logs() {
+        let snapshot = read_surface_file(&path).unwrap();
+        let messages: Vec<Message> = snapshot
+            .events
+            .iter()
+            .filter_map(|e| e.message(&snapshot.session.id).ok().flatten())
+            .collect();
+        let wire = chat_messages(&messages);
+        assert_eq!(wire[0]["role"], "system");
+        let body = serde_json::to_string(&wire).unwrap();
+        let mut assistant_texts = 0;
+        for message in &messages {
+            for block in &message.content {
+                match block {
+                    ContentBlock::Reasoning { text, .. } if text.len() > 20 => {
+                        assert!(
+                            !body.contains(text.as_str()),
+                            "{}: reasoning sent",
+                            path.display()
+                        )
+                    }
+                    ContentBlock::ToolResult { content, .. } => {
+                        for inner in content {
+                            if let Some(text) = inner.as_text().filter(|t| t.len() > 40) {
+                                let quoted = serde_json::to_string(text).unwrap();
+                                assert!(
+                                    !body.contains(&quoted),
+                                    "{}: tool output sent",
+                                    path.display()
+                                );
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let is_assistant = matches!(message.source, MessageSource::Model { .. })
+                || message.role.as_deref() == Some("assistant");
+            if is_assistant
+                && message
+                    .content
+                    .iter()
+                    .any(|b| b.as_text().is_some_and(|t| !t.is_empty()))
+            {
+                assistant_texts += 1;
+            }
+        }
+        let wire_assistant = wire.iter().filter(|m| m["role"] == "assistant").count();
+        assert_eq!(wire_assistant, assistant_texts, "{}", path.display());
+        assert!(wire
+            .iter()
+            .all(|m| m["content"].as_str().is_some_and(|c| !c.is_empty())));
+        mapped += 1;
+    }
+    assert!(mapped >= 100, "{mapped}");
+}
