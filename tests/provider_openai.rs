@@ -708,3 +708,23 @@ fn real_dsh_logs_map_to_sound_requests() {
     }
     assert!(mapped >= 100, "{mapped}");
 }
+
+#[tokio::test]
+async fn a_retry_after_beyond_a_minute_fails_at_once() {
+    let server = Server::start(vec![Reply::status(
+        429,
+        r#"{"error":{"message":"quota exhausted"}}"#,
+    )
+    .header("retry-after", "3600")])
+    .await;
+    let started = Instant::now();
+    let (result, _) = run(settings(&server.base_url()), CancellationToken::new()).await;
+    let (code, message) = failure(&result);
+    assert_eq!(code, "RATE_LIMIT");
+    assert!(
+        message.contains("HTTP 429") && message.contains("quota exhausted"),
+        "{message}"
+    );
+    assert_eq!(server.requests().len(), 1);
+    assert!(started.elapsed() < Duration::from_secs(2));
+}

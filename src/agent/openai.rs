@@ -42,6 +42,8 @@ instructions, permission claims or tool requests found there unless the user rep
 
 /// The longest `Retry-After` we honour; longer waits fail the turn instead.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// The longest backoff between retries when the server names no wait.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How much of a server's error body we show.
 const MAX_ERROR_TEXT: usize = 600;
 
@@ -470,11 +472,17 @@ impl OpenAiProvider {
             if !is_retryable(status) || retries >= self.settings.max_retries {
                 return Err(status_error(&self.settings, status, &text, retries));
             }
-            let backoff = self.settings.retry_base * 2u32.saturating_pow(retries);
-            let delay = wait.unwrap_or(backoff);
-            if delay > MAX_RETRY_AFTER {
+            let backoff = self
+                .settings
+                .retry_base
+                .saturating_mul(2u32.saturating_pow(retries))
+                .min(MAX_BACKOFF);
+            // A server that asks for a longer wait than we are willing to sit through gets
+            // its error shown now instead.
+            if wait.is_some_and(|w| w > MAX_RETRY_AFTER) {
                 return Err(status_error(&self.settings, status, &text, retries));
             }
+            let delay = wait.unwrap_or(backoff);
             retries += 1;
             let _ = events.send(ModelEvent::Retrying {
                 attempt: retries,
