@@ -6,6 +6,14 @@
 //! so "inside or outside the window?" is decided atomically with the staging itself. Appends
 //! that follow from such a decision happen under that same lock (state before log, never the
 //! reverse), so the log order is the decision order.
+//!
+//! A step logs what dsh logs for a model request (SPEC §7): `request/header` before the first
+//! request of a session, after a resume and on a change of provider or model; the streamed
+//! reasoning and text as packed chunk rows; then one `assistant/message` with `reasoning` and
+//! `text` blocks, the model source and `usage`. A step that fails or is cancelled after text
+//! arrived still logs that partial answer, marked `"interrupted": true`, and the turn ends
+//! with `{kind:"error", step, failure:{message, code}}` (or `aborted`). Proof:
+//! `tests/provider_openai.rs` (the agent half) and `tests/agent_runtime.rs`.
 
 use super::hooks::{AgentInfo, ContextWrapper, PromptDecision, PromptSubmitHooks};
 use super::provider::{ModelError, ModelEvent, ModelOutput, ModelProvider, ModelRequest, Usage};
