@@ -128,6 +128,7 @@ fn settings(base_url: String) -> ModelChoice {
         idle_timeout: Duration::from_secs(30),
         max_retries: 0,
         retry_base: Duration::from_millis(10),
+        max_stream_bytes: dsh_session_references::agent::config::MAX_STREAM_BYTES,
     }))
 }
 

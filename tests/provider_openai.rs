@@ -36,6 +36,7 @@ fn settings(base_url: &str) -> ProviderSettings {
         idle_timeout: Duration::from_millis(400),
         max_retries: 2,
         retry_base: Duration::from_millis(10),
+        max_stream_bytes: dsh_session_references::agent::config::MAX_STREAM_BYTES,
     }
 }
 
@@ -707,6 +708,21 @@ fn real_dsh_logs_map_to_sound_requests() {
         mapped += 1;
     }
     assert!(mapped >= 100, "{mapped}");
+}
+
+#[tokio::test]
+async fn a_runaway_stream_is_cut_at_the_byte_limit() {
+    // Bytes without an event boundary, forever: the parser's buffer must not grow unbounded.
+    let mut parts = vec![Part::Bytes("data: {\"choices\":[".into())];
+    parts.extend(std::iter::repeat_n(Part::Bytes("x".repeat(1000)), 100));
+    parts.push(Part::Hang);
+    let server = Server::start(vec![Reply::sse(parts)]).await;
+    let mut limited = settings(&server.base_url());
+    limited.max_stream_bytes = 16 * 1024;
+    let (result, _) = run(limited, CancellationToken::new()).await;
+    let (code, message) = failure(&result);
+    assert_eq!(code, "TOO_LARGE");
+    assert!(message.contains("exceeded 16384 bytes"), "{message}");
 }
 
 #[tokio::test]

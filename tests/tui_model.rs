@@ -40,6 +40,7 @@ fn choice_with_retries(base_url: String, max_retries: u32) -> ModelChoice {
         idle_timeout: Duration::from_secs(5),
         max_retries,
         retry_base: Duration::from_millis(10),
+        max_stream_bytes: dsh_session_references::agent::config::MAX_STREAM_BYTES,
     }))
 }
 

@@ -130,7 +130,13 @@ pub struct ProviderSettings {
     pub max_retries: u32,
     /// First backoff; doubled per retry unless the server sends `Retry-After`.
     pub retry_base: Duration,
+    /// The most bytes one answer's stream may carry (a runaway server cannot exhaust memory).
+    pub max_stream_bytes: u64,
 }
+
+/// Default of [`ProviderSettings::max_stream_bytes`]: far above any real answer (a
+/// 20,000-token answer is about 3 MiB of events).
+pub const MAX_STREAM_BYTES: u64 = 64 * 1024 * 1024;
 
 impl ProviderSettings {
     /// `provider/model`, for the status line.
@@ -307,6 +313,7 @@ pub fn resolve(
         )?,
         max_retries: table.max_retries.unwrap_or(3).min(10),
         retry_base: Duration::from_millis(500),
+        max_stream_bytes: MAX_STREAM_BYTES,
     })))
 }
 

@@ -376,6 +376,22 @@ fn transport_error(settings: &ProviderSettings, error: &reqwest::Error) -> Model
     failure("TRANSPORT", format!("request to {url} failed: {detail}"))
 }
 
+/// Why the byte stream under the SSE parser stopped.
+#[derive(Debug)]
+enum StreamFault {
+    Transport(reqwest::Error),
+    TooLarge(u64),
+}
+
+impl std::fmt::Display for StreamFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamFault::Transport(e) => write!(f, "{e}"),
+            StreamFault::TooLarge(limit) => write!(f, "more than {limit} bytes"),
+        }
+    }
+}
+
 /// The OpenAI-compatible provider.
 pub struct OpenAiProvider {
     settings: ProviderSettings,
@@ -516,17 +532,22 @@ impl OpenAiProvider {
         let tail: Arc<Mutex<(Vec<u8>, Instant)>> =
             Arc::new(Mutex::new((Vec::new(), Instant::now())));
         let seen = tail.clone();
+        let limit = self.settings.max_stream_bytes;
+        let mut total = 0u64;
         let bytes = response.bytes_stream().map(move |chunk| {
-            if let Ok(bytes) = &chunk {
-                if !bytes.is_empty() {
-                    let mut tail = seen.lock().expect("tail lock");
-                    tail.0.extend_from_slice(bytes);
-                    let keep = tail.0.len().saturating_sub(4);
-                    tail.0.drain(..keep);
-                    tail.1 = Instant::now();
+            let bytes = chunk.map_err(StreamFault::Transport)?;
+            if !bytes.is_empty() {
+                total += bytes.len() as u64;
+                if total > limit {
+                    return Err(StreamFault::TooLarge(limit));
                 }
+                let mut tail = seen.lock().expect("tail lock");
+                tail.0.extend_from_slice(&bytes);
+                let keep = tail.0.len().saturating_sub(4);
+                tail.0.drain(..keep);
+                tail.1 = Instant::now();
             }
-            chunk
+            Ok(bytes)
         });
         let mut stream = bytes.eventsource();
         let mut decoder = StreamDecoder::default();
@@ -575,10 +596,19 @@ impl OpenAiProvider {
                         )
                     });
                 }
-                Ok(Some(Err(EventStreamError::Transport(e)))) => {
+                Ok(Some(Err(EventStreamError::Transport(StreamFault::Transport(e))))) => {
                     return Err(failure(
                         "TRANSPORT",
                         format!("the connection broke mid-answer: {}", chain(&e)),
+                    ))
+                }
+                Ok(Some(Err(EventStreamError::Transport(StreamFault::TooLarge(limit))))) => {
+                    return Err(failure(
+                        "TOO_LARGE",
+                        format!(
+                            "the answer from {} exceeded {limit} bytes; the rest was not read",
+                            self.settings.base_url
+                        ),
                     ))
                 }
                 Ok(Some(Err(e))) => {
@@ -673,6 +703,7 @@ mod tests {
             idle_timeout: Duration::from_secs(1),
             max_retries: 2,
             retry_base: Duration::from_millis(10),
+            max_stream_bytes: crate::agent::config::MAX_STREAM_BYTES,
         }
     }
 
