@@ -91,8 +91,22 @@ pub fn request_body(settings: &ProviderSettings, messages: &[Message]) -> Value 
     body.insert("messages".into(), Value::Array(chat_messages(messages)));
     body.insert("stream".into(), true.into());
     body.insert("stream_options".into(), json!({"include_usage": true}));
-    if let Some(effort) = &settings.reasoning_effort {
-        body.insert("reasoning_effort".into(), effort.clone().into());
+    match (
+        settings.provider.as_str(),
+        settings.reasoning_effort.as_deref(),
+    ) {
+        (_, None) => {}
+        // DeepSeek switches thinking on and off with `thinking`; `off` is not a wire effort.
+        ("deepseek", Some("off")) => {
+            body.insert("thinking".into(), json!({"type": "disabled"}));
+        }
+        ("deepseek", Some(effort)) => {
+            body.insert("thinking".into(), json!({"type": "enabled"}));
+            body.insert("reasoning_effort".into(), effort.into());
+        }
+        (_, Some(effort)) => {
+            body.insert("reasoning_effort".into(), effort.into());
+        }
     }
     if let Some(max) = settings.max_tokens {
         body.insert("max_tokens".into(), max.into());
@@ -795,10 +809,22 @@ mod tests {
                 ],
                 "stream": true,
                 "stream_options": {"include_usage": true},
+                "thinking": {"type": "enabled"},
                 "reasoning_effort": "high",
                 "max_tokens": 512,
             })
         );
+        let mut off = settings();
+        off.reasoning_effort = Some("off".into());
+        assert_eq!(
+            request_body(&off, &[])["thinking"],
+            json!({"type": "disabled"})
+        );
+        assert_eq!(request_body(&off, &[]).get("reasoning_effort"), None);
+        let mut other = settings();
+        other.provider = "openai".into();
+        assert_eq!(request_body(&other, &[]).get("thinking"), None);
+        assert_eq!(request_body(&other, &[])["reasoning_effort"], "high");
         assert!(!body.to_string().contains("secret thoughts"));
         assert!(!body.to_string().contains("sk-test-secret"));
         assert_eq!(
