@@ -90,6 +90,7 @@ async fn exec_answers_with_a_referenced_session_and_logs_what_the_tui_would() {
     let server = Server::start(vec![
         Reply::sse(chunked(&answer(&["thinking"], &["We chose ", "SQLite."]))),
         Reply::sse(chunked(&answer(&["hm"], &["You ", "chose SQLite."]))),
+        Reply::sse(chunked(&answer(&[], &["Still SQLite."]))),
     ])
     .await;
     let base = server.base_url();
@@ -204,12 +205,56 @@ async fn exec_answers_with_a_referenced_session_and_logs_what_the_tui_would() {
         .unwrap();
     assert_eq!(assistant["data"]["usage"]["inputTokens"], 20);
 
+    // `--resume` continues the first session with another model: a `change` header.
+    let mut args: Vec<String> = vec!["exec".into(), "--resume".into(), source_id.clone()];
+    args.extend(flags.iter().map(|s| s.to_string()));
+    args.extend(["--model".into(), "deepseek-v4-pro".into(), "sure?".into()]);
+    let third = {
+        let home = home.path().to_path_buf();
+        let work = work.path().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            dsh_refs(&home, &work, &args, Some(KEY), None)
+        })
+        .await
+        .unwrap()
+    };
+    assert_eq!(third.code, 0, "{}", third.stderr);
+    assert_eq!(third.stdout, "Still SQLite.\n");
+    let requests = server.requests();
+    assert_eq!(requests[2].body["model"], "deepseek-v4-pro");
+    let resumed: Vec<String> = requests[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        resumed[1..],
+        ["Which database did we pick?", "We chose SQLite.", "sure?"]
+    );
+    let source_log = logs
+        .iter()
+        .find(|p| p.to_string_lossy().contains(&source_id))
+        .unwrap();
+    let headers: Vec<Value> = std::fs::read_to_string(source_log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["type"] == "request/header")
+        .map(|l| l["data"].clone())
+        .collect();
+    assert_eq!(headers.len(), 2);
+    assert_eq!(headers[0]["reason"], "initial");
+    assert_eq!(headers[1]["reason"], "change");
+    assert_eq!(headers[1]["header"]["config"]["model"], "deepseek-v4-pro");
+
     // The key is nowhere but in the Authorization header.
     assert_eq!(
         requests[0].authorization.as_deref(),
         Some(format!("Bearer {KEY}").as_str())
     );
-    for run in [&first, &second] {
+    for run in [&first, &second, &third] {
         assert!(!run.stdout.contains(KEY) && !run.stderr.contains(KEY));
     }
     let written = files(home.path());
