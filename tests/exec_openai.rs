@@ -357,6 +357,30 @@ async fn exec_failures_exit_1_with_a_clear_message() {
     );
     std::fs::remove_file(home.path().join("config.toml")).unwrap();
 
+    // A mention of a session that does not exist: refused before anything is sent or logged.
+    let before = files(&home.path().join("sessions")).len();
+    let prompt = format!(
+        "{} hi",
+        format_session_reference_mention("no-such-session", None)
+    );
+    let (h, w) = (home.path().to_path_buf(), work.path().to_path_buf());
+    let missing =
+        tokio::task::spawn_blocking(move || dsh_refs(&h, &w, &["exec", &prompt], None, None))
+            .await
+            .unwrap();
+    assert_eq!(missing.code, 1);
+    assert!(
+        missing.stderr.contains("Session reference failed")
+            && missing.stderr.contains("no-such-session"),
+        "{}",
+        missing.stderr
+    );
+    assert_eq!(
+        files(&home.path().join("sessions")).len(),
+        before,
+        "nothing was logged"
+    );
+
     // Nothing configured: the offline model answers.
     let (h, w) = (home.path().to_path_buf(), work.path().to_path_buf());
     let offline =
