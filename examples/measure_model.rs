@@ -6,6 +6,8 @@
 //! cargo run --release --example measure_model -- first-char --turns 200
 //! # frame times while a 20,000-token answer streams at 300 tokens/s (66 s)
 //! cargo run --release --example measure_model -- stream --tokens 20000 --rate 300
+//! # the same with a paragraph break every 80 tokens, as real answers have
+//! cargo run --release --example measure_model -- stream --tokens 20000 --rate 300 --paragraph 80
 //! ```
 //!
 //! `first-char` drives the real app (`build_with`, the same event path as the terminal loop)
@@ -49,6 +51,9 @@ enum Command {
         /// Tokens per second (0: as fast as possible).
         #[arg(long, default_value_t = 300.0)]
         rate: f64,
+        /// A newline every N tokens, as real answers have paragraphs (0: one endless line).
+        #[arg(long, default_value_t = 0)]
+        paragraph: usize,
     },
 }
 
@@ -56,6 +61,7 @@ enum Command {
 struct Script {
     tokens: usize,
     rate: f64,
+    paragraph: usize,
     /// When the server handed over the first body chunk.
     first_byte: Arc<Mutex<Option<Instant>>>,
 }
@@ -86,6 +92,8 @@ async fn handle(State(script): State<Script>) -> Response {
                 // "Ж" marks the first character; the rest are word-sized tokens.
                 let text = if i == 0 {
                     "Ж".to_string()
+                } else if script.paragraph > 0 && i % script.paragraph == 0 {
+                    "\n\n".to_string()
                 } else {
                     format!(" w{}", i % 1000)
                 };
@@ -188,6 +196,7 @@ async fn first_char(turns: usize) {
     let script = Script {
         tokens: 3,
         rate: 0.0,
+        paragraph: 0,
         first_byte: Arc::new(Mutex::new(None)),
     };
     let base = serve(script.clone()).await;
@@ -228,10 +237,11 @@ async fn first_char(turns: usize) {
     report("first byte → first char drawn", samples);
 }
 
-async fn stream(tokens: usize, rate: f64) {
+async fn stream(tokens: usize, rate: f64, paragraph: usize) {
     let script = Script {
         tokens,
         rate,
+        paragraph,
         first_byte: Arc::new(Mutex::new(None)),
     };
     let base = serve(script).await;
@@ -291,6 +301,10 @@ fn main() {
         .unwrap();
     match args.command {
         Command::FirstChar { turns } => rt.block_on(first_char(turns)),
-        Command::Stream { tokens, rate } => rt.block_on(stream(tokens, rate)),
+        Command::Stream {
+            tokens,
+            rate,
+            paragraph,
+        } => rt.block_on(stream(tokens, rate, paragraph)),
     }
 }

@@ -315,6 +315,10 @@ impl TranscriptItem {
     }
 }
 
+fn text_of(s: &str, style: Style) -> StyledText {
+    text(s, style)
+}
+
 fn text(s: &str, style: Style) -> StyledText {
     let mut t = StyledText::new();
     t.push(s, style);
@@ -389,6 +393,11 @@ fn parse_references(references: &Value) -> Option<Vec<ReferencedSession>> {
 /// Wrapped rows are cached per item and width, and only the rows on screen are drawn, so a
 /// frame costs what is visible, not the length of the conversation. Every mutation below drops
 /// exactly the cache entries it affects.
+///
+/// A streaming answer only grows at its end, so its rows up to its last newline are wrapped
+/// once and kept ([`StreamPrefix`]); each frame wraps only the last, still-growing paragraph.
+/// Wrapping treats every newline-separated line on its own, so the rows are the same as a
+/// whole re-wrap (proof: `streaming_rows_equal_a_full_wrap` below).
 #[derive(Debug, Clone, Default)]
 pub struct Transcript {
     items: Vec<TranscriptItem>,
@@ -399,6 +408,17 @@ pub struct Transcript {
     /// Total rows at the last draw: new output while scrolled up keeps the view still.
     last_total: Cell<Option<usize>>,
     cache: RefCell<Vec<Option<Wrapped>>>,
+    stream_prefix: RefCell<Option<StreamPrefix>>,
+}
+
+/// The wrapped rows of a streaming answer's text up to (not including) byte `bytes`, which
+/// follows a newline.
+#[derive(Debug, Clone)]
+struct StreamPrefix {
+    index: usize,
+    width: usize,
+    bytes: usize,
+    lines: Vec<Line<'static>>,
 }
 
 #[derive(Debug, Clone)]
@@ -419,6 +439,7 @@ impl Transcript {
     /// Mutable access to every item (drops the whole wrap cache).
     pub fn items_mut(&mut self) -> &mut [TranscriptItem] {
         self.cache.get_mut().clear();
+        *self.stream_prefix.get_mut() = None;
         &mut self.items
     }
 
@@ -522,6 +543,7 @@ impl Transcript {
             self.invalidate(last);
             return;
         }
+        *self.stream_prefix.get_mut() = None;
         self.items.push(TranscriptItem::Assistant {
             text: delta.to_string(),
             tool_calls: Vec::new(),
@@ -543,6 +565,7 @@ impl Transcript {
                 if let Some(final_text) = final_text {
                     *text = final_text.to_string();
                 }
+                *self.stream_prefix.get_mut() = None;
                 self.invalidate(last);
             }
         }
@@ -578,6 +601,7 @@ impl Transcript {
     pub fn clear(&mut self) {
         self.items.clear();
         self.cache.get_mut().clear();
+        *self.stream_prefix.get_mut() = None;
         self.scroll.set(0);
         self.last_total.set(None);
     }
@@ -611,16 +635,65 @@ impl Transcript {
         self.items
             .iter()
             .zip(cache.iter_mut())
-            .map(|(item, slot)| {
+            .enumerate()
+            .map(|(index, (item, slot))| {
                 if slot.as_ref().is_none_or(|w| w.width != width) {
-                    *slot = Some(Wrapped {
-                        width,
-                        lines: item.lines(width),
-                    });
+                    let lines = match item {
+                        TranscriptItem::Assistant {
+                            text,
+                            tool_calls,
+                            streaming: true,
+                        } if tool_calls.is_empty() && width > 0 => {
+                            self.streaming_rows(index, text, width)
+                        }
+                        _ => item.lines(width),
+                    };
+                    *slot = Some(Wrapped { width, lines });
                 }
                 slot.as_ref().map_or(0, |w| w.lines.len())
             })
             .collect()
+    }
+
+    /// The rows of the streaming answer `text` (item `index`): the kept rows up to its last
+    /// newline, extended when new paragraphs completed, then the last paragraph and the cursor.
+    fn streaming_rows(&self, index: usize, text: &str, width: usize) -> Vec<Line<'static>> {
+        let mut kept = self.stream_prefix.borrow_mut();
+        let valid = kept.as_ref().is_some_and(|p| {
+            p.index == index
+                && p.width == width
+                && p.bytes <= text.len()
+                && (p.bytes == 0 || text.as_bytes()[p.bytes - 1] == b'\n')
+        });
+        if !valid {
+            *kept = Some(StreamPrefix {
+                index,
+                width,
+                bytes: 0,
+                lines: Vec::new(),
+            });
+        }
+        let prefix = kept.as_mut().expect("set above");
+        let bullet = || text_of("• ", style::dim());
+        let indent = text_of("  ", Style::new());
+        let first = |bytes: usize| if bytes == 0 { bullet() } else { indent.clone() };
+        if let Some(newline) = text[prefix.bytes..].rfind('\n') {
+            let end = prefix.bytes + newline;
+            // A `\r` before the newline is not shown in multi-line text (CRLF).
+            let part = &text[prefix.bytes..end];
+            let part = part.strip_suffix('\r').unwrap_or(part);
+            let mut done = StyledText::new();
+            done.push_untrusted(part, EscapeMode::MultiLine, Style::new());
+            let rows = done.wrap(width, &first(prefix.bytes), &indent);
+            prefix.lines.extend(rows);
+            prefix.bytes = end + 1;
+        }
+        let mut rest = StyledText::new();
+        rest.push_untrusted(&text[prefix.bytes..], EscapeMode::MultiLine, Style::new());
+        rest.push("▍", style::user_prefix());
+        let mut lines = prefix.lines.clone();
+        lines.extend(rest.wrap(width, &first(prefix.bytes), &indent));
+        lines
     }
 
     /// All rows at `width`, one blank row between items.
@@ -700,5 +773,58 @@ impl Renderable for Transcript {
     fn desired_height(&self, width: u16) -> u16 {
         let counts = self.wrap(usize::from(width));
         u16::try_from(Transcript::total_rows(&counts)).unwrap_or(u16::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The incremental rows of a streaming answer equal a full wrap of the same text, after
+    /// every delta, at every width, whatever the chunking.
+    #[test]
+    fn streaming_rows_equal_a_full_wrap() {
+        let texts = [
+            "Hello there, this is a fairly long first paragraph that must wrap.\n\nSecond one.\nThird\n",
+            "\nstarts with a newline\n\n\nand has empty lines",
+            "averyveryveryverylongwordthatcannotbreakanywhere and then\nmore words 🌍👩‍👩‍👧 emoji",
+            "control \u{1b}[2J chars\r\nand CRLF\u{7} lines\n\tTabbed",
+            "no newline at all just a very long stream of words that goes on and on and on",
+        ];
+        for (n, full) in texts.iter().enumerate() {
+            for width in [1usize, 7, 24, 80] {
+                let mut transcript = Transcript::new();
+                transcript.push_notice(NoticeLevel::Info, "before");
+                let mut sent = 0;
+                let mut step = n + 1;
+                while sent < full.len() {
+                    let mut end = (sent + step).min(full.len());
+                    while !full.is_char_boundary(end) {
+                        end += 1;
+                    }
+                    transcript.append_assistant_delta(&full[sent..end]);
+                    sent = end;
+                    step = step % 9 + 2;
+                    let expected = TranscriptItem::Assistant {
+                        text: full[..sent].to_string(),
+                        tool_calls: Vec::new(),
+                        streaming: true,
+                    }
+                    .lines(width);
+                    let rows = transcript.lines(width);
+                    // The notice, one separator row, then the answer.
+                    let notice_rows = transcript.items()[0].lines(width).len();
+                    assert_eq!(
+                        rows[notice_rows + 1..],
+                        expected[..],
+                        "text {n} width {width} after {sent} bytes"
+                    );
+                }
+                // A width change mid-stream re-wraps from scratch, still equal.
+                let expected = transcript.items()[1].lines(width + 3);
+                let rows = transcript.lines(width + 3);
+                assert_eq!(rows[rows.len() - expected.len()..], expected[..]);
+            }
+        }
     }
 }
