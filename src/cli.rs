@@ -4,6 +4,8 @@ use crate::session::external::{SourceChoice, SourceSet};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+pub mod exec;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "dsh-refs",
@@ -16,6 +18,8 @@ pub struct Cli {
     pub home: Option<PathBuf>,
     #[command(flatten)]
     pub sources: SourceArgs,
+    #[command(flatten)]
+    pub model: ModelArgs,
     #[command(flatten)]
     pub tui: TuiArgs,
     #[command(subcommand)]
@@ -68,6 +72,33 @@ pub struct TuiArgs {
     pub compression: Option<Compression>,
 }
 
+/// Which model to talk to (SPEC §7); overrides `<home>/config.toml` and the environment.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ModelArgs {
+    /// Provider: deepseek, openai, openrouter, ollama, llama-cpp, vllm, openai-compatible or
+    /// offline (else $DSH_PROVIDER, else [provider].kind in <home>/config.toml).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub provider: Option<String>,
+    /// Model name (else $DSH_MODEL, else the config, else the provider's default).
+    #[arg(long, global = true, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:11434/v1 (else
+    /// $DSH_BASE_URL, else the config, else the provider's default).
+    #[arg(long, global = true, value_name = "URL")]
+    pub base_url: Option<String>,
+}
+
+impl ModelArgs {
+    pub fn flags(&self, demo: bool) -> crate::agent::config::ModelFlags {
+        crate::agent::config::ModelFlags {
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            demo,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Compression {
     None,
@@ -76,6 +107,8 @@ pub enum Compression {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run one turn without the TUI and stream the answer to stdout.
+    Exec(ExecArgs),
     /// List sessions, newest first.
     Sessions {
         /// Print a JSON array instead of a table.
@@ -114,6 +147,22 @@ pub enum Command {
         /// The message (read from stdin when absent).
         text: Option<String>,
     },
+}
+
+/// `dsh-refs exec [--resume ID] [--json] PROMPT`.
+#[derive(Debug, Args, Clone)]
+pub struct ExecArgs {
+    /// Continue this session instead of starting a new one.
+    #[arg(long, value_name = "ID")]
+    pub resume: Option<String>,
+    /// Print one JSON event per line instead of the plain answer.
+    #[arg(long)]
+    pub json: bool,
+    /// Delay between words streamed by the offline model, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub offline_delay_ms: u64,
+    /// The prompt; `-` reads it from stdin. `@[label](dsh-session:…)` mentions are prepared.
+    pub prompt: String,
 }
 
 #[derive(Debug, Subcommand)]

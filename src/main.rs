@@ -1,10 +1,10 @@
 use clap::Parser;
-use dsh_session_references::cli::{Cli, Command, Compression, TuiArgs};
+use dsh_session_references::cli::{Cli, Command, Compression, ModelArgs, TuiArgs};
 use dsh_session_references::escape::diagnostic;
 use dsh_session_references::session::external::SourceSet;
 use dsh_session_references::session::paths::resolve_home;
 use dsh_session_references::session::Encoding;
-use dsh_session_references::tui::app::{run_terminal, AppOptions};
+use dsh_session_references::tui::app::{run_terminal_with, AppOptions};
 use std::path::Path;
 use std::time::Duration;
 
@@ -29,12 +29,34 @@ fn main() {
                 *json,
             )
         }
-        None => run_tui(cli.home.as_deref(), &cli.tui, &cli.sources.source_set()),
+        Some(Command::Exec(args)) => {
+            let home = resolve_home(cli.home.as_deref());
+            init_tracing(&home);
+            dsh_session_references::cli::exec::run(
+                &home,
+                args,
+                &cli.model.flags(false),
+                encoding(&cli.tui),
+            )
+        }
+        None => run_tui(
+            cli.home.as_deref(),
+            &cli.tui,
+            &cli.model,
+            &cli.sources.source_set(),
+        ),
     };
     std::process::exit(code);
 }
 
-fn run_tui(home: Option<&Path>, args: &TuiArgs, sources: &SourceSet) -> i32 {
+fn encoding(args: &TuiArgs) -> Option<Encoding> {
+    args.compression.map(|c| match c {
+        Compression::None => Encoding::Plain,
+        Compression::Zstd => Encoding::Zstd,
+    })
+}
+
+fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &SourceSet) -> i32 {
     let home = if args.demo {
         match dsh_session_references::demo::install_demo_home() {
             Ok(home) => home,
@@ -50,6 +72,14 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, sources: &SourceSet) -> i32 {
         resolve_home(home)
     };
     init_tracing(&home);
+    // A configured provider whose key is missing is a start-up error, before the terminal.
+    let choice = match dsh_session_references::agent::config::load(&home, &model.flags(args.demo)) {
+        Ok(choice) => choice,
+        Err(e) => {
+            eprintln!("dsh-refs: {e}");
+            return 1;
+        }
+    };
     let cwd = std::env::current_dir()
         .ok()
         .map(|d| d.to_string_lossy().into_owned());
@@ -57,10 +87,7 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, sources: &SourceSet) -> i32 {
         home: home.clone(),
         resume: args.resume.clone(),
         offline_delay: Duration::from_millis(args.offline_delay_ms),
-        encoding: args.compression.map(|c| match c {
-            Compression::None => Encoding::Plain,
-            Compression::Zstd => Encoding::Zstd,
-        }),
+        encoding: encoding(args),
         cwd,
         sources: sources.clone(),
     };
@@ -74,7 +101,7 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, sources: &SourceSet) -> i32 {
             return 1;
         }
     };
-    let result = runtime.block_on(run_terminal(options));
+    let result = runtime.block_on(run_terminal_with(options, choice));
     // Do not wait for lingering blocking reads (a stuck filesystem must not hang the exit).
     runtime.shutdown_timeout(Duration::from_millis(200));
     match result {

@@ -314,7 +314,18 @@ async fn cancel_ends_the_turn_as_aborted() {
         .find(|e| e.kind == "turn/end")
         .unwrap();
     assert!(end.data.get().contains("\"aborted\""), "{}", end.data.get());
-    assert_eq!(count(&path, "assistant/message"), 0);
+    // The partial answer is kept, marked interrupted (SPEC §7).
+    let partial = events(&path)
+        .into_iter()
+        .find(|e| e.kind == "assistant/message")
+        .unwrap();
+    let data: serde_json::Value = serde_json::from_str(partial.data.get()).unwrap();
+    assert_eq!(data["interrupted"], true);
+    assert!(data["message"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("Offline"));
+    assert_eq!(count(&path, "assistant/message"), 1);
     assert_eq!(count(&path, "step/end"), 1);
 }
 

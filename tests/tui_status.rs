@@ -17,6 +17,7 @@ fn status() -> StatusLine {
         running: true,
         queued_steering: 2,
         preparing: false,
+        ..Default::default()
     }
 }
 

@@ -1,12 +1,49 @@
 //! The agent runtime: a session-bound agent that owns its log and admits messages the way dsh
 //! does, and the model providers behind it.
 
+pub mod config;
 pub mod hooks;
+pub mod openai;
 pub mod provider;
 pub mod runtime;
 
 pub use hooks::{
     AgentInfo, ContextWrapper, PromptDecision, PromptSubmitHooks, PromptSubmitListener,
 };
-pub use provider::{ModelProvider, OfflineModel};
+pub use provider::{ModelError, ModelEvent, ModelOutput, ModelProvider, OfflineModel, Usage};
 pub use runtime::{Admission, Agent, AgentConfig, AgentEvent, AgentStatus};
+
+/// The model for a resolved configuration, and its status-line label. The offline label says
+/// how to configure a real model.
+pub fn model_for(
+    choice: &config::ModelChoice,
+    offline_delay: std::time::Duration,
+) -> Result<(std::sync::Arc<dyn ModelProvider>, String), String> {
+    match choice {
+        config::ModelChoice::Offline => Ok((
+            std::sync::Arc::new(OfflineModel::new(offline_delay)),
+            "offline · for a real model: DEEPSEEK_API_KEY=… or --provider NAME".to_string(),
+        )),
+        config::ModelChoice::Remote(settings) => {
+            let label = settings.label();
+            let provider = openai::OpenAiProvider::new((**settings).clone())?;
+            Ok((std::sync::Arc::new(provider), label))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_offline_label_says_how_to_configure_a_real_model() {
+        let (model, label) =
+            model_for(&config::ModelChoice::Offline, std::time::Duration::ZERO).unwrap();
+        assert_eq!(model.identity().0, "offline");
+        assert!(
+            label.contains("DEEPSEEK_API_KEY") && label.contains("--provider"),
+            "{label}"
+        );
+    }
+}

@@ -1,7 +1,10 @@
-//! Model providers. The runtime only needs a stream of text deltas for a list of messages.
+//! Model providers. The runtime needs a stream of events (text, reasoning, usage, retries) for
+//! a list of messages, and the provider's identity for the log.
 //!
 //! The offline model is the default: it needs no network and answers by describing what it
-//! received, which makes the reference machinery visible (and testable) end to end.
+//! received, which makes the reference machinery visible (and testable) end to end. A provider
+//! that only knows text implements [`ModelProvider::respond`]; [`ModelProvider::stream`] wraps
+//! it. The OpenAI-compatible provider (`super::openai`) implements `stream` itself.
 
 use crate::session::{BoxFuture, Message, MessageSource};
 use serde_json::Value;
@@ -22,11 +25,86 @@ pub enum ModelError {
     Cancelled,
     #[error("model failed: {0}")]
     Failed(String),
+    /// A provider failure with a stable code (`AUTH`, `NOT_FOUND`, `BAD_REQUEST`, `RATE_LIMIT`,
+    /// `SERVER`, `TRANSPORT`, `TLS`, `TIMEOUT`, `STREAM_CLOSED`, `MALFORMED_RESPONSE`, …), as
+    /// dsh records it in `turn/end.reason.failure`.
+    #[error("{message}")]
+    Provider { code: String, message: String },
+}
+
+impl ModelError {
+    /// `(code, message)` for `turn/end {kind:"error", failure}`.
+    pub fn failure(&self) -> (String, String) {
+        match self {
+            ModelError::Cancelled => ("ABORTED".into(), self.to_string()),
+            ModelError::Failed(message) => ("MODEL".into(), message.clone()),
+            ModelError::Provider { code, message } => (code.clone(), message.clone()),
+        }
+    }
+}
+
+/// Token counts as dsh logs them: disjoint (`inputTokens` excludes cache reads).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: Option<u64>,
+    pub reasoning_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// The `usage` object of `assistant/message`, keys in dsh's order.
+    pub fn to_json(&self) -> Value {
+        let mut map = serde_json::Map::new();
+        map.insert("inputTokens".into(), self.input_tokens.into());
+        map.insert("outputTokens".into(), self.output_tokens.into());
+        if let Some(n) = self.cache_read_tokens {
+            map.insert("cacheReadTokens".into(), n.into());
+        }
+        if let Some(n) = self.reasoning_tokens {
+            map.insert("reasoningTokens".into(), n.into());
+        }
+        Value::Object(map)
+    }
+
+    /// Tokens of context the request carried (fresh input plus cache reads).
+    pub fn context_tokens(&self) -> u64 {
+        self.input_tokens + self.cache_read_tokens.unwrap_or(0)
+    }
+}
+
+/// What a provider reports while it answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    Text(String),
+    Reasoning(String),
+    Usage(Usage),
+    /// A retryable failure; the next attempt starts after `delay`.
+    Retrying {
+        attempt: u32,
+        max: u32,
+        delay: Duration,
+        reason: String,
+    },
+}
+
+/// A completed answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelOutput {
+    pub text: String,
+    pub reasoning: String,
+    pub usage: Option<Usage>,
 }
 
 pub trait ModelProvider: Send + Sync {
     /// `(provider, model)` as recorded in assistant message sources.
     fn identity(&self) -> (String, String);
+
+    /// `request/header.header.config` (`{provider, model, reasoningEffort?, maxTokens?}`), or
+    /// `None` for a model that dsh could not call (the offline one logs no header).
+    fn request_config(&self) -> Option<Value> {
+        None
+    }
 
     /// Streams the answer as text deltas into `deltas`; resolves with the whole text.
     fn respond<'a>(
@@ -35,6 +113,37 @@ pub trait ModelProvider: Send + Sync {
         deltas: UnboundedSender<String>,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<String, ModelError>>;
+
+    /// Streams text, reasoning, usage and retry events; resolves with the whole answer. The
+    /// default forwards [`ModelProvider::respond`]'s text deltas.
+    fn stream<'a>(
+        &'a self,
+        request: ModelRequest,
+        events: UnboundedSender<ModelEvent>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelOutput, ModelError>> {
+        Box::pin(async move {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+            let answer = self.respond(request, tx, cancel);
+            tokio::pin!(answer);
+            loop {
+                tokio::select! {
+                    Some(delta) = rx.recv() => {
+                        let _ = events.send(ModelEvent::Text(delta));
+                    }
+                    done = &mut answer => {
+                        while let Ok(delta) = rx.try_recv() {
+                            let _ = events.send(ModelEvent::Text(delta));
+                        }
+                        return done.map(|text| ModelOutput {
+                            text,
+                            ..ModelOutput::default()
+                        });
+                    }
+                }
+            }
+        })
+    }
 }
 
 /// Describes, in plain words, what it received; streamed word by word.

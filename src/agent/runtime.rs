@@ -13,9 +13,17 @@
 //! writer of ours holds is read-only until that writer lets go; records other writers append
 //! are adopted into the surface before ours (see [`crate::session::writer`]). Shutting down
 //! releases the log. Proof: `tests/agent_write_failures.rs`, `tests/tui_write_safety.rs`.
+//!
+//! A step logs what dsh logs for a model request (SPEC §7): `request/header` before the first
+//! request of a session, after a resume and on a change of provider or model; the streamed
+//! reasoning and text as packed chunk rows; then one `assistant/message` with `reasoning` and
+//! `text` blocks, the model source and `usage`. A step that fails or is cancelled after text
+//! arrived still logs that partial answer, marked `"interrupted": true`, and the turn ends
+//! with `{kind:"error", step, failure:{message, code}}` (or `aborted`). Proof:
+//! `tests/provider_openai.rs` (the agent half) and `tests/agent_runtime.rs`.
 
 use super::hooks::{AgentInfo, ContextWrapper, PromptDecision, PromptSubmitHooks};
-use super::provider::{ModelError, ModelProvider, ModelRequest};
+use super::provider::{ModelError, ModelEvent, ModelOutput, ModelProvider, ModelRequest, Usage};
 use crate::session::format::{PackedChunks, PackedKind};
 use crate::session::writer::now_ms;
 use crate::session::{
@@ -46,6 +54,17 @@ pub enum AgentEvent {
     Logged(Vec<Event>),
     /// Streaming text of the current step.
     Delta(String),
+    /// Streaming reasoning of the current step (shown dim, never sent back to the model).
+    Reasoning(String),
+    /// Token usage of the last model request.
+    Usage(Usage),
+    /// The model request failed in a retryable way; the next attempt starts after `delay`.
+    Retrying {
+        attempt: u32,
+        max: u32,
+        delay: std::time::Duration,
+        reason: String,
+    },
     Status(AgentStatus),
     /// Admission refused a prompt; nothing was logged for it.
     PromptBlocked {
@@ -104,6 +123,10 @@ struct State {
     turns: u64,
     titled: bool,
     stopped: bool,
+    /// The config of the last `request/header` in the log, if any.
+    last_header: Option<Value>,
+    /// A `request/header` was logged by this process.
+    header_logged: bool,
 }
 
 enum LogSlot {
@@ -215,6 +238,12 @@ impl Agent {
                     }
                 }
                 state.titled |= event.kind == crate::session::format::SESSION_TITLE;
+                if event.kind == crate::session::format::REQUEST_HEADER {
+                    if let Ok(EventData::RequestHeader(data)) = event.decode(&header.id) {
+                        state.last_header =
+                            data.get("header").and_then(|h| h.get("config")).cloned();
+                    }
+                }
             }
         }
         live.record_records(records.clone())?;
@@ -587,12 +616,13 @@ impl Inner {
         *self.log.lock().expect("log lock") = LogSlot::Closed;
     }
 
-    /// Appends the end of a step: the streamed text as one packed row, then `tail` events.
+    /// Appends the end of a step: the streamed reasoning and text as packed rows (reasoning at
+    /// block index 0, text after it, as dsh numbers blocks), then `tail` events.
     fn append_step(
         &self,
         turn: u64,
         step: u64,
-        pieces: Vec<(i64, String)>,
+        streamed: Streamed,
         tail: Vec<NewEvent>,
     ) -> Result<Vec<Event>, SessionError> {
         let mut log = self.log.lock().expect("log lock");
@@ -601,7 +631,7 @@ impl Inner {
         let appended = match self.writer(&mut log, &mut adopted) {
             Ok(writer) => {
                 let appended = writer.append_built(|next_seq| {
-                    let (records, built) = step_records(next_seq, turn, step, pieces, tail);
+                    let (records, built) = step_records(next_seq, turn, step, streamed, tail);
                     events = built;
                     records
                 });
@@ -689,20 +719,27 @@ fn step_records(
     mut seq: u64,
     turn: u64,
     step: u64,
-    pieces: Vec<(i64, String)>,
+    streamed: Streamed,
     tail: Vec<NewEvent>,
 ) -> (Vec<Record>, Vec<Event>) {
     let mut records = Vec::new();
-    if let Some((time0, _)) = pieces.first() {
+    let mut index = 0u64;
+    for (kind, pieces) in [
+        (PackedKind::Reasoning, streamed.reasoning),
+        (PackedKind::Text, streamed.text),
+    ] {
+        let Some((time0, _)) = pieces.first() else {
+            continue;
+        };
         let time0 = *time0;
         let dt = pieces.windows(2).map(|w| w[1].0 - w[0].0).collect();
         let packed = PackedChunks {
-            kind: PackedKind::Text,
+            kind,
             seq0: seq,
             time0,
             turn: turn.into(),
             step: step.into(),
-            index: 0.into(),
+            index: index.into(),
             dt,
             pieces: pieces.into_iter().map(|(_, text)| text).collect(),
             id: None,
@@ -710,6 +747,7 @@ fn step_records(
             extra: Map::new(),
             row_extra: Map::new(),
         };
+        index += 1;
         seq += packed.len() as u64;
         records.push(Record::Packed(Box::new(packed)));
     }
@@ -904,25 +942,22 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
             step,
             extra: Map::new(),
         })]);
+        log_request_header(inner);
         let request = ModelRequest {
             session_id: inner.info.session_id.clone(),
             messages: model_messages(inner),
         };
-        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<ModelEvent>();
         let model = inner.model.clone();
         let token = cancel.clone();
-        let mut response = tokio::spawn(async move { model.respond(request, tx, token).await });
-        let mut pieces: Vec<(i64, String)> = Vec::new();
+        let mut response = tokio::spawn(async move { model.stream(request, tx, token).await });
+        let mut streamed = Streamed::default();
         let result = loop {
             tokio::select! {
-                Some(delta) = rx.recv() => {
-                    pieces.push((now_ms(), delta.clone()));
-                    inner.emit(AgentEvent::Delta(delta));
-                }
+                Some(event) = rx.recv() => streamed.take(inner, event),
                 done = &mut response => {
-                    while let Ok(delta) = rx.try_recv() {
-                        pieces.push((now_ms(), delta.clone()));
-                        inner.emit(AgentEvent::Delta(delta));
+                    while let Ok(event) = rx.try_recv() {
+                        streamed.take(inner, event);
                     }
                     break done.unwrap_or_else(|e| Err(ModelError::Failed(e.to_string())));
                 }
@@ -934,31 +969,26 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
             extra: Map::new(),
         });
         match result {
-            Ok(text) => {
-                let (provider, model) = inner.model.identity();
-                let answer = Message::new(
-                    "assistant",
-                    vec![ContentBlock::text(text)],
-                    MessageSource::model(provider, model),
-                    new_message_id(),
-                );
-                let assistant = NewEvent::new(EventData::AssistantMessage {
-                    turn: turn.into(),
-                    step: step.into(),
-                    message: answer,
-                    extra: Map::new(),
-                });
-                let _ = inner.append_step(turn, step, pieces, vec![assistant, end]);
+            Ok(output) => {
+                let assistant = assistant_event(inner, turn, step, &output, None);
+                let _ = inner.append_step(turn, step, streamed, vec![assistant, end]);
             }
-            Err(ModelError::Cancelled) => {
-                let _ = inner.append_step(turn, step, pieces, vec![end]);
-                return abort(inner, turn);
-            }
-            Err(ModelError::Failed(reason)) => {
-                let _ = inner.append_step(turn, step, pieces, vec![end]);
-                inner.emit(AgentEvent::Error(reason.clone()));
+            Err(error) => {
+                // Partial text already streamed is kept, marked interrupted, and logged.
+                let mut tail = Vec::new();
+                if !streamed.is_empty() {
+                    let partial = streamed.output();
+                    tail.push(assistant_event(inner, turn, step, &partial, Some(&error)));
+                }
+                tail.push(end);
+                let _ = inner.append_step(turn, step, streamed, tail);
+                if error == ModelError::Cancelled {
+                    return abort(inner, turn);
+                }
+                let (code, message) = error.failure();
+                inner.emit(AgentEvent::Error(message.clone()));
                 close_turn(inner, turn);
-                return json!({"kind": "error", "message": reason});
+                return json!({"kind": "error", "step": step, "failure": {"message": message, "code": code}});
             }
         }
         // Turn stop: staged steering earns another step; contexts drain; the window closes
@@ -1028,4 +1058,127 @@ fn title_for(message: &Message) -> Option<String> {
         title = title.chars().take(59).collect::<String>() + "…";
     }
     Some(title)
+}
+
+/// What one step streamed, with arrival times, for the packed chunk rows and a partial answer.
+#[derive(Default)]
+struct Streamed {
+    text: Vec<(i64, String)>,
+    reasoning: Vec<(i64, String)>,
+    usage: Option<Usage>,
+}
+
+impl Streamed {
+    fn take(&mut self, inner: &Inner, event: ModelEvent) {
+        match event {
+            ModelEvent::Text(delta) => {
+                self.text.push((now_ms(), delta.clone()));
+                inner.emit(AgentEvent::Delta(delta));
+            }
+            ModelEvent::Reasoning(delta) => {
+                self.reasoning.push((now_ms(), delta.clone()));
+                inner.emit(AgentEvent::Reasoning(delta));
+            }
+            ModelEvent::Usage(usage) => {
+                self.usage = Some(usage);
+                inner.emit(AgentEvent::Usage(usage));
+            }
+            ModelEvent::Retrying {
+                attempt,
+                max,
+                delay,
+                reason,
+            } => inner.emit(AgentEvent::Retrying {
+                attempt,
+                max,
+                delay,
+                reason,
+            }),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.reasoning.is_empty()
+    }
+
+    /// The partial answer so far.
+    fn output(&self) -> ModelOutput {
+        ModelOutput {
+            text: self.text.iter().map(|(_, t)| t.as_str()).collect(),
+            reasoning: self.reasoning.iter().map(|(_, t)| t.as_str()).collect(),
+            usage: self.usage,
+        }
+    }
+}
+
+/// The `assistant/message` of a step: `reasoning` then `text` blocks, the model source, and
+/// `usage` beside the message as dsh logs it. A partial answer also carries
+/// `"interrupted": true`.
+fn assistant_event(
+    inner: &Inner,
+    turn: u64,
+    step: u64,
+    output: &ModelOutput,
+    interrupted: Option<&ModelError>,
+) -> NewEvent {
+    let mut content = Vec::new();
+    if !output.reasoning.is_empty() {
+        content.push(ContentBlock::Reasoning {
+            text: output.reasoning.clone(),
+            extra: Map::new(),
+        });
+    }
+    if !output.text.is_empty() || output.reasoning.is_empty() {
+        content.push(ContentBlock::text(output.text.clone()));
+    }
+    let (provider, model) = inner.model.identity();
+    let message = Message::new(
+        "assistant",
+        content,
+        MessageSource::model(provider, model),
+        new_message_id(),
+    );
+    let mut extra = Map::new();
+    if let Some(usage) = output.usage {
+        extra.insert("usage".into(), usage.to_json());
+    }
+    if interrupted.is_some() {
+        extra.insert("interrupted".into(), Value::Bool(true));
+    }
+    NewEvent::new(EventData::AssistantMessage {
+        turn: turn.into(),
+        step: step.into(),
+        message,
+        extra,
+    })
+}
+
+/// Logs `request/header` before a request when dsh would: before the session's first request
+/// (`initial`), on the first request after a resume (`resume`, or `change` when the model
+/// differs from the log's last header), and whenever the provider or model changed (`change`).
+/// A model without a request config (the offline one) logs nothing.
+fn log_request_header(inner: &Arc<Inner>) {
+    let Some(config) = inner.model.request_config() else {
+        return;
+    };
+    let reason = {
+        let mut state = inner.state.lock().expect("state lock");
+        let reason = match (&state.last_header, state.header_logged) {
+            (None, _) => "initial",
+            (Some(last), _) if *last != config => "change",
+            (Some(_), false) => "resume",
+            (Some(_), true) => return,
+        };
+        state.last_header = Some(config.clone());
+        state.header_logged = true;
+        reason
+    };
+    let mut data = Map::new();
+    data.insert("header".into(), json!({ "config": config }));
+    data.insert("reason".into(), reason.into());
+    if let Err(e) = inner.append(vec![NewEvent::new(EventData::RequestHeader(data))]) {
+        inner.emit(AgentEvent::Error(format!(
+            "could not write the session log: {e}"
+        )));
+    }
 }

@@ -160,9 +160,9 @@ fn execute(command: &Command, home: &Path, sources: &SourceSet) -> Result<String
                 Ok(stringify(&out))
             })
         }
-        Command::Sessions { .. } => Err(Failure::Usage(
-            "`sessions` is not a reference subcommand".into(),
-        )),
+        Command::Sessions { .. } | Command::Exec(_) => {
+            Err(Failure::Usage("not a reference subcommand".into()))
+        }
     }
 }
 

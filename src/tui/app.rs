@@ -22,7 +22,8 @@ use super::popup::{LookupRequest, PopupOutcome, PopupState, QueryId};
 use super::render::Renderable;
 use super::status::StatusLine;
 use super::transcript::{NoticeLevel, Transcript};
-use crate::agent::{Agent, AgentConfig, AgentEvent, AgentStatus, ModelProvider, OfflineModel};
+use crate::agent::config::ModelChoice;
+use crate::agent::{Agent, AgentConfig, AgentEvent, AgentStatus};
 use crate::reference::{Candidate, SessionReferenceConfig, SessionReferences};
 use crate::session::writer::now_ms;
 use crate::session::{
@@ -92,6 +93,11 @@ pub struct App {
     in_flight: Option<ComposerSnapshot>,
     lookup_cancel: Option<CancellationToken>,
     streaming: bool,
+    /// Context tokens of the last request, and every request's tokens so far.
+    context_tokens: Option<u64>,
+    session_tokens: u64,
+    /// Shown in the status line while a model request is being retried.
+    provider_notice: Option<String>,
     quit_armed: Option<Instant>,
     pub should_quit: bool,
     tx: mpsc::UnboundedSender<AppEvent>,
@@ -126,6 +132,9 @@ impl App {
             in_flight: None,
             lookup_cancel: None,
             streaming: false,
+            context_tokens: None,
+            session_tokens: 0,
+            provider_notice: None,
             quit_armed: None,
             should_quit: false,
             tx,
@@ -148,13 +157,34 @@ impl App {
         if !event.is_surface() {
             return;
         }
+        let assistant = event.kind == crate::session::format::ASSISTANT_MESSAGE;
+        let data: Option<serde_json::Value> = assistant
+            .then(|| serde_json::from_str(event.data.get()).ok())
+            .flatten();
+        if let Some(usage) = data.as_ref().and_then(|d| d.get("usage")) {
+            let count = |key: &str| {
+                usage
+                    .get(key)
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(0)
+            };
+            let context = count("inputTokens") + count("cacheReadTokens");
+            self.context_tokens = Some(context);
+            self.session_tokens += context + count("outputTokens");
+        }
         match event.message(session_id) {
             Ok(Some(message)) => {
-                if event.kind == crate::session::format::ASSISTANT_MESSAGE && self.streaming {
+                if assistant && self.streaming {
                     self.transcript.finish_assistant(Some(&message.text()));
                     self.streaming = false;
                 } else {
                     self.transcript.push_message(&message, &event.kind);
+                }
+                if data.as_ref().and_then(|d| d.get("interrupted"))
+                    == Some(&serde_json::Value::Bool(true))
+                {
+                    self.transcript
+                        .push_notice(NoticeLevel::Info, "reply interrupted: partial answer kept");
                 }
             }
             Ok(None) => {}
@@ -366,13 +396,34 @@ impl App {
             ),
             AgentEvent::Delta(text) => {
                 self.streaming = true;
+                self.provider_notice = None;
                 self.transcript.append_assistant_delta(&text);
+            }
+            AgentEvent::Reasoning(text) => {
+                self.streaming = true;
+                self.provider_notice = None;
+                self.transcript.append_reasoning_delta(&text);
+            }
+            AgentEvent::Usage(usage) => self.context_tokens = Some(usage.context_tokens()),
+            AgentEvent::Retrying {
+                attempt,
+                max,
+                delay,
+                reason,
+            } => {
+                self.provider_notice = Some(format!(
+                    "retry {attempt}/{max} in {:.1}s ({reason})",
+                    delay.as_secs_f64()
+                ))
             }
             AgentEvent::Status(status) => {
                 if !status.running && self.streaming {
                     // An aborted step leaves its partial answer on screen, marked finished.
                     self.transcript.finish_assistant(None);
                     self.streaming = false;
+                }
+                if !status.running {
+                    self.provider_notice = None;
                 }
                 self.status = status;
             }
@@ -430,6 +481,9 @@ impl App {
             running: self.status.running,
             queued_steering: self.status.staged_steering + self.status.queued_prompts,
             preparing: self.preparing.is_some(),
+            context_tokens: self.context_tokens,
+            session_tokens: self.session_tokens,
+            notice: self.provider_notice.clone(),
         }
     }
 
@@ -484,16 +538,24 @@ impl App {
     }
 }
 
-/// Builds the agent, the service and the mount for `options`.
+/// Builds the agent, the service and the mount for `options`, with the offline model.
 pub fn build(
     options: &AppOptions,
     tx: mpsc::UnboundedSender<AppEvent>,
 ) -> Result<(App, Vec<Record>), AppError> {
+    build_with(options, &ModelChoice::Offline, tx)
+}
+
+/// [`build`] with the model `choice`.
+pub fn build_with(
+    options: &AppOptions,
+    choice: &ModelChoice,
+    tx: mpsc::UnboundedSender<AppEvent>,
+) -> Result<(App, Vec<Record>), AppError> {
     let disk = DiskStore::new(&options.home);
     let live = LiveSessions::default();
-    let model = Arc::new(OfflineModel::new(options.offline_delay));
-    let (provider, model_name) = model.identity();
-    let model_label = format!("{provider}/{model_name}");
+    let (model, model_label) =
+        crate::agent::model_for(choice, options.offline_delay).map_err(AppError::Other)?;
     let mut resumed_log = None;
     let (agent, history) = match &options.resume {
         Some(id) => {
@@ -686,8 +748,13 @@ impl Drop for TerminalGuard {
 
 /// Opens the TUI on the real terminal.
 pub async fn run_terminal(options: AppOptions) -> Result<(), AppError> {
+    run_terminal_with(options, ModelChoice::Offline).await
+}
+
+/// [`run_terminal`] with the model resolved from configuration (SPEC §7).
+pub async fn run_terminal_with(options: AppOptions, choice: ModelChoice) -> Result<(), AppError> {
     let (tx, rx) = mpsc::unbounded_channel();
-    let (app, _) = build(&options, tx.clone())?;
+    let (app, _) = build_with(&options, &choice, tx.clone())?;
     if let Some(cwd) = &options.cwd {
         index_files(PathBuf::from(cwd), tx.clone());
     }

@@ -24,6 +24,21 @@ pub struct StatusLine {
     pub queued_steering: usize,
     /// A submit transaction is preparing a snapshot.
     pub preparing: bool,
+    /// Context tokens of the last model request (input plus cache reads), when reported.
+    pub context_tokens: Option<u64>,
+    /// Tokens of every request of this session so far (input, cache reads and output).
+    pub session_tokens: u64,
+    /// A transient provider state, e.g. `retry 1/3 in 2s (HTTP 429)`.
+    pub notice: Option<String>,
+}
+
+/// `1234` → `1.2k`, `2500000` → `2.5M`.
+pub fn compact_count(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{:.1}k", n as f64 / 1_000.0),
+        _ => format!("{:.1}M", n as f64 / 1_000_000.0),
+    }
 }
 
 impl StatusLine {
@@ -60,6 +75,24 @@ impl StatusLine {
             t.push("● running", Style::new().fg(Color::Green));
         } else {
             t.push("○ idle", style::dim());
+        }
+        if let Some(notice) = &self.notice {
+            t.push(" · ", style::dim());
+            t.push_untrusted(
+                notice,
+                EscapeMode::SingleLine,
+                Style::new().fg(Color::Yellow),
+            );
+        }
+        if let Some(context) = self.context_tokens {
+            t.push(
+                &format!(
+                    " · ctx {} · Σ {}",
+                    compact_count(context),
+                    compact_count(self.session_tokens)
+                ),
+                style::dim(),
+            );
         }
         if self.queued_steering > 0 {
             t.push(

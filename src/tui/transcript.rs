@@ -53,6 +53,13 @@ pub enum TranscriptItem {
         tool_calls: Vec<String>,
         streaming: bool,
     },
+    /// The model's reasoning: a dim, collapsible block (one line while collapsed, showing the
+    /// latest words while it streams). Never sent back to the model.
+    Reasoning {
+        text: String,
+        streaming: bool,
+        expanded: bool,
+    },
     /// A session-reference context: one dim line, expandable to the text the model received.
     ReferenceCard {
         sessions: Vec<ReferencedSession>,
@@ -151,6 +158,7 @@ impl TranscriptItem {
             TranscriptItem::ReferenceCard { .. }
                 | TranscriptItem::ContextCard { .. }
                 | TranscriptItem::Compaction { .. }
+                | TranscriptItem::Reasoning { .. }
         )
     }
 
@@ -163,7 +171,8 @@ impl TranscriptItem {
         match self {
             TranscriptItem::ReferenceCard { expanded, .. }
             | TranscriptItem::ContextCard { expanded, .. }
-            | TranscriptItem::Compaction { expanded, .. } => *expanded,
+            | TranscriptItem::Compaction { expanded, .. }
+            | TranscriptItem::Reasoning { expanded, .. } => *expanded,
             _ => false,
         }
     }
@@ -172,7 +181,8 @@ impl TranscriptItem {
         match self {
             TranscriptItem::ReferenceCard { expanded, .. }
             | TranscriptItem::ContextCard { expanded, .. }
-            | TranscriptItem::Compaction { expanded, .. } => {
+            | TranscriptItem::Compaction { expanded, .. }
+            | TranscriptItem::Reasoning { expanded, .. } => {
                 *expanded = value;
                 true
             }
@@ -216,6 +226,30 @@ impl TranscriptItem {
                     lines.push(call.truncate(width).to_line());
                 }
                 lines
+            }
+            TranscriptItem::Reasoning {
+                text: body,
+                streaming,
+                expanded,
+            } => {
+                let mut head = text(marker(*expanded), style::dim());
+                let words = body.split_whitespace().count();
+                head.push(
+                    &format!(
+                        "thinking{} · {words} word{}",
+                        if *streaming { "…" } else { "" },
+                        if words == 1 { "" } else { "s" }
+                    ),
+                    style::dim(),
+                );
+                if *streaming && !*expanded {
+                    // The latest words, so a long think visibly progresses on one line.
+                    let tail: Vec<&str> = body.split_whitespace().rev().take(12).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    head.push(" · ", style::dim());
+                    head.push_untrusted(&tail.join(" "), EscapeMode::SingleLine, style::dim());
+                }
+                card(head, body, *expanded, width)
             }
             TranscriptItem::ReferenceCard {
                 sessions,
@@ -287,6 +321,10 @@ impl TranscriptItem {
     }
 }
 
+fn text_of(s: &str, style: Style) -> StyledText {
+    text(s, style)
+}
+
 fn text(s: &str, style: Style) -> StyledText {
     let mut t = StyledText::new();
     t.push(s, style);
@@ -311,6 +349,19 @@ fn card(head: StyledText, body: &str, expanded: bool, width: usize) -> Vec<Line<
         lines.extend(t.wrap(width, &indent, &indent));
     }
     lines
+}
+
+/// The reasoning blocks of a message, joined; `None` when there are none.
+fn reasoning_of(message: &Message) -> Option<String> {
+    let parts: Vec<&str> = message
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Reasoning { text, .. } if !text.is_empty() => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n"))
 }
 
 fn context_card(message: &Message) -> TranscriptItem {
@@ -353,6 +404,11 @@ fn parse_references(references: &Value) -> Option<Vec<ReferencedSession>> {
 /// Wrapped rows are cached per item and width, and only the rows on screen are drawn, so a
 /// frame costs what is visible, not the length of the conversation. Every mutation below drops
 /// exactly the cache entries it affects.
+///
+/// A streaming answer only grows at its end, so its rows up to its last newline are wrapped
+/// once and kept ([`StreamPrefix`]); each frame wraps only the last, still-growing paragraph.
+/// Wrapping treats every newline-separated line on its own, so the rows are the same as a
+/// whole re-wrap (proof: `streaming_rows_equal_a_full_wrap` below).
 #[derive(Debug, Clone, Default)]
 pub struct Transcript {
     items: Vec<TranscriptItem>,
@@ -363,6 +419,17 @@ pub struct Transcript {
     /// Total rows at the last draw: new output while scrolled up keeps the view still.
     last_total: Cell<Option<usize>>,
     cache: RefCell<Vec<Option<Wrapped>>>,
+    stream_prefix: RefCell<Option<StreamPrefix>>,
+}
+
+/// The wrapped rows of a streaming answer's text up to (not including) byte `bytes`, which
+/// follows a newline.
+#[derive(Debug, Clone)]
+struct StreamPrefix {
+    index: usize,
+    width: usize,
+    bytes: usize,
+    lines: Vec<Line<'static>>,
 }
 
 #[derive(Debug, Clone)]
@@ -383,6 +450,7 @@ impl Transcript {
     /// Mutable access to every item (drops the whole wrap cache).
     pub fn items_mut(&mut self) -> &mut [TranscriptItem] {
         self.cache.get_mut().clear();
+        *self.stream_prefix.get_mut() = None;
         &mut self.items
     }
 
@@ -396,8 +464,18 @@ impl Transcript {
         self.items.push(item);
     }
 
-    /// Pushes the item for a log message; false when the message kind is not shown.
+    /// Pushes the item for a log message; false when the message kind is not shown. An
+    /// assistant message's reasoning comes first, as a collapsed reasoning block.
     pub fn push_message(&mut self, message: &Message, event_kind: &str) -> bool {
+        if event_kind == ASSISTANT_MESSAGE {
+            if let Some(reasoning) = reasoning_of(message) {
+                self.items.push(TranscriptItem::Reasoning {
+                    text: reasoning,
+                    streaming: false,
+                    expanded: false,
+                });
+            }
+        }
         match TranscriptItem::from_message(message, event_kind) {
             Some(item) => {
                 self.items.push(item);
@@ -430,8 +508,41 @@ impl Transcript {
         });
     }
 
+    /// Appends streamed reasoning to the streaming reasoning block, starting one if needed.
+    pub fn append_reasoning_delta(&mut self, delta: &str) {
+        let last = self.items.len().wrapping_sub(1);
+        if let Some(TranscriptItem::Reasoning {
+            text,
+            streaming: true,
+            ..
+        }) = self.items.last_mut()
+        {
+            text.push_str(delta);
+            self.invalidate(last);
+            return;
+        }
+        self.items.push(TranscriptItem::Reasoning {
+            text: delta.to_string(),
+            streaming: true,
+            expanded: false,
+        });
+    }
+
+    /// Ends a streaming reasoning block (text started, or the step ended).
+    fn finish_reasoning(&mut self) {
+        for index in (0..self.items.len()).rev().take(2) {
+            if let TranscriptItem::Reasoning { streaming, .. } = &mut self.items[index] {
+                if *streaming {
+                    *streaming = false;
+                    self.invalidate(index);
+                }
+            }
+        }
+    }
+
     /// Appends streamed model text to the streaming assistant item, starting one if needed.
     pub fn append_assistant_delta(&mut self, delta: &str) {
+        self.finish_reasoning();
         let last = self.items.len().wrapping_sub(1);
         if let Some(TranscriptItem::Assistant {
             text,
@@ -443,6 +554,7 @@ impl Transcript {
             self.invalidate(last);
             return;
         }
+        *self.stream_prefix.get_mut() = None;
         self.items.push(TranscriptItem::Assistant {
             text: delta.to_string(),
             tool_calls: Vec::new(),
@@ -453,6 +565,7 @@ impl Transcript {
     /// Ends streaming. With `final_text`, replaces the streamed text with the logged message
     /// (they differ only if a delta was lost).
     pub fn finish_assistant(&mut self, final_text: Option<&str>) {
+        self.finish_reasoning();
         let last = self.items.len().wrapping_sub(1);
         if let Some(TranscriptItem::Assistant {
             text, streaming, ..
@@ -463,6 +576,7 @@ impl Transcript {
                 if let Some(final_text) = final_text {
                     *text = final_text.to_string();
                 }
+                *self.stream_prefix.get_mut() = None;
                 self.invalidate(last);
             }
         }
@@ -498,6 +612,7 @@ impl Transcript {
     pub fn clear(&mut self) {
         self.items.clear();
         self.cache.get_mut().clear();
+        *self.stream_prefix.get_mut() = None;
         self.scroll.set(0);
         self.last_total.set(None);
     }
@@ -531,16 +646,65 @@ impl Transcript {
         self.items
             .iter()
             .zip(cache.iter_mut())
-            .map(|(item, slot)| {
+            .enumerate()
+            .map(|(index, (item, slot))| {
                 if slot.as_ref().is_none_or(|w| w.width != width) {
-                    *slot = Some(Wrapped {
-                        width,
-                        lines: item.lines(width),
-                    });
+                    let lines = match item {
+                        TranscriptItem::Assistant {
+                            text,
+                            tool_calls,
+                            streaming: true,
+                        } if tool_calls.is_empty() && width > 0 => {
+                            self.streaming_rows(index, text, width)
+                        }
+                        _ => item.lines(width),
+                    };
+                    *slot = Some(Wrapped { width, lines });
                 }
                 slot.as_ref().map_or(0, |w| w.lines.len())
             })
             .collect()
+    }
+
+    /// The rows of the streaming answer `text` (item `index`): the kept rows up to its last
+    /// newline, extended when new paragraphs completed, then the last paragraph and the cursor.
+    fn streaming_rows(&self, index: usize, text: &str, width: usize) -> Vec<Line<'static>> {
+        let mut kept = self.stream_prefix.borrow_mut();
+        let valid = kept.as_ref().is_some_and(|p| {
+            p.index == index
+                && p.width == width
+                && p.bytes <= text.len()
+                && (p.bytes == 0 || text.as_bytes()[p.bytes - 1] == b'\n')
+        });
+        if !valid {
+            *kept = Some(StreamPrefix {
+                index,
+                width,
+                bytes: 0,
+                lines: Vec::new(),
+            });
+        }
+        let prefix = kept.as_mut().expect("set above");
+        let bullet = || text_of("• ", style::dim());
+        let indent = text_of("  ", Style::new());
+        let first = |bytes: usize| if bytes == 0 { bullet() } else { indent.clone() };
+        if let Some(newline) = text[prefix.bytes..].rfind('\n') {
+            let end = prefix.bytes + newline;
+            // A `\r` before the newline is not shown in multi-line text (CRLF).
+            let part = &text[prefix.bytes..end];
+            let part = part.strip_suffix('\r').unwrap_or(part);
+            let mut done = StyledText::new();
+            done.push_untrusted(part, EscapeMode::MultiLine, Style::new());
+            let rows = done.wrap(width, &first(prefix.bytes), &indent);
+            prefix.lines.extend(rows);
+            prefix.bytes = end + 1;
+        }
+        let mut rest = StyledText::new();
+        rest.push_untrusted(&text[prefix.bytes..], EscapeMode::MultiLine, Style::new());
+        rest.push("▍", style::user_prefix());
+        let mut lines = prefix.lines.clone();
+        lines.extend(rest.wrap(width, &first(prefix.bytes), &indent));
+        lines
     }
 
     /// All rows at `width`, one blank row between items.
@@ -620,5 +784,58 @@ impl Renderable for Transcript {
     fn desired_height(&self, width: u16) -> u16 {
         let counts = self.wrap(usize::from(width));
         u16::try_from(Transcript::total_rows(&counts)).unwrap_or(u16::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The incremental rows of a streaming answer equal a full wrap of the same text, after
+    /// every delta, at every width, whatever the chunking.
+    #[test]
+    fn streaming_rows_equal_a_full_wrap() {
+        let texts = [
+            "Hello there, this is a fairly long first paragraph that must wrap.\n\nSecond one.\nThird\n",
+            "\nstarts with a newline\n\n\nand has empty lines",
+            "averyveryveryverylongwordthatcannotbreakanywhere and then\nmore words 🌍👩‍👩‍👧 emoji",
+            "control \u{1b}[2J chars\r\nand CRLF\u{7} lines\n\tTabbed",
+            "no newline at all just a very long stream of words that goes on and on and on",
+        ];
+        for (n, full) in texts.iter().enumerate() {
+            for width in [1usize, 7, 24, 80] {
+                let mut transcript = Transcript::new();
+                transcript.push_notice(NoticeLevel::Info, "before");
+                let mut sent = 0;
+                let mut step = n + 1;
+                while sent < full.len() {
+                    let mut end = (sent + step).min(full.len());
+                    while !full.is_char_boundary(end) {
+                        end += 1;
+                    }
+                    transcript.append_assistant_delta(&full[sent..end]);
+                    sent = end;
+                    step = step % 9 + 2;
+                    let expected = TranscriptItem::Assistant {
+                        text: full[..sent].to_string(),
+                        tool_calls: Vec::new(),
+                        streaming: true,
+                    }
+                    .lines(width);
+                    let rows = transcript.lines(width);
+                    // The notice, one separator row, then the answer.
+                    let notice_rows = transcript.items()[0].lines(width).len();
+                    assert_eq!(
+                        rows[notice_rows + 1..],
+                        expected[..],
+                        "text {n} width {width} after {sent} bytes"
+                    );
+                }
+                // A width change mid-stream re-wraps from scratch, still equal.
+                let expected = transcript.items()[1].lines(width + 3);
+                let rows = transcript.lines(width + 3);
+                assert_eq!(rows[rows.len() - expected.len()..], expected[..]);
+            }
+        }
     }
 }

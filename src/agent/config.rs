@@ -1,0 +1,503 @@
+//! Which model the agent talks to (SPEC §7): `<home>/config.toml`, flags and environment,
+//! resolved into either the offline model or one OpenAI-compatible provider.
+//!
+//! Invariant: resolution is pure. It sees the config file's text, the flags and an environment
+//! lookup function, and returns settings or an error that names what is wrong (the file, the
+//! key, the missing variable). The API key's *value* is held in [`ApiKey`], whose `Debug` and
+//! `Display` never show it, so no diagnostic built from these types can leak it.
+//!
+//! Precedence, highest first: flags (`--provider`, `--model`, `--base-url`), environment
+//! (`DSH_PROVIDER`, `DSH_MODEL`, `DSH_BASE_URL`), the `[provider]` table, the preset's defaults.
+//! With nothing configured, a set `DEEPSEEK_API_KEY` selects the `deepseek` preset (dsh's own
+//! provider); otherwise the offline model runs. `--demo` ignores everything but an explicit
+//! `--provider` flag.
+//!
+//! Proof: the unit tests below cover each precedence level, each preset, the missing-key error
+//! and the key's redaction.
+
+use serde::Deserialize;
+use std::fmt;
+use std::time::Duration;
+
+/// A preset only fills in the base URL, the key variable and a default model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preset {
+    pub name: &'static str,
+    pub base_url: &'static str,
+    /// `None`: a local server that needs no key.
+    pub api_key_env: Option<&'static str>,
+    /// `None`: the user must name a model.
+    pub model: Option<&'static str>,
+}
+
+/// The presets, by name. `openai-compatible` has no defaults: everything comes from config.
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "deepseek",
+        base_url: "https://api.deepseek.com",
+        api_key_env: Some("DEEPSEEK_API_KEY"),
+        model: Some("deepseek-v4-flash"),
+    },
+    Preset {
+        name: "openai",
+        base_url: "https://api.openai.com/v1",
+        api_key_env: Some("OPENAI_API_KEY"),
+        model: Some("gpt-4.1-mini"),
+    },
+    Preset {
+        name: "openrouter",
+        base_url: "https://openrouter.ai/api/v1",
+        api_key_env: Some("OPENROUTER_API_KEY"),
+        model: Some("deepseek/deepseek-v4-flash"),
+    },
+    Preset {
+        name: "ollama",
+        base_url: "http://127.0.0.1:11434/v1",
+        api_key_env: None,
+        model: Some("llama3.2"),
+    },
+    Preset {
+        name: "llama-cpp",
+        base_url: "http://127.0.0.1:8080/v1",
+        api_key_env: None,
+        model: Some("default"),
+    },
+    Preset {
+        name: "vllm",
+        base_url: "http://127.0.0.1:8000/v1",
+        api_key_env: None,
+        model: None,
+    },
+];
+
+/// The generic kind: no defaults.
+pub const OPENAI_COMPATIBLE: &str = "openai-compatible";
+pub const OFFLINE: &str = "offline";
+
+pub fn preset(name: &str) -> Option<&'static Preset> {
+    PRESETS.iter().find(|p| p.name == name)
+}
+
+/// An API key. Never printed: `Debug` and `Display` show `***`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(value: impl Into<String>) -> ApiKey {
+        ApiKey(value.into())
+    }
+    /// The secret itself, for the `Authorization` header only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    /// `text` with every occurrence of the key replaced (server messages may echo it).
+    pub fn redact(&self, text: &str) -> String {
+        if self.0.len() < 4 {
+            return text.to_string();
+        }
+        text.replace(&self.0, "***")
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(***)")
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Everything the OpenAI-compatible provider needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderSettings {
+    /// Recorded as `source.provider` and `request/header.config.provider`.
+    pub provider: String,
+    pub base_url: String,
+    pub model: String,
+    /// The variable the key came from (named in errors), if any.
+    pub api_key_env: Option<String>,
+    pub api_key: Option<ApiKey>,
+    pub reasoning_effort: Option<String>,
+    pub max_tokens: Option<u64>,
+    pub connect_timeout: Duration,
+    /// No byte from the server for this long ends the request.
+    pub idle_timeout: Duration,
+    /// Retries of 429 and 5xx answers (not counting the first attempt).
+    pub max_retries: u32,
+    /// First backoff; doubled per retry unless the server sends `Retry-After`.
+    pub retry_base: Duration,
+    /// The most bytes one answer's stream may carry (a runaway server cannot exhaust memory).
+    pub max_stream_bytes: u64,
+}
+
+/// Default of [`ProviderSettings::max_stream_bytes`]: far above any real answer (a
+/// 20,000-token answer is about 3 MiB of events).
+pub const MAX_STREAM_BYTES: u64 = 64 * 1024 * 1024;
+
+impl ProviderSettings {
+    /// `provider/model`, for the status line.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.provider, self.model)
+    }
+}
+
+/// The outcome of resolution.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelChoice {
+    Offline,
+    Remote(Box<ProviderSettings>),
+}
+
+/// The `[provider]` table of `<home>/config.toml`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderTable {
+    pub kind: Option<String>,
+    /// Recorded provider name for `openai-compatible` (default: the kind).
+    pub name: Option<String>,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key_env: Option<String>,
+    pub reasoning_effort: Option<String>,
+    pub max_tokens: Option<u64>,
+    pub connect_timeout_secs: Option<f64>,
+    pub idle_timeout_secs: Option<f64>,
+    pub max_retries: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+struct ConfigFile {
+    provider: Option<ProviderTable>,
+}
+
+/// Command-line overrides.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelFlags {
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    /// `--demo`: only an explicit `--provider` leaves the offline model.
+    pub demo: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}: {message}")]
+    File { file: String, message: String },
+    #[error("unknown provider \"{0}\" (known: offline, openai-compatible, deepseek, openai, openrouter, ollama, llama-cpp, vllm)")]
+    UnknownProvider(String),
+    #[error("provider \"{provider}\" needs an API key: the environment variable {var} is not set")]
+    MissingKey { provider: String, var: String },
+    #[error("provider \"{0}\" has no model: pass --model or set model in the [provider] table")]
+    MissingModel(String),
+    #[error(
+        "provider \"{0}\" has no base URL: pass --base-url or set base_url in the [provider] table"
+    )]
+    MissingBaseUrl(String),
+    #[error("invalid base URL \"{0}\": it must start with http:// or https://")]
+    InvalidBaseUrl(String),
+    #[error("invalid {key}: {message}")]
+    Invalid { key: String, message: String },
+    #[error("--model and --base-url need a provider: pass --provider (e.g. deepseek) or add a [provider] table to {0}")]
+    NoProvider(String),
+}
+
+/// Parses `config.toml` text; `file` names it in errors.
+pub fn parse_config(file: &str, text: &str) -> Result<Option<ProviderTable>, ConfigError> {
+    let parsed: ConfigFile = toml::from_str(text).map_err(|e| ConfigError::File {
+        file: file.to_string(),
+        message: e.message().to_string(),
+    })?;
+    Ok(parsed.provider)
+}
+
+fn non_blank(value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.trim().is_empty())
+}
+
+fn seconds(key: &str, value: Option<f64>, default: Duration) -> Result<Duration, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => Ok(Duration::from_secs_f64(s)),
+        Some(s) => Err(ConfigError::Invalid {
+            key: key.to_string(),
+            message: format!("{s} is not a number of seconds between 0 and 86400"),
+        }),
+    }
+}
+
+/// Resolves the model. `config_file` names the file for errors; `table` is its `[provider]`
+/// table; `env` looks up environment variables (blank counts as unset).
+pub fn resolve(
+    config_file: &str,
+    table: Option<ProviderTable>,
+    flags: &ModelFlags,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ModelChoice, ConfigError> {
+    let env = |name: &str| non_blank(env(name));
+    let table = if flags.demo { None } else { table };
+    let table = table.unwrap_or_default();
+    let kind = non_blank(flags.provider.clone())
+        .or_else(|| (!flags.demo).then(|| env("DSH_PROVIDER")).flatten())
+        .or_else(|| non_blank(table.kind.clone()))
+        .or_else(|| {
+            (!flags.demo && env("DEEPSEEK_API_KEY").is_some()).then(|| "deepseek".to_string())
+        });
+    let Some(kind) = kind else {
+        if flags.model.is_some() || flags.base_url.is_some() {
+            return Err(ConfigError::NoProvider(config_file.to_string()));
+        }
+        return Ok(ModelChoice::Offline);
+    };
+    if kind == OFFLINE {
+        return Ok(ModelChoice::Offline);
+    }
+    let preset = match preset(&kind) {
+        Some(p) => Some(p),
+        None if kind == OPENAI_COMPATIBLE => None,
+        None => return Err(ConfigError::UnknownProvider(kind)),
+    };
+    let pick = |flag: &Option<String>, var: &str, field: &Option<String>| {
+        non_blank(flag.clone())
+            .or_else(|| (!flags.demo).then(|| env(var)).flatten())
+            .or_else(|| non_blank(field.clone()))
+    };
+    let base_url = pick(&flags.base_url, "DSH_BASE_URL", &table.base_url)
+        .or_else(|| preset.map(|p| p.base_url.to_string()))
+        .ok_or_else(|| ConfigError::MissingBaseUrl(kind.clone()))?;
+    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        return Err(ConfigError::InvalidBaseUrl(base_url));
+    }
+    let model = pick(&flags.model, "DSH_MODEL", &table.model)
+        .or_else(|| preset.and_then(|p| p.model).map(str::to_string))
+        .ok_or_else(|| ConfigError::MissingModel(kind.clone()))?;
+    let api_key_env = non_blank(table.api_key_env.clone())
+        .or_else(|| preset.and_then(|p| p.api_key_env).map(str::to_string));
+    let api_key = match &api_key_env {
+        Some(var) => match env(var) {
+            Some(value) => Some(ApiKey::new(value.trim().to_string())),
+            None => {
+                return Err(ConfigError::MissingKey {
+                    provider: kind,
+                    var: var.clone(),
+                })
+            }
+        },
+        None => None,
+    };
+    let provider = match preset {
+        Some(p) => p.name.to_string(),
+        None => non_blank(table.name.clone()).unwrap_or_else(|| OPENAI_COMPATIBLE.to_string()),
+    };
+    Ok(ModelChoice::Remote(Box::new(ProviderSettings {
+        provider,
+        base_url: base_url.trim_end_matches('/').to_string(),
+        model,
+        api_key_env,
+        api_key,
+        reasoning_effort: non_blank(table.reasoning_effort.clone()),
+        max_tokens: table.max_tokens,
+        connect_timeout: seconds(
+            "connect_timeout_secs",
+            table.connect_timeout_secs,
+            Duration::from_secs(10),
+        )?,
+        idle_timeout: seconds(
+            "idle_timeout_secs",
+            table.idle_timeout_secs,
+            Duration::from_secs(120),
+        )?,
+        max_retries: table.max_retries.unwrap_or(3).min(10),
+        retry_base: Duration::from_millis(500),
+        max_stream_bytes: MAX_STREAM_BYTES,
+    })))
+}
+
+/// Reads `<home>/config.toml` (absent is fine) and resolves against the process environment.
+/// Blocking: call it before the async runtime starts, or from `spawn_blocking`.
+pub fn load(home: &std::path::Path, flags: &ModelFlags) -> Result<ModelChoice, ConfigError> {
+    let path = home.join("config.toml");
+    let file = path.display().to_string();
+    let table = match std::fs::read_to_string(&path) {
+        Ok(text) => parse_config(&file, &text)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(ConfigError::File {
+                file,
+                message: e.to_string(),
+            })
+        }
+    };
+    resolve(&file, table, flags, &|name| std::env::var(name).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    fn remote(choice: ModelChoice) -> ProviderSettings {
+        match choice {
+            ModelChoice::Remote(s) => *s,
+            ModelChoice::Offline => panic!("expected a remote provider"),
+        }
+    }
+
+    #[test]
+    fn nothing_configured_is_offline() {
+        let choice = resolve("c.toml", None, &ModelFlags::default(), &env_of(&[])).unwrap();
+        assert_eq!(choice, ModelChoice::Offline);
+    }
+
+    #[test]
+    fn a_deepseek_key_alone_selects_deepseek() {
+        let s = remote(
+            resolve(
+                "c.toml",
+                None,
+                &ModelFlags::default(),
+                &env_of(&[("DEEPSEEK_API_KEY", "sk-secret")]),
+            )
+            .unwrap(),
+        );
+        assert_eq!(s.provider, "deepseek");
+        assert_eq!(s.base_url, "https://api.deepseek.com");
+        assert_eq!(s.model, "deepseek-v4-flash");
+        assert_eq!(s.api_key.as_ref().map(ApiKey::expose), Some("sk-secret"));
+        assert!(!format!("{s:?}").contains("sk-secret"));
+    }
+
+    #[test]
+    fn missing_key_names_the_variable() {
+        let flags = ModelFlags {
+            provider: Some("openai".into()),
+            ..Default::default()
+        };
+        let err =
+            resolve("c.toml", None, &flags, &env_of(&[("OPENAI_API_KEY", "  ")])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "provider \"openai\" needs an API key: the environment variable OPENAI_API_KEY is not set"
+        );
+    }
+
+    #[test]
+    fn local_presets_need_no_key() {
+        let flags = ModelFlags {
+            provider: Some("ollama".into()),
+            ..Default::default()
+        };
+        let s = remote(resolve("c.toml", None, &flags, &env_of(&[])).unwrap());
+        assert_eq!(s.base_url, "http://127.0.0.1:11434/v1");
+        assert_eq!(s.api_key, None);
+        let flags = ModelFlags {
+            provider: Some("vllm".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve("c.toml", None, &flags, &env_of(&[])),
+            Err(ConfigError::MissingModel("vllm".into()))
+        );
+    }
+
+    #[test]
+    fn flags_beat_env_beat_file_beat_preset() {
+        let table = parse_config(
+            "c.toml",
+            "[provider]\nkind = \"deepseek\"\nmodel = \"file-model\"\nbase_url = \"http://file/\"\nreasoning_effort = \"high\"\nmax_tokens = 99\nidle_timeout_secs = 0.5\n",
+        )
+        .unwrap();
+        let env = env_of(&[("DEEPSEEK_API_KEY", "k"), ("DSH_MODEL", "env-model")]);
+        let s = remote(resolve("c.toml", table.clone(), &ModelFlags::default(), &env).unwrap());
+        assert_eq!(s.model, "env-model");
+        assert_eq!(s.base_url, "http://file");
+        assert_eq!(s.reasoning_effort.as_deref(), Some("high"));
+        assert_eq!(s.max_tokens, Some(99));
+        assert_eq!(s.idle_timeout, Duration::from_millis(500));
+        let flags = ModelFlags {
+            model: Some("flag-model".into()),
+            base_url: Some("http://flag".into()),
+            ..Default::default()
+        };
+        let s = remote(resolve("c.toml", table, &flags, &env).unwrap());
+        assert_eq!(
+            (s.model.as_str(), s.base_url.as_str()),
+            ("flag-model", "http://flag")
+        );
+    }
+
+    #[test]
+    fn demo_stays_offline_unless_a_provider_flag_is_given() {
+        let table = parse_config("c.toml", "[provider]\nkind = \"deepseek\"\n").unwrap();
+        let env = env_of(&[("DEEPSEEK_API_KEY", "k"), ("DSH_PROVIDER", "openai")]);
+        let demo = ModelFlags {
+            demo: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve("c.toml", table.clone(), &demo, &env).unwrap(),
+            ModelChoice::Offline
+        );
+        let demo = ModelFlags {
+            demo: true,
+            provider: Some("deepseek".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            remote(resolve("c.toml", table, &demo, &env).unwrap()).provider,
+            "deepseek"
+        );
+    }
+
+    #[test]
+    fn bad_input_is_named() {
+        let err = parse_config("/h/config.toml", "[provider]\nkind = 3\n").unwrap_err();
+        assert!(err.to_string().starts_with("/h/config.toml: "), "{err}");
+        let err = parse_config("/h/config.toml", "[provider]\napi_key = \"x\"\n").unwrap_err();
+        assert!(err.to_string().contains("api_key"), "{err}");
+        let flags = ModelFlags {
+            provider: Some("gemini".into()),
+            ..Default::default()
+        };
+        assert!(matches!(
+            resolve("c.toml", None, &flags, &env_of(&[])),
+            Err(ConfigError::UnknownProvider(_))
+        ));
+        let flags = ModelFlags {
+            model: Some("m".into()),
+            ..Default::default()
+        };
+        assert!(matches!(
+            resolve("c.toml", None, &flags, &env_of(&[])),
+            Err(ConfigError::NoProvider(_))
+        ));
+        let table = parse_config(
+            "c.toml",
+            "[provider]\nkind = \"openai-compatible\"\nbase_url = \"ftp://x\"\nmodel = \"m\"\n",
+        )
+        .unwrap();
+        assert!(matches!(
+            resolve("c.toml", table, &ModelFlags::default(), &env_of(&[])),
+            Err(ConfigError::InvalidBaseUrl(_))
+        ));
+    }
+
+    #[test]
+    fn redacts_the_key_from_server_text() {
+        let key = ApiKey::new("sk-abcdef");
+        assert_eq!(key.redact("bad key sk-abcdef given"), "bad key *** given");
+        assert_eq!(format!("{key} {key:?}"), "*** ApiKey(***)");
+    }
+}

@@ -1,0 +1,156 @@
+//! End to end with a real model protocol: the `dsh-refs` binary in tmux, talking to a loopback
+//! OpenAI-compatible server (the `ollama` preset: no key), typed at like a person.
+
+mod model_support;
+
+use model_support::{answer, chunked, delta, Part, Reply, Server};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    session: String,
+}
+
+impl Tmux {
+    fn start(command: &str) -> Tmux {
+        let session = format!("dshrefs-e2e-model-{}", std::process::id());
+        let status = Command::new("tmux")
+            .args(["new-session", "-d", "-s", &session, "-x", "120", "-y", "30"])
+            .arg(command)
+            .status()
+            .expect("tmux must be installed (CI installs it in .ci/run)");
+        assert!(status.success());
+        Tmux { session }
+    }
+
+    fn send(&self, args: &[&str]) {
+        let status = Command::new("tmux")
+            .args(["send-keys", "-t", &self.session])
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-t", &self.session, "-p"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if pred(&screen) {
+                return screen;
+            }
+            if start.elapsed() > Duration::from_secs(20) {
+                panic!("timed out waiting for {what}; screen:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.session])
+            .status();
+    }
+}
+
+fn log_records(home: &Path) -> Vec<Value> {
+    fn find(dir: &Path) -> Option<PathBuf> {
+        for entry in std::fs::read_dir(dir).ok()?.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if let Some(found) = find(&path) {
+                    return Some(found);
+                }
+            } else if path.ends_with("session.jsonl") {
+                return Some(path);
+            }
+        }
+        None
+    }
+    let Some(path) = find(&home.join("sessions")) else {
+        return Vec::new();
+    };
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn chat_with_a_loopback_model_then_interrupt_it() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut hanging = chunked(&delta(json!({"content": "Partial reply"})));
+    hanging.push(Part::Hang);
+    let server = rt.block_on(Server::start(vec![
+        Reply::sse(chunked(&answer(
+            &["Greeting ", "detected."],
+            &["Hello ", "from the loopback model."],
+        ))),
+        Reply::sse(hanging),
+    ]));
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let command = format!(
+        "cd {} && {} --home {} --compression none --provider ollama --base-url {} --model e2e-model",
+        work.path().display(),
+        env!("CARGO_BIN_EXE_dsh-refs"),
+        home.path().display(),
+        server.base_url()
+    );
+    let tmux = Tmux::start(&command);
+    tmux.wait_for("the composer and the model", |s| {
+        s.contains("type @ to reference") && s.contains("ollama/e2e-model")
+    });
+    tmux.send(&["-l", "hello model"]);
+    tmux.send(&["Enter"]);
+    let screen = tmux.wait_for("the answer", |s| {
+        s.contains("Hello from the loopback model.") && s.contains("idle")
+    });
+    assert!(screen.contains("thinking · 2 words"), "{screen}");
+    assert!(screen.contains("ctx 120"), "{screen}");
+
+    tmux.send(&["-l", "tell me more"]);
+    tmux.send(&["Enter"]);
+    tmux.wait_for("the partial answer", |s| s.contains("Partial reply"));
+    tmux.send(&["Escape"]);
+    let screen = tmux.wait_for("the interruption", |s| s.contains("reply interrupted"));
+    assert!(screen.contains("Partial reply"), "{screen}");
+    assert!(rt.block_on(server.wait_disconnect(Duration::from_secs(5))));
+
+    let records = log_records(home.path());
+    let headers: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["type"] == "request/header")
+        .collect();
+    assert_eq!(headers.len(), 1);
+    assert_eq!(
+        headers[0]["data"]["header"]["config"],
+        json!({"provider": "ollama", "model": "e2e-model"})
+    );
+    let answers: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["type"] == "assistant/message")
+        .collect();
+    assert_eq!(answers.len(), 2);
+    assert_eq!(
+        answers[0]["data"]["message"]["content"][0]["type"],
+        "reasoning"
+    );
+    assert_eq!(answers[1]["data"]["interrupted"], true);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].authorization, None, "ollama needs no key");
+}
