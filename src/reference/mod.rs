@@ -6,7 +6,6 @@
 //! retention under the byte budget ([`retention`]) and the model-facing text ([`render`]).
 
 pub mod candidate;
-pub mod commands;
 pub mod config;
 pub mod error;
 pub mod json;
