@@ -11,7 +11,7 @@ pub mod error;
 pub mod json;
 pub mod mention;
 pub mod projection;
-mod ranking;
+pub mod ranking;
 pub mod render;
 pub mod retention;
 pub mod service;
@@ -24,6 +24,7 @@ pub use mention::{
     format_session_reference_mention, parse_session_reference_text, ParsedReference, ParsedText,
 };
 pub use projection::{ConversationItem, Role};
+pub use ranking::CandidateFilter;
 pub use render::{RetentionStats, SourceData};
 pub use service::{AgentIdentity, Prepared, ReferenceInput, SessionReferences};
 pub use uri::{decode_session_reference_uri, encode_session_reference_uri, SESSION_URI_PREFIX};
