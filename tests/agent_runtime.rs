@@ -334,7 +334,7 @@ async fn inject_outside_the_window_appends_at_once_and_titles_come_from_the_firs
     let home = tempfile::tempdir().unwrap();
     let agent = start(home.path(), "target", 0);
     assert_eq!(
-        agent.inject(snapshot_context("x")).unwrap(),
+        agent.inject(snapshot_context("x")).await.unwrap(),
         Admission::Appended
     );
     let path = log_path(home.path(), "target");

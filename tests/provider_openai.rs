@@ -567,6 +567,7 @@ async fn resume_logs_resume_or_change_and_a_failure_keeps_the_partial_answer() {
     );
     turn(&agent, agent.user_message("q1"), vec![]).await;
     agent.shutdown();
+    agent.closed().await;
     let path = log_path(home.path(), "s2");
 
     // Same model: `resume`.
@@ -574,6 +575,7 @@ async fn resume_logs_resume_or_change_and_a_failure_keeps_the_partial_answer() {
     let agent = Agent::resume(&path, Arc::new(same), LiveSessions::default()).unwrap();
     turn(&agent, agent.user_message("q2"), vec![]).await;
     agent.shutdown();
+    agent.closed().await;
 
     // Another model: `change`, and this request breaks mid-answer.
     let mut other = settings(&server.base_url());

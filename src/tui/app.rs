@@ -709,6 +709,8 @@ pub async fn run_loop<B: Backend>(
         }
     }
     app.agent.shutdown();
+    // What was handed to the log is written before the process exits (bounded: never hang).
+    let _ = tokio::time::timeout(Duration::from_secs(2), app.agent.closed()).await;
     Ok(())
 }
 
