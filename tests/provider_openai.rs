@@ -413,7 +413,7 @@ fn of_type<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
 /// Runs one prompt to its `turn/end`; returns the turn's end reason.
 async fn turn(agent: &Agent, message: Message, contexts: Vec<Message>) -> Value {
     let mut rx = agent.subscribe();
-    agent.submit_with_contexts(message, contexts);
+    agent.dispatch_with_contexts(message, contexts);
     loop {
         match tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
             Ok(Some(AgentEvent::Logged(events))) => {

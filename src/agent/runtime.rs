@@ -32,7 +32,7 @@
 //! with `{kind:"error", step, failure:{message, code}}` (or `aborted`). Proof:
 //! `tests/provider_openai.rs` (the agent half) and `tests/agent_runtime.rs`.
 
-use super::hooks::{AgentInfo, ContextWrapper, PromptDecision, PromptSubmitHooks};
+use super::hooks::{AgentInfo, ContextWrapper, HookError, PromptDecision, PromptSubmitHooks};
 use super::provider::{ModelError, ModelEvent, ModelOutput, ModelProvider, ModelRequest, Usage};
 use crate::session::format::{PackedChunks, PackedKind};
 use crate::session::writer::now_ms;
@@ -81,13 +81,24 @@ pub enum AgentEvent {
         message_id: String,
         reason: String,
     },
-    Error(String),
+    Error(AgentError),
     /// Messages that were taken in (queued or staged) but could not be written to the log, so
     /// they were neither logged nor sent: the UI gives their text back to the user.
     Unsent {
         message_ids: Vec<String>,
         reason: String,
     },
+}
+
+/// A failure the agent reports to its listeners (the turn or the session goes on).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AgentError {
+    /// A batch could not be written to the session log; `reason` is the store's error.
+    #[error("could not write the session log: {reason}")]
+    LogWrite { reason: String },
+    /// The model request of a step failed; the turn ended with this failure.
+    #[error("{}", .0.failure().1)]
+    Model(ModelError),
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -190,7 +201,9 @@ impl LogAck {
 }
 
 fn writer_gone() -> SessionError {
-    SessionError::Other("the session log's writer stopped".into())
+    SessionError::Closed {
+        why: "its writer stopped",
+    }
 }
 
 /// The name of the log's writer thread.
@@ -501,11 +514,12 @@ impl Agent {
         Ok(Admission::Appended)
     }
 
-    /// The submit transaction for a message with a prepared snapshot (SPEC §4): inside the window,
-    /// `inject(contexts)` + `steer(message)` at the same boundary; outside it, a one-shot
-    /// outermost `prompt-submit` wrapper bound to this message, then `followup`. Decided under
-    /// one lock, so the window cannot close between the two halves.
-    pub fn submit_with_contexts(&self, message: Message, contexts: Vec<Message>) -> Admission {
+    /// Dispatches a message with its prepared snapshot (SPEC §4, the last step of the submit
+    /// transaction of §5.3): inside the window, `inject(contexts)` + `steer(message)` at the
+    /// same boundary; outside it, a one-shot outermost `prompt-submit` wrapper bound to this
+    /// message, then `followup`. Decided under one lock, so the window cannot close between the
+    /// two halves.
+    pub fn dispatch_with_contexts(&self, message: Message, contexts: Vec<Message>) -> Admission {
         let mut state = self.inner.state.lock().expect("state lock");
         if state.window_open {
             state
@@ -525,8 +539,9 @@ impl Agent {
         }
     }
 
-    /// Dispatches a message by state: `steer` inside the window, else `followup`.
-    pub fn submit(&self, message: Message) -> Admission {
+    /// Dispatches a message by state: `steer` inside the window, else `followup` (which is what
+    /// [`Agent::steer`] does; this is its name in the submit transaction).
+    pub fn dispatch(&self, message: Message) -> Admission {
         self.steer(message)
     }
 
@@ -848,9 +863,9 @@ impl Inner {
             }
             LogSlot::Open(_) => {}
             LogSlot::Closed => {
-                return Err(SessionError::Other(
-                    "the agent was shut down: its session log is closed".into(),
-                ))
+                return Err(SessionError::Closed {
+                    why: "the agent was shut down",
+                })
             }
         }
         match log {
@@ -871,9 +886,9 @@ impl Inner {
 
     /// Tells the listeners that a write failed, and which typed messages it took with it.
     fn report_unsent(&self, message_ids: Vec<String>, error: &SessionError) {
-        self.emit(AgentEvent::Error(format!(
-            "could not write the session log: {error}"
-        )));
+        self.emit(AgentEvent::Error(AgentError::LogWrite {
+            reason: error.to_string(),
+        }));
         if !message_ids.is_empty() {
             self.emit(AgentEvent::Unsent {
                 message_ids,
@@ -996,7 +1011,7 @@ async fn admit_and_run(inner: &Arc<Inner>, prompt: QueuedPrompt) {
     let decision = inner.hooks.run(&inner.info, &message, &cancel).await;
     inner.hooks.release_bound(&message.id);
     let decision = match decision {
-        Ok(_) if cancel.is_cancelled() => Err("prompt cancelled".to_string()),
+        Ok(_) if cancel.is_cancelled() => Err(HookError::Cancelled),
         other => other,
     };
     let contexts = match decision {
@@ -1009,11 +1024,19 @@ async fn admit_and_run(inner: &Arc<Inner>, prompt: QueuedPrompt) {
             }
             additional_contexts
         }
-        Ok(PromptDecision::Block { reason }) | Err(reason) => {
+        Ok(PromptDecision::Block { reason }) => {
             close_without_turn(inner).await;
             inner.emit(AgentEvent::PromptBlocked {
                 message_id: message.id.clone(),
                 reason,
+            });
+            return;
+        }
+        Err(error) => {
+            close_without_turn(inner).await;
+            inner.emit(AgentEvent::PromptBlocked {
+                message_id: message.id.clone(),
+                reason: error.to_string(),
             });
             return;
         }
@@ -1161,7 +1184,7 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
                     while let Ok(event) = rx.try_recv() {
                         streamed.take(inner, event);
                     }
-                    break done.unwrap_or_else(|e| Err(ModelError::Failed(e.to_string())));
+                    break done.unwrap_or_else(|e| Err(ModelError::TaskStopped(e.to_string())));
                 }
             }
         };
@@ -1190,7 +1213,7 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
                     return abort(inner, turn).await;
                 }
                 let (code, message) = error.failure();
-                inner.emit(AgentEvent::Error(message.clone()));
+                inner.emit(AgentEvent::Error(AgentError::Model(error)));
                 close_turn(inner, turn).await;
                 return json!({"kind": "error", "step": step, "failure": {"message": message, "code": code}});
             }
@@ -1393,8 +1416,8 @@ async fn log_request_header(inner: &Arc<Inner>) {
         .append(vec![NewEvent::new(EventData::RequestHeader(data))])
         .await
     {
-        inner.emit(AgentEvent::Error(format!(
-            "could not write the session log: {e}"
-        )));
+        inner.emit(AgentEvent::Error(AgentError::LogWrite {
+            reason: e.to_string(),
+        }));
     }
 }

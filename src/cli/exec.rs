@@ -205,7 +205,8 @@ async fn exec(
                     eprintln!("dsh-refs: {message}");
                 }
             }
-            AgentEvent::Error(message) => {
+            AgentEvent::Error(error) => {
+                let message = error.to_string();
                 out.error(&message);
                 last_error = Some(message);
             }

@@ -433,7 +433,9 @@ impl App {
                 // Not sent either: its text comes back too.
                 self.give_back(&[message_id], "Message not sent (blocked)", &reason);
             }
-            AgentEvent::Error(text) => self.transcript.push_notice(NoticeLevel::Error, text),
+            AgentEvent::Error(error) => self
+                .transcript
+                .push_notice(NoticeLevel::Error, error.to_string()),
         }
     }
 
