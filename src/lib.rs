@@ -6,11 +6,14 @@
 //! terminal bundle that hosts can mount.
 
 pub mod agent;
+#[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "tui")]
 pub mod demo;
 pub mod escape;
 pub mod reference;
 pub mod session;
 #[cfg(test)]
 mod test_rng;
+#[cfg(feature = "tui")]
 pub mod tui;

@@ -147,6 +147,7 @@ fn init_tracing(home: &Path) {
 /// allocates cannot reuse the raw payloads it frees, so a big source peaked at twice its
 /// conversation instead of once (816 MB against 419 MB for a 400 MiB log). Small allocations
 /// stay per-thread (tcache), so listing on several threads is not serialized by this.
+#[allow(unsafe_code)] // `mallopt`, below.
 fn one_malloc_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `mallopt` only tunes the allocator; it is called before any thread starts.
