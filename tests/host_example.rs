@@ -59,10 +59,7 @@ async fn the_host_mounts_the_popup_the_mention_and_the_submit_transaction() {
     type_text(&mut app, "@infra");
     app.settle().await;
     let popup = frame(&app);
-    assert!(
-        grid(&popup).contains("Staging Terraform module"),
-        "{popup}"
-    );
+    assert!(grid(&popup).contains("Staging Terraform module"), "{popup}");
     insta::assert_snapshot!("host_popup", popup);
 
     // Tab inserts the session as one mention; Enter sends it with a question.

@@ -79,6 +79,8 @@ pub struct TuiArgs {
 pub struct ModelArgs {
     /// Provider: deepseek, openai, openrouter, ollama, llama-cpp, vllm, openai-compatible or
     /// offline (else $DSH_PROVIDER, else [provider].kind in <home>/config.toml).
+    // The text above is the `--help` line, kept as the user reads it there.
+    #[allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
     #[arg(long, global = true, value_name = "NAME")]
     pub provider: Option<String>,
     /// Model name (else $DSH_MODEL, else the config, else the provider's default).

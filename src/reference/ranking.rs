@@ -1,7 +1,7 @@
 //! Filtering and ranking candidates (SPEC §3.3 steps 3–6) fast enough for every keystroke.
 //!
 //! With 100,000 sessions, doing §3.3 literally per keystroke (lowercase every id and cwd, filter,
-//! stable-sort by group) costs tens of milliseconds. [`RankIndex`] does the query-independent work
+//! stable-sort by group) costs tens of milliseconds. `RankIndex` does the query-independent work
 //! once per session list — the store hands out the same `Arc` while nothing changed, so the index
 //! is keyed by that pointer and by the agent — and keeps:
 //! - the rank order (same-cwd group, then no-cwd, then the rest, list order within each), so an

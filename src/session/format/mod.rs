@@ -11,7 +11,7 @@
 //! (messages and their sources), [`event_data`] (the typed payload per event type), and
 //! `legacy` (the upgrade of the flat, older message shapes to the identified one, kept out of
 //! the decoder). Every writer of a "type + known fields + unknown fields" object goes through
-//! [`write_map`] (serde) or [`object`] (a JSON value), so known fields always come first, in the
+//! `write_map` (serde) or `object` (a JSON value), so known fields always come first, in the
 //! SPEC's order, and unknown ones follow in the order they were read.
 //!
 //! Invariant: reading a record and writing it back gives the same JSON value, known fields first

@@ -13,7 +13,7 @@ use std::fmt;
 pub enum SurfaceOp {
     Append,
     /// Splice the current surface nodes whose event seqs are `start` through `end` (inclusive, in
-    /// surface order) out, put this event there. Seqs, not positions (see [`super::surface`]).
+    /// surface order) out, put this event there. Seqs, not positions (see [`crate::session::surface`]).
     Replace {
         start: u64,
         end: u64,
