@@ -1,4 +1,10 @@
-//! The `dsh-refs` command line (SPEC §6).
+//! The `dsh-refs` command line (SPEC §6): the clap definitions here, the command
+//! implementations beside them (`sessions`, `reference` for `uri`/`mention`/`candidates`/
+//! `prepare`, `exec`).
+//!
+//! This is the top layer of the library: it may use every room below (session, reference,
+//! agent, tui), and none of them uses it (`tests/architecture.rs`). It is built with the `cli`
+//! feature (on by default).
 
 use crate::session::external::{SourceChoice, SourceSet};
 use clap::{Args, Parser, Subcommand};

@@ -10,6 +10,9 @@
 //! through [`escape::json_for_terminal`] (same value; DEL, C1 and bidi controls spelled
 //! `\uXXXX`), stderr lines through [`escape::diagnostic`]. `uri` and `mention` print only a
 //! function of the caller's own argument, in its exact wire form.
+//!
+//! Proof: `tests/cli_reference.rs` (documents, exit codes, stdin), `tests/cli_diagnostics.rs`
+//! and `tests/reliability_hostile_home.rs` (hostile homes reach the terminal inert).
 
 use super::{Command, MentionCommand, UriCommand};
 use crate::escape;

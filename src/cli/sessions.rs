@@ -4,6 +4,9 @@
 //! titles, cwds, corruption reports quoting a record), so every byte of it reaches the terminal
 //! escaped as on screen (SPEC §5.2): table fields and diagnostics through
 //! [`crate::escape::escape_line`], the JSON listing through [`crate::escape::json_for_terminal`].
+//!
+//! Proof: `tests/cli_diagnostics.rs`, `tests/reliability_hostile_home.rs` and the unit test of
+//! `utc_timestamp` below.
 
 use crate::escape;
 use crate::session::external::{self, SourceSet};
