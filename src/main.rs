@@ -17,13 +17,13 @@ fn main() {
             | Command::Mention(_)
             | Command::Candidates { .. }
             | Command::Prepare { .. }),
-        ) => dsh_session_references::reference::commands::run_with_sources(
+        ) => dsh_session_references::cli::reference::run_with_sources(
             command,
             &resolve_home(cli.home.as_deref()),
             &cli.sources.source_set(),
         ),
         Some(Command::Sessions { json }) => {
-            dsh_session_references::session::commands::sessions_with_sources(
+            dsh_session_references::cli::sessions::sessions_with_sources(
                 &resolve_home(cli.home.as_deref()),
                 &cli.sources.source_set(),
                 *json,

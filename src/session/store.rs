@@ -637,7 +637,10 @@ impl DiskStore {
         Box::pin(async move {
             match tokio::task::spawn_blocking(move || work(store)).await {
                 Ok(result) => result,
-                Err(e) => Err(SessionError::Other(format!("store task failed: {e}"))),
+                Err(source) => Err(SessionError::TaskFailed {
+                    what: "store task",
+                    source,
+                }),
             }
         })
     }

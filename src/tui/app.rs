@@ -433,7 +433,9 @@ impl App {
                 // Not sent either: its text comes back too.
                 self.give_back(&[message_id], "Message not sent (blocked)", &reason);
             }
-            AgentEvent::Error(text) => self.transcript.push_notice(NoticeLevel::Error, text),
+            AgentEvent::Error(error) => self
+                .transcript
+                .push_notice(NoticeLevel::Error, error.to_string()),
         }
     }
 
@@ -709,6 +711,8 @@ pub async fn run_loop<B: Backend>(
         }
     }
     app.agent.shutdown();
+    // What was handed to the log is written before the process exits (bounded: never hang).
+    let _ = tokio::time::timeout(Duration::from_secs(2), app.agent.closed()).await;
     Ok(())
 }
 

@@ -13,7 +13,7 @@ use super::file_match::{FileIndex, FileMatcher, FileRow};
 use super::render::{clip, Renderable};
 use super::style;
 use super::text::{ci_matches, format_age, StyledText};
-use crate::reference::Candidate;
+use crate::reference::{Candidate, CandidateFilter};
 use crate::session::external::Agent;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::buffer::Buffer;
@@ -265,17 +265,11 @@ impl PopupState {
         self.lookup = Lookup::Loading;
         self.set_query(query);
         // Until the answer comes, keep what still matches (id or cwd contains the query).
-        let needle = query.to_lowercase();
+        let filter = CandidateFilter::new(query);
         self.sessions = self
             .answer
             .iter()
-            .filter(|c| {
-                needle.is_empty()
-                    || c.session_id.to_lowercase().contains(&needle)
-                    || c.cwd
-                        .as_deref()
-                        .is_some_and(|cwd| cwd.to_lowercase().contains(&needle))
-            })
+            .filter(|c| filter.matches(&c.session_id, c.cwd.as_deref()))
             .cloned()
             .collect();
         self.rebuild_rows();

@@ -385,9 +385,10 @@ impl ExternalSessions {
         Box::pin(async move {
             match tokio::task::spawn_blocking(move || work(this)).await {
                 Ok(result) => result,
-                Err(err) => Err(SessionError::Other(format!(
-                    "external session read failed: {err}"
-                ))),
+                Err(source) => Err(SessionError::TaskFailed {
+                    what: "external session read",
+                    source,
+                }),
             }
         })
     }

@@ -5,6 +5,8 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 pub mod exec;
+pub mod reference;
+pub mod sessions;
 
 #[derive(Debug, Parser)]
 #[command(
