@@ -3,8 +3,8 @@
 
 pub mod commands;
 pub mod error;
-pub mod files;
 pub mod external;
+pub mod files;
 pub mod format;
 pub mod live;
 pub mod message_text;

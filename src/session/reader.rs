@@ -174,11 +174,7 @@ pub fn scan_log(path: &Path, sink: &mut dyn RecordSink) -> Result<LogScan> {
 }
 
 /// [`scan_log`], waiting at most `wait` for a writer's lock (then [`SessionError::Busy`]).
-pub fn scan_log_waiting(
-    path: &Path,
-    sink: &mut dyn RecordSink,
-    wait: Duration,
-) -> Result<LogScan> {
+pub fn scan_log_waiting(path: &Path, sink: &mut dyn RecordSink, wait: Duration) -> Result<LogScan> {
     let file = super::files::open_read(path).map_err(|e| SessionError::io(path, e))?;
     // A shared lock gives a length at which no batch of ours is half written.
     let len = stable_len(path, &file, wait)?;

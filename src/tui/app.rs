@@ -748,13 +748,20 @@ impl Drop for TerminalGuard {
 
 /// Opens the TUI on the real terminal.
 pub async fn run_terminal(options: AppOptions) -> Result<(), AppError> {
-    run_terminal_with(options, ModelChoice::Offline).await
+    run_terminal_with(options, ModelChoice::Offline)
+        .await
+        .map(drop)
 }
 
-/// [`run_terminal`] with the model resolved from configuration (SPEC §7).
-pub async fn run_terminal_with(options: AppOptions, choice: ModelChoice) -> Result<(), AppError> {
+/// [`run_terminal`] with the model resolved from configuration (SPEC §7). Answers the id of the
+/// session it ran (to tell the user how to come back to it).
+pub async fn run_terminal_with(
+    options: AppOptions,
+    choice: ModelChoice,
+) -> Result<String, AppError> {
     let (tx, rx) = mpsc::unbounded_channel();
     let (app, _) = build_with(&options, &choice, tx.clone())?;
+    let session_id = app.agent.info().session_id.clone();
     if let Some(cwd) = &options.cwd {
         index_files(PathBuf::from(cwd), tx.clone());
     }
@@ -790,7 +797,8 @@ pub async fn run_terminal_with(options: AppOptions, choice: ModelChoice) -> Resu
     let backend = ratatui::backend::CrosstermBackend::new(std::io::stdout());
     let mut terminal = Terminal::new(backend)?;
     terminal.clear()?;
-    run_loop(&mut terminal, app, rx).await
+    run_loop(&mut terminal, app, rx).await?;
+    Ok(session_id)
 }
 
 #[cfg(test)]
