@@ -606,7 +606,8 @@ fn is_damage(error: &rusqlite::Error) -> bool {
     ) || matches!(error, rusqlite::Error::SqliteFailure(e, _) if e.extended_code == rusqlite::ffi::SQLITE_MISMATCH)
 }
 
-fn file_id(path: &Path) -> Option<(u64, u64)> {
+/// The (device, inode) of `path`, to notice a database replaced by a rebuild.
+pub(crate) fn file_id(path: &Path) -> Option<(u64, u64)> {
     let meta = std::fs::metadata(path).ok()?;
     #[cfg(unix)]
     {

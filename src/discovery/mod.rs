@@ -213,6 +213,13 @@ impl Shared {
             *slot = Some(indexer);
         }
         let stats = slot.as_mut().expect("indexer made").refresh();
+        drop(slot);
+        if stats
+            .as_ref()
+            .is_ok_and(|s| s.indexed + s.failed + s.removed > 0)
+        {
+            self.searcher.lock().expect("searcher lock").invalidate();
+        }
         self.passes.fetch_add(1, Ordering::SeqCst);
         stats
     }

@@ -3,7 +3,7 @@
 //! activity and same-cwd affinity; per hit the matched fields and a short snippet.
 //!
 //! Per-session fields (id, title, cwd, times, sizes, first prompt) are held in memory, loaded from
-//! the database when another connection committed (at most every [`RELOAD_EVERY`], so a search
+//! the database when another connection committed (throttled by [`RELOAD_EVERY`], so a search
 //! during an index build does not reload on every keystroke; full-text hits on sessions newer
 //! than that copy are fetched by row). Fuzzy matching runs over that copy; conversation text is
 //! matched by FTS5 in the database. A search only reads: it never blocks the indexer (WAL).
@@ -25,14 +25,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The in-memory copy of the session rows is reloaded at most this often.
+/// The in-memory copy of the session rows is reloaded after another connection committed, at
+/// most every ten times what the last load took, and at least this often.
 pub const RELOAD_EVERY: Duration = Duration::from_millis(500);
 /// Full-text rows considered per query (best bm25 first).
 const FTS_ROWS: usize = 2000;
 /// A fuzzy title or first-prompt match below this quality does not count.
 const FUZZY_FLOOR: f64 = 0.4;
 /// Snippet length in tokens.
-const SNIPPET_TOKENS: i64 = 12;
+const SNIPPET_TOKENS: i64 = 16;
 
 /// One session as the index describes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,9 +98,13 @@ pub struct SearchResult {
 pub struct Searcher {
     path: PathBuf,
     conn: Option<Connection>,
+    /// The (device, inode) of the file `conn` reads.
+    file: Option<(u64, u64)>,
     rows: Arc<Vec<SessionInfo>>,
     data_version: Option<i64>,
     loaded_at: Option<Instant>,
+    /// How long the last load of the rows took.
+    load_cost: Duration,
     matcher: Matcher,
 }
 
@@ -108,9 +113,11 @@ impl Searcher {
         Searcher {
             path,
             conn: None,
+            file: None,
             rows: Arc::new(Vec::new()),
             data_version: None,
             loaded_at: None,
+            load_cost: Duration::ZERO,
             matcher: Matcher::new(Config::DEFAULT),
         }
     }
@@ -127,15 +134,24 @@ impl Searcher {
     }
 
     fn connection(&mut self) -> Result<&Connection> {
+        if self.conn.is_some() && index::file_id(&self.path) != self.file {
+            // Rebuilt by an indexer (another file now): read the new one.
+            self.conn = None;
+            self.loaded_at = None;
+            self.data_version = None;
+        }
         if self.conn.is_none() {
             self.conn = Some(index::open_reader(&self.path)?);
+            self.file = index::file_id(&self.path);
         }
         Ok(self.conn.as_ref().expect("opened"))
     }
 
     /// Reloads the session rows if the database changed (and the last load is old enough).
     fn refresh_rows(&mut self) -> Result<()> {
-        if self.loaded_at.is_some_and(|at| at.elapsed() < RELOAD_EVERY) {
+        // Throttled in proportion to what a load costs: a small index is always current.
+        let pause = (self.load_cost * 10).min(RELOAD_EVERY);
+        if self.loaded_at.is_some_and(|at| at.elapsed() < pause) {
             return Ok(());
         }
         let version: i64 = {
@@ -147,15 +163,22 @@ impl Searcher {
             self.loaded_at = Some(Instant::now());
             return Ok(());
         }
+        let started = Instant::now();
         let rows = {
             let conn = self.connection()?;
             load_rows(conn, None)
         }
         .map_err(|e| self.sql(e))?;
+        self.load_cost = started.elapsed();
         self.rows = Arc::new(rows);
         self.data_version = Some(version);
         self.loaded_at = Some(Instant::now());
         Ok(())
+    }
+
+    /// Forgets the in-memory copy: the next search reloads it (after this process indexed).
+    pub fn invalidate(&mut self) {
+        self.loaded_at = None;
     }
 
     /// Every indexed session (the in-memory copy, refreshed as [`Searcher::search`] does).
