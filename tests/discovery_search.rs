@@ -235,7 +235,11 @@ fn search_json_keys_are_in_the_documented_order() {
         .args(["search", "tokenizer", "--json", "--limit", "1"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
     let keys: Vec<&String> = value.as_object().unwrap().keys().collect();
