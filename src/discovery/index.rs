@@ -738,6 +738,10 @@ fn delete_session(conn: &Connection, id: &str) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// What a session's row says about its indexed text: rowid, items, chain, tail chunk, items in
+/// the tail chunk, title.
+type Indexed = (i64, i64, i64, Option<i64>, i64, Option<String>);
+
 /// Writes one session's row and text: appends when the indexed items are a prefix of `items`,
 /// else replaces them.
 fn write_session(
@@ -748,7 +752,7 @@ fn write_session(
 ) -> rusqlite::Result<Outcome> {
     let chains = chain(items);
     let total_chain = chains.last().copied().unwrap_or(0);
-    let old: Option<(i64, i64, i64, Option<i64>, i64, Option<String>)> = conn
+    let old: Option<Indexed> = conn
         .query_row(
             "SELECT rowid, items, chain, tail_chunk, tail_items, title FROM sessions WHERE id = ?1",
             [&doc.id],

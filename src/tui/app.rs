@@ -69,6 +69,8 @@ pub enum AppEvent {
     Input(TermEvent),
     Agent(AgentEvent),
     Lookup(QueryId, Result<Vec<Candidate>, String>),
+    /// Discovery's details for the rows of a lookup (SPEC §8), sent before its `Lookup`.
+    Discovered(QueryId, Option<Arc<super::discovery::SessionDetails>>),
     Submitted(Result<Submitted, SubmitError>),
     Files(Arc<FileIndex>),
     /// Periodic wake-up (expiring "press again to quit", ages in the popup).
@@ -106,6 +108,8 @@ pub struct App {
     unlogged: Vec<(String, ComposerSnapshot)>,
     /// Unsent reports that arrived before their submission's result: (message id, why, reason).
     unsent_early: Vec<(String, String, String)>,
+    /// Full-text discovery merged into the popup's session rows (SPEC §8), when running.
+    discovery: Option<crate::discovery::Discovery>,
 }
 
 /// At most this many sent messages wait for their log record (older ones were long logged).
@@ -140,6 +144,7 @@ impl App {
             tx,
             unlogged: Vec::new(),
             unsent_early: Vec::new(),
+            discovery: None,
         }
     }
 
@@ -208,6 +213,9 @@ impl App {
             AppEvent::Agent(event) => self.on_agent(event),
             AppEvent::Lookup(id, result) => {
                 self.popup.apply_results(id, result);
+            }
+            AppEvent::Discovered(id, details) => {
+                self.popup.set_details(id, details);
             }
             AppEvent::Submitted(result) => self.on_submitted(result),
             AppEvent::Files(index) => self.popup.set_file_index(index),
@@ -291,6 +299,11 @@ impl App {
         }
     }
 
+    /// Merges discovery hits into the popup's session rows from now on.
+    pub fn set_discovery(&mut self, discovery: crate::discovery::Discovery) {
+        self.discovery = Some(discovery);
+    }
+
     fn start_lookup(&mut self, request: LookupRequest) {
         if let Some(previous) = self.lookup_cancel.take() {
             previous.cancel();
@@ -299,12 +312,21 @@ impl App {
         self.lookup_cancel = Some(cancel.clone());
         let mount = self.mount.clone();
         let tx = self.tx.clone();
+        let discovery = self.discovery.clone();
+        let info = self.agent.info();
+        let agent = (info.session_id.clone(), info.cwd.clone());
         tokio::spawn(async move {
-            let result = mount
-                .candidates(&request.query, &cancel)
-                .await
-                .map_err(|e| e.message().to_string());
+            let (result, details) = super::discovery::lookup(
+                mount,
+                discovery,
+                agent,
+                request.query,
+                now_ms(),
+                cancel.clone(),
+            )
+            .await;
             if !cancel.is_cancelled() {
+                let _ = tx.send(AppEvent::Discovered(request.id, details));
                 let _ = tx.send(AppEvent::Lookup(request.id, result));
             }
         });
@@ -760,8 +782,12 @@ pub async fn run_terminal_with(
     choice: ModelChoice,
 ) -> Result<String, AppError> {
     let (tx, rx) = mpsc::unbounded_channel();
-    let (app, _) = build_with(&options, &choice, tx.clone())?;
+    let (mut app, _) = build_with(&options, &choice, tx.clone())?;
     let session_id = app.agent.info().session_id.clone();
+    // Discovery indexes on its own thread from now on; it stops when the TUI returns.
+    let discovery = crate::discovery::Discovery::for_home(&options.home, &options.sources);
+    let _indexer = discovery.spawn_indexer();
+    app.set_discovery(discovery);
     if let Some(cwd) = &options.cwd {
         index_files(PathBuf::from(cwd), tx.clone());
     }
