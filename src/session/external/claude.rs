@@ -317,16 +317,14 @@ impl super::scan::LineSink for ConversationScan {
             Some("user") if is_prompt(&line) => {
                 let (text, only_tools) = content_text(line.message);
                 let text = strip_injected(&text);
-                (!only_tools && !is_marker(&text)).then(|| {
-                    (
-                        Item {
-                            kind: ItemKind::User,
-                            text,
-                            time,
-                        },
-                        None,
-                    )
-                })
+                (!only_tools && !is_marker(&text)).then_some((
+                    Item {
+                        kind: ItemKind::User,
+                        text,
+                        time,
+                    },
+                    None,
+                ))
             }
             Some("assistant") => {
                 let (text, _) = content_text(line.message);

@@ -92,8 +92,11 @@ struct Inner {
     home: PathBuf,
     listing: Mutex<Listing>,
     titles: Mutex<Stamped<TitleEntry>>,
-    codex_index: Mutex<Option<(FileStamp, Arc<HashMap<String, String>>)>>,
+    codex_index: Mutex<Option<CodexIndex>>,
 }
+
+/// Codex's `session_index.jsonl` names by thread id, with the stamp they were read at.
+type CodexIndex = (FileStamp, Arc<HashMap<String, String>>);
 
 #[derive(Default)]
 struct Listing {
