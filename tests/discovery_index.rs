@@ -407,8 +407,7 @@ fn other_agents_sessions_are_indexed() {
         .as_deref()
         .unwrap()
         .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.len() > 6)
-        .next()
+        .find(|w| w.len() > 6)
         .unwrap()
         .to_string();
     let found = ids(&search(&d, &word));
