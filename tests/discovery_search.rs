@@ -4,7 +4,6 @@
 //! --json` prints its keys in the documented order.
 
 #[path = "../benches/support/gen.rs"]
-#[allow(dead_code)]
 mod gen;
 
 use dsh_session_references::discovery::{Discovery, SearchQuery};
