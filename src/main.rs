@@ -26,13 +26,19 @@ fn main() {
         ),
         Some(Command::Sessions { json }) => {
             dsh_session_references::session::commands::sessions_with_sources(
-                &resolve_home(cli.home.as_deref()),
+                &match listing_home(&cli) {
+                    Ok(home) => home,
+                    Err(code) => std::process::exit(code),
+                },
                 &cli.sources.source_set(),
                 *json,
             )
         }
         Some(Command::Search(args)) => dsh_session_references::cli::search::run(
-            &resolve_home(cli.home.as_deref()),
+            &match listing_home(&cli) {
+                Ok(home) => home,
+                Err(code) => std::process::exit(code),
+            },
             &cli.sources.source_set(),
             args,
         ),
@@ -54,6 +60,20 @@ fn main() {
         ),
     };
     std::process::exit(code);
+}
+
+/// The home `sessions` and `search` read: the per-user demo home with `--demo`, else as usual.
+fn listing_home(cli: &Cli) -> Result<std::path::PathBuf, i32> {
+    if !cli.tui.demo {
+        return Ok(resolve_home(cli.home.as_deref()));
+    }
+    dsh_session_references::demo::install_user_demo_home().map_err(|e| {
+        eprintln!(
+            "dsh-refs: could not install the demo home: {}",
+            diagnostic(&e.to_string())
+        );
+        1
+    })
 }
 
 fn encoding(args: &TuiArgs) -> Option<Encoding> {

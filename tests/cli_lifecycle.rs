@@ -308,7 +308,10 @@ fn demo_installs_one_home_per_user_and_reuses_it() {
         cache.path().display()
     );
     let tmux = Tmux::start("demo1", &command);
-    tmux.wait_for("the composer", |s| s.contains("type @ to reference"));
+    tmux.wait_for("the demo home in the status line", |s| {
+        s.contains("type @ to reference")
+            && s.contains(&format!("demo home {}", demo_home.display()))
+    });
     let screen = tmux.quit();
     assert!(
         screen.contains(&format!("demo home: {}", demo_home.display())),
@@ -326,9 +329,22 @@ fn demo_installs_one_home_per_user_and_reuses_it() {
         std::fs::read_to_string(demo_home.join("kept.txt")).unwrap(),
         "mine"
     );
+    // The finder reads the same home.
+    let out = Command::new(BIN)
+        .env("XDG_CACHE_HOME", cache.path())
+        .args(["--demo", "search", "tokenizer", "--json", "--limit", "1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let found: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(found["hits"][0]["title"], "Fix the flaky tokenizer test");
     let leftovers: Vec<_> = std::fs::read_dir(cache.path().join("dsh-refs"))
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(leftovers, ["demo-home"]);
+    assert!(
+        demo_home.join("index").is_dir(),
+        "the demo's index lives in the demo home"
+    );
 }

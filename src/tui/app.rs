@@ -110,6 +110,8 @@ pub struct App {
     unsent_early: Vec<(String, String, String)>,
     /// Full-text discovery merged into the popup's session rows (SPEC §8), when running.
     discovery: Option<crate::discovery::Discovery>,
+    /// Shown in the status line when nothing else is (e.g. where the demo home lives).
+    home_note: Option<String>,
 }
 
 /// At most this many sent messages wait for their log record (older ones were long logged).
@@ -145,6 +147,7 @@ impl App {
             unlogged: Vec::new(),
             unsent_early: Vec::new(),
             discovery: None,
+            home_note: None,
         }
     }
 
@@ -297,6 +300,11 @@ impl App {
         if let Some(request) = self.popup.sync(token.as_ref()) {
             self.start_lookup(request);
         }
+    }
+
+    /// A note for the status line while no provider notice is shown.
+    pub fn set_home_note(&mut self, note: impl Into<String>) {
+        self.home_note = Some(note.into());
     }
 
     /// Merges discovery hits into the popup's session rows from now on.
@@ -505,7 +513,10 @@ impl App {
             preparing: self.preparing.is_some(),
             context_tokens: self.context_tokens,
             session_tokens: self.session_tokens,
-            notice: self.provider_notice.clone(),
+            notice: self
+                .provider_notice
+                .clone()
+                .or_else(|| self.home_note.clone()),
         }
     }
 
@@ -788,6 +799,9 @@ pub async fn run_terminal_with(
     let discovery = crate::discovery::Discovery::for_home(&options.home, &options.sources);
     let _indexer = discovery.spawn_indexer();
     app.set_discovery(discovery);
+    if crate::demo::user_demo_home().as_deref() == Some(options.home.as_path()) {
+        app.set_home_note(format!("demo home {}", options.home.display()));
+    }
     if let Some(cwd) = &options.cwd {
         index_files(PathBuf::from(cwd), tx.clone());
     }
