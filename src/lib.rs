@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod cli;
 pub mod demo;
+pub mod discovery;
 pub mod escape;
 pub mod reference;
 pub mod session;

@@ -69,6 +69,8 @@ pub enum AppEvent {
     Input(TermEvent),
     Agent(AgentEvent),
     Lookup(QueryId, Result<Vec<Candidate>, String>),
+    /// Discovery's details for the rows of a lookup (SPEC §8), sent before its `Lookup`.
+    Discovered(QueryId, Option<Arc<super::discovery::SessionDetails>>),
     Submitted(Result<Submitted, SubmitError>),
     Files(Arc<FileIndex>),
     /// Periodic wake-up (expiring "press again to quit", ages in the popup).
@@ -106,6 +108,10 @@ pub struct App {
     unlogged: Vec<(String, ComposerSnapshot)>,
     /// Unsent reports that arrived before their submission's result: (message id, why, reason).
     unsent_early: Vec<(String, String, String)>,
+    /// Full-text discovery merged into the popup's session rows (SPEC §8), when running.
+    discovery: Option<crate::discovery::Discovery>,
+    /// Shown in the status line when nothing else is (e.g. where the demo home lives).
+    home_note: Option<String>,
 }
 
 /// At most this many sent messages wait for their log record (older ones were long logged).
@@ -140,6 +146,8 @@ impl App {
             tx,
             unlogged: Vec::new(),
             unsent_early: Vec::new(),
+            discovery: None,
+            home_note: None,
         }
     }
 
@@ -208,6 +216,9 @@ impl App {
             AppEvent::Agent(event) => self.on_agent(event),
             AppEvent::Lookup(id, result) => {
                 self.popup.apply_results(id, result);
+            }
+            AppEvent::Discovered(id, details) => {
+                self.popup.set_details(id, details);
             }
             AppEvent::Submitted(result) => self.on_submitted(result),
             AppEvent::Files(index) => self.popup.set_file_index(index),
@@ -291,6 +302,16 @@ impl App {
         }
     }
 
+    /// A note for the status line while no provider notice is shown.
+    pub fn set_home_note(&mut self, note: impl Into<String>) {
+        self.home_note = Some(note.into());
+    }
+
+    /// Merges discovery hits into the popup's session rows from now on.
+    pub fn set_discovery(&mut self, discovery: crate::discovery::Discovery) {
+        self.discovery = Some(discovery);
+    }
+
     fn start_lookup(&mut self, request: LookupRequest) {
         if let Some(previous) = self.lookup_cancel.take() {
             previous.cancel();
@@ -299,12 +320,21 @@ impl App {
         self.lookup_cancel = Some(cancel.clone());
         let mount = self.mount.clone();
         let tx = self.tx.clone();
+        let discovery = self.discovery.clone();
+        let info = self.agent.info();
+        let agent = (info.session_id.clone(), info.cwd.clone());
         tokio::spawn(async move {
-            let result = mount
-                .candidates(&request.query, &cancel)
-                .await
-                .map_err(|e| e.message().to_string());
+            let (result, details) = super::discovery::lookup(
+                mount,
+                discovery,
+                agent,
+                request.query,
+                now_ms(),
+                cancel.clone(),
+            )
+            .await;
             if !cancel.is_cancelled() {
+                let _ = tx.send(AppEvent::Discovered(request.id, details));
                 let _ = tx.send(AppEvent::Lookup(request.id, result));
             }
         });
@@ -485,7 +515,10 @@ impl App {
             preparing: self.preparing.is_some(),
             context_tokens: self.context_tokens,
             session_tokens: self.session_tokens,
-            notice: self.provider_notice.clone(),
+            notice: self
+                .provider_notice
+                .clone()
+                .or_else(|| self.home_note.clone()),
         }
     }
 
@@ -752,13 +785,27 @@ impl Drop for TerminalGuard {
 
 /// Opens the TUI on the real terminal.
 pub async fn run_terminal(options: AppOptions) -> Result<(), AppError> {
-    run_terminal_with(options, ModelChoice::Offline).await
+    run_terminal_with(options, ModelChoice::Offline)
+        .await
+        .map(drop)
 }
 
-/// [`run_terminal`] with the model resolved from configuration (SPEC §7).
-pub async fn run_terminal_with(options: AppOptions, choice: ModelChoice) -> Result<(), AppError> {
+/// [`run_terminal`] with the model resolved from configuration (SPEC §7). Answers the id of the
+/// session it ran (to tell the user how to come back to it).
+pub async fn run_terminal_with(
+    options: AppOptions,
+    choice: ModelChoice,
+) -> Result<String, AppError> {
     let (tx, rx) = mpsc::unbounded_channel();
-    let (app, _) = build_with(&options, &choice, tx.clone())?;
+    let (mut app, _) = build_with(&options, &choice, tx.clone())?;
+    let session_id = app.agent.info().session_id.clone();
+    // Discovery indexes on its own thread from now on; it stops when the TUI returns.
+    let discovery = crate::discovery::Discovery::for_home(&options.home, &options.sources);
+    let _indexer = discovery.spawn_indexer();
+    app.set_discovery(discovery);
+    if crate::demo::user_demo_home().as_deref() == Some(options.home.as_path()) {
+        app.set_home_note(format!("demo home {}", options.home.display()));
+    }
     if let Some(cwd) = &options.cwd {
         index_files(PathBuf::from(cwd), tx.clone());
     }
@@ -794,7 +841,8 @@ pub async fn run_terminal_with(options: AppOptions, choice: ModelChoice) -> Resu
     let backend = ratatui::backend::CrosstermBackend::new(std::io::stdout());
     let mut terminal = Terminal::new(backend)?;
     terminal.clear()?;
-    run_loop(&mut terminal, app, rx).await
+    run_loop(&mut terminal, app, rx).await?;
+    Ok(session_id)
 }
 
 #[cfg(test)]

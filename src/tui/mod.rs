@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod composer;
+pub mod discovery;
 pub mod escape;
 pub mod file_match;
 pub mod help;
