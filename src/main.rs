@@ -4,7 +4,7 @@ use dsh_session_references::escape::diagnostic;
 use dsh_session_references::session::external::SourceSet;
 use dsh_session_references::session::paths::resolve_home;
 use dsh_session_references::session::Encoding;
-use dsh_session_references::tui::app::{run_terminal_with, AppOptions};
+use dsh_session_references::tui::app::{run_terminal, AppOptions, Wiring};
 use std::path::Path;
 use std::time::Duration;
 
@@ -91,6 +91,14 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
         cwd,
         sources: sources.clone(),
     };
+    // The binary wires the store and the model into the TUI.
+    let wiring = match Wiring::for_choice(&options, &choice) {
+        Ok(wiring) => wiring,
+        Err(e) => {
+            eprintln!("dsh-refs: {}", diagnostic(&e.to_string()));
+            return 1;
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -101,7 +109,7 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
             return 1;
         }
     };
-    let result = runtime.block_on(run_terminal_with(options, choice));
+    let result = runtime.block_on(run_terminal(options, wiring));
     // Do not wait for lingering blocking reads (a stuck filesystem must not hang the exit).
     runtime.shutdown_timeout(Duration::from_millis(200));
     match result {

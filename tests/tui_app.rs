@@ -1,12 +1,23 @@
 //! The app loop's submit path, driven like a person would: type, press Enter, let the events in.
 
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+use dsh_session_references::agent::config::ModelChoice;
 use dsh_session_references::reference::format_session_reference_mention;
-use dsh_session_references::session::Encoding;
-use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions};
+use dsh_session_references::session::{Encoding, Record};
+use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions, Wiring};
 use std::path::Path;
 use std::time::Duration;
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+/// The app over `options` with the offline model, wired as the binary wires it.
+fn offline(options: &AppOptions, tx: UnboundedSender<AppEvent>) -> (App, Vec<Record>) {
+    build(
+        options,
+        Wiring::for_choice(options, &ModelChoice::Offline).unwrap(),
+        tx,
+    )
+    .unwrap()
+}
 
 fn options(home: &std::path::Path) -> AppOptions {
     AppOptions {
@@ -53,7 +64,7 @@ async fn pump(app: &mut App, rx: &mut UnboundedReceiver<AppEvent>, done: impl Fn
 async fn failed_preparation_keeps_the_input_and_enqueues_nothing() {
     let home = tempfile::tempdir().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (mut app, _) = build(&options(home.path()), tx).unwrap();
+    let (mut app, _) = offline(&options(home.path()), tx);
     let text = format!(
         "see {}",
         format_session_reference_mention("gone", Some("old work"))
@@ -88,7 +99,7 @@ async fn failed_preparation_keeps_the_input_and_enqueues_nothing() {
 async fn success_clears_the_input_and_logs_the_trimmed_prompt() {
     let home = tempfile::tempdir().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (mut app, _) = build(&options(home.path()), tx).unwrap();
+    let (mut app, _) = offline(&options(home.path()), tx);
     app.composer.set_text("hello there   ");
     app.handle(key(KeyCode::Enter));
     pump(&mut app, &mut rx, |app| app.composer.is_empty()).await;
@@ -160,7 +171,7 @@ async fn settle(app: &mut App, rx: &mut UnboundedReceiver<AppEvent>) {
 async fn keys_in_the_same_burst_as_enter_start_the_next_draft() {
     let home = tempfile::tempdir().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (mut app, _) = build(&options(home.path()), tx).unwrap();
+    let (mut app, _) = offline(&options(home.path()), tx);
     // One read of the terminal: "hello⏎next⏎" typed faster than the send settles.
     let mut burst = typed("hello");
     burst.push(key(KeyCode::Enter));
@@ -201,7 +212,7 @@ async fn typing_while_a_reference_is_prepared_survives_success_and_failure() {
     )
     .unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (mut app, _) = build(&options(home.path()), tx).unwrap();
+    let (mut app, _) = offline(&options(home.path()), tx);
 
     // Success: the message goes, what was typed meanwhile stays, the sent one is in history.
     let good = format!(

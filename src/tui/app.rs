@@ -15,15 +15,17 @@
 //! the text and says why.
 
 use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
+use super::file_index::spawn_file_index;
 use super::file_match::FileIndex;
 use super::help::KeyHelp;
 use super::mount::{SessionReferenceMount, SubmitError, Submitted};
 use super::popup::{LookupRequest, PopupOutcome, PopupState, QueryId};
 use super::render::Renderable;
 use super::status::StatusLine;
+use super::terminal;
 use super::transcript::{NoticeLevel, Transcript};
 use crate::agent::config::ModelChoice;
-use crate::agent::{Agent, AgentConfig, AgentEvent, AgentStatus};
+use crate::agent::{Agent, AgentConfig, AgentEvent, AgentStatus, ModelProvider};
 use crate::reference::{Candidate, SessionReferenceConfig, SessionReferences};
 use crate::session::writer::now_ms;
 use crate::session::{
@@ -31,7 +33,7 @@ use crate::session::{
 };
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::backend::Backend;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::Terminal;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -76,7 +78,6 @@ pub enum AppEvent {
 }
 
 const QUIT_WINDOW: Duration = Duration::from_secs(2);
-const MAX_INDEXED_FILES: usize = 20_000;
 
 /// The app state: pure enough to drive from tests with a `TestBackend`.
 pub struct App {
@@ -497,8 +498,8 @@ impl App {
         }
     }
 
-    /// Draws one frame into `area` of `buf`.
-    pub fn render(&self, area: Rect, buf: &mut ratatui::buffer::Buffer) {
+    /// Where each part goes in `area`: computed once per frame.
+    fn areas(&self, area: Rect) -> AppAreas {
         let composer_height = self.composer.desired_height(area.width).max(1);
         let [transcript, composer, status, help] = Layout::vertical([
             Constraint::Min(1),
@@ -507,12 +508,25 @@ impl App {
             Constraint::Length(1),
         ])
         .areas(area);
-        self.transcript.render(transcript, buf);
-        self.composer.render(composer, buf);
-        self.status_line().render(status, buf);
-        self.key_help().render(help, buf);
+        AppAreas {
+            transcript,
+            composer,
+            status,
+            help,
+        }
+    }
+
+    /// Draws one frame into `area` of `buf` and says where the terminal cursor belongs, from
+    /// one layout.
+    pub fn draw(&self, area: Rect, buf: &mut ratatui::buffer::Buffer) -> Option<Position> {
+        let areas = self.areas(area);
+        self.transcript.render(areas.transcript, buf);
+        self.composer.render(areas.composer, buf);
+        self.status_line().render(areas.status, buf);
+        self.key_help().render(areas.help, buf);
         if self.popup.is_open() {
             let view = self.popup.view(now_ms());
+            let transcript = areas.transcript;
             let height = view.desired_height(transcript.width).min(transcript.height);
             let popup = Rect {
                 x: transcript.x,
@@ -522,40 +536,68 @@ impl App {
             };
             view.render(popup, buf);
         }
+        self.composer.cursor_pos(areas.composer)
+    }
+
+    /// Draws one frame into `area` of `buf`.
+    pub fn render(&self, area: Rect, buf: &mut ratatui::buffer::Buffer) {
+        self.draw(area, buf);
     }
 
     /// Where the terminal cursor belongs.
-    pub fn cursor(&self, area: Rect) -> Option<ratatui::layout::Position> {
-        let composer_height = self.composer.desired_height(area.width).max(1);
-        let [_, composer, _, _] = Layout::vertical([
-            Constraint::Min(1),
-            Constraint::Length(composer_height),
-            Constraint::Length(1),
-            Constraint::Length(1),
-        ])
-        .areas(area);
-        self.composer.cursor_position(composer)
+    pub fn cursor(&self, area: Rect) -> Option<Position> {
+        self.composer.cursor_pos(self.areas(area).composer)
     }
 }
 
-/// Builds the agent, the service and the mount for `options`, with the offline model.
-pub fn build(
-    options: &AppOptions,
-    tx: mpsc::UnboundedSender<AppEvent>,
-) -> Result<(App, Vec<Record>), AppError> {
-    build_with(options, &ModelChoice::Offline, tx)
+/// The rows of one frame.
+struct AppAreas {
+    transcript: Rect,
+    composer: Rect,
+    status: Rect,
+    help: Rect,
 }
 
-/// [`build`] with the model `choice`.
-pub fn build_with(
+/// What the binary wires into the app: the store sessions live in, the live sessions of this
+/// process, and the model that answers (with its status-line label).
+pub struct Wiring {
+    pub store: DiskStore,
+    pub live: LiveSessions,
+    pub model: Arc<dyn ModelProvider>,
+    pub model_label: String,
+}
+
+impl Wiring {
+    /// The store of `home`, no live sessions yet, and `model`.
+    pub fn new(home: &std::path::Path, model: Arc<dyn ModelProvider>, label: String) -> Wiring {
+        Wiring {
+            store: DiskStore::new(home),
+            live: LiveSessions::default(),
+            model,
+            model_label: label,
+        }
+    }
+
+    /// The store of `options.home` and the model a resolved configuration names (SPEC §7).
+    pub fn for_choice(options: &AppOptions, choice: &ModelChoice) -> Result<Wiring, AppError> {
+        let (model, label) =
+            crate::agent::model_for(choice, options.offline_delay).map_err(AppError::Other)?;
+        Ok(Wiring::new(&options.home, model, label))
+    }
+}
+
+/// Builds the agent, the service and the mount for `options` over what `wiring` provides.
+pub fn build(
     options: &AppOptions,
-    choice: &ModelChoice,
+    wiring: Wiring,
     tx: mpsc::UnboundedSender<AppEvent>,
 ) -> Result<(App, Vec<Record>), AppError> {
-    let disk = DiskStore::new(&options.home);
-    let live = LiveSessions::default();
-    let (model, model_label) =
-        crate::agent::model_for(choice, options.offline_delay).map_err(AppError::Other)?;
+    let Wiring {
+        store: disk,
+        live,
+        model,
+        model_label,
+    } = wiring;
     let mut resumed_log = None;
     let (agent, history) = match &options.resume {
         Some(id) => {
@@ -624,51 +666,6 @@ pub fn build_with(
     Ok((app, history))
 }
 
-/// Indexes files under `cwd` for the popup's file rows, off the UI thread.
-///
-/// Only names that are valid UTF-8 are offered: a lossy spelling of any other name is a path
-/// that does not exist, and inserting it would reference nothing (or another file). Such a
-/// directory is not entered either, since every path below it has the same problem.
-pub fn index_files(cwd: PathBuf, tx: mpsc::UnboundedSender<AppEvent>) {
-    std::thread::spawn(move || {
-        let mut paths = Vec::new();
-        let mut stack = vec![cwd.clone()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let Some(name) = name.to_str() else {
-                    continue;
-                };
-                if name.starts_with('.') || matches!(name, "target" | "node_modules") {
-                    continue;
-                }
-                let path = entry.path();
-                match entry.file_type() {
-                    Ok(t) if t.is_dir() => stack.push(path),
-                    Ok(t) if t.is_file() => {
-                        // `cwd` itself may have any name: only the relative part is offered.
-                        if let Some(rel) = path.strip_prefix(&cwd).ok().and_then(|r| r.to_str()) {
-                            paths.push(rel.to_string());
-                        }
-                    }
-                    _ => {}
-                }
-                if paths.len() >= MAX_INDEXED_FILES {
-                    break;
-                }
-            }
-            if paths.len() >= MAX_INDEXED_FILES {
-                break;
-            }
-        }
-        paths.sort();
-        let _ = tx.send(AppEvent::Files(Arc::new(FileIndex::new(paths))));
-    });
-}
-
 /// Runs the app loop on `terminal` until the user quits.
 pub async fn run_loop<B: Backend>(
     terminal: &mut Terminal<B>,
@@ -688,8 +685,7 @@ pub async fn run_loop<B: Backend>(
     loop {
         terminal.draw(|frame| {
             let area = frame.area();
-            app.render(area, frame.buffer_mut());
-            if let Some(position) = app.cursor(area) {
+            if let Some(position) = app.draw(area, frame.buffer_mut()) {
                 frame.set_cursor_position(position);
             }
         })?;
@@ -712,57 +708,17 @@ pub async fn run_loop<B: Backend>(
     Ok(())
 }
 
-/// Restores the terminal even if the loop panics.
-struct TerminalGuard;
-
-impl TerminalGuard {
-    fn enter() -> std::io::Result<TerminalGuard> {
-        use crossterm::{event, execute, terminal};
-        terminal::enable_raw_mode()?;
-        let guard = TerminalGuard;
-        execute!(
-            std::io::stdout(),
-            terminal::EnterAlternateScreen,
-            event::EnableBracketedPaste
-        )?;
-        Ok(guard)
-    }
-
-    fn restore() {
-        use crossterm::{cursor, event, execute, terminal};
-        let _ = execute!(
-            std::io::stdout(),
-            event::DisableBracketedPaste,
-            terminal::LeaveAlternateScreen,
-            cursor::Show
-        );
-        let _ = terminal::disable_raw_mode();
-    }
-}
-
-impl Drop for TerminalGuard {
-    fn drop(&mut self) {
-        TerminalGuard::restore();
-    }
-}
-
-/// Opens the TUI on the real terminal.
-pub async fn run_terminal(options: AppOptions) -> Result<(), AppError> {
-    run_terminal_with(options, ModelChoice::Offline).await
-}
-
-/// [`run_terminal`] with the model resolved from configuration (SPEC §7).
-pub async fn run_terminal_with(options: AppOptions, choice: ModelChoice) -> Result<(), AppError> {
+/// Opens the TUI on the real terminal with what `wiring` provides.
+pub async fn run_terminal(options: AppOptions, wiring: Wiring) -> Result<(), AppError> {
     let (tx, rx) = mpsc::unbounded_channel();
-    let (app, _) = build_with(&options, &choice, tx.clone())?;
+    let (app, _) = build(&options, wiring, tx.clone())?;
     if let Some(cwd) = &options.cwd {
-        index_files(PathBuf::from(cwd), tx.clone());
+        let files_tx = tx.clone();
+        spawn_file_index(PathBuf::from(cwd), move |index| {
+            let _ = files_tx.send(AppEvent::Files(index));
+        });
     }
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        TerminalGuard::restore();
-        previous(info);
-    }));
+    terminal::install_panic_hook();
     // Warm the session index now: a first listing of a very large home reads every header,
     // and the first `@` should not be the one to wait for it.
     {
@@ -771,7 +727,7 @@ pub async fn run_terminal_with(options: AppOptions, choice: ModelChoice) -> Resu
             let _ = mount.candidates("", &CancellationToken::new()).await;
         });
     }
-    let _guard = TerminalGuard::enter()?;
+    let _guard = terminal::TerminalGuard::enter()?;
     // Keys are read on their own thread: crossterm's read blocks.
     let input_tx = tx.clone();
     std::thread::spawn(move || loop {
@@ -791,49 +747,4 @@ pub async fn run_terminal_with(options: AppOptions, choice: ModelChoice) -> Resu
     let mut terminal = Terminal::new(backend)?;
     terminal.clear()?;
     run_loop(&mut terminal, app, rx).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tui::file_match::FileMatcher;
-
-    fn indexed(cwd: &std::path::Path) -> Arc<FileIndex> {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        index_files(cwd.to_path_buf(), tx);
-        match rx.blocking_recv() {
-            Some(AppEvent::Files(index)) => index,
-            other => panic!("expected the file index, got {other:?}"),
-        }
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn names_that_are_not_utf8_are_left_out() {
-        use std::ffi::OsStr;
-        use std::os::unix::ffi::OsStrExt;
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("cafe.txt"), "ok").unwrap();
-        std::fs::write(
-            dir.path().join(OsStr::from_bytes(b"caf\xe9.txt")),
-            "latin-1",
-        )
-        .unwrap();
-        let odd_dir = dir.path().join(OsStr::from_bytes(b"caf\xffdir"));
-        std::fs::create_dir(&odd_dir).unwrap();
-        std::fs::write(odd_dir.join("cafe-inner.txt"), "below").unwrap();
-        std::fs::create_dir(dir.path().join("ok")).unwrap();
-        std::fs::write(dir.path().join("ok/cafe-nested.txt"), "ok").unwrap();
-        let index = indexed(dir.path());
-        let mut paths: Vec<String> = FileMatcher::default()
-            .best(&index, "caf", 50)
-            .into_iter()
-            .map(|row| row.path)
-            .collect();
-        paths.sort();
-        assert_eq!(paths, ["cafe.txt", "ok/cafe-nested.txt"]);
-        for path in &paths {
-            assert!(dir.path().join(path).is_file(), "{path} exists");
-        }
-    }
 }

@@ -8,15 +8,19 @@
 pub mod app;
 pub mod composer;
 pub mod escape;
+pub mod file_index;
 pub mod file_match;
 pub mod help;
 pub mod mount;
 pub mod popup;
 pub mod render;
+pub mod scroll;
 pub mod snapshot;
 pub mod status;
 pub mod style;
+pub mod terminal;
 pub mod text;
+pub mod token;
 pub mod transcript;
 
 pub use render::Renderable;

@@ -7,12 +7,14 @@
 //! locally with the service's own rule, so rows don't flicker while typing. File rows are
 //! matched synchronously from a prebuilt [`FileIndex`].
 
-use super::composer::ActiveToken;
 use super::escape::EscapeMode;
 use super::file_match::{FileIndex, FileMatcher, FileRow};
 use super::render::{clip, Renderable};
+use super::scroll::{visible_top, ScrollState};
 use super::style;
 use super::text::{ci_matches, format_age, StyledText};
+use super::token::ActiveToken;
+pub use super::token::PopupItem;
 use crate::reference::Candidate;
 use crate::session::external::Agent;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -33,13 +35,6 @@ pub struct QueryId(u64);
 pub struct LookupRequest {
     pub id: QueryId,
     pub query: String,
-}
-
-/// What the popup offers for insertion.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PopupItem {
-    Session(Candidate),
-    File(FileRow),
 }
 
 /// What a key did to the popup.
@@ -100,8 +95,7 @@ pub struct PopupState {
     file_index: Arc<FileIndex>,
     matcher: FileMatcher,
     rows: Vec<Row>,
-    selected: usize,
-    scroll: usize,
+    scroll: ScrollState,
     /// Set when the user moved the selection for the current query.
     pick: Option<Pick>,
     page_rows: usize,
@@ -130,8 +124,7 @@ impl PopupState {
             file_index: Arc::new(FileIndex::default()),
             matcher: FileMatcher::default(),
             rows: Vec::new(),
-            selected: 0,
-            scroll: 0,
+            scroll: ScrollState::default(),
             pick: None,
             page_rows: DEFAULT_PAGE_ROWS,
         }
@@ -184,17 +177,19 @@ impl PopupState {
     }
 
     pub fn selected_index(&self) -> Option<usize> {
-        (!self.rows.is_empty()).then_some(self.selected)
+        (!self.rows.is_empty()).then_some(self.scroll.selected)
     }
 
     /// The first visible row (kept so the selection stays on screen).
     pub fn scroll(&self) -> usize {
-        self.scroll
+        self.scroll.top
     }
 
     /// The row Tab/Enter would insert.
     pub fn selected(&self) -> Option<PopupItem> {
-        self.rows.get(self.selected).map(|row| self.item(*row))
+        self.rows
+            .get(self.scroll.selected)
+            .map(|row| self.item(*row))
     }
 
     /// All rows, in display order.
@@ -313,8 +308,7 @@ impl PopupState {
         self.sessions.clear();
         self.files.clear();
         self.rows.clear();
-        self.selected = 0;
-        self.scroll = 0;
+        self.scroll.reset();
         self.pick = None;
     }
 
@@ -325,52 +319,41 @@ impl PopupState {
     }
 
     pub fn move_up(&mut self) {
-        if self.rows.is_empty() {
-            return;
-        }
-        self.selected = if self.selected == 0 {
-            self.rows.len() - 1
-        } else {
-            self.selected - 1
-        };
+        let (len, cap) = (self.rows.len(), self.list_capacity());
+        self.scroll.move_up_wrap(len, cap);
         self.moved();
     }
 
     pub fn move_down(&mut self) {
-        if self.rows.is_empty() {
-            return;
-        }
-        self.selected = (self.selected + 1) % self.rows.len();
+        let (len, cap) = (self.rows.len(), self.list_capacity());
+        self.scroll.move_down_wrap(len, cap);
         self.moved();
     }
 
     pub fn page_up(&mut self) {
-        if self.rows.is_empty() {
-            return;
-        }
-        self.selected = self.selected.saturating_sub(self.list_capacity());
+        let (len, cap) = (self.rows.len(), self.list_capacity());
+        self.scroll.page_up(len, cap);
         self.moved();
     }
 
     pub fn page_down(&mut self) {
-        if self.rows.is_empty() {
-            return;
-        }
-        self.selected = (self.selected + self.list_capacity()).min(self.rows.len() - 1);
+        let (len, cap) = (self.rows.len(), self.list_capacity());
+        self.scroll.page_down(len, cap);
         self.moved();
     }
 
     /// Selects row `index` (clamped).
     pub fn select(&mut self, index: usize) {
-        if self.rows.is_empty() {
-            return;
-        }
-        self.selected = index.min(self.rows.len() - 1);
+        let (len, cap) = (self.rows.len(), self.list_capacity());
+        self.scroll.select(index, len, cap);
         self.moved();
     }
 
     fn moved(&mut self) {
-        self.pick = self.rows.get(self.selected).map(|row| match *row {
+        if self.rows.is_empty() {
+            return;
+        }
+        self.pick = self.rows.get(self.scroll.selected).map(|row| match *row {
             Row::Session(i) => Pick::Session(self.sessions[i].session_id.clone()),
             Row::File(i) => Pick::File(self.files[i].path.clone()),
         });
@@ -420,8 +403,7 @@ impl PopupState {
     fn set_query(&mut self, query: &str) {
         if self.query != query {
             self.query = query.to_string();
-            self.selected = 0;
-            self.scroll = 0;
+            self.scroll.reset();
             self.pick = None;
         }
         self.refresh_files();
@@ -451,9 +433,9 @@ impl PopupState {
             })
         });
         match found {
-            Some(i) => self.selected = i,
+            Some(i) => self.scroll.selected = i,
             None => {
-                self.selected = 0;
+                self.scroll.selected = 0;
                 self.pick = None;
             }
         }
@@ -468,7 +450,7 @@ impl PopupState {
 
     fn ensure_visible(&mut self) {
         let cap = self.list_capacity();
-        self.scroll = visible_scroll(self.scroll, self.selected, cap, self.rows.len());
+        self.scroll.ensure_visible(self.rows.len(), cap);
     }
 
     /// The one line of text shown above (or instead of) the rows.
@@ -513,20 +495,6 @@ impl PopupState {
             Lookup::Ready | Lookup::Idle => None,
         }
     }
-}
-
-/// The scroll offset closest to `scroll` that shows `selected` in a window of `cap` rows.
-fn visible_scroll(scroll: usize, selected: usize, cap: usize, len: usize) -> usize {
-    if len == 0 || cap == 0 {
-        return 0;
-    }
-    let mut scroll = scroll.min(len.saturating_sub(cap));
-    if selected < scroll {
-        scroll = selected;
-    } else if selected >= scroll + cap {
-        scroll = selected + 1 - cap;
-    }
-    scroll
 }
 
 /// Draws a [`PopupState`]. Pure: the clock comes in as `now_ms`.
@@ -734,7 +702,7 @@ impl Renderable for PopupView<'_> {
         if state.is_loading() && !state.sessions.is_empty() {
             block = block.title_bottom(Line::styled(" loading… ", style::dim()));
         } else if state.rows.len() > cap && cap > 0 {
-            let pos = format!(" {}/{} ", state.selected + 1, state.rows.len());
+            let pos = format!(" {}/{} ", state.scroll.selected + 1, state.rows.len());
             block = block.title_bottom(Line::styled(pos, style::dim()).alignment(Alignment::Right));
         }
         block.render(area, buf);
@@ -747,9 +715,14 @@ impl Renderable for PopupView<'_> {
             buf.set_line(inner.x, y, &text.truncate(width).to_line(), inner.width);
             y += 1;
         }
-        let scroll = visible_scroll(state.scroll, state.selected, cap, state.rows.len());
+        let scroll = visible_top(
+            state.scroll.top,
+            state.scroll.selected,
+            cap,
+            state.rows.len(),
+        );
         for (i, row) in state.rows.iter().enumerate().skip(scroll).take(cap) {
-            let selected = i == state.selected;
+            let selected = i == state.scroll.selected;
             let mut line = match *row {
                 Row::Session(s) => self.session_line(&state.sessions[s], width, selected),
                 Row::File(f) => self.file_line(&state.files[f], width, selected),

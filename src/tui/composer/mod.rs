@@ -6,8 +6,11 @@
 //! session. The canonical Markdown exists only in [`Composer::submission_text`].
 //!
 //! Text is a vector of elements (characters and mentions) with the cursor as an element index.
-//! Layout is recomputed on demand for the width being drawn; the width of the last draw is
-//! remembered only so Up/Down can move over wrapped rows.
+//! The composer is split by role: `buffer` edits and moves over the elements (clusters, words,
+//! lines, the `@` token), `history` recalls sent messages, `layout` wraps and draws, and this
+//! file holds the content, its snapshots and the key handling. Layout is computed once per
+//! content, cursor and width and reused by `desired_height`, drawing and the cursor; the width
+//! of the last draw is remembered only so Up/Down can move over wrapped rows.
 //!
 //! Editing is per extended grapheme cluster (SPEC §5.5): Backspace, Delete, Left/Right and the
 //! word motions never stop inside a cluster, so a ZWJ family, a flag, a skin-toned emoji or a
@@ -17,23 +20,18 @@
 //! line feed, and between two characters that never combine, such as two ASCII letters), so an
 //! edit costs the cluster around it, not the whole text.
 
-use super::escape::{self, EscapeMode, Shown};
-use super::popup::PopupItem;
-use super::render::{clip, Renderable};
-use super::style;
-use super::text::{
-    certain_boundary, char_width, cluster_cells, inert_boundary, str_width, StyledText,
-};
+mod buffer;
+mod history;
+mod layout;
+
+use super::escape;
+pub use super::token::ActiveToken;
 use crate::reference::Candidate;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use ratatui::buffer::Buffer;
-use ratatui::layout::{Position, Rect};
-use ratatui::style::Style;
-use ratatui::widgets::{Block, BorderType, Widget};
+use history::History;
+use layout::Laid;
 use std::borrow::Cow;
-use std::cell::Cell;
-use std::ops::Range;
-use unicode_segmentation::UnicodeSegmentation;
+use std::cell::{Cell, RefCell};
 
 /// A session mention: drawn as `@label`, submitted as `@[label](dsh-session:…)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,19 +75,6 @@ impl Elem {
     fn is(&self, want: char) -> bool {
         matches!(self, Elem::Char(c) if *c == want)
     }
-}
-
-/// The `@` token under the cursor (SPEC §5.1).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ActiveToken {
-    /// Element index of the `@`; identifies the token while it is being typed.
-    pub start: usize,
-    /// Element index just past the token.
-    pub end: usize,
-    /// The text after `@` (inside the quotes for a quoted token).
-    pub query: String,
-    /// `@"…`: paths only.
-    pub quoted: bool,
 }
 
 /// A saved composer content (text, mentions and cursor), for history and for restoring the
@@ -142,14 +127,17 @@ pub struct Composer {
     cursor: usize,
     /// Column kept across consecutive Up/Down moves.
     preferred_x: Option<usize>,
-    history: Vec<ComposerSnapshot>,
-    /// Index into `history` while browsing it; `draft` is what was there before.
-    history_pos: Option<usize>,
-    draft: Option<ComposerSnapshot>,
+    history: History,
     placeholder: String,
     max_rows: u16,
     /// Text width of the last draw, for Up/Down over wrapped rows (0: not drawn yet).
     last_width: Cell<u16>,
+    /// Bumped on every change of `elems`: with the cursor and width, the key of `laid`.
+    generation: u64,
+    /// The last layout computed, reused while content, cursor and width are unchanged.
+    laid: RefCell<Option<Laid>>,
+    /// Layouts computed so far (a test checks one frame computes one).
+    layouts: Cell<u64>,
 }
 
 impl Default for Composer {
@@ -157,19 +145,19 @@ impl Default for Composer {
         Composer::new()
     }
 }
-
 impl Composer {
     pub fn new() -> Composer {
         Composer {
             elems: Vec::new(),
             cursor: 0,
             preferred_x: None,
-            history: Vec::new(),
-            history_pos: None,
-            draft: None,
+            history: History::default(),
             placeholder: "Ask anything · @ to mention a session".into(),
             max_rows: DEFAULT_MAX_ROWS,
             last_width: Cell::new(0),
+            generation: 0,
+            laid: RefCell::new(None),
+            layouts: Cell::new(0),
         }
     }
 
@@ -254,16 +242,8 @@ impl Composer {
     }
 
     /// Remembers a sent message for Up/Down recall (consecutive duplicates collapse).
-    pub fn push_history(&mut self, mut snapshot: ComposerSnapshot) {
-        if snapshot.is_blank() {
-            return;
-        }
-        snapshot.cursor = snapshot.elems.len();
-        if self.history.last() != Some(&snapshot) {
-            self.history.push(snapshot);
-        }
-        // Browsing (if any) goes on: the entries shown keep their indices, and the draft saved
-        // when browsing started (text typed while the message was being sent) is kept.
+    pub fn push_history(&mut self, snapshot: ComposerSnapshot) {
+        self.history.push(snapshot);
     }
 
     /// Submit helper: returns the canonical text and a snapshot (to restore on failure),
@@ -301,309 +281,9 @@ impl Composer {
         self.elems = elems;
         self.after_edit();
     }
+}
 
-    // ----- editing -----
-
-    pub fn insert_char(&mut self, c: char) {
-        self.splice(self.cursor..self.cursor, vec![Elem::Char(c)]);
-    }
-
-    /// Inserts text (typed or pasted); `\r\n` and `\r` become `\n`.
-    pub fn insert_str(&mut self, text: &str) {
-        let elems = normalize_newlines(text).chars().map(Elem::Char).collect();
-        self.splice(self.cursor..self.cursor, elems);
-    }
-
-    pub fn insert_newline(&mut self) {
-        self.insert_char('\n');
-    }
-
-    /// Replaces the active `@` token (or inserts at the cursor when there is none) with a
-    /// mention of `candidate` and one space.
-    pub fn insert_mention(&mut self, candidate: &Candidate) {
-        self.insert_mention_element(MentionElement::from_candidate(candidate));
-    }
-
-    pub fn insert_mention_element(&mut self, mention: MentionElement) {
-        let range = self.token_range();
-        self.splice(
-            range,
-            vec![Elem::Mention(Box::new(mention)), Elem::Char(' ')],
-        );
-    }
-
-    /// Replaces the active token with `@path ` (quoted when the path has whitespace).
-    pub fn insert_file(&mut self, path: &str) {
-        let text = if path.chars().any(char::is_whitespace) {
-            format!("@\"{path}\" ")
-        } else {
-            format!("@{path} ")
-        };
-        let range = self.token_range();
-        self.splice(range, text.chars().map(Elem::Char).collect());
-    }
-
-    /// Inserts what the popup accepted.
-    pub fn insert_item(&mut self, item: &PopupItem) {
-        match item {
-            PopupItem::Session(candidate) => self.insert_mention(candidate),
-            PopupItem::File(row) => self.insert_file(&row.path),
-        }
-    }
-
-    fn token_range(&self) -> Range<usize> {
-        match self.active_token() {
-            Some(token) => token.start..token.end,
-            None => self.cursor..self.cursor,
-        }
-    }
-
-    fn splice(&mut self, range: Range<usize>, with: Vec<Elem>) {
-        let end = range.start + with.len();
-        self.elems.splice(range, with);
-        self.cursor = end;
-        self.after_edit();
-    }
-
-    fn after_edit(&mut self) {
-        self.preferred_x = None;
-        // Editing a recalled message makes it the draft. The draft it stood in for was typed
-        // and never sent: it is filed in history (Up recalls it) rather than dropped.
-        if self.history_pos.take().is_some() {
-            if let Some(draft) = self.draft.take() {
-                self.push_history(draft);
-            }
-        }
-        self.draft = None;
-    }
-
-    /// Deletes the element (or character cluster) before the cursor; a mention goes whole.
-    pub fn backspace(&mut self) -> bool {
-        if self.cursor == 0 {
-            return false;
-        }
-        let start = self.cluster_at(self.cursor - 1).start;
-        self.splice(start..self.cursor, Vec::new());
-        true
-    }
-
-    /// Deletes the element (or character cluster) after the cursor; a mention goes whole.
-    pub fn delete(&mut self) -> bool {
-        if self.cursor >= self.elems.len() {
-            return false;
-        }
-        let end = self.cluster_at(self.cursor).end;
-        let at = self.cursor;
-        self.splice(at..end, Vec::new());
-        self.cursor = at;
-        true
-    }
-
-    /// Deletes back to the start of the previous word.
-    pub fn delete_word_back(&mut self) -> bool {
-        let start = self.word_start(self.cursor);
-        if start == self.cursor {
-            return false;
-        }
-        self.splice(start..self.cursor, Vec::new());
-        true
-    }
-
-    /// Deletes back to the start of the line (or the previous line break, when already there).
-    pub fn delete_to_line_start(&mut self) -> bool {
-        let start = self.line_range(self.cursor).start;
-        let start = if start == self.cursor {
-            self.cursor.saturating_sub(1)
-        } else {
-            start
-        };
-        if start == self.cursor {
-            return false;
-        }
-        self.splice(start..self.cursor, Vec::new());
-        true
-    }
-
-    /// Deletes to the end of the line (or the line break, when already there).
-    pub fn delete_to_line_end(&mut self) -> bool {
-        let end = self.line_range(self.cursor).end;
-        let end = if end == self.cursor {
-            (self.cursor + 1).min(self.elems.len())
-        } else {
-            end
-        };
-        if end == self.cursor {
-            return false;
-        }
-        let at = self.cursor;
-        self.splice(at..end, Vec::new());
-        self.cursor = at;
-        true
-    }
-
-    // ----- movement -----
-
-    pub fn move_left(&mut self) -> bool {
-        self.preferred_x = None;
-        if self.cursor == 0 {
-            return false;
-        }
-        self.cursor = self.cluster_at(self.cursor - 1).start;
-        true
-    }
-
-    pub fn move_right(&mut self) -> bool {
-        self.preferred_x = None;
-        if self.cursor >= self.elems.len() {
-            return false;
-        }
-        self.cursor = self.cluster_at(self.cursor).end;
-        true
-    }
-
-    pub fn move_word_left(&mut self) -> bool {
-        self.preferred_x = None;
-        let to = self.word_start(self.cursor);
-        std::mem::replace(&mut self.cursor, to) != to
-    }
-
-    pub fn move_word_right(&mut self) -> bool {
-        self.preferred_x = None;
-        let mut i = self.cursor;
-        while i < self.elems.len() && self.elems[i].is_whitespace() {
-            i += 1;
-        }
-        while i < self.elems.len() && !self.elems[i].is_whitespace() {
-            i += 1;
-        }
-        let i = self.cluster_end_from(i);
-        std::mem::replace(&mut self.cursor, i) != i
-    }
-
-    /// Start of the current line (Home, Ctrl-A).
-    pub fn move_home(&mut self) -> bool {
-        self.preferred_x = None;
-        let to = self.line_range(self.cursor).start;
-        std::mem::replace(&mut self.cursor, to) != to
-    }
-
-    /// End of the current line (End, Ctrl-E).
-    pub fn move_end(&mut self) -> bool {
-        self.preferred_x = None;
-        let to = self.line_range(self.cursor).end;
-        std::mem::replace(&mut self.cursor, to) != to
-    }
-
-    /// Up one (wrapped) row; on the first row, recall the previous submission.
-    pub fn move_up(&mut self) -> ComposerOutcome {
-        if self.move_vertical(false) {
-            ComposerOutcome::Moved
-        } else if self.history_prev() {
-            ComposerOutcome::Edited
-        } else {
-            ComposerOutcome::Ignored
-        }
-    }
-
-    /// Down one (wrapped) row; on the last row while browsing history, the next submission
-    /// (past the newest: the draft that was there before browsing).
-    pub fn move_down(&mut self) -> ComposerOutcome {
-        if self.move_vertical(true) {
-            ComposerOutcome::Moved
-        } else if self.history_next() {
-            ComposerOutcome::Edited
-        } else {
-            ComposerOutcome::Ignored
-        }
-    }
-
-    fn move_vertical(&mut self, down: bool) -> bool {
-        let width = match self.last_width.get() {
-            0 => usize::MAX,
-            w => usize::from(w),
-        };
-        let widths = self.cell_widths();
-        let rows = self.layout_with(width, &widths);
-        let (row, x) = self.cursor_row_x(&rows, &widths);
-        let target = if down {
-            row + 1
-        } else {
-            match row.checked_sub(1) {
-                Some(t) => t,
-                None => return false,
-            }
-        };
-        let Some(target_row) = rows.get(target).cloned() else {
-            return false;
-        };
-        let goal = self.preferred_x.unwrap_or(x);
-        let mut pos = target_row.start;
-        let mut acc = 0;
-        for (i, &w) in widths
-            .iter()
-            .enumerate()
-            .take(target_row.end)
-            .skip(target_row.start)
-        {
-            if w > 0 && acc + w > goal {
-                break;
-            }
-            acc += w;
-            pos = i + 1;
-        }
-        // The end of a wrapped row is drawn at the start of the next one; stay on this row.
-        let wrapped = rows
-            .get(target + 1)
-            .is_some_and(|next| next.start == target_row.end);
-        if pos == target_row.end && wrapped && pos > target_row.start {
-            pos = self.cluster_at(pos - 1).start;
-        }
-        self.cursor = pos;
-        self.preferred_x = Some(goal);
-        true
-    }
-
-    fn history_prev(&mut self) -> bool {
-        let pos = match self.history_pos {
-            None if self.history.is_empty() => return false,
-            None => {
-                self.draft = Some(self.snapshot());
-                self.history.len() - 1
-            }
-            Some(0) => return false,
-            Some(i) => i - 1,
-        };
-        self.load_history(Some(pos));
-        true
-    }
-
-    fn history_next(&mut self) -> bool {
-        match self.history_pos {
-            None => false,
-            Some(i) if i + 1 < self.history.len() => {
-                self.load_history(Some(i + 1));
-                true
-            }
-            Some(_) => {
-                self.load_history(None);
-                true
-            }
-        }
-    }
-
-    fn load_history(&mut self, pos: Option<usize>) {
-        let draft = self.draft.take();
-        let snapshot = match pos {
-            Some(i) => self.history[i].clone(),
-            None => draft.clone().unwrap_or_default(),
-        };
-        self.elems = snapshot.elems;
-        self.cursor = self.elems.len();
-        self.preferred_x = None;
-        self.history_pos = pos;
-        self.draft = if pos.is_some() { draft } else { None };
-    }
-
+impl Composer {
     // ----- keys -----
 
     pub fn handle_key(&mut self, key: KeyEvent) -> ComposerOutcome {
@@ -667,384 +347,9 @@ impl Composer {
         self.insert_str(text);
         ComposerOutcome::Edited
     }
-
-    // ----- the @ token -----
-
-    /// The `@` token the cursor is in, if any: it starts at a token boundary (line start or
-    /// after whitespace) and the cursor is after its `@`. `@"…` runs to the closing quote (or
-    /// the line end) and may contain spaces; any other token runs to whitespace or a mention.
-    pub fn active_token(&self) -> Option<ActiveToken> {
-        let line = self.line_range(self.cursor);
-        let mut i = line.start;
-        while i < line.end {
-            if self.elems[i].is_whitespace() {
-                i += 1;
-                continue;
-            }
-            let start = i;
-            let at = self.elems[start].is('@');
-            let quoted = at && self.elems.get(start + 1).is_some_and(|e| e.is('"'));
-            let end = if quoted {
-                (start + 2..line.end)
-                    .find(|&j| self.elems[j].is('"'))
-                    .map_or(line.end, |j| j + 1)
-            } else {
-                let mut j = start + 1;
-                while j < line.end
-                    && !self.elems[j].is_whitespace()
-                    && !matches!(self.elems[j], Elem::Mention(_))
-                {
-                    j += 1;
-                }
-                j
-            };
-            if at && start < self.cursor && self.cursor <= end {
-                let inner_start = if quoted { start + 2 } else { start + 1 };
-                let inner_end = if quoted && end > inner_start && self.elems[end - 1].is('"') {
-                    end - 1
-                } else {
-                    end
-                };
-                let mut query = String::new();
-                for elem in &self.elems[inner_start.min(inner_end)..inner_end] {
-                    match elem {
-                        Elem::Char(c) => query.push(*c),
-                        Elem::Mention(m) => query.push_str(&m.display()),
-                    }
-                }
-                return Some(ActiveToken {
-                    start,
-                    end,
-                    query,
-                    quoted,
-                });
-            }
-            // Skip the rest of this whitespace-delimited run.
-            i = end.max(start + 1);
-            while i < line.end && !self.elems[i].is_whitespace() {
-                i += 1;
-            }
-        }
-        None
-    }
-
-    // ----- geometry -----
-
-    /// The logical line (between `\n`s) holding element index `at`.
-    fn line_range(&self, at: usize) -> Range<usize> {
-        let start = self.elems[..at]
-            .iter()
-            .rposition(|e| e.is('\n'))
-            .map_or(0, |i| i + 1);
-        let end = self.elems[at..]
-            .iter()
-            .position(|e| e.is('\n'))
-            .map_or(self.elems.len(), |i| at + i);
-        start..end
-    }
-
-    /// Whether a grapheme cluster boundary falls before element `i` whatever the text around:
-    /// the text's ends, a mention's edges, either side of a line feed (but not inside CR LF),
-    /// and a [`certain_boundary`] (such as between two ASCII characters).
-    fn is_fixed_boundary(&self, i: usize) -> bool {
-        self.fixed_boundary_by(i, certain_boundary)
-    }
-
-    /// [`is_fixed_boundary`](Self::is_fixed_boundary) by the cheaper [`inert_boundary`], for
-    /// passes over the whole text.
-    fn is_inert_boundary(&self, i: usize) -> bool {
-        self.fixed_boundary_by(i, inert_boundary)
-    }
-
-    fn fixed_boundary_by(&self, i: usize, between: fn(char, char) -> bool) -> bool {
-        if i == 0 || i >= self.elems.len() {
-            return true;
-        }
-        match (&self.elems[i - 1], &self.elems[i]) {
-            (Elem::Char('\r'), Elem::Char('\n')) => false,
-            (Elem::Char(a), Elem::Char(b)) => *a == '\n' || *b == '\n' || between(*a, *b),
-            _ => true,
-        }
-    }
-
-    /// Element range of the grapheme cluster holding element `i` (a mention is one cluster).
-    fn cluster_at(&self, i: usize) -> Range<usize> {
-        if i >= self.elems.len() {
-            return self.elems.len()..self.elems.len();
-        }
-        if matches!(self.elems[i], Elem::Mention(_)) {
-            return i..i + 1;
-        }
-        let mut lo = i;
-        while !self.is_fixed_boundary(lo) {
-            lo -= 1;
-        }
-        let mut hi = i + 1;
-        while !self.is_fixed_boundary(hi) {
-            hi += 1;
-        }
-        if hi - lo == 1 {
-            return lo..hi;
-        }
-        // No mention lies strictly inside: its edges would be fixed boundaries.
-        let text: String = self.elems[lo..hi]
-            .iter()
-            .map(|e| match e {
-                Elem::Char(c) => *c,
-                Elem::Mention(_) => unreachable!("a mention's edges are fixed boundaries"),
-            })
-            .collect();
-        let mut start = lo;
-        for cluster in text.graphemes(true) {
-            let end = start + cluster.chars().count();
-            if i < end {
-                return start..end;
-            }
-            start = end;
-        }
-        lo..hi
-    }
-
-    /// `i`, or the end of the cluster it falls inside.
-    fn cluster_end_from(&self, i: usize) -> usize {
-        if i == 0 || i >= self.elems.len() {
-            return i;
-        }
-        let cluster = self.cluster_at(i);
-        if cluster.start < i {
-            cluster.end
-        } else {
-            i
-        }
-    }
-
-    /// `i`, or the start of the cluster it falls inside.
-    fn cluster_start_from(&self, i: usize) -> usize {
-        if i >= self.elems.len() {
-            return i;
-        }
-        self.cluster_at(i).start
-    }
-
-    fn word_start(&self, from: usize) -> usize {
-        let mut i = from;
-        while i > 0 && self.elems[i - 1].is_whitespace() {
-            i -= 1;
-        }
-        while i > 0 && !self.elems[i - 1].is_whitespace() {
-            i -= 1;
-        }
-        self.cluster_start_from(i)
-    }
-
-    /// Cells each element takes when drawn: a grapheme cluster's width (as the buffer draws
-    /// it) on its first element and 0 on the rest; a tab [`TAB_WIDTH`]; a control its visible
-    /// escape; a mention its `@label`. `\n` gets 0 (rows never include it).
-    fn cell_widths(&self) -> Vec<usize> {
-        let mut widths = vec![0; self.elems.len()];
-        let mut i = 0;
-        while i < self.elems.len() {
-            if let Elem::Mention(m) = &self.elems[i] {
-                widths[i] = 1 + cluster_cells(&escape::escape_line(&m.label));
-                i += 1;
-                continue;
-            }
-            // From one fixed boundary to the next: mostly a single character, measured alone;
-            // otherwise the stretch is segmented (linear overall, however long the text).
-            let mut end = i + 1;
-            while !self.is_inert_boundary(end) {
-                end += 1;
-            }
-            if end == i + 1 {
-                widths[i] = match self.elems[i] {
-                    Elem::Char('\n') => 0,
-                    Elem::Char(c) => char_cells(c),
-                    Elem::Mention(_) => unreachable!("handled above"),
-                };
-                i = end;
-                continue;
-            }
-            let run: String = self.elems[i..end]
-                .iter()
-                .map(|e| match e {
-                    Elem::Char(c) => *c,
-                    Elem::Mention(_) => unreachable!("a mention's edges are fixed boundaries"),
-                })
-                .collect();
-            let mut at = i;
-            for cluster in run.graphemes(true) {
-                widths[at] = if cluster == "\n" {
-                    0
-                } else {
-                    cluster_width(cluster)
-                };
-                at += cluster.chars().count();
-            }
-            i = end;
-        }
-        widths
-    }
-
-    /// Visual rows at `width` text columns. Rows cover element ranges without the `\n`s.
-    /// Lines break after whitespace when they can, else mid-word; a full last row with the
-    /// cursor at its end gets an empty row after it so the cursor has a cell to sit in.
-    fn layout(&self, width: usize) -> Vec<Range<usize>> {
-        self.layout_with(width, &self.cell_widths())
-    }
-
-    /// [`layout`](Self::layout) with the [`cell_widths`](Self::cell_widths) already known. A
-    /// row only ever breaks before an element with a width, so never inside a cluster.
-    fn layout_with(&self, width: usize, widths: &[usize]) -> Vec<Range<usize>> {
-        let width = width.max(1);
-        let mut rows = Vec::new();
-        let mut line_start = 0;
-        loop {
-            let line_end = self.elems[line_start..]
-                .iter()
-                .position(|e| e.is('\n'))
-                .map_or(self.elems.len(), |i| line_start + i);
-            let mut row_start = line_start;
-            let mut used = 0;
-            let mut after_space = None;
-            let mut i = line_start;
-            while i < line_end {
-                let w = widths[i];
-                // Whitespace may hang past the edge; the next word then starts the new row.
-                if w > 0 && used + w > width && i > row_start && !self.elems[i].is_whitespace() {
-                    let brk = match after_space {
-                        Some(b) if b > row_start => b,
-                        _ => i,
-                    };
-                    rows.push(row_start..brk);
-                    row_start = brk;
-                    used = widths[brk..i].iter().sum();
-                    after_space = None;
-                }
-                used += w;
-                // A break after whitespace must not split it from a mark that extends it.
-                if self.elems[i].is_whitespace() && widths.get(i + 1).is_none_or(|w| *w > 0) {
-                    after_space = Some(i + 1);
-                }
-                i += 1;
-            }
-            rows.push(row_start..line_end);
-            if used >= width && self.cursor == line_end && line_end > row_start {
-                rows.push(line_end..line_end);
-            }
-            if line_end >= self.elems.len() {
-                break;
-            }
-            line_start = line_end + 1;
-        }
-        rows
-    }
-
-    /// The row holding the cursor (the later one at a wrap boundary) and its column.
-    fn cursor_row_x(&self, rows: &[Range<usize>], widths: &[usize]) -> (usize, usize) {
-        let row = rows
-            .iter()
-            .rposition(|r| r.start <= self.cursor && self.cursor <= r.end)
-            .unwrap_or(0);
-        let x = rows.get(row).map_or(0, |r| {
-            widths[r.start..self.cursor.max(r.start)].iter().sum()
-        });
-        (row, x)
-    }
-
-    fn block() -> Block<'static> {
-        Block::bordered()
-            .border_type(BorderType::Rounded)
-            .border_style(style::border())
-    }
-
-    /// Text area inside the border and the gutter.
-    fn text_area(area: Rect) -> Rect {
-        let inner = Self::block().inner(area);
-        Rect {
-            x: inner.x.saturating_add(GUTTER),
-            width: inner.width.saturating_sub(GUTTER),
-            ..inner
-        }
-    }
-
-    /// First visible row: the cursor row stays on screen.
-    fn top_row(cursor_row: usize, height: u16) -> usize {
-        cursor_row.saturating_sub(usize::from(height.max(1)) - 1)
-    }
-
-    /// Where the terminal cursor goes when the composer is drawn in `area`.
-    pub fn cursor_position(&self, area: Rect) -> Option<Position> {
-        let text = Self::text_area(area);
-        if text.is_empty() {
-            return None;
-        }
-        let widths = self.cell_widths();
-        let rows = self.layout_with(usize::from(text.width), &widths);
-        let (row, x) = self.cursor_row_x(&rows, &widths);
-        let top = Self::top_row(row, text.height);
-        let x = u16::try_from(x).unwrap_or(u16::MAX).min(text.width - 1);
-        let y = u16::try_from(row - top).unwrap_or(0);
-        Some(Position::new(text.x + x, text.y + y))
-    }
-
-    fn row_text(&self, row: Range<usize>) -> StyledText {
-        let mut out = StyledText::new();
-        for elem in &self.elems[row] {
-            match elem {
-                Elem::Char('\t') => {
-                    out.push(&" ".repeat(TAB_WIDTH), Style::new());
-                }
-                Elem::Char(c) => {
-                    let mut buf = [0u8; 4];
-                    out.push_untrusted(
-                        c.encode_utf8(&mut buf),
-                        EscapeMode::SingleLine,
-                        Style::new(),
-                    );
-                }
-                Elem::Mention(m) => {
-                    // Labels from `from_candidate` are already safe; one built elsewhere may not be.
-                    out.push_untrusted(&m.display(), EscapeMode::SingleLine, style::mention());
-                }
-            }
-        }
-        out
-    }
 }
 
-/// Cells one grapheme cluster takes on screen: a tab or a control is spelled out (each is a
-/// cluster of its own, CR LF aside), anything else is as wide as the buffer draws it.
-fn cluster_width(cluster: &str) -> usize {
-    let mut chars = cluster.chars();
-    if let (Some(c), None) = (chars.next(), chars.next()) {
-        return char_cells(c);
-    }
-    if !cluster
-        .chars()
-        .any(|c| c == '\t' || escape::needs_escape(c, EscapeMode::SingleLine))
-    {
-        // One cluster: as wide as the buffer draws it.
-        return str_width(cluster);
-    }
-    cluster.chars().map(char_cells).sum()
-}
-
-/// Cells one character takes drawn alone: a tab [`TAB_WIDTH`], a control its visible escape.
-fn char_cells(c: char) -> usize {
-    if c == '\t' {
-        return TAB_WIDTH;
-    }
-    match escape::shown(c, None, EscapeMode::SingleLine) {
-        Shown::Plain(c) => char_width(c),
-        shown => {
-            let mut s = String::new();
-            shown.push_to(&mut s);
-            s.len()
-        }
-    }
-}
-
-fn normalize_newlines(text: &str) -> Cow<'_, str> {
+pub(super) fn normalize_newlines(text: &str) -> Cow<'_, str> {
     if text.contains('\r') {
         Cow::Owned(text.replace("\r\n", "\n").replace('\r', "\n"))
     } else {
@@ -1052,58 +357,15 @@ fn normalize_newlines(text: &str) -> Cow<'_, str> {
     }
 }
 
-impl Renderable for Composer {
-    fn render(&self, area: Rect, buf: &mut Buffer) {
-        let area = clip(area, buf);
-        if area.is_empty() {
-            return;
-        }
-        Self::block().render(area, buf);
-        let text = Self::text_area(area);
-        self.last_width.set(text.width);
-        if text.is_empty() {
-            return;
-        }
-        let gutter_x = text.x - GUTTER;
-        if self.elems.is_empty() {
-            buf.set_string(gutter_x, text.y, "›", style::user_prefix());
-            let mut placeholder = StyledText::new();
-            placeholder.push_untrusted(&self.placeholder, EscapeMode::SingleLine, style::dim());
-            let line = placeholder.truncate(usize::from(text.width)).to_line();
-            buf.set_line(text.x, text.y, &line, text.width);
-            return;
-        }
-        let widths = self.cell_widths();
-        let rows = self.layout_with(usize::from(text.width), &widths);
-        let (cursor_row, _) = self.cursor_row_x(&rows, &widths);
-        let top = Self::top_row(cursor_row, text.height);
-        for (n, row) in rows
-            .into_iter()
-            .enumerate()
-            .skip(top)
-            .take(usize::from(text.height))
-        {
-            let y = text.y + u16::try_from(n - top).unwrap_or(0);
-            if n == 0 {
-                buf.set_string(gutter_x, y, "›", style::user_prefix());
-            }
-            buf.set_line(text.x, y, &self.row_text(row).to_line(), text.width);
-        }
-    }
-
-    fn desired_height(&self, width: u16) -> u16 {
-        let text_width = width.saturating_sub(2 + GUTTER);
-        let rows = self.layout(usize::from(text_width)).len();
-        let rows = u16::try_from(rows)
-            .unwrap_or(u16::MAX)
-            .clamp(1, self.max_rows);
-        rows + 2
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::layout::cluster_width;
     use super::*;
+    use crate::tui::Renderable;
+    use ratatui::buffer::Buffer;
+    use ratatui::layout::Rect;
+    use ratatui::style::Style;
+    use unicode_segmentation::UnicodeSegmentation;
     use crate::tui::snapshot::render_snapshot;
     use proptest::prelude::*;
 
@@ -1458,6 +720,30 @@ mod tests {
         assert_eq!(c.layout(4), vec![0..4, 4..4]);
         let pos = c.cursor_position(Rect::new(0, 0, 8, 5)).unwrap();
         assert_eq!((pos.x, pos.y), (3, 2));
+    }
+
+    #[test]
+    fn the_layout_is_computed_once_per_frame() {
+        let mut c = typed("one two three four five six seven");
+        let area = Rect::new(0, 0, 20, 6);
+        let frame = |c: &Composer| {
+            let mut buf = Buffer::empty(area);
+            let _ = c.desired_height(area.width);
+            c.render(area, &mut buf);
+            c.cursor_pos(area)
+        };
+        let before = c.layouts.get();
+        let first = frame(&c);
+        assert_eq!(c.layouts.get(), before + 1, "height, drawing and cursor share one");
+        assert_eq!(frame(&c), first);
+        assert_eq!(c.layouts.get(), before + 1, "an unchanged frame computes none");
+        c.insert_char('!');
+        let edited = frame(&c);
+        assert_eq!(c.layouts.get(), before + 2);
+        assert_ne!(edited, first, "and an edit is seen");
+        c.move_left();
+        frame(&c);
+        assert_eq!(c.layouts.get(), before + 3, "a cursor move is seen too");
     }
 
     #[test]
