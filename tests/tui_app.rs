@@ -266,3 +266,73 @@ async fn typing_while_a_reference_is_prepared_survives_success_and_failure() {
         "nothing more was sent: {log}"
     );
 }
+
+fn ctrl(c: char) -> AppEvent {
+    AppEvent::Input(TermEvent::Key(KeyEvent::new(
+        KeyCode::Char(c),
+        KeyModifiers::CONTROL,
+    )))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_clears_a_draft_first_and_quits_only_on_a_second_idle_press() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("half a thought") {
+        app.handle(event);
+    }
+    app.handle(ctrl('c'));
+    assert!(app.composer.is_empty(), "the draft is cleared");
+    assert!(!app.should_quit);
+    app.handle(key(KeyCode::Up));
+    assert_eq!(
+        app.composer.display_text(),
+        "half a thought",
+        "and Up recalls it"
+    );
+    app.handle(ctrl('c'));
+    assert!(app.composer.is_empty() && !app.should_quit);
+    app.handle(ctrl('c'));
+    assert!(!app.should_quit, "one press on an empty composer only arms");
+    assert!(screen(&app).contains("again to quit"));
+    app.handle(ctrl('c'));
+    assert!(app.should_quit, "the second one quits");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn esc_esc_on_an_empty_composer_edits_the_last_message() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("first message") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    settle(&mut app, &mut rx).await;
+    own_log(&app, home.path(), "turn/end").await;
+    pump(&mut app, &mut rx, |app| !screen(app).contains("running")).await;
+    app.handle(key(KeyCode::Esc));
+    assert!(app.composer.is_empty(), "one Esc only arms");
+    app.handle(key(KeyCode::Esc));
+    assert_eq!(app.composer.display_text(), "first message");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_popup_with_nothing_to_offer_lets_enter_send() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("ping @nomatch") {
+        app.handle(event);
+    }
+    assert!(app.popup.is_open());
+    pump(&mut app, &mut rx, |app| !app.popup.is_loading()).await;
+    app.handle(key(KeyCode::Enter));
+    settle(&mut app, &mut rx).await;
+    let log = own_log(&app, home.path(), "turn/end").await;
+    assert_eq!(user_texts(&log), ["ping @nomatch"]);
+    // Up recalls it, and the popup that opens on its token does not keep Up for itself.
+    app.handle(key(KeyCode::Up));
+    assert_eq!(app.composer.display_text(), "ping @nomatch");
+}

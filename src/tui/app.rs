@@ -17,7 +17,8 @@
 use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
 use super::file_index::spawn_file_index;
 use super::file_match::FileIndex;
-use super::help::KeyHelp;
+use super::help::{KeyHelp, KeyOverlay, OverlayOutcome};
+use super::keys::{Action, KeyContext, Keymap};
 use super::mount::{SessionReferenceMount, SubmitError, Submitted};
 use super::popup::{LookupRequest, PopupOutcome, PopupState, QueryId};
 use super::render::Renderable;
@@ -31,7 +32,7 @@ use crate::session::writer::now_ms;
 use crate::session::{
     DiskStore, Encoding, Event, HostSessions, LiveSessions, Record, SessionError, SessionHeader,
 };
-use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::event::{Event as TermEvent, KeyEvent, KeyEventKind};
 use ratatui::backend::Backend;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::Terminal;
@@ -100,6 +101,12 @@ pub struct App {
     /// Shown in the status line while a model request is being retried.
     provider_notice: Option<String>,
     quit_armed: Option<Instant>,
+    /// Esc on an empty, idle composer: a second one soon after edits the last message.
+    esc_armed: Option<Instant>,
+    /// The keys every handler, the help line and the overlay read.
+    keymap: Arc<Keymap>,
+    /// The `?` key-help overlay, when open.
+    overlay: Option<KeyOverlay>,
     pub should_quit: bool,
     tx: mpsc::UnboundedSender<AppEvent>,
     /// The composer text of each sent message not yet seen in the log, by message id: given back
@@ -137,6 +144,9 @@ impl App {
             session_tokens: 0,
             provider_notice: None,
             quit_armed: None,
+            esc_armed: None,
+            keymap: Arc::new(Keymap::standard()),
+            overlay: None,
             should_quit: false,
             tx,
             unlogged: Vec::new(),
@@ -216,25 +226,51 @@ impl App {
                 if self.quit_armed.is_some_and(|t| t.elapsed() > QUIT_WINDOW) {
                     self.quit_armed = None;
                 }
+                if self.esc_armed.is_some_and(|t| t.elapsed() > QUIT_WINDOW) {
+                    self.esc_armed = None;
+                }
             }
         }
     }
 
+    /// Uses `keymap` for every key handler, the help line and the overlay.
+    pub fn set_keymap(&mut self, keymap: Arc<Keymap>) {
+        self.composer.set_keymap(keymap.clone());
+        self.keymap = keymap;
+    }
+
+    pub fn keymap(&self) -> &Keymap {
+        &self.keymap
+    }
+
+    /// Whether the `?` overlay is open.
+    pub fn overlay_open(&self) -> bool {
+        self.overlay.is_some()
+    }
+
     fn on_key(&mut self, key: KeyEvent) {
-        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        if ctrl && key.code == KeyCode::Char('c') {
+        if let Some(overlay) = &mut self.overlay {
+            let action = self.keymap.action(KeyContext::Overlay, &key);
+            if overlay.handle_action(action, &self.keymap) == OverlayOutcome::Close {
+                self.overlay = None;
+            }
+            return;
+        }
+        let app_action = self.keymap.action(KeyContext::App, &key);
+        if app_action == Some(Action::ClearOrQuit) {
             return self.on_ctrl_c();
         }
         self.quit_armed = None;
+        let esc_armed = self.esc_armed.take();
         if let Some(cancel) = &self.preparing {
             // Typing goes on into the next draft; Esc (outside the popup) cancels the send.
-            if key.code == KeyCode::Esc && !self.popup.is_open() {
+            if app_action == Some(Action::Interrupt) && !self.popup.is_open() {
                 cancel.cancel();
                 return;
             }
         }
         if self.popup.is_open() {
-            match self.popup.handle_key(key) {
+            match self.popup.handle_key_with(&self.keymap, key) {
                 PopupOutcome::Handled => return,
                 PopupOutcome::Accept(item) => {
                     self.composer.insert_item(&item);
@@ -249,39 +285,69 @@ impl App {
                 PopupOutcome::Ignored => {}
             }
         }
+        if app_action == Some(Action::Help) && self.composer.is_empty() {
+            self.overlay = Some(KeyOverlay::new());
+            return;
+        }
         match self.composer.handle_key(key) {
             ComposerOutcome::Submit => self.submit(),
             ComposerOutcome::Edited | ComposerOutcome::Moved => self.sync_popup(),
-            ComposerOutcome::Ignored => self.on_app_key(key),
+            ComposerOutcome::Ignored => self.on_app_action(app_action, esc_armed),
         }
     }
 
-    fn on_app_key(&mut self, key: KeyEvent) {
-        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        match key.code {
-            KeyCode::Esc => {
-                self.agent.cancel();
+    fn on_app_action(&mut self, action: Option<Action>, esc_armed: Option<Instant>) {
+        match action {
+            Some(Action::Interrupt) => {
+                if self.status.running {
+                    self.agent.cancel();
+                } else if self.composer.is_empty() {
+                    // Esc Esc on an empty, idle composer: the last message comes back to edit.
+                    if esc_armed.is_some_and(|t| t.elapsed() <= QUIT_WINDOW) {
+                        if self.composer.move_up() == ComposerOutcome::Edited {
+                            self.sync_popup();
+                        }
+                    } else {
+                        self.esc_armed = Some(Instant::now());
+                    }
+                }
             }
-            KeyCode::PageUp => self.transcript.scroll_up(10),
-            KeyCode::PageDown => self.transcript.scroll_down(10),
-            KeyCode::Char('o') if ctrl => {
+            Some(Action::ScrollUp) => self.transcript.scroll_up(10),
+            Some(Action::ScrollDown) => self.transcript.scroll_down(10),
+            Some(Action::Details) => {
                 self.transcript.toggle_last_card();
             }
             _ => {}
         }
     }
 
+    /// Ctrl+C (SPEC §5.5): cancels a send in flight, else clears a draft (Up recalls it), else
+    /// interrupts a running turn, and only quits on a second press with an empty, idle
+    /// composer.
     fn on_ctrl_c(&mut self) {
+        self.esc_armed = None;
+        if let Some(cancel) = &self.preparing {
+            cancel.cancel();
+            self.quit_armed = None;
+            return;
+        }
+        if !self.composer.is_empty() {
+            let draft = self.composer.take_draft();
+            self.composer.push_history(draft);
+            self.sync_popup();
+            self.quit_armed = None;
+            return;
+        }
+        if self.status.running {
+            self.agent.cancel();
+            self.quit_armed = None;
+            return;
+        }
         if self.quit_armed.is_some_and(|t| t.elapsed() <= QUIT_WINDOW) {
             self.should_quit = true;
             return;
         }
         self.quit_armed = Some(Instant::now());
-        if let Some(cancel) = &self.preparing {
-            cancel.cancel();
-        } else {
-            self.agent.cancel();
-        }
     }
 
     /// Keeps the popup on the `@` token under the cursor and starts its lookup.
@@ -495,6 +561,9 @@ impl App {
             preparing: self.preparing.is_some(),
             quit_pending: self.quit_armed.is_some(),
             has_details: self.transcript.items().iter().any(|i| i.is_expandable()),
+            composer_empty: self.composer.is_empty(),
+            has_draft: !self.composer.is_empty(),
+            keymap: Some(self.keymap.clone()),
         }
     }
 
@@ -536,6 +605,20 @@ impl App {
             };
             view.render(popup, buf);
         }
+        if let Some(overlay) = &self.overlay {
+            let view = overlay.view(&self.keymap);
+            let transcript = areas.transcript;
+            let height = view.desired_height(transcript.width).min(transcript.height);
+            let width = transcript.width.min(100);
+            let at = Rect {
+                x: transcript.x + (transcript.width - width) / 2,
+                y: transcript.y + transcript.height - height,
+                width,
+                height,
+            };
+            view.render(at, buf);
+            return None;
+        }
         self.composer.cursor_pos(areas.composer)
     }
 
@@ -565,6 +648,8 @@ pub struct Wiring {
     pub live: LiveSessions,
     pub model: Arc<dyn ModelProvider>,
     pub model_label: String,
+    /// The keys (the standard ones, or with the user's `[keys]` overrides).
+    pub keymap: Arc<Keymap>,
 }
 
 impl Wiring {
@@ -575,6 +660,7 @@ impl Wiring {
             live: LiveSessions::default(),
             model,
             model_label: label,
+            keymap: Arc::new(Keymap::standard()),
         }
     }
 
@@ -597,6 +683,7 @@ pub fn build(
         live,
         model,
         model_label,
+        keymap,
     } = wiring;
     let mut resumed_log = None;
     let (agent, history) = match &options.resume {
@@ -630,6 +717,7 @@ pub fn build(
         .map_err(|e| AppError::Other(e.to_string()))?;
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
     let mut app = App::new(agent, mount, model_label, tx);
+    app.set_keymap(keymap);
     app.show_history(&history);
     if let Some(reason) = app.agent.write_blocker() {
         app.transcript.push_notice(

@@ -11,6 +11,7 @@ pub mod escape;
 pub mod file_index;
 pub mod file_match;
 pub mod help;
+pub mod keys;
 pub mod mount;
 pub mod popup;
 pub mod render;

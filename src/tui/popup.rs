@@ -9,6 +9,7 @@
 
 use super::escape::EscapeMode;
 use super::file_match::{FileIndex, FileMatcher, FileRow};
+use super::keys::{Action, KeyContext, Keymap};
 use super::render::{clip, Renderable};
 use super::scroll::{visible_top, ScrollState};
 use super::style;
@@ -17,7 +18,7 @@ use super::token::ActiveToken;
 pub use super::token::PopupItem;
 use crate::reference::Candidate;
 use crate::session::external::Agent;
-use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::event::{KeyEvent, KeyEventKind};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Alignment, Rect};
 use ratatui::style::{Modifier, Style};
@@ -360,21 +361,48 @@ impl PopupState {
         self.ensure_visible();
     }
 
-    /// Routes a key while the popup is open.
+    /// Routes a key while the popup is open, by the standard keymap.
     pub fn handle_key(&mut self, key: KeyEvent) -> PopupOutcome {
+        self.handle_key_with(Keymap::shared_standard(), key)
+    }
+
+    /// Routes a key while the popup is open, by `keymap`.
+    pub fn handle_key_with(&mut self, keymap: &Keymap, key: KeyEvent) -> PopupOutcome {
         if key.kind == KeyEventKind::Release || !self.open {
             return PopupOutcome::Ignored;
         }
-        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        let plain = key.modifiers.difference(KeyModifiers::SHIFT).is_empty();
-        match key.code {
-            KeyCode::Up if plain => self.move_up(),
-            KeyCode::Down if plain => self.move_down(),
-            KeyCode::Char('p') if ctrl => self.move_up(),
-            KeyCode::Char('n') if ctrl => self.move_down(),
-            KeyCode::PageUp => self.page_up(),
-            KeyCode::PageDown => self.page_down(),
-            KeyCode::Tab | KeyCode::Enter if key.modifiers.is_empty() => {
+        match keymap.action(KeyContext::Popup, &key) {
+            // Enter with nothing to insert is the composer's (it sends); Tab just closes.
+            Some(Action::PopupAccept)
+                if key.code == crossterm::event::KeyCode::Enter
+                    && self.rows.is_empty()
+                    && !self.is_loading() =>
+            {
+                PopupOutcome::Ignored
+            }
+            Some(action) => self.handle_action(action),
+            None => PopupOutcome::Ignored,
+        }
+    }
+
+    /// Does a popup action; any other action is [`PopupOutcome::Ignored`].
+    ///
+    /// With nothing to offer (no rows, not loading), Up, Down, paging and Enter are not the
+    /// popup's: they go on to the composer (history, send), so the popup never traps them.
+    pub fn handle_action(&mut self, action: Action) -> PopupOutcome {
+        if self.rows.is_empty() {
+            match action {
+                Action::PopupUp | Action::PopupDown => return PopupOutcome::Ignored,
+                Action::PopupPageUp | Action::PopupPageDown => return PopupOutcome::Ignored,
+                _ => {}
+            }
+        }
+        match action {
+            Action::PopupUp => self.move_up(),
+            Action::PopupDown => self.move_down(),
+            Action::PopupPageUp => self.page_up(),
+            Action::PopupPageDown => self.page_down(),
+            Action::PopupAccept => {
                 return match self.selected() {
                     Some(item) => PopupOutcome::Accept(item),
                     None => {
@@ -383,7 +411,7 @@ impl PopupState {
                     }
                 };
             }
-            KeyCode::Esc => {
+            Action::PopupClose => {
                 self.dismiss();
                 return PopupOutcome::Close;
             }
@@ -751,6 +779,7 @@ impl Renderable for PopupView<'_> {
 mod tests {
     use super::*;
     use crate::tui::snapshot::render_snapshot;
+    use crossterm::event::{KeyCode, KeyModifiers};
     use proptest::prelude::*;
 
     fn key(code: KeyCode) -> KeyEvent {
@@ -867,11 +896,24 @@ mod tests {
     }
 
     #[test]
-    fn enter_with_no_rows_closes_without_sending() {
+    fn with_nothing_to_offer_the_popup_traps_no_key() {
         let mut state = PopupState::new();
         let request = state.open("zzz", false).unwrap();
-        state.apply_results(request.id, Ok(Vec::new()));
+        // Still loading: Enter waits for the answer rather than sending.
         assert_eq!(state.handle_key(key(KeyCode::Enter)), PopupOutcome::Close);
+        let request2 = state.open("zzzz", false).unwrap();
+        assert!(!state.apply_results(request.id, Ok(Vec::new())));
+        state.apply_results(request2.id, Ok(Vec::new()));
+        // Answered with nothing: Enter (send), Up and Down (history) go to the composer.
+        for code in [KeyCode::Enter, KeyCode::Up, KeyCode::Down, KeyCode::PageUp] {
+            assert_eq!(
+                state.handle_key(key(code)),
+                PopupOutcome::Ignored,
+                "{code:?}"
+            );
+        }
+        assert!(state.is_open());
+        assert_eq!(state.handle_key(key(KeyCode::Tab)), PopupOutcome::Close);
     }
 
     #[test]

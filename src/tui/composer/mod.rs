@@ -25,6 +25,7 @@ mod history;
 mod layout;
 
 use super::escape;
+use super::keys::{Action, KeyContext, Keymap};
 pub use super::token::ActiveToken;
 use crate::reference::Candidate;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -32,6 +33,7 @@ use history::History;
 use layout::Laid;
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
+use std::sync::Arc;
 
 /// A session mention: drawn as `@label`, submitted as `@[label](dsh-session:…)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,6 +140,7 @@ pub struct Composer {
     laid: RefCell<Option<Laid>>,
     /// Layouts computed so far (a test checks one frame computes one).
     layouts: Cell<u64>,
+    keymap: Arc<Keymap>,
 }
 
 impl Default for Composer {
@@ -158,6 +161,7 @@ impl Composer {
             generation: 0,
             laid: RefCell::new(None),
             layouts: Cell::new(0),
+            keymap: standard_keymap(),
         }
     }
 
@@ -286,55 +290,55 @@ impl Composer {
 impl Composer {
     // ----- keys -----
 
+    /// Uses `keymap` for every key from now on (the user's `[keys]` overrides).
+    pub fn set_keymap(&mut self, keymap: Arc<Keymap>) {
+        self.keymap = keymap;
+    }
+
+    /// A key: the action the keymap gives it, else a typed character.
     pub fn handle_key(&mut self, key: KeyEvent) -> ComposerOutcome {
-        use ComposerOutcome::*;
         if key.kind == KeyEventKind::Release {
-            return Ignored;
+            return ComposerOutcome::Ignored;
         }
-        let mods = key.modifiers;
-        let ctrl = mods.contains(KeyModifiers::CONTROL);
-        let alt = mods.contains(KeyModifiers::ALT);
-        let edited = |changed: bool| if changed { Edited } else { Ignored };
-        let moved = |changed: bool| if changed { Moved } else { Ignored };
+        if let Some(action) = self.keymap.action(KeyContext::Composer, &key) {
+            return self.handle_action(action);
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let alt = key.modifiers.contains(KeyModifiers::ALT);
         match key.code {
-            KeyCode::Enter if alt || mods.contains(KeyModifiers::SHIFT) => {
-                self.insert_newline();
-                Edited
-            }
-            KeyCode::Enter if mods.is_empty() => Submit,
-            KeyCode::Char('j') if ctrl && !alt => {
-                self.insert_newline();
-                Edited
-            }
-            KeyCode::Char('a') if ctrl && !alt => moved(self.move_home()),
-            KeyCode::Char('e') if ctrl && !alt => moved(self.move_end()),
-            KeyCode::Char('b') if ctrl && !alt => moved(self.move_left()),
-            KeyCode::Char('f') if ctrl && !alt => moved(self.move_right()),
-            KeyCode::Char('p') if ctrl && !alt => self.move_up(),
-            KeyCode::Char('n') if ctrl && !alt => self.move_down(),
-            KeyCode::Char('h') if ctrl && !alt => edited(self.backspace()),
-            KeyCode::Char('w') if ctrl && !alt => edited(self.delete_word_back()),
-            KeyCode::Char('u') if ctrl && !alt => edited(self.delete_to_line_start()),
-            KeyCode::Char('k') if ctrl && !alt => edited(self.delete_to_line_end()),
-            KeyCode::Char('d') if ctrl && !alt => edited(self.delete()),
-            KeyCode::Char('b') if alt && !ctrl => moved(self.move_word_left()),
-            KeyCode::Char('f') if alt && !ctrl => moved(self.move_word_right()),
             // Ctrl+Alt is AltGr on some platforms: a typed character.
             KeyCode::Char(c) if ctrl == alt => {
                 self.insert_char(c);
+                ComposerOutcome::Edited
+            }
+            _ => ComposerOutcome::Ignored,
+        }
+    }
+
+    /// Does a composer action; any other action is [`ComposerOutcome::Ignored`].
+    pub fn handle_action(&mut self, action: Action) -> ComposerOutcome {
+        use ComposerOutcome::*;
+        let edited = |changed: bool| if changed { Edited } else { Ignored };
+        let moved = |changed: bool| if changed { Moved } else { Ignored };
+        match action {
+            Action::Submit => Submit,
+            Action::Newline => {
+                self.insert_newline();
                 Edited
             }
-            KeyCode::Backspace if ctrl || alt => edited(self.delete_word_back()),
-            KeyCode::Backspace => edited(self.backspace()),
-            KeyCode::Delete => edited(self.delete()),
-            KeyCode::Left if ctrl || alt => moved(self.move_word_left()),
-            KeyCode::Right if ctrl || alt => moved(self.move_word_right()),
-            KeyCode::Left => moved(self.move_left()),
-            KeyCode::Right => moved(self.move_right()),
-            KeyCode::Home => moved(self.move_home()),
-            KeyCode::End => moved(self.move_end()),
-            KeyCode::Up => self.move_up(),
-            KeyCode::Down => self.move_down(),
+            Action::Left => moved(self.move_left()),
+            Action::Right => moved(self.move_right()),
+            Action::WordLeft => moved(self.move_word_left()),
+            Action::WordRight => moved(self.move_word_right()),
+            Action::LineStart => moved(self.move_home()),
+            Action::LineEnd => moved(self.move_end()),
+            Action::Up => self.move_up(),
+            Action::Down => self.move_down(),
+            Action::Backspace => edited(self.backspace()),
+            Action::Delete => edited(self.delete()),
+            Action::DeleteWordBack => edited(self.delete_word_back()),
+            Action::DeleteToLineStart => edited(self.delete_to_line_start()),
+            Action::DeleteToLineEnd => edited(self.delete_to_line_end()),
             _ => Ignored,
         }
     }
@@ -349,6 +353,14 @@ impl Composer {
     }
 }
 
+/// One standard keymap shared by every composer that was given none.
+fn standard_keymap() -> Arc<Keymap> {
+    static STANDARD: std::sync::OnceLock<Arc<Keymap>> = std::sync::OnceLock::new();
+    STANDARD
+        .get_or_init(|| Arc::new(Keymap::standard()))
+        .clone()
+}
+
 pub(super) fn normalize_newlines(text: &str) -> Cow<'_, str> {
     if text.contains('\r') {
         Cow::Owned(text.replace("\r\n", "\n").replace('\r', "\n"))
@@ -361,13 +373,13 @@ pub(super) fn normalize_newlines(text: &str) -> Cow<'_, str> {
 mod tests {
     use super::layout::cluster_width;
     use super::*;
+    use crate::tui::snapshot::render_snapshot;
     use crate::tui::Renderable;
+    use proptest::prelude::*;
     use ratatui::buffer::Buffer;
     use ratatui::layout::Rect;
     use ratatui::style::Style;
     use unicode_segmentation::UnicodeSegmentation;
-    use crate::tui::snapshot::render_snapshot;
-    use proptest::prelude::*;
 
     fn typed(text: &str) -> Composer {
         let mut c = Composer::new();
@@ -734,9 +746,17 @@ mod tests {
         };
         let before = c.layouts.get();
         let first = frame(&c);
-        assert_eq!(c.layouts.get(), before + 1, "height, drawing and cursor share one");
+        assert_eq!(
+            c.layouts.get(),
+            before + 1,
+            "height, drawing and cursor share one"
+        );
         assert_eq!(frame(&c), first);
-        assert_eq!(c.layouts.get(), before + 1, "an unchanged frame computes none");
+        assert_eq!(
+            c.layouts.get(),
+            before + 1,
+            "an unchanged frame computes none"
+        );
         c.insert_char('!');
         let edited = frame(&c);
         assert_eq!(c.layouts.get(), before + 2);
