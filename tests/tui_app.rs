@@ -336,3 +336,73 @@ async fn a_popup_with_nothing_to_offer_lets_enter_send() {
     app.handle(key(KeyCode::Up));
     assert_eq!(app.composer.display_text(), "ping @nomatch");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_commands_run_here_and_unknown_ones_ask_first() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    assert!(screen(&app).contains("dsh-refs"), "the welcome header");
+    app.handle(key(KeyCode::Char('/')));
+    assert!(app.slash.is_open(), "/ opens the menu");
+    assert!(screen(&app).contains("/sessions"));
+    for event in typed("he") {
+        app.handle(event);
+    }
+    assert!(screen(&app).contains("keys and commands"));
+    app.handle(key(KeyCode::Enter));
+    assert!(app.overlay_open(), "/help opens the key help");
+    assert!(app.composer.is_empty());
+    app.handle(key(KeyCode::Esc));
+    assert!(!app.overlay_open());
+    // Typed in full and sent: still run here.
+    for event in typed("/model") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Tab));
+    assert_eq!(app.composer.display_text(), "/model ");
+    app.handle(key(KeyCode::Enter));
+    assert!(screen(&app).contains("Model: offline"));
+    // An unknown command asks; the same Enter again sends it.
+    for event in typed("/frobnicate now") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    assert!(screen(&app).contains("/frobnicate is not a command"));
+    assert_eq!(app.composer.display_text(), "/frobnicate now");
+    app.handle(key(KeyCode::Enter));
+    settle(&mut app, &mut rx).await;
+    let log = own_log(&app, home.path(), "turn/end").await;
+    assert_eq!(
+        user_texts(&log),
+        ["/frobnicate now"],
+        "only the confirmed line reached the model; /help and /model never did"
+    );
+    for event in typed("/quit") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    assert!(app.should_quit);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_new_and_resume_name_the_next_session() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("/resume") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Tab));
+    for event in typed("abc") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    assert!(app.should_quit);
+    assert_eq!(
+        app.next,
+        Some(dsh_session_references::tui::app::NextSession::Resume(
+            "abc".into()
+        ))
+    );
+}

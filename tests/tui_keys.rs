@@ -137,9 +137,32 @@ fn key_overlay() {
     let state = KeyOverlay::new();
     let view = state.view(&keymap);
     let out = [
-        render_snapshot(90, 40, |area, buf| view.render(area, buf)),
+        render_snapshot(90, 52, |area, buf| view.render(area, buf)),
         render_snapshot(40, 8, |area, buf| view.render(area, buf)),
     ]
     .join("\n");
     insta::assert_snapshot!(out);
+}
+
+#[test]
+fn slash_menu() {
+    use dsh_session_references::tui::slash::SlashMenu;
+    let mut menu = SlashMenu::default();
+    menu.sync(Some(""));
+    let all = menu.view();
+    let all = render_snapshot(70, all.desired_height(70), |area, buf| {
+        all.render(area, buf)
+    });
+    menu.sync(Some("s"));
+    menu.handle_action(Action::PopupDown, false);
+    let some = menu.view();
+    let some = render_snapshot(50, some.desired_height(50), |area, buf| {
+        some.render(area, buf)
+    });
+    menu.sync(Some("zz"));
+    let none = menu.view();
+    let none = render_snapshot(60, none.desired_height(60), |area, buf| {
+        none.render(area, buf)
+    });
+    insta::assert_snapshot!([all, some, none].join("\n"));
 }

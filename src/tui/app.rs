@@ -22,6 +22,7 @@ use super::keys::{Action, KeyContext, Keymap};
 use super::mount::{SessionReferenceMount, SubmitError, Submitted};
 use super::popup::{LookupRequest, PopupOutcome, PopupState, QueryId};
 use super::render::Renderable;
+use super::slash::{self, Command, SlashLine, SlashMenu, SlashOutcome};
 use super::status::StatusLine;
 use super::terminal;
 use super::transcript::{NoticeLevel, Transcript};
@@ -74,11 +75,22 @@ pub enum AppEvent {
     Lookup(QueryId, Result<Vec<Candidate>, String>),
     Submitted(Result<Submitted, SubmitError>),
     Files(Arc<FileIndex>),
+    /// The answer to `/sessions`.
+    Listed(Result<Vec<Candidate>, String>),
     /// Periodic wake-up (expiring "press again to quit", ages in the popup).
     Tick,
 }
 
 const QUIT_WINDOW: Duration = Duration::from_secs(2);
+/// Sessions `/sessions` lists before pointing at `@`.
+const SESSIONS_SHOWN: usize = 10;
+
+/// The session to open after this one closes (`/new`, `/resume ID`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NextSession {
+    New,
+    Resume(String),
+}
 
 /// The app state: pure enough to drive from tests with a `TestBackend`.
 pub struct App {
@@ -107,6 +119,12 @@ pub struct App {
     keymap: Arc<Keymap>,
     /// The `?` key-help overlay, when open.
     overlay: Option<KeyOverlay>,
+    /// The `/` command menu.
+    pub slash: SlashMenu,
+    /// A `/word` line naming no command, shown once: the same line again is sent.
+    confirm_unknown: Option<String>,
+    /// What the loop should do after quitting (a `/new` or `/resume` session).
+    pub next: Option<NextSession>,
     pub should_quit: bool,
     tx: mpsc::UnboundedSender<AppEvent>,
     /// The composer text of each sent message not yet seen in the log, by message id: given back
@@ -147,6 +165,9 @@ impl App {
             esc_armed: None,
             keymap: Arc::new(Keymap::standard()),
             overlay: None,
+            slash: SlashMenu::default(),
+            confirm_unknown: None,
+            next: None,
             should_quit: false,
             tx,
             unlogged: Vec::new(),
@@ -222,6 +243,7 @@ impl App {
             }
             AppEvent::Submitted(result) => self.on_submitted(result),
             AppEvent::Files(index) => self.popup.set_file_index(index),
+            AppEvent::Listed(result) => self.show_sessions(result),
             AppEvent::Tick => {
                 if self.quit_armed.is_some_and(|t| t.elapsed() > QUIT_WINDOW) {
                     self.quit_armed = None;
@@ -267,6 +289,26 @@ impl App {
             if app_action == Some(Action::Interrupt) && !self.popup.is_open() {
                 cancel.cancel();
                 return;
+            }
+        }
+        if self.slash.is_open() {
+            let action = self.keymap.action(KeyContext::Popup, &key);
+            let enter = key.code == crossterm::event::KeyCode::Enter;
+            match action.map(|a| self.slash.handle_action(a, enter)) {
+                Some(SlashOutcome::Handled | SlashOutcome::Close) => return,
+                Some(SlashOutcome::Complete(command)) => {
+                    self.composer.set_text(&format!("/{} ", command.name()));
+                    self.sync_popup();
+                    return;
+                }
+                Some(SlashOutcome::Run(command)) => {
+                    let draft = self.composer.take_draft();
+                    self.composer.push_history(draft);
+                    self.sync_popup();
+                    self.run_command(command, "");
+                    return;
+                }
+                Some(SlashOutcome::Ignored) | None => {}
             }
         }
         if self.popup.is_open() {
@@ -350,8 +392,86 @@ impl App {
         self.quit_armed = Some(Instant::now());
     }
 
+    /// Runs a `/` command locally: nothing of it reaches the model.
+    fn run_command(&mut self, command: Command, arg: &str) {
+        self.confirm_unknown = None;
+        match command {
+            Command::Help => {
+                self.overlay = Some(KeyOverlay::new());
+            }
+            Command::New => {
+                self.next = Some(NextSession::New);
+                self.should_quit = true;
+            }
+            Command::Resume if arg.is_empty() => self.transcript.push_notice(
+                NoticeLevel::Info,
+                "Usage: /resume ID (/sessions lists them; @ finds one by id or cwd)",
+            ),
+            Command::Resume => {
+                self.next = Some(NextSession::Resume(arg.to_string()));
+                self.should_quit = true;
+            }
+            Command::Model => self.transcript.push_notice(
+                NoticeLevel::Info,
+                format!(
+                    "Model: {}. To change it, set the [provider] table of config.toml in the \
+                     home, or start with --provider NAME [--model M]",
+                    self.model
+                ),
+            ),
+            Command::Sessions => {
+                let mount = self.mount.clone();
+                let tx = self.tx.clone();
+                tokio::spawn(async move {
+                    let result = mount
+                        .candidates("", &CancellationToken::new())
+                        .await
+                        .map_err(|e| e.message().to_string());
+                    let _ = tx.send(AppEvent::Listed(result));
+                });
+            }
+            Command::Quit => self.should_quit = true,
+        }
+    }
+
+    /// The answer to `/sessions`: the newest few, one line each.
+    fn show_sessions(&mut self, result: Result<Vec<Candidate>, String>) {
+        match result {
+            Ok(candidates) if candidates.is_empty() => self
+                .transcript
+                .push_notice(NoticeLevel::Info, "No other sessions yet"),
+            Ok(candidates) => {
+                let now = now_ms();
+                let mut text = format!(
+                    "{} sessions (newest first; /resume ID opens one):",
+                    candidates.len()
+                );
+                for c in candidates.iter().take(SESSIONS_SHOWN) {
+                    text.push_str(&format!(
+                        "\n{} · {} · {} · {}",
+                        c.label,
+                        c.session_id,
+                        c.cwd.as_deref().unwrap_or("(no cwd)"),
+                        super::text::format_age(c.created_at, now)
+                    ));
+                }
+                if candidates.len() > SESSIONS_SHOWN {
+                    text.push_str(&format!(
+                        "\n… and {} more: type @ to search",
+                        candidates.len() - SESSIONS_SHOWN
+                    ));
+                }
+                self.transcript.push_notice(NoticeLevel::Info, text);
+            }
+            Err(e) => self
+                .transcript
+                .push_notice(NoticeLevel::Error, format!("Could not list sessions: {e}")),
+        }
+    }
+
     /// Keeps the popup on the `@` token under the cursor and starts its lookup.
     fn sync_popup(&mut self) {
+        self.slash.sync(self.composer.slash_query().as_deref());
         let token = self.composer.active_token();
         if let Some(request) = self.popup.sync(token.as_ref()) {
             self.start_lookup(request);
@@ -390,7 +510,29 @@ impl App {
             );
             return;
         }
+        let typed = self.composer.submission_text();
+        match slash::parse_line(&typed) {
+            Some(SlashLine::Run(command, arg)) => {
+                let draft = self.composer.take_draft();
+                self.composer.push_history(draft);
+                self.sync_popup();
+                return self.run_command(command, &arg);
+            }
+            Some(SlashLine::Unknown(name)) if self.confirm_unknown.as_deref() != Some(&typed) => {
+                self.transcript.push_notice(
+                    NoticeLevel::Info,
+                    format!(
+                        "/{name} is not a command (/help lists them). Press Enter again to \
+                         send the line to the model as it is"
+                    ),
+                );
+                self.confirm_unknown = Some(typed);
+                return;
+            }
+            _ => self.confirm_unknown = None,
+        }
         self.popup.close();
+        self.slash.close();
         let draft = self.composer.take_draft();
         // Trailing whitespace (such as the space after an inserted mention) is not content.
         let text = draft.submission_text().trim_end().to_string();
@@ -556,7 +698,7 @@ impl App {
 
     fn key_help(&self) -> KeyHelp {
         KeyHelp {
-            popup_open: self.popup.is_open(),
+            popup_open: self.popup.is_open() || self.slash.is_open(),
             running: self.status.running,
             preparing: self.preparing.is_some(),
             quit_pending: self.quit_armed.is_some(),
@@ -605,6 +747,18 @@ impl App {
             };
             view.render(popup, buf);
         }
+        if self.slash.is_open() {
+            let view = self.slash.view();
+            let transcript = areas.transcript;
+            let height = view.desired_height(transcript.width).min(transcript.height);
+            let at = Rect {
+                x: transcript.x,
+                y: transcript.y + transcript.height - height,
+                width: transcript.width,
+                height,
+            };
+            view.render(at, buf);
+        }
         if let Some(overlay) = &self.overlay {
             let view = overlay.view(&self.keymap);
             let transcript = areas.transcript;
@@ -643,6 +797,7 @@ struct AppAreas {
 
 /// What the binary wires into the app: the store sessions live in, the live sessions of this
 /// process, and the model that answers (with its status-line label).
+#[derive(Clone)]
 pub struct Wiring {
     pub store: DiskStore,
     pub live: LiveSessions,
@@ -716,8 +871,16 @@ pub fn build(
     let service = SessionReferences::new(query, SessionReferenceConfig::default())
         .map_err(|e| AppError::Other(e.to_string()))?;
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
-    let mut app = App::new(agent, mount, model_label, tx);
+    let mut app = App::new(agent, mount, model_label.clone(), tx);
     app.set_keymap(keymap);
+    if options.resume.is_none() {
+        app.transcript.push_welcome(
+            env!("CARGO_PKG_VERSION"),
+            &model_label,
+            options.cwd.as_deref(),
+            &options.home.display().to_string(),
+        );
+    }
     app.show_history(&history);
     if let Some(reason) = app.agent.write_blocker() {
         app.transcript.push_notice(
@@ -754,15 +917,16 @@ pub fn build(
     Ok((app, history))
 }
 
-/// Runs the app loop on `terminal` until the user quits.
+/// Runs the app loop on `terminal` until the user quits; returns the session to open next
+/// (`/new`, `/resume`), if any.
 pub async fn run_loop<B: Backend>(
     terminal: &mut Terminal<B>,
     mut app: App,
     mut rx: mpsc::UnboundedReceiver<AppEvent>,
-) -> Result<(), AppError> {
+) -> Result<Option<NextSession>, AppError> {
     let mut agent_events = app.agent.subscribe();
     let tx = app.tx.clone();
-    tokio::spawn(async move {
+    let forward = tokio::spawn(async move {
         while let Some(event) = agent_events.recv().await {
             if tx.send(AppEvent::Agent(event)).is_err() {
                 break;
@@ -792,47 +956,88 @@ pub async fn run_loop<B: Backend>(
             break;
         }
     }
+    forward.abort();
     app.agent.shutdown();
-    Ok(())
+    Ok(app.next.take())
 }
 
-/// Opens the TUI on the real terminal with what `wiring` provides.
-pub async fn run_terminal(options: AppOptions, wiring: Wiring) -> Result<(), AppError> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let (app, _) = build(&options, wiring, tx.clone())?;
-    if let Some(cwd) = &options.cwd {
-        let files_tx = tx.clone();
-        spawn_file_index(PathBuf::from(cwd), move |index| {
-            let _ = files_tx.send(AppEvent::Files(index));
-        });
-    }
+/// Opens the TUI on the real terminal with what `wiring` provides; `/new` and `/resume` open
+/// the next session on the same terminal.
+pub async fn run_terminal(mut options: AppOptions, wiring: Wiring) -> Result<(), AppError> {
     terminal::install_panic_hook();
-    // Warm the session index now: a first listing of a very large home reads every header,
-    // and the first `@` should not be the one to wait for it.
-    {
-        let mount = app.mount.clone();
-        tokio::spawn(async move {
-            let _ = mount.candidates("", &CancellationToken::new()).await;
-        });
-    }
-    let _guard = terminal::TerminalGuard::enter()?;
-    // Keys are read on their own thread: crossterm's read blocks.
-    let input_tx = tx.clone();
-    std::thread::spawn(move || loop {
-        match crossterm::event::read() {
-            Ok(event) => {
-                if input_tx.send(AppEvent::Input(event)).is_err() {
-                    break;
-                }
+    // Keys are read on their own thread (crossterm's read blocks) and go to the session open
+    // now: each session has a channel of its own, so nothing of one reaches the next.
+    let input: Arc<std::sync::Mutex<Option<mpsc::UnboundedSender<AppEvent>>>> =
+        Arc::new(std::sync::Mutex::new(None));
+    let mut notice: Option<String> = None;
+    let mut guard = None;
+    let mut term: Option<Terminal<ratatui::backend::CrosstermBackend<std::io::Stdout>>> = None;
+    loop {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (mut app, _) = match build(&options, wiring.clone(), tx.clone()) {
+            Ok(built) => built,
+            // A `/resume` that cannot open: a new session says why, rather than an exit.
+            Err(e) if guard.is_some() && options.resume.is_some() => {
+                notice = Some(format!(
+                    "Could not resume {}: {e}",
+                    options.resume.take().unwrap_or_default()
+                ));
+                continue;
             }
-            Err(e) => {
-                tracing::error!(error = %e, "terminal input failed");
-                break;
-            }
+            Err(e) => return Err(e),
+        };
+        if let Some(text) = notice.take() {
+            app.transcript.push_notice(NoticeLevel::Error, text);
         }
-    });
-    let backend = ratatui::backend::CrosstermBackend::new(std::io::stdout());
-    let mut terminal = Terminal::new(backend)?;
-    terminal.clear()?;
-    run_loop(&mut terminal, app, rx).await
+        if let Some(cwd) = &options.cwd {
+            let files_tx = tx.clone();
+            spawn_file_index(PathBuf::from(cwd), move |index| {
+                let _ = files_tx.send(AppEvent::Files(index));
+            });
+        }
+        // Warm the session index now: a first listing of a very large home reads every
+        // header, and the first `@` should not be the one to wait for it.
+        {
+            let mount = app.mount.clone();
+            tokio::spawn(async move {
+                let _ = mount.candidates("", &CancellationToken::new()).await;
+            });
+        }
+        if let Ok(mut slot) = input.lock() {
+            *slot = Some(tx.clone());
+        }
+        if guard.is_none() {
+            guard = Some(terminal::TerminalGuard::enter()?);
+            let input = input.clone();
+            std::thread::spawn(move || loop {
+                match crossterm::event::read() {
+                    Ok(event) => {
+                        let sent = input.lock().ok().and_then(|slot| {
+                            slot.as_ref().map(|tx| tx.send(AppEvent::Input(event)))
+                        });
+                        if matches!(sent, Some(Err(_))) {
+                            // Between sessions: the next one takes the following keys.
+                            continue;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "terminal input failed");
+                        break;
+                    }
+                }
+            });
+        }
+        let terminal = match &mut term {
+            Some(terminal) => terminal,
+            None => term.insert(Terminal::new(ratatui::backend::CrosstermBackend::new(
+                std::io::stdout(),
+            ))?),
+        };
+        terminal.clear()?;
+        match run_loop(terminal, app, rx).await? {
+            Some(NextSession::New) => options.resume = None,
+            Some(NextSession::Resume(id)) => options.resume = Some(id),
+            None => return Ok(()),
+        }
+    }
 }

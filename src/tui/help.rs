@@ -159,11 +159,16 @@ pub enum OverlayRow {
         action: Action,
         keys: Vec<String>,
     },
+    /// A `/` command and what it does.
+    Command {
+        name: String,
+        what: &'static str,
+    },
     Blank,
 }
 
-/// Every binding of `keymap`, grouped by context, in the order the keymap lists actions.
-/// Unbound actions are left out: the overlay shows what the keys do, nothing else.
+/// Every binding of `keymap`, grouped by context, in the order the keymap lists actions, then
+/// the `/` commands. Unbound actions are left out: the overlay shows what the keys do.
 pub fn overlay_rows(keymap: &Keymap) -> Vec<OverlayRow> {
     let mut rows = Vec::new();
     for context in KeyContext::ALL {
@@ -189,6 +194,16 @@ pub fn overlay_rows(keymap: &Keymap) -> Vec<OverlayRow> {
                     .collect(),
             });
         }
+    }
+    rows.push(OverlayRow::Blank);
+    rows.push(OverlayRow::Heading("Commands (type / at the start)"));
+    for (_, name, arg, what) in super::slash::COMMANDS {
+        let name = if arg.is_empty() {
+            format!("/{name}")
+        } else {
+            format!("/{name} {arg}")
+        };
+        rows.push(OverlayRow::Command { name, what });
     }
     rows
 }
@@ -281,6 +296,7 @@ impl Renderable for KeyOverlayView<'_> {
             .iter()
             .map(|r| match r {
                 OverlayRow::Binding { keys, .. } => super::text::str_width(&keys.join(", ")),
+                OverlayRow::Command { name, .. } => super::text::str_width(name),
                 _ => 0,
             })
             .max()
@@ -299,6 +315,13 @@ impl Renderable for KeyOverlayView<'_> {
                     t.push(&keys, style::key());
                     t.push(&" ".repeat(pad + 2), style::dim());
                     t.push(action.description(), style::dim());
+                }
+                OverlayRow::Command { name, what } => {
+                    let pad = key_w.saturating_sub(super::text::str_width(name));
+                    t.push("  ", style::dim());
+                    t.push(name, style::key());
+                    t.push(&" ".repeat(pad + 2), style::dim());
+                    t.push(what, style::dim());
                 }
                 OverlayRow::Blank => {}
             }

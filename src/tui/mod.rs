@@ -16,6 +16,7 @@ pub mod mount;
 pub mod popup;
 pub mod render;
 pub mod scroll;
+pub mod slash;
 pub mod snapshot;
 pub mod status;
 pub mod style;

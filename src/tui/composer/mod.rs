@@ -202,6 +202,22 @@ impl Composer {
         self.elems.iter().all(Elem::is_whitespace)
     }
 
+    /// The command name typed so far when the whole draft is `/` plus a word (no space, no
+    /// mention): what the `/` menu completes.
+    pub fn slash_query(&self) -> Option<String> {
+        if !self.elems.first().is_some_and(|e| e.is('/')) {
+            return None;
+        }
+        let mut query = String::new();
+        for elem in &self.elems[1..] {
+            match elem {
+                Elem::Char(c) if !c.is_whitespace() => query.push(*c),
+                _ => return None,
+            }
+        }
+        Some(query)
+    }
+
     /// The mentions in order of appearance.
     pub fn mentions(&self) -> Vec<&MentionElement> {
         self.elems
