@@ -443,8 +443,9 @@ impl App {
             Ok(candidates) => {
                 let now = now_ms();
                 let mut text = format!(
-                    "{} sessions (newest first; /resume ID opens one):",
-                    candidates.len()
+                    "{} session{} (newest first; /resume ID opens one):",
+                    candidates.len(),
+                    if candidates.len() == 1 { "" } else { "s" }
                 );
                 for c in candidates.iter().take(SESSIONS_SHOWN) {
                     text.push_str(&format!(
