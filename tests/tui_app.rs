@@ -406,3 +406,32 @@ async fn slash_new_and_resume_name_the_next_session() {
         ))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mouse_wheel_scrolls_the_transcript() {
+    use crossterm::event::{MouseEvent, MouseEventKind};
+    let home = tempfile::tempdir().unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for n in 0..60 {
+        app.transcript.push_notice(
+            dsh_session_references::tui::transcript::NoticeLevel::Info,
+            format!("line {n}"),
+        );
+    }
+    screen(&app);
+    let wheel = |kind| {
+        AppEvent::Input(TermEvent::Mouse(MouseEvent {
+            kind,
+            column: 5,
+            row: 5,
+            modifiers: KeyModifiers::NONE,
+        }))
+    };
+    app.handle(wheel(MouseEventKind::ScrollUp));
+    app.handle(wheel(MouseEventKind::ScrollUp));
+    assert_eq!(app.transcript.scroll_offset(), 6);
+    assert!(screen(&app).contains("line 50"));
+    app.handle(wheel(MouseEventKind::ScrollDown));
+    assert_eq!(app.transcript.scroll_offset(), 3);
+}

@@ -33,7 +33,7 @@ use crate::session::writer::now_ms;
 use crate::session::{
     DiskStore, Encoding, Event, HostSessions, LiveSessions, Record, SessionError, SessionHeader,
 };
-use crossterm::event::{Event as TermEvent, KeyEvent, KeyEventKind};
+use crossterm::event::{Event as TermEvent, KeyEvent, KeyEventKind, MouseEventKind};
 use ratatui::backend::Backend;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::Terminal;
@@ -82,6 +82,8 @@ pub enum AppEvent {
 }
 
 const QUIT_WINDOW: Duration = Duration::from_secs(2);
+/// Transcript rows one wheel notch scrolls.
+const WHEEL_ROWS: usize = 3;
 /// Sessions `/sessions` lists before pointing at `@`.
 const SESSIONS_SHOWN: usize = 10;
 
@@ -236,6 +238,11 @@ impl App {
                 self.composer.handle_paste(&text);
                 self.sync_popup();
             }
+            AppEvent::Input(TermEvent::Mouse(mouse)) => match mouse.kind {
+                MouseEventKind::ScrollUp => self.transcript.scroll_up(WHEEL_ROWS),
+                MouseEventKind::ScrollDown => self.transcript.scroll_down(WHEEL_ROWS),
+                _ => {}
+            },
             AppEvent::Input(_) => {}
             AppEvent::Agent(event) => self.on_agent(event),
             AppEvent::Lookup(id, result) => {
