@@ -290,10 +290,7 @@ impl Composer {
                     .map_or(line.end, |j| j + 1)
             } else {
                 let mut j = start + 1;
-                while j < line.end
-                    && !self.elems[j].is_whitespace()
-                    && !matches!(self.elems[j], Elem::Mention(_))
-                {
+                while j < line.end && !self.elems[j].is_whitespace() && !self.elems[j].is_atom() {
                     j += 1;
                 }
                 j
@@ -310,6 +307,7 @@ impl Composer {
                     match elem {
                         Elem::Char(c) => query.push(*c),
                         Elem::Mention(m) => query.push_str(&m.display()),
+                        Elem::Paste(p) => query.push_str(&p.display()),
                     }
                 }
                 return Some(ActiveToken {
@@ -372,7 +370,7 @@ impl Composer {
         if i >= self.elems.len() {
             return self.elems.len()..self.elems.len();
         }
-        if matches!(self.elems[i], Elem::Mention(_)) {
+        if self.elems[i].is_atom() {
             return i..i + 1;
         }
         let mut lo = i;
@@ -391,7 +389,7 @@ impl Composer {
             .iter()
             .map(|e| match e {
                 Elem::Char(c) => *c,
-                Elem::Mention(_) => unreachable!("a mention's edges are fixed boundaries"),
+                _ => unreachable!("an atom's edges are fixed boundaries"),
             })
             .collect();
         let mut start = lo;

@@ -65,10 +65,18 @@ impl Composer {
         let mut widths = vec![0; self.elems.len()];
         let mut i = 0;
         while i < self.elems.len() {
-            if let Elem::Mention(m) = &self.elems[i] {
-                widths[i] = 1 + cluster_cells(&escape::escape_line(&m.label));
-                i += 1;
-                continue;
+            match &self.elems[i] {
+                Elem::Mention(m) => {
+                    widths[i] = 1 + cluster_cells(&escape::escape_line(&m.label));
+                    i += 1;
+                    continue;
+                }
+                Elem::Paste(p) => {
+                    widths[i] = cluster_cells(&p.display());
+                    i += 1;
+                    continue;
+                }
+                Elem::Char(_) => {}
             }
             // From one fixed boundary to the next: mostly a single character, measured alone;
             // otherwise the stretch is segmented (linear overall, however long the text).
@@ -80,7 +88,7 @@ impl Composer {
                 widths[i] = match self.elems[i] {
                     Elem::Char('\n') => 0,
                     Elem::Char(c) => char_cells(c),
-                    Elem::Mention(_) => unreachable!("handled above"),
+                    _ => unreachable!("handled above"),
                 };
                 i = end;
                 continue;
@@ -89,7 +97,7 @@ impl Composer {
                 .iter()
                 .map(|e| match e {
                     Elem::Char(c) => *c,
-                    Elem::Mention(_) => unreachable!("a mention's edges are fixed boundaries"),
+                    _ => unreachable!("an atom's edges are fixed boundaries"),
                 })
                 .collect();
             let mut at = i;
@@ -226,6 +234,9 @@ impl Composer {
                 Elem::Mention(m) => {
                     // Labels from `from_candidate` are already safe; one built elsewhere may not be.
                     out.push_untrusted(&m.display(), EscapeMode::SingleLine, style::mention());
+                }
+                Elem::Paste(p) => {
+                    out.push(&p.display(), style::dim());
                 }
             }
         }

@@ -3,7 +3,8 @@
 //! A mention is stored as one element rather than as its Markdown: the user sees a compact
 //! `@label`, and cursor movement and deletion can't leave half a `@[label](dsh-session:…)`
 //! behind, which would either fail the whole parse at submit or silently point at another
-//! session. The canonical Markdown exists only in [`Composer::submission_text`].
+//! session. The canonical Markdown exists only in [`Composer::submission_text`]. A large paste
+//! is an atom too: drawn `[Pasted 200 lines]`, submitted whole (`a_large_paste_is_collapsed_but_sent_whole`).
 //!
 //! Text is a vector of elements (characters and mentions) with the cursor as an element index.
 //! The composer is split by role: `buffer` edits and moves over the elements (clusters, words,
@@ -64,13 +65,42 @@ impl MentionElement {
     }
 }
 
+/// A large paste, shown collapsed (`[Pasted 200 lines]`) and sent whole (SPEC §5.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PastedText {
+    /// Exactly what was pasted (line endings normalized).
+    pub text: String,
+}
+
+impl PastedText {
+    /// `[Pasted 200 lines]`, or `[Pasted 5000 chars]` for one long line.
+    pub fn display(&self) -> String {
+        let lines = self.text.lines().count();
+        if lines > 1 {
+            format!("[Pasted {lines} lines]")
+        } else {
+            format!("[Pasted {} chars]", self.text.chars().count())
+        }
+    }
+}
+
+/// A paste with more lines than this, or more characters than [`PASTE_COLLAPSE_CHARS`], is
+/// shown collapsed.
+pub const PASTE_COLLAPSE_LINES: usize = 10;
+pub const PASTE_COLLAPSE_CHARS: usize = 2000;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Elem {
     Char(char),
     Mention(Box<MentionElement>),
+    Paste(Box<PastedText>),
 }
 
 impl Elem {
+    /// A mention or a collapsed paste: one element, edited and drawn as a unit.
+    fn is_atom(&self) -> bool {
+        !matches!(self, Elem::Char(_))
+    }
     fn is_whitespace(&self) -> bool {
         matches!(self, Elem::Char(c) if c.is_whitespace())
     }
@@ -95,6 +125,7 @@ impl ComposerSnapshot {
             match elem {
                 Elem::Char(c) => out.push(*c),
                 Elem::Mention(m) => out.push_str(&m.markdown()),
+                Elem::Paste(p) => out.push_str(&p.text),
             }
         }
         out
@@ -188,6 +219,7 @@ impl Composer {
             match elem {
                 Elem::Char(c) => out.push(*c),
                 Elem::Mention(m) => out.push_str(&m.display()),
+                Elem::Paste(p) => out.push_str(&p.display()),
             }
         }
         out
@@ -224,7 +256,7 @@ impl Composer {
             .iter()
             .filter_map(|e| match e {
                 Elem::Mention(m) => Some(&**m),
-                Elem::Char(_) => None,
+                _ => None,
             })
             .collect()
     }
@@ -360,11 +392,24 @@ impl Composer {
     }
 
     /// A bracketed paste: inserted as text (newlines kept, never a submit).
+    ///
+    /// A large one (more than [`PASTE_COLLAPSE_LINES`] lines or [`PASTE_COLLAPSE_CHARS`]
+    /// characters) becomes one collapsed element that is sent whole.
     pub fn handle_paste(&mut self, text: &str) -> ComposerOutcome {
         if text.is_empty() {
             return ComposerOutcome::Ignored;
         }
-        self.insert_str(text);
+        let text = normalize_newlines(text);
+        if text.lines().count() > PASTE_COLLAPSE_LINES
+            || text.chars().count() > PASTE_COLLAPSE_CHARS
+        {
+            let paste = Elem::Paste(Box::new(PastedText {
+                text: text.into_owned(),
+            }));
+            self.splice(self.cursor..self.cursor, vec![paste]);
+        } else {
+            self.insert_str(&text);
+        }
         ComposerOutcome::Edited
     }
 }
@@ -722,6 +767,36 @@ mod tests {
     }
 
     #[test]
+    fn a_large_paste_is_collapsed_but_sent_whole() {
+        let big: String = (1..=200).map(|n| format!("line {n}\r\n")).collect();
+        let mut c = typed("see ");
+        c.handle_paste(&big);
+        c.insert_str(" thanks");
+        assert_eq!(c.display_text(), "see [Pasted 200 lines] thanks");
+        assert_eq!(
+            c.submission_text(),
+            format!("see {} thanks", big.replace("\r\n", "\n"))
+        );
+        assert_eq!(c.desired_height(60), 3, "one row, not two hundred");
+        // One unit for the cursor and for deletion.
+        for _ in 0.." thanks".len() {
+            c.backspace();
+        }
+        c.backspace();
+        assert_eq!(c.display_text(), "see ");
+        // One long line collapses by its length; a short paste stays text.
+        let mut c = Composer::new();
+        c.handle_paste(&"x".repeat(PASTE_COLLAPSE_CHARS + 1));
+        assert_eq!(
+            c.display_text(),
+            format!("[Pasted {} chars]", PASTE_COLLAPSE_CHARS + 1)
+        );
+        let mut c = Composer::new();
+        c.handle_paste("a\nb");
+        assert_eq!(c.display_text(), "a\nb");
+    }
+
+    #[test]
     fn paste_normalizes_line_endings_and_never_submits() {
         let mut c = Composer::new();
         assert_eq!(c.handle_paste("a\r\nb\rc"), ComposerOutcome::Edited);
@@ -831,7 +906,7 @@ mod tests {
             let widths = c.cell_widths();
             let mut i = 0;
             while i < c.elems.len() {
-                if matches!(c.elems[i], Elem::Mention(_)) {
+                if c.elems[i].is_atom() {
                     prop_assert_eq!(c.cluster_at(i), i..i + 1);
                     prop_assert_eq!(widths[i], 4);
                     i += 1;
@@ -841,7 +916,7 @@ mod tests {
                     .iter()
                     .map_while(|e| match e {
                         Elem::Char(ch) => Some(*ch),
-                        Elem::Mention(_) => None,
+                        _ => None,
                     })
                     .collect();
                 for g in run.graphemes(true) {
