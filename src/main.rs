@@ -6,7 +6,8 @@ use dsh_session_references::session::external::SourceSet;
 use dsh_session_references::session::paths::resolve_home;
 use dsh_session_references::session::DiskStore;
 use dsh_session_references::session::Encoding;
-use dsh_session_references::tui::app::{run_terminal_with, AppOptions};
+use dsh_session_references::tui::app::{run_terminal, AppOptions, Wiring};
+use dsh_session_references::tui::keys::Keymap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -133,6 +134,29 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
         cwd,
         sources: sources.clone(),
     };
+    // The binary wires the store and the model into the TUI.
+    let mut wiring = match Wiring::for_choice(&options, &choice) {
+        Ok(wiring) => wiring,
+        Err(e) => {
+            eprintln!("dsh-refs: {}", diagnostic(&e.to_string()));
+            return 1;
+        }
+    };
+    // The user's `[keys]` overrides; a wrong one is a start-up error naming it.
+    let keys = dsh_session_references::agent::config::load_keys(&home)
+        .map_err(|e| e.to_string())
+        .and_then(|overrides| Keymap::with_overrides(&overrides));
+    match keys {
+        Ok(keymap) => wiring.keymap = std::sync::Arc::new(keymap),
+        Err(e) => {
+            eprintln!(
+                "dsh-refs: {}: {}",
+                home.join("config.toml").display(),
+                diagnostic(&e)
+            );
+            return 1;
+        }
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -143,7 +167,7 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
             return 1;
         }
     };
-    let result = runtime.block_on(run_terminal_with(options, choice));
+    let result = runtime.block_on(run_terminal(options, wiring));
     // Do not wait for lingering blocking reads (a stuck filesystem must not hang the exit).
     runtime.shutdown_timeout(Duration::from_millis(200));
     match result {

@@ -471,10 +471,11 @@ fn the_cli_lists_and_prepares_other_agents_sessions_without_writing() {
 mod tui {
     use super::*;
     use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+    use dsh_session_references::agent::config::ModelChoice;
     use dsh_session_references::reference::format_session_reference_mention;
     use dsh_session_references::session::external::SourceSet;
     use dsh_session_references::session::Encoding;
-    use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions};
+    use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions, Wiring};
     use std::time::Duration;
 
     async fn pump(
@@ -509,7 +510,12 @@ mod tui {
             sources: SourceSet::from_flags(None, Some(&claude_home), Some(&codex_home)),
         };
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let (mut app, _) = build(&options, tx).unwrap();
+        let (mut app, _) = build(
+            &options,
+            Wiring::for_choice(&options, &ModelChoice::Offline).unwrap(),
+            tx,
+        )
+        .unwrap();
         let text = format!(
             "compare {} with {}",
             format_session_reference_mention(CLAUDE_IDS[7], Some("hello files")),
