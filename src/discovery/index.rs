@@ -352,10 +352,25 @@ pub struct Indexer {
     covers: Arc<dyn Fn(&str) -> bool + Send + Sync>,
     known: HashMap<String, Known>,
     data_version: Option<i64>,
-    runtime: tokio::runtime::Runtime,
+    /// Drives the store's async queries on the indexer's own thread. Always `Some` until drop.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Indexer {
+    /// The last holder of the indexer may be a task on the TUI's runtime, where dropping a
+    /// runtime the blocking way panics: let this one go in the background.
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl Indexer {
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime.as_ref().expect("the runtime lives until drop")
+    }
+
     pub fn new(
         path: PathBuf,
         query: Arc<dyn SessionQuery>,
@@ -374,7 +389,7 @@ impl Indexer {
             covers,
             known: HashMap::new(),
             data_version: None,
-            runtime,
+            runtime: Some(runtime),
         })
     }
 
@@ -419,7 +434,7 @@ impl Indexer {
     }
 
     fn refresh_inner(&mut self) -> Result<PassStats> {
-        let sessions = self.runtime.block_on(self.query.list_sessions())?;
+        let sessions = self.runtime().block_on(self.query.list_sessions())?;
         self.load_known()?;
         let mut stats = PassStats {
             listed: sessions.len(),
@@ -577,9 +592,9 @@ impl Indexer {
     fn index_one(&mut self, summary: &SessionSummary, stamp: Option<String>) -> Result<Outcome> {
         let id = summary.id().to_string();
         let snapshot = self
-            .runtime
+            .runtime()
             .block_on(self.query.read_conversation_surface(&id))?;
-        let title = match self.runtime.block_on(self.query.read_title(&id)) {
+        let title = match self.runtime().block_on(self.query.read_title(&id)) {
             Ok(title) => title,
             Err(e) => {
                 tracing::warn!(session = %id, error = %e, "title unreadable; indexed without it");
