@@ -32,7 +32,9 @@ fn options() -> Options {
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let value = args.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        let value = args
+            .next()
+            .unwrap_or_else(|| panic!("{flag} needs a value"));
         match flag.as_str() {
             "--turns" => options.turns = value.parse().expect("--turns N"),
             "--encoding" => {

@@ -115,6 +115,7 @@ pub mod agent;
 pub mod cli;
 #[cfg(feature = "tui")]
 pub mod demo;
+pub mod discovery;
 pub mod escape;
 pub mod reference;
 pub mod session;

@@ -1,8 +1,8 @@
 //! The layers of the crate, kept by a test instead of by review.
 //!
 //! Bottom up: `session/` (the log, the store, `SessionQuery`) knows nothing above it;
-//! `reference/` and `agent/` use only `session/`; `tui/` uses those three but never the command
-//! line; `cli/` wires everything; nothing reaches the binary (`main.rs`). The neutral root
+//! `reference/` and `agent/` use only `session/`; `discovery/` (the search index) uses
+//! `session/` and the reference projection; `tui/` uses those four but never the command line; `cli/` wires everything; nothing reaches the binary (`main.rs`). The neutral root
 //! modules (`escape`, `test_rng`) sit below every layer and anyone may use them; `demo` (the
 //! embedded demo home) is for the front ends only.
 //!
@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The top-level modules of the library that have a layer.
-const LAYERS: &[&str] = &["session", "reference", "agent", "tui", "cli"];
+const LAYERS: &[&str] = &["session", "reference", "agent", "discovery", "tui", "cli"];
 /// Root modules below every layer.
 const NEUTRAL: &[&str] = &["escape", "test_rng"];
 
@@ -28,8 +28,10 @@ fn allowed(layer: &str) -> &'static [&'static str] {
     match layer {
         "session" => &[],
         "reference" | "agent" => &["session"],
-        "tui" => &["session", "reference", "agent", "demo"],
-        "cli" => &["session", "reference", "agent", "tui", "demo"],
+        // Discovery indexes what the store serves, projected as references project it.
+        "discovery" => &["session", "reference"],
+        "tui" => &["session", "reference", "agent", "discovery", "demo"],
+        "cli" => &["session", "reference", "agent", "discovery", "tui", "demo"],
         // `demo` and the other root modules: only the neutral ones.
         _ => &[],
     }

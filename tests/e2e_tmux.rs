@@ -311,3 +311,82 @@ fn keys_sent_with_enter_and_while_preparing_are_kept_and_emoji_edit_whole() {
         ["xyzfirst", "see @Leap day parsing", "then"]
     );
 }
+
+/// The composer's text row (the line with the `›` prompt inside the rounded box).
+fn composer_row(screen: &str) -> String {
+    screen
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("│›"))
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn slash_menu_help_overlay_and_ctrl_c_semantics() {
+    let home = tempfile::tempdir().unwrap();
+    write_source(home.path());
+    let workdir = tempfile::tempdir().unwrap();
+    let command = format!(
+        "cd {} && {} --home {} --compression none",
+        workdir.path().display(),
+        env!("CARGO_BIN_EXE_dsh-refs"),
+        home.path().display()
+    );
+    let tmux = Tmux::start("slash", &command, 100, 30);
+    tmux.wait_for_screen("the welcome header", |s| {
+        s.contains("cross-session references") && s.contains("tip")
+    });
+
+    // `/` opens the menu; typing narrows it; Enter runs /help here.
+    tmux.type_text("/");
+    tmux.wait_for_screen("the command menu", |s| {
+        s.contains("/sessions") && s.contains("/resume ID") && s.contains("/quit")
+    });
+    tmux.type_text("he");
+    tmux.wait_for_screen("the narrowed menu", |s| {
+        s.contains("/help") && !s.contains("/sessions")
+    });
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_screen("the key help overlay", |s| {
+        s.contains("Keys · esc to close") && s.contains("new line")
+    });
+    tmux.keys(&["Escape"]);
+    tmux.wait_for_screen("the overlay closed", |s| !s.contains("Keys · esc to close"));
+
+    // /sessions lists the other session; nothing was sent to the model.
+    tmux.type_text("/sessions");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_screen("the session list", |s| {
+        s.contains("Leap day parsing · src-session-1")
+    });
+    assert!(
+        target_log(home.path()).is_none_or(|log| count(&records(&log), "user/message") == 0),
+        "no command reached the model"
+    );
+
+    // Ctrl-C with a draft clears it; Up brings it back; a second Ctrl-C clears it again.
+    tmux.type_text("a draft worth keeping");
+    tmux.wait_for_screen("the draft", |s| {
+        composer_row(s).contains("a draft worth keeping")
+    });
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_screen("the draft cleared", |s| {
+        !composer_row(s).contains("a draft worth keeping")
+    });
+    tmux.keys(&["Up"]);
+    tmux.wait_for_screen("the draft recalled", |s| {
+        composer_row(s).contains("a draft worth keeping")
+    });
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_screen("the draft cleared again", |s| {
+        !composer_row(s).contains("a draft worth keeping")
+    });
+    // Empty and idle: the first press only arms, the second quits.
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_screen("the quit hint", |s| s.contains("again to quit"));
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_screen("the shell back", |s| {
+        !s.contains("cross-session references")
+    });
+}

@@ -1,12 +1,23 @@
 //! The app loop's submit path, driven like a person would: type, press Enter, let the events in.
 
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+use dsh_session_references::agent::config::ModelChoice;
 use dsh_session_references::reference::format_session_reference_mention;
-use dsh_session_references::session::Encoding;
-use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions};
+use dsh_session_references::session::{Encoding, Record};
+use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions, Wiring};
 use std::path::Path;
 use std::time::Duration;
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+/// The app over `options` with the offline model, wired as the binary wires it.
+fn offline(options: &AppOptions, tx: UnboundedSender<AppEvent>) -> (App, Vec<Record>) {
+    build(
+        options,
+        Wiring::for_choice(options, &ModelChoice::Offline).unwrap(),
+        tx,
+    )
+    .unwrap()
+}
 
 fn options(home: &std::path::Path) -> AppOptions {
     AppOptions {
@@ -53,7 +64,7 @@ async fn pump(app: &mut App, rx: &mut UnboundedReceiver<AppEvent>, done: impl Fn
 async fn failed_preparation_keeps_the_input_and_enqueues_nothing() {
     let home = tempfile::tempdir().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (mut app, _) = build(&options(home.path()), tx).unwrap();
+    let (mut app, _) = offline(&options(home.path()), tx);
     let text = format!(
         "see {}",
         format_session_reference_mention("gone", Some("old work"))
@@ -88,7 +99,7 @@ async fn failed_preparation_keeps_the_input_and_enqueues_nothing() {
 async fn success_clears_the_input_and_logs_the_trimmed_prompt() {
     let home = tempfile::tempdir().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (mut app, _) = build(&options(home.path()), tx).unwrap();
+    let (mut app, _) = offline(&options(home.path()), tx);
     app.composer.set_text("hello there   ");
     app.handle(key(KeyCode::Enter));
     pump(&mut app, &mut rx, |app| app.composer.is_empty()).await;
@@ -160,7 +171,7 @@ async fn settle(app: &mut App, rx: &mut UnboundedReceiver<AppEvent>) {
 async fn keys_in_the_same_burst_as_enter_start_the_next_draft() {
     let home = tempfile::tempdir().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (mut app, _) = build(&options(home.path()), tx).unwrap();
+    let (mut app, _) = offline(&options(home.path()), tx);
     // One read of the terminal: "hello⏎next⏎" typed faster than the send settles.
     let mut burst = typed("hello");
     burst.push(key(KeyCode::Enter));
@@ -201,7 +212,7 @@ async fn typing_while_a_reference_is_prepared_survives_success_and_failure() {
     )
     .unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (mut app, _) = build(&options(home.path()), tx).unwrap();
+    let (mut app, _) = offline(&options(home.path()), tx);
 
     // Success: the message goes, what was typed meanwhile stays, the sent one is in history.
     let good = format!(
@@ -254,4 +265,173 @@ async fn typing_while_a_reference_is_prepared_survives_success_and_failure() {
         ["see @other"],
         "nothing more was sent: {log}"
     );
+}
+
+fn ctrl(c: char) -> AppEvent {
+    AppEvent::Input(TermEvent::Key(KeyEvent::new(
+        KeyCode::Char(c),
+        KeyModifiers::CONTROL,
+    )))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_clears_a_draft_first_and_quits_only_on_a_second_idle_press() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("half a thought") {
+        app.handle(event);
+    }
+    app.handle(ctrl('c'));
+    assert!(app.composer.is_empty(), "the draft is cleared");
+    assert!(!app.should_quit);
+    app.handle(key(KeyCode::Up));
+    assert_eq!(
+        app.composer.display_text(),
+        "half a thought",
+        "and Up recalls it"
+    );
+    app.handle(ctrl('c'));
+    assert!(app.composer.is_empty() && !app.should_quit);
+    app.handle(ctrl('c'));
+    assert!(!app.should_quit, "one press on an empty composer only arms");
+    assert!(screen(&app).contains("again to quit"));
+    app.handle(ctrl('c'));
+    assert!(app.should_quit, "the second one quits");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn esc_esc_on_an_empty_composer_edits_the_last_message() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("first message") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    settle(&mut app, &mut rx).await;
+    own_log(&app, home.path(), "turn/end").await;
+    pump(&mut app, &mut rx, |app| !screen(app).contains("running")).await;
+    app.handle(key(KeyCode::Esc));
+    assert!(app.composer.is_empty(), "one Esc only arms");
+    app.handle(key(KeyCode::Esc));
+    assert_eq!(app.composer.display_text(), "first message");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_popup_with_nothing_to_offer_lets_enter_send() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("ping @nomatch") {
+        app.handle(event);
+    }
+    assert!(app.popup.is_open());
+    pump(&mut app, &mut rx, |app| !app.popup.is_loading()).await;
+    app.handle(key(KeyCode::Enter));
+    settle(&mut app, &mut rx).await;
+    let log = own_log(&app, home.path(), "turn/end").await;
+    assert_eq!(user_texts(&log), ["ping @nomatch"]);
+    // Up recalls it, and the popup that opens on its token does not keep Up for itself.
+    app.handle(key(KeyCode::Up));
+    assert_eq!(app.composer.display_text(), "ping @nomatch");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_commands_run_here_and_unknown_ones_ask_first() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    assert!(screen(&app).contains("dsh-refs"), "the welcome header");
+    app.handle(key(KeyCode::Char('/')));
+    assert!(app.slash.is_open(), "/ opens the menu");
+    assert!(screen(&app).contains("/sessions"));
+    for event in typed("he") {
+        app.handle(event);
+    }
+    assert!(screen(&app).contains("keys and commands"));
+    app.handle(key(KeyCode::Enter));
+    assert!(app.overlay_open(), "/help opens the key help");
+    assert!(app.composer.is_empty());
+    app.handle(key(KeyCode::Esc));
+    assert!(!app.overlay_open());
+    // Typed in full and sent: still run here.
+    for event in typed("/model") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Tab));
+    assert_eq!(app.composer.display_text(), "/model ");
+    app.handle(key(KeyCode::Enter));
+    assert!(screen(&app).contains("Model: offline"));
+    // An unknown command asks; the same Enter again sends it.
+    for event in typed("/frobnicate now") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    assert!(screen(&app).contains("/frobnicate is not a command"));
+    assert_eq!(app.composer.display_text(), "/frobnicate now");
+    app.handle(key(KeyCode::Enter));
+    settle(&mut app, &mut rx).await;
+    let log = own_log(&app, home.path(), "turn/end").await;
+    assert_eq!(
+        user_texts(&log),
+        ["/frobnicate now"],
+        "only the confirmed line reached the model; /help and /model never did"
+    );
+    for event in typed("/quit") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    assert!(app.should_quit);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_new_and_resume_name_the_next_session() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("/resume") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Tab));
+    for event in typed("abc") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    assert!(app.should_quit);
+    assert_eq!(
+        app.next,
+        Some(dsh_session_references::tui::app::NextSession::Resume(
+            "abc".into()
+        ))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mouse_wheel_scrolls_the_transcript() {
+    use crossterm::event::{MouseEvent, MouseEventKind};
+    let home = tempfile::tempdir().unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for n in 0..60 {
+        app.transcript.push_notice(
+            dsh_session_references::tui::transcript::NoticeLevel::Info,
+            format!("line {n}"),
+        );
+    }
+    screen(&app);
+    let wheel = |kind| {
+        AppEvent::Input(TermEvent::Mouse(MouseEvent {
+            kind,
+            column: 5,
+            row: 5,
+            modifiers: KeyModifiers::NONE,
+        }))
+    };
+    app.handle(wheel(MouseEventKind::ScrollUp));
+    app.handle(wheel(MouseEventKind::ScrollUp));
+    assert_eq!(app.transcript.scroll_offset(), 6);
+    assert!(screen(&app).contains("line 50"));
+    app.handle(wheel(MouseEventKind::ScrollDown));
+    assert_eq!(app.transcript.scroll_offset(), 3);
 }

@@ -215,3 +215,15 @@ fn multi_line_with_wrapping_and_cursor() {
 fn placeholder_when_empty() {
     assert_snapshot!(draw(&Composer::new(), 50));
 }
+
+#[test]
+fn collapsed_paste() {
+    let mut composer = Composer::new();
+    composer.insert_str("Review this log: ");
+    let log: String = (1..=200).map(|n| format!("12:00:{n:02} ok\n")).collect();
+    composer.handle_paste(&log);
+    composer.insert_str(" and say what failed");
+    let out = render_snapshot(60, 5, |area, buf| composer.render(area, buf));
+    assert!(composer.submission_text().contains("12:00:200 ok"));
+    insta::assert_snapshot!(out);
+}

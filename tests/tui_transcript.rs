@@ -294,3 +294,16 @@ fn a_card_says_which_agent_a_session_came_from() {
     // An unknown source is not shown at all.
     assert!(!drawn.contains("spoof"), "{drawn}");
 }
+
+#[test]
+fn welcome_header() {
+    let mut t = Transcript::new();
+    t.push_welcome(
+        "0.1.0",
+        "offline · for a real model: DEEPSEEK_API_KEY=… or --provider NAME",
+        Some("/home/dev/web\u{1b}[2Japp"),
+        "/home/dev/.dsh",
+    );
+    let out = [draw(&t, 90, 8), draw(&t, 36, 10)].join("\n");
+    assert_snapshot!(out);
+}

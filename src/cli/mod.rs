@@ -11,7 +11,9 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 pub mod exec;
+pub mod lifecycle;
 pub mod reference;
+pub mod search;
 pub mod sessions;
 
 #[derive(Debug, Parser)]
@@ -65,10 +67,15 @@ fn parse_sources(text: &str) -> Result<SourceChoice, String> {
 /// Options of the TUI (no subcommand).
 #[derive(Debug, Args, Clone, Default)]
 pub struct TuiArgs {
-    /// Continue the session with this id instead of starting a new one.
-    #[arg(long, value_name = "ID")]
+    /// Continue the session with this id (or a unique prefix of it) instead of starting a new
+    /// one; with no id, list the recent sessions to pick from.
+    #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]
     pub resume: Option<String>,
-    /// Copy the bundled demo home to a temporary directory and open it.
+    /// Continue the session of the current directory that was active last.
+    #[arg(long = "continue", short = 'c', conflicts_with = "resume")]
+    pub continue_last: bool,
+    /// Open the bundled demo home, installed once per user under the cache directory
+    /// ($XDG_CACHE_HOME/dsh-refs/demo-home, else ~/.cache/dsh-refs/demo-home) and reused.
     #[arg(long)]
     pub demo: bool,
     /// Delay between words streamed by the offline model, in milliseconds.
@@ -119,6 +126,8 @@ pub enum Compression {
 pub enum Command {
     /// Run one turn without the TUI and stream the answer to stdout.
     Exec(ExecArgs),
+    /// Find sessions by title, first prompt, conversation text, cwd or id prefix (SPEC §8).
+    Search(search::SearchArgs),
     /// List sessions, newest first.
     Sessions {
         /// Print a JSON array instead of a table.

@@ -118,7 +118,7 @@ fn render(store: &DiskStore, sources: &SourceSet, json: bool) -> Result<String, 
         .map(|r| visible(r.session_id).chars().count())
         .max()
         .unwrap_or(2)
-        .clamp(2, 40);
+        .max(2);
     out.push_str(&format!(
         "{:<id_width$}  {:<20}  {:<30}  CWD\n",
         "ID", "CREATED (UTC)", "TITLE"
@@ -127,7 +127,8 @@ fn render(store: &DiskStore, sources: &SourceSet, json: bool) -> Result<String, 
         let title = row.title.as_deref().map(visible).unwrap_or_default();
         out.push_str(&format!(
             "{:<id_width$}  {:<20}  {:<30}  {}\n",
-            clip(&visible(row.session_id), 40),
+            // Whole ids: a cut id cannot be pasted into `--resume`.
+            visible(row.session_id),
             utc_timestamp(row.created_at),
             clip(&title, 30),
             row.cwd.map(visible).unwrap_or_else(|| "(no cwd)".into()),

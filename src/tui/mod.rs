@@ -7,16 +7,23 @@
 
 pub mod app;
 pub mod composer;
+pub mod discovery;
 pub mod escape;
+pub mod file_index;
 pub mod file_match;
 pub mod help;
+pub mod keys;
 pub mod mount;
 pub mod popup;
 pub mod render;
+pub mod scroll;
+pub mod slash;
 pub mod snapshot;
 pub mod status;
 pub mod style;
+pub mod terminal;
 pub mod text;
+pub mod token;
 pub mod transcript;
 
 pub use render::Renderable;

@@ -81,6 +81,13 @@ pub enum TranscriptItem {
         text: String,
         is_error: bool,
     },
+    /// The header of a new session: what runs where, and how to start.
+    Welcome {
+        version: String,
+        model: String,
+        cwd: Option<String>,
+        home: String,
+    },
     /// Our own messages, e.g. `Session reference failed: …`.
     Notice {
         level: NoticeLevel,
@@ -306,6 +313,44 @@ impl TranscriptItem {
                 }
                 vec![t.truncate(width).to_line()]
             }
+            TranscriptItem::Welcome {
+                version,
+                model,
+                cwd,
+                home,
+            } => {
+                let mut lines = Vec::new();
+                let mut title = text("✻ ", style::user_prefix());
+                title.push("dsh-refs", Style::new().add_modifier(Modifier::BOLD));
+                title.push(
+                    &format!(" {version} · cross-session references"),
+                    style::dim(),
+                );
+                lines.push(title.truncate(width).to_line());
+                for (name, value) in [
+                    ("model", model.as_str()),
+                    ("cwd  ", cwd.as_deref().unwrap_or("(none)")),
+                    ("home ", home.as_str()),
+                ] {
+                    let mut row = text(&format!("  {name}  "), style::dim());
+                    row.push_untrusted(value, EscapeMode::SingleLine, Style::new());
+                    lines.push(row.truncate(width).to_line());
+                }
+                lines.push(Line::default());
+                for tip in [
+                    "type @ to reference another session or a file",
+                    "/ for commands · ? for keys · ctrl+o opens the last card",
+                ] {
+                    let mut row = text("  tip  ", style::dim());
+                    row.push(tip, style::dim());
+                    lines.extend(row.wrap(
+                        width,
+                        &text("", Style::new()),
+                        &text("       ", Style::new()),
+                    ));
+                }
+                lines
+            }
             TranscriptItem::Notice { level, text: body } => {
                 let style = match level {
                     NoticeLevel::Info => style::dim(),
@@ -499,6 +544,16 @@ impl Transcript {
                 true
             }
         }
+    }
+
+    /// The welcome header of a new session.
+    pub fn push_welcome(&mut self, version: &str, model: &str, cwd: Option<&str>, home: &str) {
+        self.items.push(TranscriptItem::Welcome {
+            version: version.to_string(),
+            model: model.to_string(),
+            cwd: cwd.map(str::to_string),
+            home: home.to_string(),
+        });
     }
 
     pub fn push_notice(&mut self, level: NoticeLevel, text: impl Into<String>) {
