@@ -15,6 +15,9 @@
 //! - [`agent`]: the session-bound admission runtime (`followup`, `steer`, `inject`, the
 //!   acceptance window, the `prompt-submit` hook), the log's one writer thread, and the model
 //!   providers. Uses only `session`.
+//! - [`discovery`]: the finder beside the contract (a full-text index of the sessions served,
+//!   ranked search, what `--resume PREFIX` and `--continue` mean). Uses `session` and the
+//!   reference projection only.
 //! - `tui` (feature `tui`): the standard terminal bundle (composer, `@` popup, transcript,
 //!   status, key help, the app loop) and the terminal-free mount (`tui::mount`) that runs the
 //!   submit transaction. Uses the three above, never the command line.

@@ -2,9 +2,10 @@
 //!
 //! Bottom up: `session/` (the log, the store, `SessionQuery`) knows nothing above it;
 //! `reference/` and `agent/` use only `session/`; `discovery/` (the search index) uses
-//! `session/` and the reference projection; `tui/` uses those four but never the command line; `cli/` wires everything; nothing reaches the binary (`main.rs`). The neutral root
-//! modules (`escape`, `test_rng`) sit below every layer and anyone may use them; `demo` (the
-//! embedded demo home) is for the front ends only.
+//! `session/` and the reference projection; `tui/` uses those four but never the command line;
+//! `cli/` wires everything; nothing reaches the binary (`main.rs`). The neutral root modules
+//! (`escape`, `test_rng`) sit below every layer and anyone may use them; `demo` (the embedded
+//! demo home) is for the front ends only.
 //!
 //! The checker reads every `src/**/*.rs`, drops comments and string literals, and resolves each
 //! `crate::…` path (grouped `use crate::{a, b}` included) and each `super::…` chain that climbs
