@@ -294,6 +294,8 @@ pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize) {
     }
     percentiles("search all queries", &mut all);
 
+    popup(&home, &discovery, sessions, rounds.min(10));
+
     // Append → visible, with the background indexer running as in the TUI.
     let _thread = discovery.spawn_indexer();
     std::thread::sleep(Duration::from_millis(200));
@@ -335,6 +337,101 @@ pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize) {
     if !latencies.is_empty() {
         percentiles("append → visible in search", &mut latencies);
     }
+}
+
+/// The popup with discovery on: keystroke to frame (the lookup not awaited, as in the app), and
+/// lookup answer to frame (`list_candidates` and discovery search at once, merged, applied,
+/// drawn), while "typing" a word from the conversation after `@`.
+fn popup(home: &Path, discovery: &Discovery, sessions: usize, rounds: usize) {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use dsh_session_references::reference::{
+        AgentIdentity, SessionReferenceConfig, SessionReferences,
+    };
+    use dsh_session_references::session::DiskStore;
+    use dsh_session_references::tui::composer::Composer;
+    use dsh_session_references::tui::discovery::merge;
+    use dsh_session_references::tui::popup::PopupState;
+    use dsh_session_references::tui::Renderable;
+    use ratatui::backend::TestBackend;
+    use ratatui::layout::Rect;
+    use ratatui::Terminal;
+    use std::sync::Arc;
+    use tokio_util::sync::CancellationToken;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let agent = AgentIdentity::new("agent-self", Some(gen::project_cwd(3)));
+    let service = SessionReferences::new(
+        Arc::new(DiskStore::new(home)),
+        SessionReferenceConfig::default(),
+    )
+    .unwrap();
+    let cancel = CancellationToken::new();
+    rt.block_on(service.list_candidates(&agent, "", None, &cancel))
+        .unwrap();
+    let now = 1_700_000_000_000 + sessions as i64 * 60_000;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    let draw = |terminal: &mut Terminal<TestBackend>, composer: &Composer, popup: &PopupState| {
+        terminal
+            .draw(|frame| {
+                let area = frame.area();
+                let buf = frame.buffer_mut();
+                let ch = composer.desired_height(area.width).min(area.height);
+                composer.render(Rect::new(0, area.height - ch, area.width, ch), buf);
+                if popup.is_open() {
+                    let view = popup.view(now);
+                    let h = view.desired_height(area.width).min(area.height - ch);
+                    view.render(Rect::new(0, area.height - ch - h, area.width, h), buf);
+                }
+            })
+            .unwrap();
+    };
+    let text = format!("look at @{} please", word(700));
+    let mut keystrokes = Vec::new();
+    let mut lookups = Vec::new();
+    for _ in 0..rounds {
+        let mut composer = Composer::new();
+        let mut popup = PopupState::new();
+        for c in text.chars() {
+            let started = Instant::now();
+            composer.handle_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+            let request = popup.sync(composer.active_token().as_ref());
+            draw(&mut terminal, &composer, &popup);
+            keystrokes.push(started.elapsed());
+            if let Some(request) = request {
+                let started = Instant::now();
+                let (contract, found) = rt.block_on(async {
+                    tokio::join!(
+                        service.list_candidates(&agent, &request.query, None, &cancel),
+                        discovery.search(SearchQuery {
+                            text: request.query.clone(),
+                            agent: Some(agent.id.clone()),
+                            cwd: agent.cwd.clone(),
+                            limit: 50,
+                            now_ms: now,
+                        })
+                    )
+                });
+                let found = found.unwrap();
+                let merged = merge(contract.unwrap(), &found.hits, found.total, 50);
+                popup.set_details(request.id, Some(Arc::new(merged.details)));
+                popup.apply_results(request.id, Ok(merged.candidates));
+                draw(&mut terminal, &composer, &popup);
+                lookups.push(started.elapsed());
+            }
+        }
+    }
+    percentiles(
+        "popup keystroke to frame (discovery on, lookup not awaited)",
+        &mut keystrokes,
+    );
+    percentiles(
+        "popup lookup answer to frame (list_candidates + search + merge + frame)",
+        &mut lookups,
+    );
 }
 
 /// Records appended to a generated log by earlier runs (lines past the generated ones).

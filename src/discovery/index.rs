@@ -86,9 +86,9 @@ pub fn db_path(home: &Path) -> PathBuf {
 pub trait Stamper: Send + Sync {
     /// `None` when the backend cannot say; such a session is indexed once and not re-read.
     fn stamp(&self, summary: &SessionSummary) -> Option<String>;
-    /// Whether another process is writing the session now (the popup's live badge).
-    fn live_elsewhere(&self, _summary: &SessionSummary) -> bool {
-        false
+    /// Which of `summaries` another process is writing now (the popup's live badge).
+    fn live_elsewhere(&self, summaries: &[&SessionSummary]) -> Vec<bool> {
+        vec![false; summaries.len()]
     }
 }
 
@@ -131,14 +131,48 @@ impl Stamper for FileStamper {
         Some(format!("{}:{modified}:{}:{}", meta.len(), file.0, file.1))
     }
 
-    fn live_elsewhere(&self, summary: &SessionSummary) -> bool {
-        // Other agents take no lock we could see; dsh writers of ours do.
-        if external::source_of(&summary.header).is_some() {
-            return false;
-        }
-        self.path(summary)
-            .is_some_and(|p| crate::session::writer::held_by_another_writer(&p))
+    /// A writer of ours holds an exclusive `flock` on its session directory for as long as it
+    /// is open. Probing that lock by taking it could make a writer opening at that instant fail,
+    /// so the probe only reads the kernel's lock table (`/proc/locks`, Linux); elsewhere there
+    /// is no badge. Other agents take no lock we could see.
+    fn live_elsewhere(&self, summaries: &[&SessionSummary]) -> Vec<bool> {
+        let held = locked_inodes();
+        summaries
+            .iter()
+            .map(|summary| {
+                if held.is_empty() || external::source_of(&summary.header).is_some() {
+                    return false;
+                }
+                self.path(summary)
+                    .and_then(|p| p.parent().map(Path::to_path_buf))
+                    .and_then(|dir| file_id(&dir))
+                    .is_some_and(|(_, ino)| held.contains(&ino))
+            })
+            .collect()
     }
+}
+
+/// Inodes under an exclusive `flock` now, from `/proc/locks` (empty where there is none).
+fn locked_inodes() -> std::collections::HashSet<u64> {
+    let Ok(text) = std::fs::read_to_string("/proc/locks") else {
+        return Default::default();
+    };
+    parse_locks(&text)
+}
+
+/// `N: FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> <start> <end>` → inode, for write
+/// (exclusive) flocks.
+pub fn parse_locks(text: &str) -> std::collections::HashSet<u64> {
+    text.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let at = fields.iter().position(|f| *f == "FLOCK")?;
+            if fields.get(at + 2) != Some(&"WRITE") {
+                return None;
+            }
+            fields.get(at + 4)?.rsplit(':').next()?.parse().ok()
+        })
+        .collect()
 }
 
 /// Opens (creating, or rebuilding when broken or foreign) the index database at `path`.
@@ -874,6 +908,17 @@ mod tests {
         let c = chain(&[item("one"), item("TWO")]);
         assert_ne!(a[1], c[1]);
         assert_eq!(a[0], c[0]);
+    }
+
+    #[test]
+    fn exclusive_flocks_are_read_from_the_lock_table() {
+        let table = "1: FLOCK  ADVISORY  WRITE 29148 fe:00:6054109 0 EOF\n\
+                     2: FLOCK  ADVISORY  READ 29148 fe:00:10133508 0 EOF\n\
+                     3: POSIX  ADVISORY  WRITE 1966 fe:00:5627935 0 EOF\n\
+                     4: -> FLOCK  ADVISORY  WRITE 1910 fe:00:77 0 EOF\n\
+                     garbage\n";
+        let held = parse_locks(table);
+        assert_eq!(held, [6054109, 77].into_iter().collect());
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub struct SessionInfo {
     pub conversation_bytes: u64,
     pub first_prompt: Option<String>,
     pub source: Option<String>,
+    /// The id and cwd lower-cased once, for matching.
+    id_lower: String,
+    cwd_lower: Option<String>,
 }
 
 /// A search request.
@@ -215,98 +218,96 @@ impl Searcher {
             query.agent.as_deref() != Some(info.id.as_str())
                 && listed.is_none_or(|l| l.contains(&info.id))
         };
-        let mut found: HashMap<i64, (Matches, Option<&SessionInfo>)> = HashMap::new();
-        let mut fts_best: HashMap<i64, f64> = HashMap::new();
+        // Full text first: (conversation quality, title-row quality) per session rowid.
+        let mut fts: HashMap<i64, (f64, f64)> = HashMap::new();
         let fts_expr = fts_expression(text);
         if let Some(expr) = &fts_expr {
             let path = self.path.clone();
             let conn = self.connection()?;
             let hits = fts_hits(conn, expr).map_err(|e| IndexError::Sql { path, source: e })?;
             for (sid, kind, bm25) in hits {
-                let m = found.entry(sid).or_default();
                 let q = rank::conversation_quality(bm25);
+                let entry = fts.entry(sid).or_default();
                 if kind == 1 {
-                    m.0.conversation = m.0.conversation.max(q);
-                    let best = fts_best.entry(sid).or_insert(bm25);
-                    *best = best.min(bm25);
+                    entry.0 = entry.0.max(q);
+                } else {
+                    entry.1 = entry.1.max(q);
                 }
             }
         }
-        let by_rowid: HashMap<i64, &SessionInfo> = rows.iter().map(|r| (r.rowid, r)).collect();
         let lower = text.to_lowercase();
         let pattern = Pattern::parse(text, CaseMatching::Ignore, Normalization::Smart);
         let perfect = perfect_score(&pattern, text, &mut self.matcher);
         let mut buf = Vec::new();
+        let mut seen_fts = 0usize;
+        let mut scored: Vec<(f64, &SessionInfo, Matches)> = Vec::new();
+        let score_row = |info: &SessionInfo, m: Matches| {
+            if !keep(info) || (!text.is_empty() && !m.any()) {
+                return None;
+            }
+            let same_cwd = query.cwd.is_some() && info.cwd == query.cwd;
+            Some(rank::score(&m, info.last_activity, query.now_ms, same_cwd))
+        };
         for info in rows.iter() {
-            if text.is_empty() {
-                found.entry(info.rowid).or_default().1 = Some(info);
-                continue;
-            }
             let mut m = Matches::default();
-            if let Some(title) = &info.title {
-                m.title = fuzzy(&pattern, title, perfect, &mut self.matcher, &mut buf);
+            if !text.is_empty() {
+                if let Some(title) = &info.title {
+                    m.title = fuzzy(&pattern, title, perfect, &mut self.matcher, &mut buf);
+                }
+                m.id = id_prefix(&info.id_lower, &lower);
+                if let Some(cwd) = &info.cwd_lower {
+                    m.cwd = cwd_match(cwd, &lower);
+                }
+                if let Some(&(conversation, heading)) = fts.get(&info.rowid) {
+                    seen_fts += 1;
+                    m.conversation = conversation;
+                    // The heading row holds the title and the first prompt: a word match
+                    // there that fuzzy title matching missed is the first prompt's.
+                    if heading > 0.0 && m.title == 0.0 {
+                        m.first_prompt = heading;
+                    }
+                }
             }
-            if let Some(prompt) = &info.first_prompt {
-                m.first_prompt =
-                    0.8 * fuzzy(&pattern, prompt, perfect, &mut self.matcher, &mut buf);
-            }
-            m.id = id_prefix(&info.id, &lower);
-            if let Some(cwd) = &info.cwd {
-                m.cwd = cwd_match(cwd, &lower);
-            }
-            if m.any() {
-                let entry = found.entry(info.rowid).or_default();
-                entry.0.title = m.title;
-                entry.0.first_prompt = m.first_prompt;
-                entry.0.id = m.id;
-                entry.0.cwd = m.cwd;
-                entry.1 = Some(info);
-            } else if let Some(entry) = found.get_mut(&info.rowid) {
-                entry.1 = Some(info);
+            if let Some(score) = score_row(info, m) {
+                scored.push((score, info, m));
             }
         }
         // Full-text hits on sessions indexed after the in-memory copy was taken.
-        let missing: Vec<i64> = found
-            .iter()
-            .filter(|(rowid, (_, info))| info.is_none() && !by_rowid.contains_key(rowid))
-            .map(|(rowid, _)| *rowid)
-            .collect();
         let mut fetched = Vec::new();
-        if !missing.is_empty() {
+        if seen_fts < fts.len() {
+            let known: HashSet<i64> = rows.iter().map(|r| r.rowid).collect();
             let path = self.path.clone();
             let conn = self.connection()?;
-            for rowid in missing {
-                if let Some(info) = load_rows(conn, Some(rowid))
-                    .map_err(|e| IndexError::Sql {
-                        path: path.clone(),
-                        source: e,
-                    })?
-                    .pop()
-                {
-                    fetched.push(info);
-                }
+            for rowid in fts.keys().filter(|r| !known.contains(r)) {
+                let found = load_rows(conn, Some(*rowid)).map_err(|e| IndexError::Sql {
+                    path: path.clone(),
+                    source: e,
+                })?;
+                fetched.extend(found);
             }
         }
-        let fetched_by: HashMap<i64, &SessionInfo> = fetched.iter().map(|r| (r.rowid, r)).collect();
-        let mut scored: Vec<(f64, &SessionInfo, Matches)> = Vec::new();
-        for (rowid, (m, info)) in &found {
-            let Some(info) = info.or_else(|| fetched_by.get(rowid).copied()) else {
-                continue;
+        for info in &fetched {
+            let (conversation, heading) = fts[&info.rowid];
+            let m = Matches {
+                conversation,
+                first_prompt: heading,
+                ..Matches::default()
             };
-            if !keep(info) || (!text.is_empty() && !m.any()) {
-                continue;
+            if let Some(score) = score_row(info, m) {
+                scored.push((score, info, m));
             }
-            let same_cwd = query.cwd.is_some() && info.cwd == query.cwd;
-            let s = rank::score(m, info.last_activity, query.now_ms, same_cwd);
-            scored.push((s, info, *m));
         }
-        scored.sort_by(|a, b| {
+        let order = |a: &(f64, &SessionInfo, Matches), b: &(f64, &SessionInfo, Matches)| {
             b.0.total_cmp(&a.0)
                 .then(b.1.last_activity.cmp(&a.1.last_activity))
                 .then(a.1.id.cmp(&b.1.id))
-        });
+        };
         let total = scored.len();
+        if scored.len() > query.limit && query.limit > 0 {
+            scored.select_nth_unstable_by(query.limit - 1, order);
+        }
         scored.truncate(query.limit);
+        scored.sort_by(order);
         let mut hits = Vec::with_capacity(scored.len());
         for (score, info, m) in scored {
             let fields = m.fields();
@@ -368,6 +369,13 @@ fn load_rows(conn: &Connection, rowid: Option<i64>) -> rusqlite::Result<Vec<Sess
             conversation_bytes: r.get::<_, i64>(7)?.max(0) as u64,
             first_prompt: r.get(8)?,
             source: r.get(9)?,
+            id_lower: String::new(),
+            cwd_lower: None,
+        })
+        .map(|mut info: SessionInfo| {
+            info.id_lower = info.id.to_lowercase();
+            info.cwd_lower = info.cwd.as_deref().map(str::to_lowercase);
+            info
         })
     };
     match rowid {
@@ -450,14 +458,13 @@ fn fuzzy(
     }
 }
 
-/// 1 when `id` (or its part after an agent namespace) starts with the query (at least two
-/// characters), else 0.
+/// 1 when the lower-cased `id` (or its part after an agent namespace) starts with the query (at
+/// least two characters, lower-cased), else 0.
 fn id_prefix(id: &str, lower: &str) -> f64 {
     if lower.chars().count() < 2 {
         return 0.0;
     }
-    let id = id.to_lowercase();
-    let own = id.split_once(':').map_or(id.as_str(), |(_, rest)| rest);
+    let own = id.split_once(':').map_or(id, |(_, rest)| rest);
     if id.starts_with(lower) || own.starts_with(lower) {
         1.0
     } else {
@@ -465,12 +472,11 @@ fn id_prefix(id: &str, lower: &str) -> f64 {
     }
 }
 
-/// 0.7 when the cwd's last component contains the query, 0.5 for elsewhere in the cwd.
+/// 0.7 when the (lower-cased) cwd's last component contains the query, 0.5 for elsewhere in it.
 fn cwd_match(cwd: &str, lower: &str) -> f64 {
     if lower.is_empty() {
         return 0.0;
     }
-    let cwd = cwd.to_lowercase();
     if !cwd.contains(lower) {
         return 0.0;
     }

@@ -12,6 +12,7 @@ pub mod escape;
 pub mod file_match;
 pub mod help;
 pub mod mount;
+pub mod picker;
 pub mod popup;
 pub mod render;
 pub mod snapshot;
