@@ -90,6 +90,7 @@ fn search(d: &Discovery, text: &str) -> SearchResult {
             text: text.into(),
             limit: 50,
             now_ms: 1_800_000_000_000,
+            snippets: true,
             ..SearchQuery::default()
         },
         None,

@@ -25,6 +25,7 @@ fn query(text: &str, agent: Option<&str>, cwd: Option<&str>) -> SearchQuery {
         cwd: cwd.map(str::to_string),
         limit: 10,
         now_ms: NOW,
+        snippets: true,
     }
 }
 

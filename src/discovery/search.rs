@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 /// most every ten times what the last load took, and at least this often.
 pub const RELOAD_EVERY: Duration = Duration::from_millis(500);
 /// Full-text rows considered per query (best bm25 first).
-const FTS_ROWS: usize = 2000;
+const FTS_ROWS: usize = 1000;
 /// A fuzzy title or first-prompt match below this quality does not count.
 const FUZZY_FLOOR: f64 = 0.4;
 /// Snippet length in tokens.
@@ -64,6 +64,8 @@ pub struct SearchQuery {
     pub limit: usize,
     /// Epoch ms "now" for recency.
     pub now_ms: i64,
+    /// Compute snippets of conversation matches (the popup shows none, so it asks for none).
+    pub snippets: bool,
 }
 
 /// One hit. Serialized with keys in this order: `sessionId`, `title`, `firstPrompt`, `cwd`,
@@ -218,18 +220,21 @@ impl Searcher {
             query.agent.as_deref() != Some(info.id.as_str())
                 && listed.is_none_or(|l| l.contains(&info.id))
         };
-        // Full text first: (conversation quality, title-row quality) per session rowid.
-        let mut fts: HashMap<i64, (f64, f64)> = HashMap::new();
+        // Full text first: (conversation quality, title-row quality, best chunk) per session.
+        let mut fts: HashMap<i64, (f64, f64, i64)> = HashMap::new();
         let fts_expr = fts_expression(text);
         if let Some(expr) = &fts_expr {
             let path = self.path.clone();
             let conn = self.connection()?;
             let hits = fts_hits(conn, expr).map_err(|e| IndexError::Sql { path, source: e })?;
-            for (sid, kind, bm25) in hits {
+            for (row, sid, kind, bm25) in hits {
                 let q = rank::conversation_quality(bm25);
                 let entry = fts.entry(sid).or_default();
                 if kind == 1 {
-                    entry.0 = entry.0.max(q);
+                    if q > entry.0 {
+                        entry.0 = q;
+                        entry.2 = row;
+                    }
                 } else {
                     entry.1 = entry.1.max(q);
                 }
@@ -258,7 +263,7 @@ impl Searcher {
                 if let Some(cwd) = &info.cwd_lower {
                     m.cwd = cwd_match(cwd, &lower);
                 }
-                if let Some(&(conversation, heading)) = fts.get(&info.rowid) {
+                if let Some(&(conversation, heading, _)) = fts.get(&info.rowid) {
                     seen_fts += 1;
                     m.conversation = conversation;
                     // The heading row holds the title and the first prompt: a word match
@@ -287,7 +292,7 @@ impl Searcher {
             }
         }
         for info in &fetched {
-            let (conversation, heading) = fts[&info.rowid];
+            let (conversation, heading, _) = fts[&info.rowid];
             let m = Matches {
                 conversation,
                 first_prompt: heading,
@@ -312,14 +317,13 @@ impl Searcher {
         for (score, info, m) in scored {
             let fields = m.fields();
             let snippet = match fields.first() {
-                Some(Field::Conversation) => match &fts_expr {
-                    Some(expr) => {
+                Some(Field::Conversation) => match (&fts_expr, fts.get(&info.rowid)) {
+                    (Some(expr), Some(&(_, _, row))) if query.snippets => {
                         let path = self.path.clone();
                         let conn = self.connection()?;
-                        snippet(conn, expr, info.rowid)
-                            .map_err(|e| IndexError::Sql { path, source: e })?
+                        snippet(conn, expr, row).map_err(|e| IndexError::Sql { path, source: e })?
                     }
-                    None => None,
+                    _ => None,
                 },
                 Some(Field::FirstPrompt) => info.first_prompt.as_deref().map(short),
                 _ => None,
@@ -395,33 +399,50 @@ fn load_rows(conn: &Connection, rowid: Option<i64>) -> rusqlite::Result<Vec<Sess
 /// The words of a query as an FTS5 expression: each a quoted prefix term, all required.
 /// `None` when the query has no word characters.
 pub fn fts_expression(text: &str) -> Option<String> {
-    let terms: Vec<String> = text
+    let words: Vec<&str> = text
         .split(|c: char| !c.is_alphanumeric())
         .filter(|t| !t.is_empty())
         .take(16)
-        .map(|t| format!("\"{}\"*", t.to_lowercase()))
         .collect();
-    (!terms.is_empty()).then(|| terms.join(" AND "))
+    let last = words.len().checked_sub(1)?;
+    let terms: Vec<String> = words
+        .iter()
+        .enumerate()
+        .map(|(i, word)| {
+            // Only the word being typed is a prefix, and only from three characters on: a short
+            // prefix expands to thousands of terms whose lists FTS5 must merge.
+            let prefix = i == last && word.chars().count() >= 3;
+            format!(
+                "\"{}\"{}",
+                word.to_lowercase(),
+                if prefix { "*" } else { "" }
+            )
+        })
+        .collect();
+    Some(terms.join(" AND "))
 }
 
-/// (session rowid, row kind, bm25) of the best matching rows.
-fn fts_hits(conn: &Connection, expr: &str) -> rusqlite::Result<Vec<(i64, i64, f64)>> {
+/// (row, session rowid, row kind, bm25) of the newest matching rows. Rows are written oldest
+/// activity first (and appended chunks last), so the newest rows are the recently active
+/// sessions; bm25 is computed for these rows only, which bounds a query for a common word.
+fn fts_hits(conn: &Connection, expr: &str) -> rusqlite::Result<Vec<(i64, i64, i64, f64)>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT sid, kind, bm25(doc) FROM doc WHERE doc MATCH ?1 ORDER BY bm25(doc) LIMIT ?2",
+        "SELECT rowid, sid, kind, bm25(doc) FROM doc WHERE doc MATCH ?1
+         ORDER BY rowid DESC LIMIT ?2",
     )?;
     let rows = stmt.query_map(params![expr, FTS_ROWS as i64], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
     })?;
     rows.collect()
 }
 
-fn snippet(conn: &Connection, expr: &str, sid: i64) -> rusqlite::Result<Option<String>> {
+/// The snippet of row `row` (a conversation chunk that matched).
+fn snippet(conn: &Connection, expr: &str, row: i64) -> rusqlite::Result<Option<String>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT snippet(doc, 2, '', '', '…', ?3) FROM doc
-         WHERE doc MATCH ?1 AND sid = ?2 AND kind = 1 ORDER BY bm25(doc) LIMIT 1",
+        "SELECT snippet(doc, 2, '', '', '…', ?3) FROM doc WHERE doc MATCH ?1 AND rowid = ?2",
     )?;
     let text: Option<String> = stmt
-        .query_row(params![expr, sid, SNIPPET_TOKENS], |r| r.get(0))
+        .query_row(params![expr, row, SNIPPET_TOKENS], |r| r.get(0))
         .optional()?;
     Ok(text.map(|t| short_keep(&t)))
 }
@@ -499,12 +520,13 @@ mod tests {
     fn query_words_become_quoted_prefix_terms() {
         assert_eq!(
             fts_expression("Dark mode").as_deref(),
-            Some("\"dark\"* AND \"mode\"*")
+            Some("\"dark\" AND \"mode\"*")
         );
+        assert_eq!(fts_expression("to").as_deref(), Some("\"to\""));
         // FTS syntax in a query is only ever words.
         assert_eq!(
             fts_expression("a\" OR b* NEAR(").as_deref(),
-            Some("\"a\"* AND \"or\"* AND \"b\"* AND \"near\"*")
+            Some("\"a\" AND \"or\" AND \"b\" AND \"near\"*")
         );
         assert_eq!(fts_expression("  -- ?? "), None);
         assert_eq!(fts_expression(""), None);

@@ -124,6 +124,7 @@ pub async fn lookup(
         cwd: agent.1,
         limit: POPUP_LIMIT,
         now_ms,
+        snippets: false,
     });
     let (contract, found) = tokio::join!(contract, search);
     let candidates = match contract {

@@ -265,6 +265,7 @@ pub fn pick_session(
                         cwd: cwd.clone(),
                         limit: 200,
                         now_ms: crate::session::writer::now_ms(),
+                        snippets: false,
                     },
                     Some(&listed),
                 )
