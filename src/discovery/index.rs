@@ -5,7 +5,8 @@
 //!
 //! Layout: one row per session in `sessions` (id, title, cwd, created and last-activity time,
 //! message count, conversation bytes, first prompt, source, the change stamp it was indexed at,
-//! and the state of its indexed conversation), and rows in the FTS5 table `doc`: one title row
+//! and the state of its indexed conversation), and rows in the FTS5 table `doc` (whose session and kind
+//! are in the small table `owner`, so a query never reads text it does not show): one heading row
 //! (`kind` 0, title and first prompt) and conversation chunks (`kind` 1) of at most
 //! [`CHUNK_BYTES`] each, cut at message boundaries. Conversation text is the projection of SPEC
 //! §3.5 ([`crate::reference::projection`]): direct prompts, steering, assistant text and
@@ -39,7 +40,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The schema this build writes (`PRAGMA user_version`); anything else is rebuilt.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 /// The application id stamped in the database header (`PRAGMA application_id`): "dshD".
 const APPLICATION_ID: i64 = 0x6473_6844;
 /// The index directory under a home, and the database in it.
@@ -253,6 +254,8 @@ fn try_open(path: &Path) -> Result<Connection> {
             .map_err(sql)?;
         conn.query_row("SELECT count(*) FROM doc WHERE rowid = 0", [], |_| Ok(()))
             .map_err(sql)?;
+        conn.query_row("SELECT count(*) FROM owner WHERE row = 0", [], |_| Ok(()))
+            .map_err(sql)?;
         return Ok(conn);
     }
     let tables: i64 = conn
@@ -296,9 +299,15 @@ fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
             error TEXT
         );
         CREATE VIRTUAL TABLE doc USING fts5(
-            sid UNINDEXED, kind UNINDEXED, body,
+            body,
             tokenize = 'unicode61 remove_diacritics 2'
         );
+        CREATE TABLE owner(
+            row INTEGER PRIMARY KEY,
+            sid INTEGER NOT NULL,
+            kind INTEGER NOT NULL
+        );
+        CREATE INDEX owner_sid ON owner(sid, kind);
         PRAGMA user_version = {SCHEMA_VERSION};
         PRAGMA application_id = {APPLICATION_ID};"
     ));
@@ -769,6 +778,30 @@ fn chunk_text(items: &[ConversationItem]) -> String {
     text
 }
 
+/// Deletes the full-text rows of session `sid` (of one `kind` only, when given).
+fn delete_rows(conn: &Connection, sid: i64, kind: Option<i64>) -> rusqlite::Result<()> {
+    match kind {
+        Some(kind) => {
+            conn.execute(
+                "DELETE FROM doc WHERE rowid IN (SELECT row FROM owner WHERE sid = ?1 AND kind = ?2)",
+                [sid, kind],
+            )?;
+            conn.execute(
+                "DELETE FROM owner WHERE sid = ?1 AND kind = ?2",
+                [sid, kind],
+            )?;
+        }
+        None => {
+            conn.execute(
+                "DELETE FROM doc WHERE rowid IN (SELECT row FROM owner WHERE sid = ?1)",
+                [sid],
+            )?;
+            conn.execute("DELETE FROM owner WHERE sid = ?1", [sid])?;
+        }
+    }
+    Ok(())
+}
+
 fn delete_session(conn: &Connection, id: &str) -> rusqlite::Result<()> {
     let rowid: Option<i64> = conn
         .query_row("SELECT rowid FROM sessions WHERE id = ?1", [id], |r| {
@@ -776,7 +809,7 @@ fn delete_session(conn: &Connection, id: &str) -> rusqlite::Result<()> {
         })
         .optional()?;
     if let Some(rowid) = rowid {
-        conn.execute("DELETE FROM doc WHERE sid = ?1", [rowid])?;
+        delete_rows(conn, rowid, None)?;
         conn.execute("DELETE FROM sessions WHERE rowid = ?1", [rowid])?;
     }
     Ok(())
@@ -821,15 +854,14 @@ fn write_session(
                 && chains[n as usize - 1] == old_chain
                 && tail_chunk.is_some() =>
         {
-            conn.execute(
-                "DELETE FROM doc WHERE rowid = ?1",
-                [tail_chunk.expect("checked")],
-            )?;
-            conn.execute("DELETE FROM doc WHERE sid = ?1 AND kind = 0", [rowid])?;
+            let tail = tail_chunk.expect("checked");
+            conn.execute("DELETE FROM doc WHERE rowid = ?1", [tail])?;
+            conn.execute("DELETE FROM owner WHERE row = ?1", [tail])?;
+            delete_rows(conn, rowid, Some(0))?;
             (rowid, (n - tail_items) as usize, true)
         }
         Some((rowid, _, _, _, _, _)) => {
-            conn.execute("DELETE FROM doc WHERE sid = ?1", [rowid])?;
+            delete_rows(conn, rowid, None)?;
             (rowid, 0, false)
         }
         None => {
@@ -843,18 +875,26 @@ fn write_session(
     };
     let mut bytes = 0u64;
     let mut tail = None;
-    let mut insert = conn.prepare_cached("INSERT INTO doc(sid, kind, body) VALUES (?1, ?2, ?3)")?;
+    let mut insert_doc = conn.prepare_cached("INSERT INTO doc(body) VALUES (?1)")?;
+    let mut insert_owner =
+        conn.prepare_cached("INSERT INTO owner(row, sid, kind) VALUES (?1, ?2, ?3)")?;
+    let mut insert = |kind: i64, body: &str| -> rusqlite::Result<i64> {
+        insert_doc.execute([body])?;
+        let row = conn.last_insert_rowid();
+        insert_owner.execute(params![row, rowid, kind])?;
+        Ok(row)
+    };
     let heading = [doc.title.as_deref(), doc.first_prompt.as_deref()]
         .into_iter()
         .flatten()
         .collect::<Vec<_>>()
         .join("\n");
-    insert.execute(params![rowid, 0, heading])?;
+    insert(0, &heading)?;
     for (start, end) in chunk_ranges(items, from) {
         let text = chunk_text(&items[start..end]);
         bytes += text.len() as u64;
-        insert.execute(params![rowid, 1, text])?;
-        tail = Some((conn.last_insert_rowid(), (end - start) as i64));
+        let row = insert(1, &text)?;
+        tail = Some((row, (end - start) as i64));
     }
     let (tail_chunk, tail_items) = tail.map_or((None, 0), |(row, n)| (Some(row), n));
     conn.execute(

@@ -427,8 +427,9 @@ pub fn fts_expression(text: &str) -> Option<String> {
 /// sessions; bm25 is computed for these rows only, which bounds a query for a common word.
 fn fts_hits(conn: &Connection, expr: &str) -> rusqlite::Result<Vec<(i64, i64, i64, f64)>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT rowid, sid, kind, bm25(doc) FROM doc WHERE doc MATCH ?1
-         ORDER BY rowid DESC LIMIT ?2",
+        "SELECT doc.rowid, owner.sid, owner.kind, bm25(doc) FROM doc
+         JOIN owner ON owner.row = doc.rowid
+         WHERE doc MATCH ?1 ORDER BY doc.rowid DESC LIMIT ?2",
     )?;
     let rows = stmt.query_map(params![expr, FTS_ROWS as i64], |r| {
         Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
@@ -439,7 +440,7 @@ fn fts_hits(conn: &Connection, expr: &str) -> rusqlite::Result<Vec<(i64, i64, i6
 /// The snippet of row `row` (a conversation chunk that matched).
 fn snippet(conn: &Connection, expr: &str, row: i64) -> rusqlite::Result<Option<String>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT snippet(doc, 2, '', '', '…', ?3) FROM doc WHERE doc MATCH ?1 AND rowid = ?2",
+        "SELECT snippet(doc, 0, '', '', '…', ?3) FROM doc WHERE doc MATCH ?1 AND rowid = ?2",
     )?;
     let text: Option<String> = stmt
         .query_row(params![expr, row, SNIPPET_TOKENS], |r| r.get(0))
