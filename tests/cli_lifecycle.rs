@@ -70,7 +70,9 @@ impl Tmux {
     fn quit(&self) -> String {
         self.keys(&["C-c"]);
         self.keys(&["C-c"]);
-        self.wait_for("the TUI to exit", |s| s.contains("EXITED="))
+        let screen = self.wait_for("the TUI to exit", |s| s.contains("EXITED="));
+        assert!(screen.contains("EXITED=0"), "a clean exit: {screen}");
+        screen
     }
 }
 

@@ -401,7 +401,18 @@ pub struct Indexer {
     covers: Arc<dyn Fn(&str) -> bool + Send + Sync>,
     known: HashMap<String, Known>,
     data_version: Option<i64>,
-    runtime: tokio::runtime::Runtime,
+    /// Drives the query's futures on the indexer's own thread; `None` only while dropping.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Indexer {
+    fn drop(&mut self) {
+        // The last handle may be dropped on an async worker (the TUI quitting), where a blocking
+        // runtime shutdown panics; nothing of ours is left running on it.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl Indexer {
@@ -423,12 +434,19 @@ impl Indexer {
             covers,
             known: HashMap::new(),
             data_version: None,
-            runtime,
+            runtime: Some(runtime),
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    fn block_on<T>(&self, future: impl std::future::Future<Output = T>) -> T {
+        self.runtime
+            .as_ref()
+            .expect("the runtime lives as long as the indexer")
+            .block_on(future)
     }
 
     fn connection(&mut self) -> Result<&Connection> {
@@ -468,7 +486,7 @@ impl Indexer {
     }
 
     fn refresh_inner(&mut self) -> Result<PassStats> {
-        let sessions = self.runtime.block_on(self.query.list_sessions())?;
+        let sessions = self.block_on(self.query.list_sessions())?;
         self.load_known()?;
         let mut stats = PassStats {
             listed: sessions.len(),
@@ -629,10 +647,8 @@ impl Indexer {
 
     fn index_one(&mut self, summary: &SessionSummary, stamp: Option<String>) -> Result<Outcome> {
         let id = summary.id().to_string();
-        let snapshot = self
-            .runtime
-            .block_on(self.query.read_conversation_surface(&id))?;
-        let title = match self.runtime.block_on(self.query.read_title(&id)) {
+        let snapshot = self.block_on(self.query.read_conversation_surface(&id))?;
+        let title = match self.block_on(self.query.read_title(&id)) {
             Ok(title) => title,
             Err(e) => {
                 tracing::warn!(session = %id, error = %e, "title unreadable; indexed without it");
