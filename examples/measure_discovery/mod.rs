@@ -212,7 +212,7 @@ fn dir_size(path: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize) {
+pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize, keep_index: bool) {
     let started = Instant::now();
     let (home, log_bytes) = cached_search_home(sessions, kb).unwrap();
     println!(
@@ -222,7 +222,9 @@ pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize) {
         started.elapsed()
     );
     let index_dir = home.join("index");
-    let _ = std::fs::remove_dir_all(&index_dir);
+    if !keep_index {
+        let _ = std::fs::remove_dir_all(&index_dir);
+    }
 
     // Cold build, on this thread (the indexer is single-threaded).
     let discovery = Discovery::for_home(&home, &SourceSet::default());
@@ -286,6 +288,21 @@ pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize) {
     for (_, q) in &queries {
         search(q);
     }
+    // Typing: each keystroke a search that extends the last one (the popup's case).
+    let typed = format!("{} {}", word(40), word(900));
+    let mut typing = Vec::new();
+    for _ in 0..rounds.min(10) {
+        for end in 1..=typed.len() {
+            let started = Instant::now();
+            search(&typed[..end]);
+            typing.push(started.elapsed());
+        }
+        search("");
+    }
+    percentiles(
+        &format!("search while typing {typed:?} per keystroke"),
+        &mut typing,
+    );
     let mut all = Vec::new();
     let mut kinds: Vec<(&str, Vec<Duration>, usize)> = Vec::new();
     for (kind, q) in &queries {

@@ -16,7 +16,7 @@
 
 use super::index::{self, IndexError, Result};
 use super::rank::{self, Field, Matches};
-use nucleo_matcher::pattern::{CaseMatching, Normalization, Pattern};
+use nucleo_matcher::pattern::{AtomKind, CaseMatching, Normalization, Pattern};
 use nucleo_matcher::{Config, Matcher, Utf32Str};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
@@ -48,8 +48,10 @@ pub struct SessionInfo {
     pub conversation_bytes: u64,
     pub first_prompt: Option<String>,
     pub source: Option<String>,
-    /// The id and cwd lower-cased once, for matching.
+    /// The id and cwd lower-cased once, for matching, and where the id's own part starts
+    /// (after an agent namespace).
     id_lower: String,
+    own_start: usize,
     cwd_lower: Option<String>,
 }
 
@@ -111,6 +113,10 @@ pub struct Searcher {
     /// How long the last load of the rows took.
     load_cost: Duration,
     matcher: Matcher,
+    /// The last query's text and the rows any in-memory field matched (fuzzy title at any score,
+    /// id prefix, cwd substring), for the rows it was computed over: a query that extends it can
+    /// only match among those (every field is monotone under extension), so typing narrows.
+    narrowed: Option<(String, Arc<Vec<SessionInfo>>, Vec<u32>)>,
 }
 
 impl Searcher {
@@ -124,6 +130,7 @@ impl Searcher {
             loaded_at: None,
             load_cost: Duration::ZERO,
             matcher: Matcher::new(Config::DEFAULT),
+            narrowed: None,
         }
     }
 
@@ -241,28 +248,94 @@ impl Searcher {
             }
         }
         let lower = text.to_lowercase();
-        let pattern = Pattern::parse(text, CaseMatching::Ignore, Normalization::Smart);
+        // Words are matched as plain fuzzy atoms: no operator syntax, so narrowing holds.
+        let pattern = Pattern::new(
+            text,
+            CaseMatching::Ignore,
+            Normalization::Smart,
+            AtomKind::Fuzzy,
+        );
         let perfect = perfect_score(&pattern, text, &mut self.matcher);
         let mut buf = Vec::new();
         let mut seen_fts = 0usize;
         let mut scored: Vec<(f64, &SessionInfo, Matches)> = Vec::new();
         let score_row = |info: &SessionInfo, m: Matches| {
-            if !keep(info) || (!text.is_empty() && !m.any()) {
+            if !text.is_empty() && !m.any() {
+                return None;
+            }
+            if !keep(info) {
                 return None;
             }
             let same_cwd = query.cwd.is_some() && info.cwd == query.cwd;
             Some(rank::score(&m, info.last_activity, query.now_ms, same_cwd))
         };
-        for info in rows.iter() {
-            let mut m = Matches::default();
+        // Rows to look at in memory: all, or those the previous query matched when this one
+        // extends it (same rows).
+        let narrow: Option<Vec<u32>> = match &self.narrowed {
+            Some((before, over, indices))
+                if !before.is_empty()
+                    && text.starts_with(before.as_str())
+                    && Arc::ptr_eq(over, &rows) =>
+            {
+                Some(indices.clone())
+            }
+            _ => None,
+        };
+        let mut matched_here: Vec<u32> = Vec::new();
+        let mut visit = |i: usize, info: &SessionInfo, m: &mut Matches, matcher: &mut Matcher| {
+            if text.is_empty() {
+                return;
+            }
+            let mut any = false;
+            if let Some(title) = &info.title {
+                let (q, hit) = fuzzy(&pattern, title, perfect, matcher, &mut buf);
+                m.title = q;
+                any |= hit;
+            }
+            let (id, id_hit) = id_prefix(&info.id_lower, info.own_start, &lower);
+            m.id = id;
+            any |= id_hit;
+            if let Some(cwd) = &info.cwd_lower {
+                m.cwd = cwd_match(cwd, &lower);
+                any |= m.cwd > 0.0;
+            }
+            if any {
+                matched_here.push(i as u32);
+            }
+        };
+        let mut in_memory: Vec<(usize, Matches)> = Vec::new();
+        match &narrow {
+            Some(indices) => {
+                for &i in indices {
+                    let mut m = Matches::default();
+                    visit(i as usize, &rows[i as usize], &mut m, &mut self.matcher);
+                    in_memory.push((i as usize, m));
+                }
+            }
+            None => {
+                for (i, info) in rows.iter().enumerate() {
+                    let mut m = Matches::default();
+                    visit(i, info, &mut m, &mut self.matcher);
+                    if m.any() || text.is_empty() || fts.contains_key(&info.rowid) {
+                        in_memory.push((i, m));
+                    }
+                }
+            }
+        }
+        drop(visit);
+        self.narrowed = Some((text.to_string(), rows.clone(), matched_here));
+        // Full-text hits outside the narrowed rows still count.
+        if narrow.is_some() && !fts.is_empty() {
+            let listed_here: HashSet<usize> = in_memory.iter().map(|(i, _)| *i).collect();
+            for (i, info) in rows.iter().enumerate() {
+                if fts.contains_key(&info.rowid) && !listed_here.contains(&i) {
+                    in_memory.push((i, Matches::default()));
+                }
+            }
+        }
+        for (i, mut m) in in_memory {
+            let info = &rows[i];
             if !text.is_empty() {
-                if let Some(title) = &info.title {
-                    m.title = fuzzy(&pattern, title, perfect, &mut self.matcher, &mut buf);
-                }
-                m.id = id_prefix(&info.id_lower, &lower);
-                if let Some(cwd) = &info.cwd_lower {
-                    m.cwd = cwd_match(cwd, &lower);
-                }
                 if let Some(&(conversation, heading, _)) = fts.get(&info.rowid) {
                     seen_fts += 1;
                     m.conversation = conversation;
@@ -374,10 +447,12 @@ fn load_rows(conn: &Connection, rowid: Option<i64>) -> rusqlite::Result<Vec<Sess
             first_prompt: r.get(8)?,
             source: r.get(9)?,
             id_lower: String::new(),
+            own_start: 0,
             cwd_lower: None,
         })
         .map(|mut info: SessionInfo| {
             info.id_lower = info.id.to_lowercase();
+            info.own_start = info.id_lower.find(':').map_or(0, |i| i + 1);
             info.cwd_lower = info.cwd.as_deref().map(str::to_lowercase);
             info
         })
@@ -459,39 +534,33 @@ fn perfect_score(pattern: &Pattern, text: &str, matcher: &mut Matcher) -> u32 {
     pattern.score(hay, matcher).unwrap_or(0)
 }
 
+/// The quality of a fuzzy match (0 below [`FUZZY_FLOOR`]) and whether it matched at all.
 fn fuzzy(
     pattern: &Pattern,
     haystack: &str,
     perfect: u32,
     matcher: &mut Matcher,
     buf: &mut Vec<char>,
-) -> f64 {
+) -> (f64, bool) {
     if pattern.atoms.is_empty() {
-        return 0.0;
+        return (0.0, false);
     }
     let hay = Utf32Str::new(haystack, buf);
-    let q = pattern
-        .score(hay, matcher)
-        .map_or(0.0, |s| rank::fuzzy_quality(s, perfect));
-    if q >= FUZZY_FLOOR {
-        q
-    } else {
-        0.0
+    match pattern.score(hay, matcher) {
+        Some(score) => {
+            let q = rank::fuzzy_quality(score, perfect);
+            (if q >= FUZZY_FLOOR { q } else { 0.0 }, true)
+        }
+        None => (0.0, false),
     }
 }
 
-/// 1 when the lower-cased `id` (or its part after an agent namespace) starts with the query (at
-/// least two characters, lower-cased), else 0.
-fn id_prefix(id: &str, lower: &str) -> f64 {
-    if lower.chars().count() < 2 {
-        return 0.0;
-    }
-    let own = id.split_once(':').map_or(id, |(_, rest)| rest);
-    if id.starts_with(lower) || own.starts_with(lower) {
-        1.0
-    } else {
-        0.0
-    }
+/// Whether the lower-cased `id` (or its part from `own_start`, after an agent namespace) starts
+/// with the lower-cased query, and the score: 1 for a prefix of at least two characters.
+fn id_prefix(id: &str, own_start: usize, lower: &str) -> (f64, bool) {
+    let hit = id.starts_with(lower) || id[own_start..].starts_with(lower);
+    let score = if hit && lower.len() >= 2 { 1.0 } else { 0.0 };
+    (score, hit)
 }
 
 /// 0.7 when the (lower-cased) cwd's last component contains the query, 0.5 for elsewhere in it.
@@ -535,14 +604,18 @@ mod tests {
 
     #[test]
     fn id_and_cwd_matches() {
-        assert_eq!(id_prefix("claude:abcd-1", "ab"), 1.0);
+        assert_eq!(id_prefix("claude:abcd-1", 7, "ab"), (1.0, true));
         assert_eq!(
-            id_prefix("7a712ba3", "7A71"),
-            0.0,
-            "callers lower-case the query"
+            id_prefix("7a712ba3", 0, "7A71"),
+            (0.0, false),
+            "callers lower-case both"
         );
-        assert_eq!(id_prefix("7a712ba3", "7a71"), 1.0);
-        assert_eq!(id_prefix("7a712ba3", "7"), 0.0);
+        assert_eq!(id_prefix("7a712ba3", 0, "7a71"), (1.0, true));
+        assert_eq!(
+            id_prefix("7a712ba3", 0, "7"),
+            (0.0, true),
+            "too short to score"
+        );
         assert_eq!(cwd_match("/home/dev/parser", "parser"), 0.7);
         assert_eq!(cwd_match("/home/dev/parser", "dev"), 0.5);
         assert_eq!(cwd_match("/home/dev/parser", "web"), 0.0);
