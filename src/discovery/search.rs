@@ -501,15 +501,27 @@ pub fn fts_expression(text: &str) -> Option<String> {
 /// activity first (and appended chunks last), so the newest rows are the recently active
 /// sessions; bm25 is computed for these rows only, which bounds a query for a common word.
 fn fts_hits(conn: &Connection, expr: &str) -> rusqlite::Result<Vec<(i64, i64, i64, f64)>> {
+    // No join here: FTS5 walks its lists newest row first and stops at the limit only when it
+    // alone answers the ORDER BY.
     let mut stmt = conn.prepare_cached(
-        "SELECT doc.rowid, owner.sid, owner.kind, bm25(doc) FROM doc
-         JOIN owner ON owner.row = doc.rowid
-         WHERE doc MATCH ?1 ORDER BY doc.rowid DESC LIMIT ?2",
+        "SELECT rowid, bm25(doc) FROM doc WHERE doc MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
     )?;
-    let rows = stmt.query_map(params![expr, FTS_ROWS as i64], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-    })?;
-    rows.collect()
+    let found: Vec<(i64, f64)> = stmt
+        .query_map(params![expr, FTS_ROWS as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut owner = conn.prepare_cached("SELECT sid, kind FROM owner WHERE row = ?1")?;
+    let mut out = Vec::with_capacity(found.len());
+    for (row, bm25) in found {
+        let who: Option<(i64, i64)> = owner
+            .query_row([row], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        if let Some((sid, kind)) = who {
+            out.push((row, sid, kind, bm25));
+        }
+    }
+    Ok(out)
 }
 
 /// The snippet of row `row` (a conversation chunk that matched).
