@@ -181,6 +181,9 @@ enum Command {
         /// Appends timed until visible in search (the background indexer running).
         #[arg(long, default_value_t = 10)]
         appends: usize,
+        /// Reuse the index of an earlier run (skips the build measurement).
+        #[arg(long)]
+        keep_index: bool,
     },
     /// Popup over N sessions: frame render and keystroke-to-frame times.
     Tui {
@@ -243,7 +246,8 @@ fn main() {
             kb,
             rounds,
             appends,
-        } => measure_discovery::run(sessions, kb, rounds, appends),
+            keep_index,
+        } => measure_discovery::run(sessions, kb, rounds, appends, keep_index),
         Command::HomeEncoding {
             home,
             requested,

@@ -14,6 +14,7 @@ pub mod file_match;
 pub mod help;
 pub mod keys;
 pub mod mount;
+pub mod picker;
 pub mod popup;
 pub mod render;
 pub mod scroll;
