@@ -435,3 +435,43 @@ async fn the_mouse_wheel_scrolls_the_transcript() {
     app.handle(wheel(MouseEventKind::ScrollDown));
     assert_eq!(app.transcript.scroll_offset(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_survives_a_restart_and_a_resume() {
+    let home = tempfile::tempdir().unwrap();
+    let session_id;
+    {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (mut app, _) = offline(&options(home.path()), tx);
+        session_id = app.agent.info().session_id.clone();
+        for event in typed("remember me") {
+            app.handle(event);
+        }
+        app.handle(key(KeyCode::Enter));
+        settle(&mut app, &mut rx).await;
+        own_log(&app, home.path(), "turn/end").await;
+        app.agent.shutdown();
+    }
+    let history = home.path().join("history.jsonl");
+    for _ in 0..200 {
+        if std::fs::read_to_string(&history).is_ok_and(|t| t.contains("remember me")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A new session in the same home.
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut fresh, _) = offline(&options(home.path()), tx);
+    fresh.handle(key(KeyCode::Up));
+    assert_eq!(fresh.composer.display_text(), "remember me");
+    fresh.agent.shutdown();
+    // And the session itself, resumed.
+    let resumed_options = AppOptions {
+        resume: Some(session_id),
+        ..options(home.path())
+    };
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut resumed, _) = offline(&resumed_options, tx);
+    resumed.handle(key(KeyCode::Up));
+    assert_eq!(resumed.composer.display_text(), "remember me");
+}

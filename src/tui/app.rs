@@ -21,6 +21,7 @@ use super::help::{KeyHelp, KeyOverlay, OverlayOutcome};
 use super::keys::{Action, KeyContext, Keymap};
 use super::mount::{SessionReferenceMount, SubmitError, Submitted};
 use super::popup::{LookupRequest, PopupOutcome, PopupState, QueryId};
+use super::prompt_history;
 use super::render::Renderable;
 use super::slash::{self, Command, SlashLine, SlashMenu, SlashOutcome};
 use super::status::StatusLine;
@@ -127,6 +128,8 @@ pub struct App {
     confirm_unknown: Option<String>,
     /// What the loop should do after quitting (a `/new` or `/resume` session).
     pub next: Option<NextSession>,
+    /// The home whose `history.jsonl` keeps sent prompts (none: not kept).
+    history_home: Option<PathBuf>,
     pub should_quit: bool,
     tx: mpsc::UnboundedSender<AppEvent>,
     /// The composer text of each sent message not yet seen in the log, by message id: given back
@@ -170,6 +173,7 @@ impl App {
             slash: SlashMenu::default(),
             confirm_unknown: None,
             next: None,
+            history_home: None,
             should_quit: false,
             tx,
             unlogged: Vec::new(),
@@ -399,6 +403,28 @@ impl App {
         self.quit_armed = Some(Instant::now());
     }
 
+    /// Keeps prompt history in `<home>/history.jsonl` from now on, and loads what is there.
+    pub fn keep_history_in(&mut self, home: &std::path::Path) {
+        for entry in prompt_history::load(home) {
+            self.composer.push_history(entry);
+        }
+        self.history_home = Some(home.to_path_buf());
+    }
+
+    /// Appends a sent message to the home's history, off the UI loop.
+    fn persist_history(&self, sent: &ComposerSnapshot) {
+        let Some(home) = self.history_home.clone() else {
+            return;
+        };
+        let sent = sent.clone();
+        let session_id = self.agent.info().session_id.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = prompt_history::append(&home, &session_id, now_ms(), &sent) {
+                tracing::warn!(error = %e, "prompt history not kept");
+            }
+        });
+    }
+
     /// Runs a `/` command locally: nothing of it reaches the model.
     fn run_command(&mut self, command: Command, arg: &str) {
         self.confirm_unknown = None;
@@ -560,6 +586,7 @@ impl App {
         let sent = self.in_flight.take().unwrap_or_default();
         if result.is_ok() {
             self.composer.push_history(sent.clone());
+            self.persist_history(&sent);
         } else {
             self.composer.restore_before(sent.clone());
         }
@@ -881,6 +908,7 @@ pub fn build(
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
     let mut app = App::new(agent, mount, model_label.clone(), tx);
     app.set_keymap(keymap);
+    app.keep_history_in(&options.home);
     if options.resume.is_none() {
         app.transcript.push_welcome(
             env!("CARGO_PKG_VERSION"),

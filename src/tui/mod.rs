@@ -14,6 +14,7 @@ pub mod help;
 pub mod keys;
 pub mod mount;
 pub mod popup;
+pub mod prompt_history;
 pub mod render;
 pub mod scroll;
 pub mod slash;
