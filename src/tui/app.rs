@@ -14,6 +14,7 @@
 //! session that cannot be written (held by another writer, damaged) opens read-only: Enter keeps
 //! the text and says why.
 
+use super::attach;
 use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
 use super::file_index::spawn_file_index;
 use super::file_match::FileIndex;
@@ -575,8 +576,16 @@ impl App {
         self.preparing = Some(cancel.clone());
         let mount = self.mount.clone();
         let tx = self.tx.clone();
+        let cwd = self.agent.info().cwd.clone().map(PathBuf::from);
         tokio::spawn(async move {
-            let result = mount.submit(&text, &cancel).await;
+            // `@path` files are read off the loop, bounded, and go with the message.
+            let reading = text.clone();
+            let attachments = tokio::task::spawn_blocking(move || {
+                attach::read_attachments(cwd.as_deref(), &reading)
+            })
+            .await
+            .unwrap_or_default();
+            let result = mount.submit_with(&text, attachments, &cancel).await;
             let _ = tx.send(AppEvent::Submitted(result));
         });
     }

@@ -6,6 +6,7 @@
 //! TUI and every visible state can be snapshot-tested.
 
 pub mod app;
+pub mod attach;
 pub mod composer;
 pub mod escape;
 pub mod file_index;

@@ -135,11 +135,28 @@ impl SessionReferenceMount {
         text: &str,
         cancel: &CancellationToken,
     ) -> Result<Submitted, SubmitError> {
+        self.submit_with(text, Vec::new(), cancel).await
+    }
+
+    /// [`submit`](Self::submit) with context messages of the host's own (such as attached
+    /// files), dispatched after the session-reference context and before the message, at the
+    /// same boundary.
+    pub async fn submit_with(
+        &self,
+        text: &str,
+        attachments: Vec<Message>,
+        cancel: &CancellationToken,
+    ) -> Result<Submitted, SubmitError> {
         match self.parse(text)? {
             Submission::Plain(message) => {
                 let message_id = message.id.clone();
+                let admission = if attachments.is_empty() {
+                    self.agent.dispatch(message)
+                } else {
+                    self.agent.dispatch_with_contexts(message, attachments)
+                };
                 Ok(Submitted {
-                    admission: self.agent.dispatch(message),
+                    admission,
                     message_id,
                     referenced: 0,
                 })
@@ -168,12 +185,15 @@ impl SessionReferenceMount {
                             }
                             _ => 0,
                         };
+                        let mut contexts = vec![context];
+                        contexts.extend(attachments);
                         (
-                            self.agent.dispatch_with_contexts(message, vec![context]),
+                            self.agent.dispatch_with_contexts(message, contexts),
                             referenced,
                         )
                     }
-                    None => (self.agent.dispatch(message), 0),
+                    None if attachments.is_empty() => (self.agent.dispatch(message), 0),
+                    None => (self.agent.dispatch_with_contexts(message, attachments), 0),
                 };
                 Ok(Submitted {
                     admission,

@@ -409,8 +409,34 @@ fn reasoning_of(message: &Message) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("\n"))
 }
 
+/// `512 B`, `48 KiB`, `3.1 MiB`.
+pub fn human_bytes(n: u64) -> String {
+    match n {
+        0..=1023 => format!("{n} B"),
+        1024..=1_048_575 => format!("{} KiB", n.div_ceil(1024)),
+        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    }
+}
+
 fn context_card(message: &Message) -> TranscriptItem {
     let kind = match &message.source {
+        // An attached file: its path and what of it was sent.
+        MessageSource::Plugin { plugin, extra } if plugin == "file" => {
+            let path = extra.get("path").and_then(Value::as_str).unwrap_or("?");
+            let bytes = extra.get("bytes").and_then(Value::as_u64).unwrap_or(0);
+            let sent = extra
+                .get("attachedBytes")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            let note = if extra.get("binary") == Some(&Value::Bool(true)) {
+                "binary, not attached".to_string()
+            } else if extra.get("truncated") == Some(&Value::Bool(true)) {
+                format!("cut: {} of {}", human_bytes(sent), human_bytes(bytes))
+            } else {
+                human_bytes(bytes)
+            };
+            format!("file {path} · {note}")
+        }
         MessageSource::Plugin { plugin, .. } => format!("plugin {plugin}"),
         source => source.kind().unwrap_or("unknown").to_string(),
     };
