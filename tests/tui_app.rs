@@ -475,3 +475,45 @@ async fn history_survives_a_restart_and_a_resume() {
     resumed.handle(key(KeyCode::Up));
     assert_eq!(resumed.composer.display_text(), "remember me");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_at_offers_a_few_files_and_typing_narrows_them_off_the_loop() {
+    use dsh_session_references::tui::popup::PopupItem;
+    let home = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join(".gitignore"), "build/\n").unwrap();
+    std::fs::create_dir_all(cwd.path().join("build")).unwrap();
+    std::fs::write(cwd.path().join("build/main.o"), "").unwrap();
+    std::fs::create_dir_all(cwd.path().join("src")).unwrap();
+    for name in [
+        "main.rs", "lib.rs", "app.rs", "ui.rs", "keys.rs", "more.rs", "last.rs",
+    ] {
+        std::fs::write(cwd.path().join("src").join(name), "").unwrap();
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    app.start_file_finder(cwd.path().to_path_buf());
+    let files = |app: &App| -> Vec<String> {
+        app.popup
+            .items()
+            .into_iter()
+            .filter_map(|item| match item {
+                PopupItem::File(row) => Some(row.path),
+                PopupItem::Session(_) => None,
+            })
+            .collect()
+    };
+    app.handle(key(KeyCode::Char('@')));
+    pump(&mut app, &mut rx, |app| files(app).len() == 5).await;
+    for event in typed("main") {
+        app.handle(event);
+    }
+    pump(&mut app, &mut rx, |app| {
+        files(app).first().map(String::as_str) == Some("src/main.rs")
+    })
+    .await;
+    assert!(
+        !files(&app).iter().any(|p| p.starts_with("build/")),
+        ".gitignore is honoured"
+    );
+}

@@ -16,7 +16,7 @@
 
 use super::attach;
 use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
-use super::file_index::spawn_file_index;
+use super::file_index::FileFinder;
 use super::file_match::FileIndex;
 use super::help::{KeyHelp, KeyOverlay, OverlayOutcome};
 use super::keys::{Action, KeyContext, Keymap};
@@ -40,6 +40,7 @@ use ratatui::backend::Backend;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::Terminal;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -77,6 +78,8 @@ pub enum AppEvent {
     Lookup(QueryId, Result<Vec<Candidate>, String>),
     Submitted(Result<Submitted, SubmitError>),
     Files(Arc<FileIndex>),
+    /// The file finder has new rows (its walk found files, or a match finished).
+    FilesChanged,
     /// The answer to `/sessions`.
     Listed(Result<Vec<Candidate>, String>),
     /// Periodic wake-up (expiring "press again to quit", ages in the popup).
@@ -84,6 +87,9 @@ pub enum AppEvent {
 }
 
 const QUIT_WINDOW: Duration = Duration::from_secs(2);
+/// File rows a query shows at most, and a bare `@` (beside recent sessions).
+const FILE_ROWS: usize = 50;
+const BARE_FILE_ROWS: usize = 5;
 /// Transcript rows one wheel notch scrolls.
 const WHEEL_ROWS: usize = 3;
 /// Sessions `/sessions` lists before pointing at `@`.
@@ -131,6 +137,10 @@ pub struct App {
     pub next: Option<NextSession>,
     /// The home whose `history.jsonl` keeps sent prompts (none: not kept).
     history_home: Option<PathBuf>,
+    /// The cwd's files, matched off the loop (none until started).
+    files: Option<FileFinder>,
+    /// A `FilesChanged` is on its way (the finder's notifications are coalesced).
+    files_pending: Arc<AtomicBool>,
     pub should_quit: bool,
     tx: mpsc::UnboundedSender<AppEvent>,
     /// The composer text of each sent message not yet seen in the log, by message id: given back
@@ -175,6 +185,8 @@ impl App {
             confirm_unknown: None,
             next: None,
             history_home: None,
+            files: None,
+            files_pending: Arc::new(AtomicBool::new(false)),
             should_quit: false,
             tx,
             unlogged: Vec::new(),
@@ -256,6 +268,10 @@ impl App {
             AppEvent::Submitted(result) => self.on_submitted(result),
             AppEvent::Files(index) => self.popup.set_file_index(index),
             AppEvent::Listed(result) => self.show_sessions(result),
+            AppEvent::FilesChanged => {
+                self.files_pending.store(false, Ordering::SeqCst);
+                self.refresh_file_rows();
+            }
             AppEvent::Tick => {
                 if self.quit_armed.is_some_and(|t| t.elapsed() > QUIT_WINDOW) {
                     self.quit_armed = None;
@@ -404,6 +420,38 @@ impl App {
         self.quit_armed = Some(Instant::now());
     }
 
+    /// Starts walking and matching the files of `cwd` for the popup, off the loop.
+    pub fn start_file_finder(&mut self, cwd: PathBuf) {
+        let tx = self.tx.clone();
+        let pending = self.files_pending.clone();
+        let notify: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            if !pending.swap(true, Ordering::SeqCst) {
+                let _ = tx.send(AppEvent::FilesChanged);
+            }
+        });
+        self.files = Some(FileFinder::start(cwd, notify));
+    }
+
+    /// Gives the popup the finder's rows for its query (never waits for the workers).
+    fn refresh_file_rows(&mut self) {
+        let Some(files) = &mut self.files else {
+            return;
+        };
+        if !self.popup.is_open() {
+            return;
+        }
+        let query = self.popup.query().to_string();
+        files.set_query(&query);
+        files.tick();
+        let limit = if query.is_empty() {
+            BARE_FILE_ROWS
+        } else {
+            FILE_ROWS
+        };
+        let rows = files.rows(limit);
+        self.popup.set_file_rows(&query, rows);
+    }
+
     /// Keeps prompt history in `<home>/history.jsonl` from now on, and loads what is there.
     pub fn keep_history_in(&mut self, home: &std::path::Path) {
         for entry in prompt_history::load(home) {
@@ -511,6 +559,7 @@ impl App {
         if let Some(request) = self.popup.sync(token.as_ref()) {
             self.start_lookup(request);
         }
+        self.refresh_file_rows();
     }
 
     fn start_lookup(&mut self, request: LookupRequest) {
@@ -1035,10 +1084,7 @@ pub async fn run_terminal(mut options: AppOptions, wiring: Wiring) -> Result<(),
             app.transcript.push_notice(NoticeLevel::Error, text);
         }
         if let Some(cwd) = &options.cwd {
-            let files_tx = tx.clone();
-            spawn_file_index(PathBuf::from(cwd), move |index| {
-                let _ = files_tx.send(AppEvent::Files(index));
-            });
+            app.start_file_finder(PathBuf::from(cwd));
         }
         // Warm the session index now: a first listing of a very large home reads every
         // header, and the first `@` should not be the one to wait for it.
