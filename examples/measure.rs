@@ -3,7 +3,7 @@
 //! ```sh
 //! cargo run --release --example measure -- candidates --sessions 100000
 //! cargo run --release --example measure -- prepare --mb 100 --encoding zstd
-//! cargo run --release --example measure -- tui --sessions 100000
+//! cargo run --release --example measure -- tui --sessions 100000 --files 100000
 //! cargo run --release --example measure -- gen-big --mb 100 --encoding plain   # prints paths
 //! cargo run --release --example measure -- hostile --case bad-line --mb 2048 --home /tmp/h
 //! cargo run --release --example measure -- hold-lock --path LOG --seconds 30
@@ -35,6 +35,7 @@ use dsh_session_references::session::{
     SessionQuery,
 };
 use dsh_session_references::tui::composer::Composer;
+use dsh_session_references::tui::file_index::FileFinder;
 use dsh_session_references::tui::popup::PopupState;
 use dsh_session_references::tui::Renderable;
 use ratatui::backend::TestBackend;
@@ -171,6 +172,10 @@ enum Command {
         sessions: usize,
         #[arg(long, default_value_t = 20)]
         rounds: usize,
+        /// Files in the cwd the popup's file rows come from (walked and matched by the same
+        /// `FileFinder` as the TUI; 0: no file rows).
+        #[arg(long, default_value_t = 0)]
+        files: usize,
     },
 }
 
@@ -220,7 +225,11 @@ fn main() {
             iters,
             warm_iters,
         } => rt.block_on(prepare(mb, encoding, iters, warm_iters.unwrap_or(iters))),
-        Command::Tui { sessions, rounds } => rt.block_on(tui(sessions, rounds)),
+        Command::Tui {
+            sessions,
+            rounds,
+            files,
+        } => rt.block_on(tui(sessions, rounds, files)),
         Command::HomeEncoding {
             home,
             requested,
@@ -494,7 +503,49 @@ fn key(c: char) -> KeyEvent {
     KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
 }
 
-async fn tui(sessions: usize, rounds: usize) {
+/// A cwd of `files` empty files in 100 directories, generated once.
+fn cached_files(files: usize) -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/bench-data")
+        .join(format!("files-{files}"));
+    let marker = root.join(".complete");
+    if !marker.exists() {
+        let _ = std::fs::remove_dir_all(&root);
+        for n in 0..files {
+            let dir = root.join(format!("src/module{:02}", n % 100));
+            if n < 100 {
+                std::fs::create_dir_all(&dir).unwrap();
+            }
+            std::fs::write(dir.join(format!("harness_{n}.rs")), b"").unwrap();
+        }
+        std::fs::write(&marker, b"").unwrap();
+    }
+    root
+}
+
+/// A finder over `files` files, walked and settled (every file indexed, no match running).
+fn loaded_finder(files: usize) -> Option<FileFinder> {
+    if files == 0 {
+        return None;
+    }
+    let cwd = cached_files(files);
+    let started = Instant::now();
+    let mut finder = FileFinder::start(cwd, std::sync::Arc::new(|| {}));
+    while finder.walking() || (finder.indexed() as usize) < files {
+        finder.tick();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    finder.tick();
+    println!(
+        "file index: {} files walked and loaded in {:.0} ms",
+        finder.indexed(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    Some(finder)
+}
+
+async fn tui(sessions: usize, rounds: usize, files: usize) {
+    let mut finder = loaded_finder(files);
     let home = gen::cached_home(sessions).unwrap();
     let (query, agent) = query_over(&home, true);
     let service = SessionReferences::new(query, SessionReferenceConfig::default()).unwrap();
@@ -519,6 +570,15 @@ async fn tui(sessions: usize, rounds: usize) {
             let started = Instant::now();
             composer.handle_key(key(c));
             let request = popup.sync(composer.active_token().as_ref());
+            if let Some(finder) = finder.as_mut().filter(|_| popup.is_open()) {
+                // As the app does: the new query goes to the workers; the rows they have
+                // finished (never waited for) go to the popup.
+                let query = popup.query().to_string();
+                finder.set_query(&query);
+                finder.tick();
+                let limit = if query.is_empty() { 5 } else { 50 };
+                popup.set_file_rows(&query, finder.rows(limit));
+            }
             draw(&mut terminal, &composer, &popup, now);
             keystrokes.push(started.elapsed());
             if let Some(request) = request {

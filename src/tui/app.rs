@@ -385,7 +385,13 @@ impl App {
             Some(Action::ScrollUp) => self.transcript.scroll_up(10),
             Some(Action::ScrollDown) => self.transcript.scroll_down(10),
             Some(Action::Details) => {
-                self.transcript.toggle_last_card();
+                self.transcript.toggle_selected_card();
+            }
+            Some(Action::CardPrev) => {
+                self.transcript.select_card(true);
+            }
+            Some(Action::CardNext) => {
+                self.transcript.select_card(false);
             }
             _ => {}
         }
