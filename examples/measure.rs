@@ -523,7 +523,7 @@ fn cached_files(files: usize) -> std::path::PathBuf {
     root
 }
 
-/// A finder over `files` files, walked and settled (every file indexed, no match running).
+/// A finder over `files` files, walked and settled (every file indexed and matched).
 fn loaded_finder(files: usize) -> Option<FileFinder> {
     if files == 0 {
         return None;
@@ -531,14 +531,13 @@ fn loaded_finder(files: usize) -> Option<FileFinder> {
     let cwd = cached_files(files);
     let started = Instant::now();
     let mut finder = FileFinder::start(cwd, std::sync::Arc::new(|| {}));
-    while finder.walking() || (finder.indexed() as usize) < files {
-        finder.tick();
+    finder.set_query("", 5);
+    while finder.walking() || (finder.rows().indexed as usize) < files {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    finder.tick();
     println!(
         "file index: {} files walked and loaded in {:.0} ms",
-        finder.indexed(),
+        finder.rows().indexed,
         started.elapsed().as_secs_f64() * 1e3
     );
     Some(finder)
@@ -560,6 +559,7 @@ async fn tui(sessions: usize, rounds: usize, files: usize) {
     let mut frames = Vec::new();
     let mut keystrokes = Vec::new();
     let mut lookups = Vec::new();
+    let mut file_rows = Vec::new();
     let text = "look at @harness-0 please";
     for _ in 0..rounds {
         let mut composer = Composer::new();
@@ -570,15 +570,18 @@ async fn tui(sessions: usize, rounds: usize, files: usize) {
             let started = Instant::now();
             composer.handle_key(key(c));
             let request = popup.sync(composer.active_token().as_ref());
+            let files_started = Instant::now();
             if let Some(finder) = finder.as_mut().filter(|_| popup.is_open()) {
                 // As the app does: the new query goes to the workers; the rows they have
                 // finished (never waited for) go to the popup.
                 let query = popup.query().to_string();
-                finder.set_query(&query);
-                finder.tick();
                 let limit = if query.is_empty() { 5 } else { 50 };
-                popup.set_file_rows(&query, finder.rows(limit));
+                finder.set_query(&query, limit);
+                finder.tick();
+                let published = finder.rows();
+                popup.set_file_rows(&published.query, published.rows);
             }
+            file_rows.push(files_started.elapsed());
             draw(&mut terminal, &composer, &popup, now);
             keystrokes.push(started.elapsed());
             if let Some(request) = request {
@@ -601,6 +604,12 @@ async fn tui(sessions: usize, rounds: usize, files: usize) {
     }
     percentiles("frame render (120x40, popup open)", &mut frames);
     percentiles("keystroke to frame (lookup not awaited)", &mut keystrokes);
+    if files > 0 {
+        percentiles(
+            "  of which file rows (query to workers, tick, rows)",
+            &mut file_rows,
+        );
+    }
     percentiles(
         &format!("lookup answer to frame (list_candidates over {sessions} + apply + frame)"),
         &mut lookups,

@@ -447,15 +447,15 @@ impl App {
             return;
         }
         let query = self.popup.query().to_string();
-        files.set_query(&query);
-        files.tick();
         let limit = if query.is_empty() {
             BARE_FILE_ROWS
         } else {
             FILE_ROWS
         };
-        let rows = files.rows(limit);
-        self.popup.set_file_rows(&query, rows);
+        files.set_query(&query, limit);
+        // The last rows the matcher published; the popup takes them only for its query.
+        let published = files.rows();
+        self.popup.set_file_rows(&published.query, published.rows);
     }
 
     /// Keeps prompt history in `<home>/history.jsonl` from now on, and loads what is there.

@@ -60,19 +60,59 @@ pub fn walk_into(cwd: &Path, mut found: impl FnMut(String)) {
     }
 }
 
-/// Files of a cwd matched by `nucleo` worker threads as the query changes.
+/// Matcher threads: all cores but one, so the UI loop always has one to itself.
+fn workers() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get().saturating_sub(1))
+        .max(1)
+}
+
+/// What the matcher thread last finished: the rows of one query.
+#[derive(Debug, Clone, Default)]
+pub struct FileRows {
+    /// The query these rows answer.
+    pub query: String,
+    pub rows: Vec<FileRow>,
+    /// Files found so far, and how many of them the query matches.
+    pub indexed: u32,
+    pub matched: u32,
+    /// Bumped on every publication.
+    pub version: u64,
+}
+
+enum Request {
+    /// Match this query; publish its best `limit` rows.
+    Query(String, usize),
+    /// The workers or the walk have something new.
+    Wake,
+}
+
+/// Files of a cwd, matched by `nucleo` off the UI loop. A matcher thread owns the
+/// `nucleo::Nucleo` (whose `tick` may wait for a cancelled worker), so the UI only ever sends a
+/// query and reads the last published [`FileRows`], never waiting.
 pub struct FileFinder {
-    nucleo: Nucleo<String>,
-    query: String,
-    matcher: Matcher,
+    requests: std::sync::mpsc::Sender<Request>,
+    published: Arc<std::sync::Mutex<FileRows>>,
     walking: Arc<AtomicBool>,
+    query: Option<String>,
+    seen: u64,
 }
 
 impl FileFinder {
-    /// Starts the walk of `cwd` into a new matcher. `notify` is called (from other threads)
-    /// whenever [`tick`](Self::tick) has something new: files found, a match finished.
+    /// Starts the walk of `cwd` and the matcher thread. `notify` is called (from those
+    /// threads) whenever new rows are published.
     pub fn start(cwd: PathBuf, notify: Arc<dyn Fn() + Send + Sync>) -> FileFinder {
-        let nucleo = Nucleo::new(Config::DEFAULT.match_paths(), notify.clone(), None, 1);
+        let (requests, inbox) = std::sync::mpsc::channel::<Request>();
+        let wake = requests.clone();
+        let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            let _ = wake.send(Request::Wake);
+        });
+        let nucleo: Nucleo<String> = Nucleo::new(
+            Config::DEFAULT.match_paths(),
+            wake.clone(),
+            Some(workers()),
+            1,
+        );
         let injector = nucleo.injector();
         let walking = Arc::new(AtomicBool::new(true));
         let done = walking.clone();
@@ -83,50 +123,90 @@ impl FileFinder {
                 });
             });
             done.store(false, Ordering::SeqCst);
-            notify();
+            wake();
         });
+        let published = Arc::new(std::sync::Mutex::new(FileRows::default()));
+        let out = published.clone();
+        std::thread::spawn(move || matcher_thread(nucleo, inbox, out, notify));
         FileFinder {
-            nucleo,
-            query: String::new(),
-            matcher: Matcher::new(Config::DEFAULT.match_paths()),
+            requests,
+            published,
             walking,
+            query: None,
+            seen: 0,
         }
     }
 
-    /// Matches `query` from now on (the workers start at the next [`tick`](Self::tick)).
-    pub fn set_query(&mut self, query: &str) {
-        if self.query == query {
+    /// Asks for `query`'s best `limit` rows; the answer is published when ready.
+    pub fn set_query(&mut self, query: &str, limit: usize) {
+        if self.query.as_deref() == Some(query) {
             return;
         }
-        let append = query.starts_with(self.query.as_str());
-        self.nucleo
-            .pattern
-            .reparse(0, query, CaseMatching::Smart, Normalization::Smart, append);
-        self.query = query.to_string();
+        self.query = Some(query.to_string());
+        let _ = self.requests.send(Request::Query(query.to_string(), limit));
     }
 
-    /// Takes what the workers finished, never waiting for them; true when the rows changed.
+    /// True when rows were published since the last call.
     pub fn tick(&mut self) -> bool {
-        self.nucleo.tick(0).changed
+        let version = self.published.lock().map_or(self.seen, |p| p.version);
+        std::mem::replace(&mut self.seen, version) != version
     }
 
-    /// The current query's best `limit` rows, with match indices for highlighting (an empty
-    /// query: the first files walked, with none).
-    pub fn rows(&mut self, limit: usize) -> Vec<FileRow> {
-        let snapshot = self.nucleo.snapshot();
+    /// The last published rows (possibly for an earlier query: compare `query`).
+    pub fn rows(&self) -> FileRows {
+        self.published.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+
+    /// The walk is still finding files.
+    pub fn walking(&self) -> bool {
+        self.walking.load(Ordering::SeqCst)
+    }
+}
+
+/// Owns the matcher: applies the newest query, lets the workers run, publishes the rows.
+fn matcher_thread(
+    mut nucleo: Nucleo<String>,
+    inbox: std::sync::mpsc::Receiver<Request>,
+    out: Arc<std::sync::Mutex<FileRows>>,
+    notify: Arc<dyn Fn() + Send + Sync>,
+) {
+    let mut matcher = Matcher::new(Config::DEFAULT.match_paths());
+    let mut query = String::new();
+    let mut limit = 0usize;
+    let mut asked = false;
+    let mut version = 0u64;
+    while let Ok(first) = inbox.recv() {
+        // Take everything waiting: only the newest query matters.
+        for request in std::iter::once(first).chain(inbox.try_iter()) {
+            if let Request::Query(q, n) = request {
+                let append = q.starts_with(query.as_str());
+                nucleo
+                    .pattern
+                    .reparse(0, &q, CaseMatching::Smart, Normalization::Smart, append);
+                query = q;
+                limit = n;
+                asked = true;
+            }
+        }
+        let status = nucleo.tick(10);
+        if !asked || status.running {
+            // The workers will wake this thread again when they finish.
+            continue;
+        }
+        let snapshot = nucleo.snapshot();
         let n = snapshot
             .matched_item_count()
             .min(u32::try_from(limit).unwrap_or(u32::MAX));
         let pattern = snapshot.pattern().column_pattern(0);
         let mut indices = Vec::new();
-        snapshot
+        let rows: Vec<FileRow> = snapshot
             .matched_items(..n)
             .map(|item| {
                 indices.clear();
                 let score = pattern
                     .indices(
                         item.matcher_columns[0].slice(..),
-                        &mut self.matcher,
+                        &mut matcher,
                         &mut indices,
                     )
                     .unwrap_or(0);
@@ -138,22 +218,19 @@ impl FileFinder {
                     score,
                 }
             })
-            .collect()
-    }
-
-    /// Files found so far.
-    pub fn indexed(&self) -> u32 {
-        self.nucleo.snapshot().item_count()
-    }
-
-    /// Files the current query matches (as of the last tick).
-    pub fn matched(&self) -> u32 {
-        self.nucleo.snapshot().matched_item_count()
-    }
-
-    /// The walk is still finding files.
-    pub fn walking(&self) -> bool {
-        self.walking.load(Ordering::SeqCst)
+            .collect();
+        version += 1;
+        let rows = FileRows {
+            query: query.clone(),
+            rows,
+            indexed: snapshot.item_count(),
+            matched: snapshot.matched_item_count(),
+            version,
+        };
+        if let Ok(mut slot) = out.lock() {
+            *slot = rows;
+        }
+        notify();
     }
 }
 
@@ -235,21 +312,22 @@ mod tests {
             let _ = tx.send(());
         });
         let mut finder = FileFinder::start(dir.path().to_path_buf(), notify);
-        let settle = |finder: &mut FileFinder| loop {
-            finder.tick();
-            if !finder.walking() && finder.indexed() == 3000 && !finder.nucleo.tick(0).running {
-                break;
+        finder.set_query("", 5);
+        let wait = |finder: &mut FileFinder, done: &dyn Fn(&FileRows) -> bool| loop {
+            let rows = finder.rows();
+            if !finder.walking() && done(&rows) {
+                return rows;
             }
-            let _ = rx.recv_timeout(std::time::Duration::from_millis(50));
+            rx.recv_timeout(std::time::Duration::from_secs(10))
+                .expect("the finder publishes");
         };
-        settle(&mut finder);
-        assert_eq!(finder.indexed(), 3000, "no cap");
-        assert_eq!(finder.rows(5).len(), 5, "an empty query offers a few files");
-        finder.set_query("file2999");
-        settle(&mut finder);
-        let rows = finder.rows(50);
-        assert_eq!(rows[0].path, "d9/file2999.txt");
-        assert!(!rows[0].indices.is_empty());
-        assert!(finder.matched() >= 1);
+        let all = wait(&mut finder, &|r| r.indexed == 3000 && r.query.is_empty());
+        assert_eq!(all.rows.len(), 5, "an empty query offers a few files");
+        assert_eq!(all.matched, 3000, "no cap");
+        finder.set_query("file2999", 50);
+        let rows = wait(&mut finder, &|r| r.query == "file2999");
+        assert_eq!(rows.rows[0].path, "d9/file2999.txt");
+        assert!(!rows.rows[0].indices.is_empty());
+        assert!(finder.tick(), "new rows were published");
     }
 }
