@@ -517,3 +517,46 @@ async fn a_bare_at_offers_a_few_files_and_typing_narrows_them_off_the_loop() {
         ".gitignore is honoured"
     );
 }
+
+fn write_source(home: &Path) {
+    let dir = home.join("sessions/--proj-api--/src-session-1");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lines = [
+        r#"{"type":"session","version":0,"id":"src-session-1","createdAt":1780000000000,"cwd":"/proj/api","delegationDepth":0}"#,
+        r#"{"type":"turn/start","seq":0,"time":1780000000001,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}"#,
+        r#"{"type":"user/message","seq":1,"time":1780000000002,"data":{"content":[{"type":"text","text":"Why does the date parser reject 2024-02-29?"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#,
+        r#"{"type":"session/title","seq":2,"time":1780000000003,"data":{"title":"Leap day parsing","messageSeqs":[1],"source":{"kind":"fallback"}}}"#,
+        r#"{"type":"assistant/message","seq":3,"time":1780000000004,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[{"type":"text","text":"The validator used a non-leap month table."}],"source":{"kind":"model","provider":"p","model":"m"},"id":"a1"}},"surfaceOp":"append"}"#,
+        r#"{"type":"turn/end","seq":4,"time":1780000000005,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    ];
+    std::fs::write(dir.join("session.jsonl"), lines.join("\n") + "\n").unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_wears_a_size_badge_until_it_is_removed() {
+    let home = tempfile::tempdir().unwrap();
+    write_source(home.path());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("see @src-ses") {
+        app.handle(event);
+    }
+    pump(&mut app, &mut rx, |app| !app.popup.is_empty()).await;
+    app.handle(key(KeyCode::Tab));
+    assert_eq!(app.composer.mentions().len(), 1);
+    pump(&mut app, &mut rx, |app| {
+        app.composer
+            .badge("src-session-1")
+            .is_some_and(|b| b.contains("msgs"))
+    })
+    .await;
+    let shown = screen(&app);
+    assert!(shown.contains("@Leap day parsing ⟨2 msgs · "), "{shown}");
+    assert!(shown.contains("next +1 ref"), "{shown}");
+    // Removed: the badge and the status figure go with it.
+    app.handle(key(KeyCode::Backspace));
+    app.handle(key(KeyCode::Backspace));
+    assert!(app.composer.mentions().is_empty());
+    assert!(app.composer.badge("src-session-1").is_none());
+    assert!(!screen(&app).contains("next +"));
+}

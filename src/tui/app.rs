@@ -20,7 +20,7 @@ use super::file_index::FileFinder;
 use super::file_match::FileIndex;
 use super::help::{KeyHelp, KeyOverlay, OverlayOutcome};
 use super::keys::{Action, KeyContext, Keymap};
-use super::mount::{SessionReferenceMount, SubmitError, Submitted};
+use super::mount::{Preview, SessionReferenceMount, SubmitError, Submitted};
 use super::popup::{LookupRequest, PopupOutcome, PopupState, QueryId};
 use super::prompt_history;
 use super::render::Renderable;
@@ -78,6 +78,8 @@ pub enum AppEvent {
     Lookup(QueryId, Result<Vec<Candidate>, String>),
     Submitted(Result<Submitted, SubmitError>),
     Files(Arc<FileIndex>),
+    /// A mention's badge: (session id, serial of the preview, its result).
+    Badge(String, u64, Result<Preview, String>),
     /// The file finder has new rows (its walk found files, or a match finished).
     FilesChanged,
     /// The answer to `/sessions`.
@@ -94,6 +96,13 @@ const BARE_FILE_ROWS: usize = 5;
 const WHEEL_ROWS: usize = 3;
 /// Sessions `/sessions` lists before pointing at `@`.
 const SESSIONS_SHOWN: usize = 10;
+
+/// The background preview behind one mention's badge.
+struct BadgeSlot {
+    serial: u64,
+    cancel: CancellationToken,
+    preview: Option<Result<Preview, String>>,
+}
 
 /// The session to open after this one closes (`/new`, `/resume ID`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +150,9 @@ pub struct App {
     files: Option<FileFinder>,
     /// A `FilesChanged` is on its way (the finder's notifications are coalesced).
     files_pending: Arc<AtomicBool>,
+    /// Per mentioned session: the background preview behind its badge.
+    badges: std::collections::BTreeMap<String, BadgeSlot>,
+    badge_serial: u64,
     pub should_quit: bool,
     tx: mpsc::UnboundedSender<AppEvent>,
     /// The composer text of each sent message not yet seen in the log, by message id: given back
@@ -187,6 +199,8 @@ impl App {
             history_home: None,
             files: None,
             files_pending: Arc::new(AtomicBool::new(false)),
+            badges: Default::default(),
+            badge_serial: 0,
             should_quit: false,
             tx,
             unlogged: Vec::new(),
@@ -268,6 +282,7 @@ impl App {
             AppEvent::Submitted(result) => self.on_submitted(result),
             AppEvent::Files(index) => self.popup.set_file_index(index),
             AppEvent::Listed(result) => self.show_sessions(result),
+            AppEvent::Badge(id, serial, result) => self.on_badge(id, serial, result),
             AppEvent::FilesChanged => {
                 self.files_pending.store(false, Ordering::SeqCst);
                 self.refresh_file_rows();
@@ -558,8 +573,108 @@ impl App {
         }
     }
 
+    /// Starts a preview for each mention that has none, and cancels the previews of mentions
+    /// that left the composer (SPEC §5.6). Never waits.
+    fn sync_badges(&mut self) {
+        let mentioned: Vec<(String, String)> = self
+            .composer
+            .mentions()
+            .into_iter()
+            .map(|m| (m.session_id.clone(), m.label.clone()))
+            .collect();
+        let before = self.badges.len();
+        self.badges.retain(|id, slot| {
+            let keep = mentioned.iter().any(|(m, _)| m == id);
+            if !keep {
+                slot.cancel.cancel();
+            }
+            keep
+        });
+        let mut changed = before != self.badges.len();
+        for (id, label) in mentioned {
+            if self.badges.contains_key(&id) || !self.mount.has_service() {
+                continue;
+            }
+            self.badge_serial += 1;
+            let serial = self.badge_serial;
+            let cancel = CancellationToken::new();
+            self.badges.insert(
+                id.clone(),
+                BadgeSlot {
+                    serial,
+                    cancel: cancel.clone(),
+                    preview: None,
+                },
+            );
+            changed = true;
+            let mount = self.mount.clone();
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                let result = mount
+                    .preview(&id, &label, &cancel)
+                    .await
+                    .map_err(|e| e.to_string());
+                if !cancel.is_cancelled() {
+                    let _ = tx.send(AppEvent::Badge(id, serial, result));
+                }
+            });
+        }
+        if changed {
+            self.show_badges();
+        }
+    }
+
+    fn on_badge(&mut self, id: String, serial: u64, result: Result<Preview, String>) {
+        let Some(slot) = self.badges.get_mut(&id).filter(|s| s.serial == serial) else {
+            return; // The mention left (or came back) since: a stale answer.
+        };
+        slot.preview = Some(result);
+        self.show_badges();
+    }
+
+    /// Hands the badge texts to the composer.
+    fn show_badges(&mut self) {
+        let texts = self
+            .badges
+            .iter()
+            .map(|(id, slot)| {
+                let text = match &slot.preview {
+                    None => "sizing…".to_string(),
+                    Some(Ok(preview)) => preview.badge(),
+                    Some(Err(_)) => "cannot be read".to_string(),
+                };
+                (id.clone(), text)
+            })
+            .collect();
+        self.composer.set_badges(texts);
+    }
+
+    /// What the mentions in the composer add to the next request, for the status line.
+    fn next_context(&self) -> Option<String> {
+        if self.badges.is_empty() {
+            return None;
+        }
+        let ready: Vec<&Preview> = self
+            .badges
+            .values()
+            .filter_map(|slot| slot.preview.as_ref()?.as_ref().ok())
+            .collect();
+        let bytes: u64 = ready.iter().map(|p| p.bytes).sum();
+        let refs = self.badges.len();
+        let mut text = format!(
+            "+{refs} ref{} {}",
+            if refs == 1 { "" } else { "s" },
+            super::transcript::human_bytes(bytes)
+        );
+        if ready.len() < refs {
+            text.push('…');
+        }
+        Some(text)
+    }
+
     /// Keeps the popup on the `@` token under the cursor and starts its lookup.
     fn sync_popup(&mut self) {
+        self.sync_badges();
         self.slash.sync(self.composer.slash_query().as_deref());
         let token = self.composer.active_token();
         if let Some(request) = self.popup.sync(token.as_ref()) {
@@ -792,6 +907,7 @@ impl App {
             context_tokens: self.context_tokens,
             session_tokens: self.session_tokens,
             notice: self.provider_notice.clone(),
+            next_context: self.next_context(),
         }
     }
 

@@ -63,6 +63,35 @@ pub struct Submitted {
     pub referenced: usize,
 }
 
+/// The size of one source's snapshot, prepared alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preview {
+    /// UTF-8 bytes of the context message it alone would add.
+    pub bytes: u64,
+    pub original: u64,
+    pub retained: u64,
+    pub truncated: bool,
+}
+
+impl Preview {
+    /// The badge: `12 msgs · 48 KiB`, or `truncated · kept 1/104 msgs · 64 KiB`.
+    pub fn badge(&self) -> String {
+        let size = super::transcript::human_bytes(self.bytes);
+        if self.truncated {
+            format!(
+                "truncated · kept {}/{} msgs · {size}",
+                self.retained, self.original
+            )
+        } else {
+            format!(
+                "{} msg{} · {size}",
+                self.retained,
+                if self.retained == 1 { "" } else { "s" }
+            )
+        }
+    }
+}
+
 /// A parsed submission: either ready to dispatch, or needing preparation.
 pub enum Submission {
     Plain(Message),
@@ -105,6 +134,49 @@ impl SessionReferenceMount {
             }
             None => Ok(Vec::new()),
         }
+    }
+
+    /// What a mention of `session_id` would send, prepared alone (SPEC §5.6): for the badge a
+    /// mention wears in the composer. The send still prepares afresh.
+    pub async fn preview(
+        &self,
+        session_id: &str,
+        label: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Preview, SubmitError> {
+        let service = self.service.as_ref().ok_or(SubmitError::Unavailable)?;
+        let prepared = service
+            .prepare(
+                &self.agent.identity(),
+                Vec::new(),
+                vec![crate::reference::ReferenceInput::new(
+                    session_id,
+                    Some(label.to_string()),
+                )],
+                cancel,
+            )
+            .await
+            .map_err(SubmitError::Failed)?;
+        let Some(context) = prepared.additional_context else {
+            return Err(SubmitError::Unavailable);
+        };
+        let bytes = context.text().len() as u64;
+        let meta = match &context.source {
+            MessageSource::SessionReference { references, .. } => references.get(0).cloned(),
+            _ => None,
+        }
+        .unwrap_or_default();
+        let count = |key: &str| {
+            meta.get(key)
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0)
+        };
+        Ok(Preview {
+            bytes,
+            original: count("originalMessages"),
+            retained: count("retainedMessages"),
+            truncated: meta.get("truncated") == Some(&serde_json::Value::Bool(true)),
+        })
     }
 
     /// Step 1–3 of the transaction: parse, and refuse early what cannot be sent. Pure.

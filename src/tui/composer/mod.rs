@@ -223,6 +223,8 @@ pub struct Composer {
     /// Layouts computed so far (a test checks one frame computes one).
     layouts: Cell<u64>,
     keymap: Arc<Keymap>,
+    /// Badges drawn after mentions, by session id (e.g. `12 msgs · 48 KiB`).
+    badges: Arc<std::collections::BTreeMap<String, String>>,
 }
 
 impl Default for Composer {
@@ -244,6 +246,7 @@ impl Composer {
             laid: RefCell::new(None),
             layouts: Cell::new(0),
             keymap: standard_keymap(),
+            badges: Arc::default(),
         }
     }
 
@@ -388,6 +391,20 @@ impl Composer {
 
 impl Composer {
     // ----- keys -----
+
+    /// The badges drawn after mentions, by session id; a mention without one is drawn alone.
+    pub fn set_badges(&mut self, badges: std::collections::BTreeMap<String, String>) {
+        if *self.badges != badges {
+            self.badges = Arc::new(badges);
+            // Widths change: the cached layout is stale.
+            self.generation += 1;
+        }
+    }
+
+    /// The badge drawn after a mention of `session_id`.
+    pub fn badge(&self, session_id: &str) -> Option<&str> {
+        self.badges.get(session_id).map(String::as_str)
+    }
 
     /// Uses `keymap` for every key from now on (the user's `[keys]` overrides).
     pub fn set_keymap(&mut self, keymap: Arc<Keymap>) {
