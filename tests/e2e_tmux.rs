@@ -439,3 +439,31 @@ fn an_at_file_reaches_the_log() {
         s.contains("context · file src/parser.rs · 41 B")
     });
 }
+
+#[test]
+fn a_badge_appears_when_a_mention_is_inserted() {
+    let home = tempfile::tempdir().unwrap();
+    write_source(home.path());
+    let workdir = tempfile::tempdir().unwrap();
+    let command = format!(
+        "cd {} && {} --home {} --compression none",
+        workdir.path().display(),
+        env!("CARGO_BIN_EXE_dsh-refs"),
+        home.path().display()
+    );
+    let tmux = Tmux::start("badge", &command, 110, 32);
+    tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
+    tmux.type_text("compare @src-ses");
+    tmux.wait_for_screen("the candidate", |s| s.contains("src-session-1"));
+    tmux.keys(&["Tab"]);
+    let screen = tmux.wait_for_screen("the badge", |s| {
+        composer_row(s).contains("@Leap day parsing ⟨2 msgs · ")
+    });
+    assert!(screen.contains("next +1 ref"), "{screen}");
+    // The mention goes (the space, then the mention as one unit): so does its badge.
+    tmux.keys(&["BSpace", "BSpace"]);
+    tmux.wait_for_screen("the badge gone", |s| {
+        !s.contains("⟨2 msgs") && !s.contains("next +1 ref")
+    });
+    assert!(target_log(home.path()).is_none(), "nothing was sent");
+}
