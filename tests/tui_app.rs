@@ -560,3 +560,41 @@ async fn a_mention_wears_a_size_badge_until_it_is_removed() {
     assert!(app.composer.badge("src-session-1").is_none());
     assert!(!screen(&app).contains("next +"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_reply_is_marked() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let slow = AppOptions {
+        offline_delay: Duration::from_millis(40),
+        ..options(home.path())
+    };
+    let (mut app, _) = offline(&slow, tx.clone());
+    let mut events = app.agent.subscribe();
+    let forward = tx;
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            if forward.send(AppEvent::Agent(event)).is_err() {
+                break;
+            }
+        }
+    });
+    for event in typed("tell me a long story") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("Offline model")
+    })
+    .await;
+    app.handle(key(KeyCode::Esc));
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("reply interrupted")
+    })
+    .await;
+    let log = own_log(&app, home.path(), "turn/end").await;
+    assert!(
+        log.contains("\"interrupted\":true"),
+        "the partial answer is logged, marked"
+    );
+}

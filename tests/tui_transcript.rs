@@ -339,3 +339,18 @@ fn reference_card_opened_reads_role_by_role() {
     views.push(draw(&t, 100, 3));
     assert_snapshot!(views.join("\n"));
 }
+
+#[test]
+fn interrupted_reply() {
+    // As the app shows an answer cut by Esc: the partial text, finished, then the mark the
+    // logged `"interrupted": true` brings.
+    let mut t = Transcript::new();
+    t.push_message(
+        &message("user", "tell me a long story", MessageSource::user()),
+        USER_MESSAGE,
+    );
+    t.append_assistant_delta("Once upon a time, a parser met a leap");
+    t.finish_assistant(Some("Once upon a time, a parser met a leap"));
+    t.push_notice(NoticeLevel::Info, "reply interrupted: partial answer kept");
+    assert_snapshot!(draw(&t, 60, 6));
+}
