@@ -120,7 +120,15 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
     ) {
         Ok(Start::New) => None,
         Ok(Start::Resume(id)) => Some(id),
-        Ok(Start::Pick) => return print_recent(&home, cwd.as_deref(), args.demo, home_flag),
+        Ok(Start::Pick) => match pick(&home, cwd.as_deref()) {
+            Some(Ok(Some(id))) => Some(id),
+            Some(Ok(None)) => return 0,
+            Some(Err(e)) => {
+                eprintln!("dsh-refs: the session picker failed: {e}");
+                return 1;
+            }
+            None => return print_recent(&home, cwd.as_deref(), args.demo, home_flag),
+        },
         Err(message) => {
             eprintln!("dsh-refs: {message}");
             return 1;
@@ -192,7 +200,26 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
     }
 }
 
-/// `--resume` with no id: the recent sessions (this directory's first) and how to open one.
+/// `--resume` with no id on a terminal: the finder as a picker (`None` without a terminal).
+fn pick(home: &Path, cwd: Option<&str>) -> Option<std::io::Result<Option<String>>> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        return None;
+    }
+    eprintln!("dsh-refs: indexing sessions…");
+    // Only our own sessions can be resumed.
+    let discovery = dsh_session_references::discovery::Discovery::for_home(
+        home,
+        &dsh_session_references::session::external::SourceSet::default(),
+    );
+    Some(dsh_session_references::tui::picker::pick_session(
+        discovery,
+        cwd.map(str::to_string),
+        dsh_session_references::session::writer::now_ms,
+    ))
+}
+
+/// `--resume` with no id without a terminal: the recent sessions (this directory's first) and how to open one.
 fn print_recent(home: &Path, cwd: Option<&str>, demo: bool, home_flag: Option<&Path>) -> i32 {
     let recent = recent_sessions(home, cwd, 20);
     if recent.is_empty() {

@@ -70,7 +70,9 @@ impl Tmux {
     fn quit(&self) -> String {
         self.keys(&["C-c"]);
         self.keys(&["C-c"]);
-        self.wait_for("the TUI to exit", |s| s.contains("EXITED="))
+        let screen = self.wait_for("the TUI to exit", |s| s.contains("EXITED="));
+        assert!(screen.contains("EXITED=0"), "a clean exit: {screen}");
+        screen
     }
 }
 
@@ -347,4 +349,50 @@ fn demo_installs_one_home_per_user_and_reuses_it() {
         demo_home.join("index").is_dir(),
         "the demo's index lives in the demo home"
     );
+}
+
+#[test]
+fn resume_without_an_id_opens_the_finder_as_a_picker() {
+    let home = tempfile::tempdir().unwrap();
+    write_session(
+        home.path(),
+        "abc123-first",
+        "/w",
+        1_780_000_000_000,
+        "Leap day parsing",
+    );
+    write_session(
+        home.path(),
+        "xyz-other",
+        "/w",
+        1_780_000_100_000,
+        "Dark mode toggle",
+    );
+    let tmux = Tmux::start(
+        "picker",
+        &format!("{BIN} --home {} --resume", home.path().display()),
+    );
+    tmux.wait_for("the picker", |s| {
+        s.contains("Resume a session") && s.contains("Leap day parsing") && s.contains("Dark mode")
+    });
+    tmux.type_text("leap");
+    tmux.wait_for("the narrowed list", |s| {
+        s.contains("Leap day parsing") && !s.contains("Dark mode toggle")
+    });
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the picked session", |s| {
+        s.contains("Leap day parsing (abc123-first)")
+    });
+    let screen = tmux.quit();
+    assert!(screen.contains("--resume abc123-first"), "{screen}");
+
+    // Esc starts nothing.
+    let tmux = Tmux::start(
+        "picker-esc",
+        &format!("{BIN} --home {} --resume", home.path().display()),
+    );
+    tmux.wait_for("the picker", |s| s.contains("Resume a session"));
+    tmux.keys(&["Escape"]);
+    let screen = tmux.wait_for("the exit", |s| s.contains("EXITED="));
+    assert!(screen.contains("EXITED=0"), "{screen}");
 }

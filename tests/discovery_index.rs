@@ -90,6 +90,7 @@ fn search(d: &Discovery, text: &str) -> SearchResult {
             text: text.into(),
             limit: 50,
             now_ms: 1_800_000_000_000,
+            snippets: true,
             ..SearchQuery::default()
         },
         None,
@@ -412,4 +413,39 @@ fn other_agents_sessions_are_indexed() {
         .to_string();
     let found = ids(&search(&d, &word));
     assert!(found.contains(&with_prompt.session_id), "{word}: {found:?}");
+}
+
+/// The live badge reads the kernel's lock table: a session held open by a writer is live, and
+/// probing never takes the writer's lock (a writer opening meanwhile is not refused).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_session_held_by_a_writer_is_live() {
+    use dsh_session_references::session::SessionQuery;
+    let dir = tempfile::tempdir().unwrap();
+    let path = small_home(dir.path());
+    let d = Discovery::for_home(dir.path(), &SourceSet::default());
+    let listing = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(d.query().list_sessions())
+        .unwrap();
+    let rows: Vec<_> = listing.iter().collect();
+    assert!(d.live_elsewhere(&rows).iter().all(|live| !live));
+    let (writer, _) = SessionWriter::open(&path).unwrap();
+    let live: Vec<&str> = rows
+        .iter()
+        .zip(d.live_elsewhere(&rows))
+        .filter(|(_, live)| *live)
+        .map(|(s, _)| s.id())
+        .collect();
+    assert_eq!(live, ["s-fix"]);
+    drop(writer);
+    for _ in 0..50 {
+        let _ = d.live_elsewhere(&rows);
+    }
+    // Probing took nothing: the session opens for writing at once.
+    let (writer, _) = SessionWriter::open(&path).unwrap();
+    drop(writer);
+    assert!(d.live_elsewhere(&rows).iter().all(|live| !live));
 }

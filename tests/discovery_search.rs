@@ -25,6 +25,7 @@ fn query(text: &str, agent: Option<&str>, cwd: Option<&str>) -> SearchQuery {
         cwd: cwd.map(str::to_string),
         limit: 10,
         now_ms: NOW,
+        snippets: true,
     }
 }
 
@@ -284,4 +285,31 @@ fn search_json_keys_are_in_the_documented_order() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// Typing narrows the rows looked at in memory (each keystroke extends the last query): the
+/// answers equal those of a fresh search, keystroke by keystroke.
+#[test]
+fn typing_answers_like_fresh_searches() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    dsh_session_references::demo::install_into(&home).unwrap();
+    let typing = Discovery::for_home(&home, &SourceSet::default());
+    typing.refresh_blocking().unwrap();
+    for text in [
+        "dark mode",
+        "tokenizer test",
+        "be266e1a",
+        "/home/dev/projects/par",
+        "résumé",
+    ] {
+        for end in (1..=text.len()).filter(|&e| text.is_char_boundary(e)) {
+            let q = query(&text[..end], None, Some("/home/dev/projects/parser"));
+            let typed = typing.search_blocking(&q, None).unwrap();
+            let fresh = Discovery::for_home(&home, &SourceSet::default())
+                .search_blocking(&q, None)
+                .unwrap();
+            assert_eq!(typed, fresh, "{:?}", &text[..end]);
+        }
+    }
 }

@@ -435,3 +435,166 @@ async fn the_mouse_wheel_scrolls_the_transcript() {
     app.handle(wheel(MouseEventKind::ScrollDown));
     assert_eq!(app.transcript.scroll_offset(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_survives_a_restart_and_a_resume() {
+    let home = tempfile::tempdir().unwrap();
+    let session_id;
+    {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (mut app, _) = offline(&options(home.path()), tx);
+        session_id = app.agent.info().session_id.clone();
+        for event in typed("remember me") {
+            app.handle(event);
+        }
+        app.handle(key(KeyCode::Enter));
+        settle(&mut app, &mut rx).await;
+        own_log(&app, home.path(), "turn/end").await;
+        app.agent.shutdown();
+    }
+    let history = home.path().join("history.jsonl");
+    for _ in 0..200 {
+        if std::fs::read_to_string(&history).is_ok_and(|t| t.contains("remember me")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A new session in the same home.
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut fresh, _) = offline(&options(home.path()), tx);
+    fresh.handle(key(KeyCode::Up));
+    assert_eq!(fresh.composer.display_text(), "remember me");
+    fresh.agent.shutdown();
+    // And the session itself, resumed.
+    let resumed_options = AppOptions {
+        resume: Some(session_id),
+        ..options(home.path())
+    };
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut resumed, _) = offline(&resumed_options, tx);
+    resumed.handle(key(KeyCode::Up));
+    assert_eq!(resumed.composer.display_text(), "remember me");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_at_offers_a_few_files_and_typing_narrows_them_off_the_loop() {
+    use dsh_session_references::tui::popup::PopupItem;
+    let home = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join(".gitignore"), "build/\n").unwrap();
+    std::fs::create_dir_all(cwd.path().join("build")).unwrap();
+    std::fs::write(cwd.path().join("build/main.o"), "").unwrap();
+    std::fs::create_dir_all(cwd.path().join("src")).unwrap();
+    for name in [
+        "main.rs", "lib.rs", "app.rs", "ui.rs", "keys.rs", "more.rs", "last.rs",
+    ] {
+        std::fs::write(cwd.path().join("src").join(name), "").unwrap();
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    app.start_file_finder(cwd.path().to_path_buf());
+    let files = |app: &App| -> Vec<String> {
+        app.popup
+            .items()
+            .into_iter()
+            .filter_map(|item| match item {
+                PopupItem::File(row) => Some(row.path),
+                PopupItem::Session(_) => None,
+            })
+            .collect()
+    };
+    app.handle(key(KeyCode::Char('@')));
+    pump(&mut app, &mut rx, |app| files(app).len() == 5).await;
+    for event in typed("main") {
+        app.handle(event);
+    }
+    pump(&mut app, &mut rx, |app| {
+        files(app).first().map(String::as_str) == Some("src/main.rs")
+    })
+    .await;
+    assert!(
+        !files(&app).iter().any(|p| p.starts_with("build/")),
+        ".gitignore is honoured"
+    );
+}
+
+fn write_source(home: &Path) {
+    let dir = home.join("sessions/--proj-api--/src-session-1");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lines = [
+        r#"{"type":"session","version":0,"id":"src-session-1","createdAt":1780000000000,"cwd":"/proj/api","delegationDepth":0}"#,
+        r#"{"type":"turn/start","seq":0,"time":1780000000001,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}"#,
+        r#"{"type":"user/message","seq":1,"time":1780000000002,"data":{"content":[{"type":"text","text":"Why does the date parser reject 2024-02-29?"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#,
+        r#"{"type":"session/title","seq":2,"time":1780000000003,"data":{"title":"Leap day parsing","messageSeqs":[1],"source":{"kind":"fallback"}}}"#,
+        r#"{"type":"assistant/message","seq":3,"time":1780000000004,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[{"type":"text","text":"The validator used a non-leap month table."}],"source":{"kind":"model","provider":"p","model":"m"},"id":"a1"}},"surfaceOp":"append"}"#,
+        r#"{"type":"turn/end","seq":4,"time":1780000000005,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    ];
+    std::fs::write(dir.join("session.jsonl"), lines.join("\n") + "\n").unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_wears_a_size_badge_until_it_is_removed() {
+    let home = tempfile::tempdir().unwrap();
+    write_source(home.path());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("see @src-ses") {
+        app.handle(event);
+    }
+    pump(&mut app, &mut rx, |app| !app.popup.is_empty()).await;
+    app.handle(key(KeyCode::Tab));
+    assert_eq!(app.composer.mentions().len(), 1);
+    pump(&mut app, &mut rx, |app| {
+        app.composer
+            .badge("src-session-1")
+            .is_some_and(|b| b.contains("msgs"))
+    })
+    .await;
+    let shown = screen(&app);
+    assert!(shown.contains("@Leap day parsing ⟨2 msgs · "), "{shown}");
+    assert!(shown.contains("next +1 ref"), "{shown}");
+    // Removed: the badge and the status figure go with it.
+    app.handle(key(KeyCode::Backspace));
+    app.handle(key(KeyCode::Backspace));
+    assert!(app.composer.mentions().is_empty());
+    assert!(app.composer.badge("src-session-1").is_none());
+    assert!(!screen(&app).contains("next +"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_reply_is_marked() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let slow = AppOptions {
+        offline_delay: Duration::from_millis(40),
+        ..options(home.path())
+    };
+    let (mut app, _) = offline(&slow, tx.clone());
+    let mut events = app.agent.subscribe();
+    let forward = tx;
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            if forward.send(AppEvent::Agent(event)).is_err() {
+                break;
+            }
+        }
+    });
+    for event in typed("tell me a long story") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("Offline model")
+    })
+    .await;
+    app.handle(key(KeyCode::Esc));
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("reply interrupted")
+    })
+    .await;
+    let log = own_log(&app, home.path(), "turn/end").await;
+    assert!(
+        log.contains("\"interrupted\":true"),
+        "the partial answer is logged, marked"
+    );
+}

@@ -190,6 +190,17 @@ fn percentiles(name: &str, samples: &mut [Duration]) {
     );
 }
 
+/// User plus system CPU time of this process so far (the machine is shared: wall time overstates
+/// what the work costs).
+#[allow(unsafe_code)] // getrusage has no safe wrapper in std
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
 fn dir_size(path: &Path) -> u64 {
     std::fs::read_dir(path)
         .map(|entries| {
@@ -202,7 +213,7 @@ fn dir_size(path: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize) {
+pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize, keep_index: bool) {
     let started = Instant::now();
     let (home, log_bytes) = cached_search_home(sessions, kb).unwrap();
     println!(
@@ -212,20 +223,27 @@ pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize) {
         started.elapsed()
     );
     let index_dir = home.join("index");
-    let _ = std::fs::remove_dir_all(&index_dir);
+    if !keep_index {
+        let _ = std::fs::remove_dir_all(&index_dir);
+    }
 
     // Cold build, on this thread (the indexer is single-threaded).
     let discovery = Discovery::for_home(&home, &SourceSet::default());
     let started = Instant::now();
+    let cpu0 = cpu_time();
     let stats = discovery.refresh_blocking().unwrap();
     let took = started.elapsed();
+    let cpu = cpu_time() - cpu0;
     println!(
-        "build: {} sessions indexed in {:.2?}: {:.1} MB/s of log, {:.1} MB/s of conversation \
-         ({:.1} MB), index {:.1} MB",
+        "build: {} sessions indexed in {:.2?} wall, {:.2?} CPU (user+sys, all threads): \
+         {:.1} MB/s of log per CPU-second ({:.1} wall), {:.1} MB/s of conversation per \
+         CPU-second ({:.1} MB), index {:.1} MB",
         stats.indexed,
         took,
+        cpu,
+        log_bytes as f64 / 1e6 / cpu.as_secs_f64(),
         log_bytes as f64 / 1e6 / took.as_secs_f64(),
-        stats.text_bytes as f64 / 1e6 / took.as_secs_f64(),
+        stats.text_bytes as f64 / 1e6 / cpu.as_secs_f64(),
         stats.text_bytes as f64 / 1e6,
         dir_size(&index_dir) as f64 / 1e6
     );
@@ -262,6 +280,7 @@ pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize) {
                     cwd: Some(gen::project_cwd(3)),
                     limit: 50,
                     now_ms: now,
+                    snippets: true,
                 },
                 None,
             )
@@ -270,12 +289,29 @@ pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize) {
     for (_, q) in &queries {
         search(q);
     }
+    // Typing: each keystroke a search that extends the last one (the popup's case).
+    let typed = format!("{} {}", word(40), word(900));
+    let mut typing = Vec::new();
+    for _ in 0..rounds.min(10) {
+        for end in 1..=typed.len() {
+            let started = Instant::now();
+            search(&typed[..end]);
+            typing.push(started.elapsed());
+        }
+        search("");
+    }
+    percentiles(
+        &format!("search while typing {typed:?} per keystroke"),
+        &mut typing,
+    );
     let mut all = Vec::new();
     let mut kinds: Vec<(&str, Vec<Duration>, usize)> = Vec::new();
     for (kind, q) in &queries {
         let mut samples = Vec::with_capacity(rounds);
         let mut total = 0;
         for _ in 0..rounds {
+            // An unrelated query first, so nothing is narrowed from the same query before.
+            search("");
             let started = Instant::now();
             total = search(q).total;
             samples.push(started.elapsed());
@@ -293,6 +329,8 @@ pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize) {
         percentiles(&format!("search {kind} (≤{total} matches)"), &mut samples);
     }
     percentiles("search all queries", &mut all);
+
+    popup(&home, &discovery, sessions, rounds.min(10));
 
     // Append → visible, with the background indexer running as in the TUI.
     let _thread = discovery.spawn_indexer();
@@ -335,6 +373,102 @@ pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize) {
     if !latencies.is_empty() {
         percentiles("append → visible in search", &mut latencies);
     }
+}
+
+/// The popup with discovery on: keystroke to frame (the lookup not awaited, as in the app), and
+/// lookup answer to frame (`list_candidates` and discovery search at once, merged, applied,
+/// drawn), while "typing" a word from the conversation after `@`.
+fn popup(home: &Path, discovery: &Discovery, sessions: usize, rounds: usize) {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use dsh_session_references::reference::{
+        AgentIdentity, SessionReferenceConfig, SessionReferences,
+    };
+    use dsh_session_references::session::DiskStore;
+    use dsh_session_references::tui::composer::Composer;
+    use dsh_session_references::tui::discovery::merge;
+    use dsh_session_references::tui::popup::PopupState;
+    use dsh_session_references::tui::Renderable;
+    use ratatui::backend::TestBackend;
+    use ratatui::layout::Rect;
+    use ratatui::Terminal;
+    use std::sync::Arc;
+    use tokio_util::sync::CancellationToken;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let agent = AgentIdentity::new("agent-self", Some(gen::project_cwd(3)));
+    let service = SessionReferences::new(
+        Arc::new(DiskStore::new(home)),
+        SessionReferenceConfig::default(),
+    )
+    .unwrap();
+    let cancel = CancellationToken::new();
+    rt.block_on(service.list_candidates(&agent, "", None, &cancel))
+        .unwrap();
+    let now = 1_700_000_000_000 + sessions as i64 * 60_000;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    let draw = |terminal: &mut Terminal<TestBackend>, composer: &Composer, popup: &PopupState| {
+        terminal
+            .draw(|frame| {
+                let area = frame.area();
+                let buf = frame.buffer_mut();
+                let ch = composer.desired_height(area.width).min(area.height);
+                composer.render(Rect::new(0, area.height - ch, area.width, ch), buf);
+                if popup.is_open() {
+                    let view = popup.view(now);
+                    let h = view.desired_height(area.width).min(area.height - ch);
+                    view.render(Rect::new(0, area.height - ch - h, area.width, h), buf);
+                }
+            })
+            .unwrap();
+    };
+    let text = format!("look at @{} please", word(700));
+    let mut keystrokes = Vec::new();
+    let mut lookups = Vec::new();
+    for _ in 0..rounds {
+        let mut composer = Composer::new();
+        let mut popup = PopupState::new();
+        for c in text.chars() {
+            let started = Instant::now();
+            composer.handle_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+            let request = popup.sync(composer.active_token().as_ref());
+            draw(&mut terminal, &composer, &popup);
+            keystrokes.push(started.elapsed());
+            if let Some(request) = request {
+                let started = Instant::now();
+                let (contract, found) = rt.block_on(async {
+                    tokio::join!(
+                        service.list_candidates(&agent, &request.query, None, &cancel),
+                        discovery.search(SearchQuery {
+                            text: request.query.clone(),
+                            agent: Some(agent.id.clone()),
+                            cwd: agent.cwd.clone(),
+                            limit: 50,
+                            now_ms: now,
+                            snippets: false,
+                        })
+                    )
+                });
+                let found = found.unwrap();
+                let merged = merge(contract.unwrap(), &found.hits, found.total, 50);
+                popup.set_details(request.id, Some(Arc::new(merged.details)));
+                popup.apply_results(request.id, Ok(merged.candidates));
+                draw(&mut terminal, &composer, &popup);
+                lookups.push(started.elapsed());
+            }
+        }
+    }
+    percentiles(
+        "popup keystroke to frame (discovery on, lookup not awaited)",
+        &mut keystrokes,
+    );
+    percentiles(
+        "popup lookup answer to frame (list_candidates + search + merge + frame)",
+        &mut lookups,
+    );
 }
 
 /// Records appended to a generated log by earlier runs (lines past the generated ones).

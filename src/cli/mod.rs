@@ -68,7 +68,7 @@ fn parse_sources(text: &str) -> Result<SourceChoice, String> {
 #[derive(Debug, Args, Clone, Default)]
 pub struct TuiArgs {
     /// Continue the session with this id (or a unique prefix of it) instead of starting a new
-    /// one; with no id, list the recent sessions to pick from.
+    /// one; with no id, pick it in the finder (without a terminal: list the recent sessions).
     #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]
     pub resume: Option<String>,
     /// Continue the session of the current directory that was active last.

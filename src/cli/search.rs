@@ -74,6 +74,7 @@ pub fn run(home: &Path, sources: &SourceSet, args: &SearchArgs) -> i32 {
         cwd,
         limit: usize::try_from(args.limit).unwrap_or(usize::MAX),
         now_ms: now_ms(),
+        snippets: true,
     };
     let result = match discovery.search_blocking(&query, Some(&listed_ids(&listing))) {
         Ok(result) => result,

@@ -5,7 +5,8 @@
 //!
 //! Layout: one row per session in `sessions` (id, title, cwd, created and last-activity time,
 //! message count, conversation bytes, first prompt, source, the change stamp it was indexed at,
-//! and the state of its indexed conversation), and rows in the FTS5 table `doc`: one title row
+//! and the state of its indexed conversation), and rows in the FTS5 table `doc` (whose session and kind
+//! are in the small table `owner`, so a query never reads text it does not show): one heading row
 //! (`kind` 0, title and first prompt) and conversation chunks (`kind` 1) of at most
 //! [`CHUNK_BYTES`] each, cut at message boundaries. Conversation text is the projection of SPEC
 //! §3.5 ([`crate::reference::projection`]): direct prompts, steering, assistant text and
@@ -39,7 +40,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The schema this build writes (`PRAGMA user_version`); anything else is rebuilt.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 /// The application id stamped in the database header (`PRAGMA application_id`): "dshD".
 const APPLICATION_ID: i64 = 0x6473_6844;
 /// The index directory under a home, and the database in it.
@@ -55,7 +56,9 @@ const FIRST_PROMPT_BYTES: usize = 512;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// A write transaction is committed after this much work, so searches see progress and another
 /// process's indexer is not kept waiting.
-const COMMIT_EVERY: Duration = Duration::from_millis(200);
+const COMMIT_EVERY: Duration = Duration::from_millis(1000);
+/// ...or after this much text (FTS5 keeps a transaction's terms in memory until it commits).
+const COMMIT_BYTES: u64 = 32 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -86,9 +89,9 @@ pub fn db_path(home: &Path) -> PathBuf {
 pub trait Stamper: Send + Sync {
     /// `None` when the backend cannot say; such a session is indexed once and not re-read.
     fn stamp(&self, summary: &SessionSummary) -> Option<String>;
-    /// Whether another process is writing the session now (the popup's live badge).
-    fn live_elsewhere(&self, _summary: &SessionSummary) -> bool {
-        false
+    /// Which of `summaries` another process is writing now (the popup's live badge).
+    fn live_elsewhere(&self, summaries: &[&SessionSummary]) -> Vec<bool> {
+        vec![false; summaries.len()]
     }
 }
 
@@ -131,14 +134,48 @@ impl Stamper for FileStamper {
         Some(format!("{}:{modified}:{}:{}", meta.len(), file.0, file.1))
     }
 
-    fn live_elsewhere(&self, summary: &SessionSummary) -> bool {
-        // Other agents take no lock we could see; dsh writers of ours do.
-        if external::source_of(&summary.header).is_some() {
-            return false;
-        }
-        self.path(summary)
-            .is_some_and(|p| crate::session::writer::held_by_another_writer(&p))
+    /// A writer of ours holds an exclusive `flock` on its session directory for as long as it
+    /// is open. Probing that lock by taking it could make a writer opening at that instant fail,
+    /// so the probe only reads the kernel's lock table (`/proc/locks`, Linux); elsewhere there
+    /// is no badge. Other agents take no lock we could see.
+    fn live_elsewhere(&self, summaries: &[&SessionSummary]) -> Vec<bool> {
+        let held = locked_inodes();
+        summaries
+            .iter()
+            .map(|summary| {
+                if held.is_empty() || external::source_of(&summary.header).is_some() {
+                    return false;
+                }
+                self.path(summary)
+                    .and_then(|p| p.parent().map(Path::to_path_buf))
+                    .and_then(|dir| file_id(&dir))
+                    .is_some_and(|(_, ino)| held.contains(&ino))
+            })
+            .collect()
     }
+}
+
+/// Inodes under an exclusive `flock` now, from `/proc/locks` (empty where there is none).
+fn locked_inodes() -> std::collections::HashSet<u64> {
+    let Ok(text) = std::fs::read_to_string("/proc/locks") else {
+        return Default::default();
+    };
+    parse_locks(&text)
+}
+
+/// `N: FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> <start> <end>` → inode, for write
+/// (exclusive) flocks.
+pub fn parse_locks(text: &str) -> std::collections::HashSet<u64> {
+    text.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let at = fields.iter().position(|f| *f == "FLOCK")?;
+            if fields.get(at + 2) != Some(&"WRITE") {
+                return None;
+            }
+            fields.get(at + 4)?.rsplit(':').next()?.parse().ok()
+        })
+        .collect()
 }
 
 /// Opens (creating, or rebuilding when broken or foreign) the index database at `path`.
@@ -197,8 +234,12 @@ fn try_open(path: &Path) -> Result<Connection> {
     if !mode.eq_ignore_ascii_case("wal") {
         tracing::warn!(mode, "discovery index is not in WAL mode");
     }
-    conn.execute_batch("PRAGMA synchronous=NORMAL")
-        .map_err(sql)?;
+    // A cache may lose its last commits on a power cut (never its consistency); bigger pages
+    // and cache, fewer checkpoints: the index is written in bulk.
+    conn.execute_batch(
+        "PRAGMA synchronous=NORMAL; PRAGMA cache_size=-32768; PRAGMA wal_autocheckpoint=8192",
+    )
+    .map_err(sql)?;
     let (version, app): (i64, i64) = conn
         .query_row(
             "SELECT (SELECT user_version FROM pragma_user_version), \
@@ -212,6 +253,8 @@ fn try_open(path: &Path) -> Result<Connection> {
         conn.query_row("SELECT count(*) FROM sessions", [], |_| Ok(()))
             .map_err(sql)?;
         conn.query_row("SELECT count(*) FROM doc WHERE rowid = 0", [], |_| Ok(()))
+            .map_err(sql)?;
+        conn.query_row("SELECT count(*) FROM owner WHERE row = 0", [], |_| Ok(()))
             .map_err(sql)?;
         return Ok(conn);
     }
@@ -256,9 +299,15 @@ fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
             error TEXT
         );
         CREATE VIRTUAL TABLE doc USING fts5(
-            sid UNINDEXED, kind UNINDEXED, body,
+            body,
             tokenize = 'unicode61 remove_diacritics 2'
         );
+        CREATE TABLE owner(
+            row INTEGER PRIMARY KEY,
+            sid INTEGER NOT NULL,
+            kind INTEGER NOT NULL
+        );
+        CREATE INDEX owner_sid ON owner(sid, kind);
         PRAGMA user_version = {SCHEMA_VERSION};
         PRAGMA application_id = {APPLICATION_ID};"
     ));
@@ -345,14 +394,14 @@ pub struct Indexer {
     covers: Arc<dyn Fn(&str) -> bool + Send + Sync>,
     known: HashMap<String, Known>,
     data_version: Option<i64>,
-    /// Drives the store's async queries on the indexer's own thread. Always `Some` until drop.
+    /// Drives the query's futures on the indexer's own thread; `None` only while dropping.
     runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Drop for Indexer {
-    /// The last holder of the indexer may be a task on the TUI's runtime, where dropping a
-    /// runtime the blocking way panics: let this one go in the background.
     fn drop(&mut self) {
+        // The last handle may be dropped on an async worker (the TUI quitting), where a blocking
+        // runtime shutdown panics; nothing of ours is left running on it.
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
         }
@@ -360,10 +409,6 @@ impl Drop for Indexer {
 }
 
 impl Indexer {
-    fn runtime(&self) -> &tokio::runtime::Runtime {
-        self.runtime.as_ref().expect("the runtime lives until drop")
-    }
-
     pub fn new(
         path: PathBuf,
         query: Arc<dyn SessionQuery>,
@@ -388,6 +433,13 @@ impl Indexer {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    fn block_on<T>(&self, future: impl std::future::Future<Output = T>) -> T {
+        self.runtime
+            .as_ref()
+            .expect("the runtime lives as long as the indexer")
+            .block_on(future)
     }
 
     fn connection(&mut self) -> Result<&Connection> {
@@ -427,14 +479,15 @@ impl Indexer {
     }
 
     fn refresh_inner(&mut self) -> Result<PassStats> {
-        let sessions = self.runtime().block_on(self.query.list_sessions())?;
+        let sessions = self.block_on(self.query.list_sessions())?;
         self.load_known()?;
         let mut stats = PassStats {
             listed: sessions.len(),
             ..PassStats::default()
         };
         let mut stale = Vec::new();
-        for summary in sessions.iter() {
+        // Oldest first: rows written later are newer, and search reads the newest rows first.
+        for summary in sessions.iter().rev() {
             let stamp = self.stamper.stamp(summary);
             match self.known.get(summary.id()) {
                 Some(known) if known.stamp.is_some() && known.stamp == stamp => continue,
@@ -444,6 +497,7 @@ impl Indexer {
         }
         let mut started = Instant::now();
         let mut open_tx = false;
+        let mut tx_bytes = 0u64;
         for (summary, stamp) in stale {
             if !open_tx {
                 self.connection()?
@@ -451,6 +505,7 @@ impl Indexer {
                     .map_err(|e| self.sql(e))?;
                 open_tx = true;
                 started = Instant::now();
+                tx_bytes = 0;
             }
             let done = self.index_one(&summary, stamp.clone());
             match done {
@@ -458,6 +513,7 @@ impl Indexer {
                     stats.indexed += 1;
                     stats.appended += usize::from(appended);
                     stats.text_bytes += bytes;
+                    tx_bytes += bytes;
                 }
                 Err(IndexError::Store(e)) => {
                     stats.failed += 1;
@@ -471,7 +527,7 @@ impl Indexer {
                 }
             }
             self.known.insert(summary.id().to_string(), Known { stamp });
-            if started.elapsed() >= COMMIT_EVERY {
+            if started.elapsed() >= COMMIT_EVERY || tx_bytes >= COMMIT_BYTES {
                 self.commit()?;
                 open_tx = false;
             }
@@ -584,10 +640,8 @@ impl Indexer {
 
     fn index_one(&mut self, summary: &SessionSummary, stamp: Option<String>) -> Result<Outcome> {
         let id = summary.id().to_string();
-        let snapshot = self
-            .runtime()
-            .block_on(self.query.read_conversation_surface(&id))?;
-        let title = match self.runtime().block_on(self.query.read_title(&id)) {
+        let snapshot = self.block_on(self.query.read_conversation_surface(&id))?;
+        let title = match self.block_on(self.query.read_title(&id)) {
             Ok(title) => title,
             Err(e) => {
                 tracing::warn!(session = %id, error = %e, "title unreadable; indexed without it");
@@ -733,6 +787,30 @@ fn chunk_text(items: &[ConversationItem]) -> String {
     text
 }
 
+/// Deletes the full-text rows of session `sid` (of one `kind` only, when given).
+fn delete_rows(conn: &Connection, sid: i64, kind: Option<i64>) -> rusqlite::Result<()> {
+    match kind {
+        Some(kind) => {
+            conn.execute(
+                "DELETE FROM doc WHERE rowid IN (SELECT row FROM owner WHERE sid = ?1 AND kind = ?2)",
+                [sid, kind],
+            )?;
+            conn.execute(
+                "DELETE FROM owner WHERE sid = ?1 AND kind = ?2",
+                [sid, kind],
+            )?;
+        }
+        None => {
+            conn.execute(
+                "DELETE FROM doc WHERE rowid IN (SELECT row FROM owner WHERE sid = ?1)",
+                [sid],
+            )?;
+            conn.execute("DELETE FROM owner WHERE sid = ?1", [sid])?;
+        }
+    }
+    Ok(())
+}
+
 fn delete_session(conn: &Connection, id: &str) -> rusqlite::Result<()> {
     let rowid: Option<i64> = conn
         .query_row("SELECT rowid FROM sessions WHERE id = ?1", [id], |r| {
@@ -740,7 +818,7 @@ fn delete_session(conn: &Connection, id: &str) -> rusqlite::Result<()> {
         })
         .optional()?;
     if let Some(rowid) = rowid {
-        conn.execute("DELETE FROM doc WHERE sid = ?1", [rowid])?;
+        delete_rows(conn, rowid, None)?;
         conn.execute("DELETE FROM sessions WHERE rowid = ?1", [rowid])?;
     }
     Ok(())
@@ -785,15 +863,14 @@ fn write_session(
                 && chains[n as usize - 1] == old_chain
                 && tail_chunk.is_some() =>
         {
-            conn.execute(
-                "DELETE FROM doc WHERE rowid = ?1",
-                [tail_chunk.expect("checked")],
-            )?;
-            conn.execute("DELETE FROM doc WHERE sid = ?1 AND kind = 0", [rowid])?;
+            let tail = tail_chunk.expect("checked");
+            conn.execute("DELETE FROM doc WHERE rowid = ?1", [tail])?;
+            conn.execute("DELETE FROM owner WHERE row = ?1", [tail])?;
+            delete_rows(conn, rowid, Some(0))?;
             (rowid, (n - tail_items) as usize, true)
         }
         Some((rowid, _, _, _, _, _)) => {
-            conn.execute("DELETE FROM doc WHERE sid = ?1", [rowid])?;
+            delete_rows(conn, rowid, None)?;
             (rowid, 0, false)
         }
         None => {
@@ -807,18 +884,26 @@ fn write_session(
     };
     let mut bytes = 0u64;
     let mut tail = None;
-    let mut insert = conn.prepare_cached("INSERT INTO doc(sid, kind, body) VALUES (?1, ?2, ?3)")?;
+    let mut insert_doc = conn.prepare_cached("INSERT INTO doc(body) VALUES (?1)")?;
+    let mut insert_owner =
+        conn.prepare_cached("INSERT INTO owner(row, sid, kind) VALUES (?1, ?2, ?3)")?;
+    let mut insert = |kind: i64, body: &str| -> rusqlite::Result<i64> {
+        insert_doc.execute([body])?;
+        let row = conn.last_insert_rowid();
+        insert_owner.execute(params![row, rowid, kind])?;
+        Ok(row)
+    };
     let heading = [doc.title.as_deref(), doc.first_prompt.as_deref()]
         .into_iter()
         .flatten()
         .collect::<Vec<_>>()
         .join("\n");
-    insert.execute(params![rowid, 0, heading])?;
+    insert(0, &heading)?;
     for (start, end) in chunk_ranges(items, from) {
         let text = chunk_text(&items[start..end]);
         bytes += text.len() as u64;
-        insert.execute(params![rowid, 1, text])?;
-        tail = Some((conn.last_insert_rowid(), (end - start) as i64));
+        let row = insert(1, &text)?;
+        tail = Some((row, (end - start) as i64));
     }
     let (tail_chunk, tail_items) = tail.map_or((None, 0), |(row, n)| (Some(row), n));
     conn.execute(
@@ -866,11 +951,13 @@ mod tests {
             item(&big),
             item("b"),
             item(&"y".repeat(CHUNK_BYTES * 2)),
+            item("c"),
         ];
         let ranges = chunk_ranges(&items, 0);
-        assert_eq!(ranges, vec![(0, 2), (2, 3), (3, 4)]);
-        assert_eq!(chunk_ranges(&items, 3), vec![(3, 4)]);
-        assert!(chunk_ranges(&items, 4).is_empty());
+        // A message longer than a chunk is a chunk of its own; the next starts a new one.
+        assert_eq!(ranges, vec![(0, 3), (3, 4), (4, 5)]);
+        assert_eq!(chunk_ranges(&items, 3), vec![(3, 4), (4, 5)]);
+        assert!(chunk_ranges(&items, 5).is_empty());
         assert!(chunk_ranges(&[], 0).is_empty());
     }
 
@@ -882,6 +969,17 @@ mod tests {
         let c = chain(&[item("one"), item("TWO")]);
         assert_ne!(a[1], c[1]);
         assert_eq!(a[0], c[0]);
+    }
+
+    #[test]
+    fn exclusive_flocks_are_read_from_the_lock_table() {
+        let table = "1: FLOCK  ADVISORY  WRITE 29148 fe:00:6054109 0 EOF\n\
+                     2: FLOCK  ADVISORY  READ 29148 fe:00:10133508 0 EOF\n\
+                     3: POSIX  ADVISORY  WRITE 1966 fe:00:5627935 0 EOF\n\
+                     4: -> FLOCK  ADVISORY  WRITE 1910 fe:00:77 0 EOF\n\
+                     garbage\n";
+        let held = parse_locks(table);
+        assert_eq!(held, [6054109, 77].into_iter().collect());
     }
 
     #[test]

@@ -190,9 +190,9 @@ impl Discovery {
         }
     }
 
-    /// Whether another process is writing session `summary` now.
-    pub fn live_elsewhere(&self, summary: &SessionSummary) -> bool {
-        self.shared.stamper.live_elsewhere(summary)
+    /// Which of `summaries` another process is writing now.
+    pub fn live_elsewhere(&self, summaries: &[&SessionSummary]) -> Vec<bool> {
+        self.shared.stamper.live_elsewhere(summaries)
     }
 }
 

@@ -16,7 +16,7 @@
 
 use super::index::{self, IndexError, Result};
 use super::rank::{self, Field, Matches};
-use nucleo_matcher::pattern::{CaseMatching, Normalization, Pattern};
+use nucleo_matcher::pattern::{AtomKind, CaseMatching, Normalization, Pattern};
 use nucleo_matcher::{Config, Matcher, Utf32Str};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 /// most every ten times what the last load took, and at least this often.
 pub const RELOAD_EVERY: Duration = Duration::from_millis(500);
 /// Full-text rows considered per query (best bm25 first).
-const FTS_ROWS: usize = 2000;
+const FTS_ROWS: usize = 1000;
 /// A fuzzy title or first-prompt match below this quality does not count.
 const FUZZY_FLOOR: f64 = 0.4;
 /// Snippet length in tokens.
@@ -48,6 +48,11 @@ pub struct SessionInfo {
     pub conversation_bytes: u64,
     pub first_prompt: Option<String>,
     pub source: Option<String>,
+    /// The id and cwd lower-cased once, for matching, and where the id's own part starts
+    /// (after an agent namespace).
+    id_lower: String,
+    own_start: usize,
+    cwd_lower: Option<String>,
 }
 
 /// A search request.
@@ -61,6 +66,8 @@ pub struct SearchQuery {
     pub limit: usize,
     /// Epoch ms "now" for recency.
     pub now_ms: i64,
+    /// Compute snippets of conversation matches (the popup shows none, so it asks for none).
+    pub snippets: bool,
 }
 
 /// One hit. Serialized with keys in this order: `sessionId`, `title`, `firstPrompt`, `cwd`,
@@ -106,6 +113,10 @@ pub struct Searcher {
     /// How long the last load of the rows took.
     load_cost: Duration,
     matcher: Matcher,
+    /// The last query's text and the rows any in-memory field matched (fuzzy title at any score,
+    /// id prefix, cwd substring), for the rows it was computed over: a query that extends it can
+    /// only match among those (every field is monotone under extension), so typing narrows.
+    narrowed: Option<(String, Arc<Vec<SessionInfo>>, Vec<u32>)>,
 }
 
 impl Searcher {
@@ -119,6 +130,7 @@ impl Searcher {
             loaded_at: None,
             load_cost: Duration::ZERO,
             matcher: Matcher::new(Config::DEFAULT),
+            narrowed: None,
         }
     }
 
@@ -215,110 +227,175 @@ impl Searcher {
             query.agent.as_deref() != Some(info.id.as_str())
                 && listed.is_none_or(|l| l.contains(&info.id))
         };
-        let mut found: HashMap<i64, (Matches, Option<&SessionInfo>)> = HashMap::new();
-        let mut fts_best: HashMap<i64, f64> = HashMap::new();
+        // Full text first: (conversation quality, title-row quality, best chunk) per session.
+        let mut fts: HashMap<i64, (f64, f64, i64)> = HashMap::new();
         let fts_expr = fts_expression(text);
         if let Some(expr) = &fts_expr {
             let path = self.path.clone();
             let conn = self.connection()?;
             let hits = fts_hits(conn, expr).map_err(|e| IndexError::Sql { path, source: e })?;
-            for (sid, kind, bm25) in hits {
-                let m = found.entry(sid).or_default();
+            for (row, sid, kind, bm25) in hits {
                 let q = rank::conversation_quality(bm25);
+                let entry = fts.entry(sid).or_default();
                 if kind == 1 {
-                    m.0.conversation = m.0.conversation.max(q);
-                    let best = fts_best.entry(sid).or_insert(bm25);
-                    *best = best.min(bm25);
+                    if q > entry.0 {
+                        entry.0 = q;
+                        entry.2 = row;
+                    }
+                } else {
+                    entry.1 = entry.1.max(q);
                 }
             }
         }
-        let by_rowid: HashMap<i64, &SessionInfo> = rows.iter().map(|r| (r.rowid, r)).collect();
         let lower = text.to_lowercase();
-        let pattern = Pattern::parse(text, CaseMatching::Ignore, Normalization::Smart);
+        // Words are matched as plain fuzzy atoms: no operator syntax, so narrowing holds.
+        let pattern = Pattern::new(
+            text,
+            CaseMatching::Ignore,
+            Normalization::Smart,
+            AtomKind::Fuzzy,
+        );
         let perfect = perfect_score(&pattern, text, &mut self.matcher);
         let mut buf = Vec::new();
-        for info in rows.iter() {
+        let mut seen_fts = 0usize;
+        let mut scored: Vec<(f64, &SessionInfo, Matches)> = Vec::new();
+        let score_row = |info: &SessionInfo, m: Matches| {
+            if !text.is_empty() && !m.any() {
+                return None;
+            }
+            if !keep(info) {
+                return None;
+            }
+            let same_cwd = query.cwd.is_some() && info.cwd == query.cwd;
+            Some(rank::score(&m, info.last_activity, query.now_ms, same_cwd))
+        };
+        // Rows to look at in memory: all, or those the previous query matched when this one
+        // extends it (same rows).
+        let narrow: Option<Vec<u32>> = match &self.narrowed {
+            Some((before, over, indices))
+                if !before.is_empty()
+                    && text.starts_with(before.as_str())
+                    && Arc::ptr_eq(over, &rows) =>
+            {
+                Some(indices.clone())
+            }
+            _ => None,
+        };
+        let mut matched_here: Vec<u32> = Vec::new();
+        let mut visit = |i: usize, info: &SessionInfo, m: &mut Matches, matcher: &mut Matcher| {
             if text.is_empty() {
-                found.entry(info.rowid).or_default().1 = Some(info);
-                continue;
+                return;
             }
-            let mut m = Matches::default();
+            let mut any = false;
             if let Some(title) = &info.title {
-                m.title = fuzzy(&pattern, title, perfect, &mut self.matcher, &mut buf);
+                let (q, hit) = fuzzy(&pattern, title, perfect, matcher, &mut buf);
+                m.title = q;
+                any |= hit;
             }
-            if let Some(prompt) = &info.first_prompt {
-                m.first_prompt =
-                    0.8 * fuzzy(&pattern, prompt, perfect, &mut self.matcher, &mut buf);
-            }
-            m.id = id_prefix(&info.id, &lower);
-            if let Some(cwd) = &info.cwd {
+            let (id, id_hit) = id_prefix(&info.id_lower, info.own_start, &lower);
+            m.id = id;
+            any |= id_hit;
+            if let Some(cwd) = &info.cwd_lower {
                 m.cwd = cwd_match(cwd, &lower);
+                any |= m.cwd > 0.0;
             }
-            if m.any() {
-                let entry = found.entry(info.rowid).or_default();
-                entry.0.title = m.title;
-                entry.0.first_prompt = m.first_prompt;
-                entry.0.id = m.id;
-                entry.0.cwd = m.cwd;
-                entry.1 = Some(info);
-            } else if let Some(entry) = found.get_mut(&info.rowid) {
-                entry.1 = Some(info);
+            if any {
+                matched_here.push(i as u32);
+            }
+        };
+        let mut in_memory: Vec<(usize, Matches)> = Vec::new();
+        match &narrow {
+            Some(indices) => {
+                for &i in indices {
+                    let mut m = Matches::default();
+                    visit(i as usize, &rows[i as usize], &mut m, &mut self.matcher);
+                    in_memory.push((i as usize, m));
+                }
+            }
+            None => {
+                for (i, info) in rows.iter().enumerate() {
+                    let mut m = Matches::default();
+                    visit(i, info, &mut m, &mut self.matcher);
+                    if m.any() || text.is_empty() || fts.contains_key(&info.rowid) {
+                        in_memory.push((i, m));
+                    }
+                }
+            }
+        }
+        self.narrowed = Some((text.to_string(), rows.clone(), matched_here));
+        // Full-text hits outside the narrowed rows still count.
+        if narrow.is_some() && !fts.is_empty() {
+            let listed_here: HashSet<usize> = in_memory.iter().map(|(i, _)| *i).collect();
+            for (i, info) in rows.iter().enumerate() {
+                if fts.contains_key(&info.rowid) && !listed_here.contains(&i) {
+                    in_memory.push((i, Matches::default()));
+                }
+            }
+        }
+        for (i, mut m) in in_memory {
+            let info = &rows[i];
+            if !text.is_empty() {
+                if let Some(&(conversation, heading, _)) = fts.get(&info.rowid) {
+                    seen_fts += 1;
+                    m.conversation = conversation;
+                    // The heading row holds the title and the first prompt: a word match
+                    // there that fuzzy title matching missed is the first prompt's.
+                    if heading > 0.0 && m.title == 0.0 {
+                        m.first_prompt = heading;
+                    }
+                }
+            }
+            if let Some(score) = score_row(info, m) {
+                scored.push((score, info, m));
             }
         }
         // Full-text hits on sessions indexed after the in-memory copy was taken.
-        let missing: Vec<i64> = found
-            .iter()
-            .filter(|(rowid, (_, info))| info.is_none() && !by_rowid.contains_key(rowid))
-            .map(|(rowid, _)| *rowid)
-            .collect();
         let mut fetched = Vec::new();
-        if !missing.is_empty() {
+        if seen_fts < fts.len() {
+            let known: HashSet<i64> = rows.iter().map(|r| r.rowid).collect();
             let path = self.path.clone();
             let conn = self.connection()?;
-            for rowid in missing {
-                if let Some(info) = load_rows(conn, Some(rowid))
-                    .map_err(|e| IndexError::Sql {
-                        path: path.clone(),
-                        source: e,
-                    })?
-                    .pop()
-                {
-                    fetched.push(info);
-                }
+            for rowid in fts.keys().filter(|r| !known.contains(r)) {
+                let found = load_rows(conn, Some(*rowid)).map_err(|e| IndexError::Sql {
+                    path: path.clone(),
+                    source: e,
+                })?;
+                fetched.extend(found);
             }
         }
-        let fetched_by: HashMap<i64, &SessionInfo> = fetched.iter().map(|r| (r.rowid, r)).collect();
-        let mut scored: Vec<(f64, &SessionInfo, Matches)> = Vec::new();
-        for (rowid, (m, info)) in &found {
-            let Some(info) = info.or_else(|| fetched_by.get(rowid).copied()) else {
-                continue;
+        for info in &fetched {
+            let (conversation, heading, _) = fts[&info.rowid];
+            let m = Matches {
+                conversation,
+                first_prompt: heading,
+                ..Matches::default()
             };
-            if !keep(info) || (!text.is_empty() && !m.any()) {
-                continue;
+            if let Some(score) = score_row(info, m) {
+                scored.push((score, info, m));
             }
-            let same_cwd = query.cwd.is_some() && info.cwd == query.cwd;
-            let s = rank::score(m, info.last_activity, query.now_ms, same_cwd);
-            scored.push((s, info, *m));
         }
-        scored.sort_by(|a, b| {
+        let order = |a: &(f64, &SessionInfo, Matches), b: &(f64, &SessionInfo, Matches)| {
             b.0.total_cmp(&a.0)
                 .then(b.1.last_activity.cmp(&a.1.last_activity))
                 .then(a.1.id.cmp(&b.1.id))
-        });
+        };
         let total = scored.len();
+        if scored.len() > query.limit && query.limit > 0 {
+            scored.select_nth_unstable_by(query.limit - 1, order);
+        }
         scored.truncate(query.limit);
+        scored.sort_by(order);
         let mut hits = Vec::with_capacity(scored.len());
         for (score, info, m) in scored {
             let fields = m.fields();
             let snippet = match fields.first() {
-                Some(Field::Conversation) => match &fts_expr {
-                    Some(expr) => {
+                Some(Field::Conversation) => match (&fts_expr, fts.get(&info.rowid)) {
+                    (Some(expr), Some(&(_, _, row))) if query.snippets => {
                         let path = self.path.clone();
                         let conn = self.connection()?;
-                        snippet(conn, expr, info.rowid)
-                            .map_err(|e| IndexError::Sql { path, source: e })?
+                        snippet(conn, expr, row).map_err(|e| IndexError::Sql { path, source: e })?
                     }
-                    None => None,
+                    _ => None,
                 },
                 Some(Field::FirstPrompt) => info.first_prompt.as_deref().map(short),
                 _ => None,
@@ -368,6 +445,15 @@ fn load_rows(conn: &Connection, rowid: Option<i64>) -> rusqlite::Result<Vec<Sess
             conversation_bytes: r.get::<_, i64>(7)?.max(0) as u64,
             first_prompt: r.get(8)?,
             source: r.get(9)?,
+            id_lower: String::new(),
+            own_start: 0,
+            cwd_lower: None,
+        })
+        .map(|mut info: SessionInfo| {
+            info.id_lower = info.id.to_lowercase();
+            info.own_start = info.id_lower.find(':').map_or(0, |i| i + 1);
+            info.cwd_lower = info.cwd.as_deref().map(str::to_lowercase);
+            info
         })
     };
     match rowid {
@@ -387,33 +473,63 @@ fn load_rows(conn: &Connection, rowid: Option<i64>) -> rusqlite::Result<Vec<Sess
 /// The words of a query as an FTS5 expression: each a quoted prefix term, all required.
 /// `None` when the query has no word characters.
 pub fn fts_expression(text: &str) -> Option<String> {
-    let terms: Vec<String> = text
+    let words: Vec<&str> = text
         .split(|c: char| !c.is_alphanumeric())
         .filter(|t| !t.is_empty())
         .take(16)
-        .map(|t| format!("\"{}\"*", t.to_lowercase()))
         .collect();
-    (!terms.is_empty()).then(|| terms.join(" AND "))
+    let last = words.len().checked_sub(1)?;
+    let terms: Vec<String> = words
+        .iter()
+        .enumerate()
+        .map(|(i, word)| {
+            // Only the word being typed is a prefix, and only from three characters on: a short
+            // prefix expands to thousands of terms whose lists FTS5 must merge.
+            let prefix = i == last && word.chars().count() >= 3;
+            format!(
+                "\"{}\"{}",
+                word.to_lowercase(),
+                if prefix { "*" } else { "" }
+            )
+        })
+        .collect();
+    Some(terms.join(" AND "))
 }
 
-/// (session rowid, row kind, bm25) of the best matching rows.
-fn fts_hits(conn: &Connection, expr: &str) -> rusqlite::Result<Vec<(i64, i64, f64)>> {
+/// (row, session rowid, row kind, bm25) of the newest matching rows. Rows are written oldest
+/// activity first (and appended chunks last), so the newest rows are the recently active
+/// sessions; bm25 is computed for these rows only, which bounds a query for a common word.
+fn fts_hits(conn: &Connection, expr: &str) -> rusqlite::Result<Vec<(i64, i64, i64, f64)>> {
+    // No join here: FTS5 walks its lists newest row first and stops at the limit only when it
+    // alone answers the ORDER BY.
     let mut stmt = conn.prepare_cached(
-        "SELECT sid, kind, bm25(doc) FROM doc WHERE doc MATCH ?1 ORDER BY bm25(doc) LIMIT ?2",
+        "SELECT rowid, bm25(doc) FROM doc WHERE doc MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
     )?;
-    let rows = stmt.query_map(params![expr, FTS_ROWS as i64], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-    })?;
-    rows.collect()
+    let found: Vec<(i64, f64)> = stmt
+        .query_map(params![expr, FTS_ROWS as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut owner = conn.prepare_cached("SELECT sid, kind FROM owner WHERE row = ?1")?;
+    let mut out = Vec::with_capacity(found.len());
+    for (row, bm25) in found {
+        let who: Option<(i64, i64)> = owner
+            .query_row([row], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        if let Some((sid, kind)) = who {
+            out.push((row, sid, kind, bm25));
+        }
+    }
+    Ok(out)
 }
 
-fn snippet(conn: &Connection, expr: &str, sid: i64) -> rusqlite::Result<Option<String>> {
+/// The snippet of row `row` (a conversation chunk that matched).
+fn snippet(conn: &Connection, expr: &str, row: i64) -> rusqlite::Result<Option<String>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT snippet(doc, 2, '', '', '…', ?3) FROM doc
-         WHERE doc MATCH ?1 AND sid = ?2 AND kind = 1 ORDER BY bm25(doc) LIMIT 1",
+        "SELECT snippet(doc, 0, '', '', '…', ?3) FROM doc WHERE doc MATCH ?1 AND rowid = ?2",
     )?;
     let text: Option<String> = stmt
-        .query_row(params![expr, sid, SNIPPET_TOKENS], |r| r.get(0))
+        .query_row(params![expr, row, SNIPPET_TOKENS], |r| r.get(0))
         .optional()?;
     Ok(text.map(|t| short_keep(&t)))
 }
@@ -429,48 +545,40 @@ fn perfect_score(pattern: &Pattern, text: &str, matcher: &mut Matcher) -> u32 {
     pattern.score(hay, matcher).unwrap_or(0)
 }
 
+/// The quality of a fuzzy match (0 below [`FUZZY_FLOOR`]) and whether it matched at all.
 fn fuzzy(
     pattern: &Pattern,
     haystack: &str,
     perfect: u32,
     matcher: &mut Matcher,
     buf: &mut Vec<char>,
-) -> f64 {
+) -> (f64, bool) {
     if pattern.atoms.is_empty() {
-        return 0.0;
+        return (0.0, false);
     }
     let hay = Utf32Str::new(haystack, buf);
-    let q = pattern
-        .score(hay, matcher)
-        .map_or(0.0, |s| rank::fuzzy_quality(s, perfect));
-    if q >= FUZZY_FLOOR {
-        q
-    } else {
-        0.0
+    match pattern.score(hay, matcher) {
+        Some(score) => {
+            let q = rank::fuzzy_quality(score, perfect);
+            (if q >= FUZZY_FLOOR { q } else { 0.0 }, true)
+        }
+        None => (0.0, false),
     }
 }
 
-/// 1 when `id` (or its part after an agent namespace) starts with the query (at least two
-/// characters), else 0.
-fn id_prefix(id: &str, lower: &str) -> f64 {
-    if lower.chars().count() < 2 {
-        return 0.0;
-    }
-    let id = id.to_lowercase();
-    let own = id.split_once(':').map_or(id.as_str(), |(_, rest)| rest);
-    if id.starts_with(lower) || own.starts_with(lower) {
-        1.0
-    } else {
-        0.0
-    }
+/// Whether the lower-cased `id` (or its part from `own_start`, after an agent namespace) starts
+/// with the lower-cased query, and the score: 1 for a prefix of at least two characters.
+fn id_prefix(id: &str, own_start: usize, lower: &str) -> (f64, bool) {
+    let hit = id.starts_with(lower) || id[own_start..].starts_with(lower);
+    let score = if hit && lower.len() >= 2 { 1.0 } else { 0.0 };
+    (score, hit)
 }
 
-/// 0.7 when the cwd's last component contains the query, 0.5 for elsewhere in the cwd.
+/// 0.7 when the (lower-cased) cwd's last component contains the query, 0.5 for elsewhere in it.
 fn cwd_match(cwd: &str, lower: &str) -> f64 {
     if lower.is_empty() {
         return 0.0;
     }
-    let cwd = cwd.to_lowercase();
     if !cwd.contains(lower) {
         return 0.0;
     }
@@ -493,12 +601,13 @@ mod tests {
     fn query_words_become_quoted_prefix_terms() {
         assert_eq!(
             fts_expression("Dark mode").as_deref(),
-            Some("\"dark\"* AND \"mode\"*")
+            Some("\"dark\" AND \"mode\"*")
         );
+        assert_eq!(fts_expression("to").as_deref(), Some("\"to\""));
         // FTS syntax in a query is only ever words.
         assert_eq!(
             fts_expression("a\" OR b* NEAR(").as_deref(),
-            Some("\"a\"* AND \"or\"* AND \"b\"* AND \"near\"*")
+            Some("\"a\" AND \"or\" AND \"b\" AND \"near\"*")
         );
         assert_eq!(fts_expression("  -- ?? "), None);
         assert_eq!(fts_expression(""), None);
@@ -506,14 +615,18 @@ mod tests {
 
     #[test]
     fn id_and_cwd_matches() {
-        assert_eq!(id_prefix("claude:abcd-1", "ab"), 1.0);
+        assert_eq!(id_prefix("claude:abcd-1", 7, "ab"), (1.0, true));
         assert_eq!(
-            id_prefix("7a712ba3", "7A71"),
-            0.0,
-            "callers lower-case the query"
+            id_prefix("7a712ba3", 0, "7A71"),
+            (0.0, false),
+            "callers lower-case both"
         );
-        assert_eq!(id_prefix("7a712ba3", "7a71"), 1.0);
-        assert_eq!(id_prefix("7a712ba3", "7"), 0.0);
+        assert_eq!(id_prefix("7a712ba3", 0, "7a71"), (1.0, true));
+        assert_eq!(
+            id_prefix("7a712ba3", 0, "7"),
+            (0.0, true),
+            "too short to score"
+        );
         assert_eq!(cwd_match("/home/dev/parser", "parser"), 0.7);
         assert_eq!(cwd_match("/home/dev/parser", "dev"), 0.5);
         assert_eq!(cwd_match("/home/dev/parser", "web"), 0.0);

@@ -14,13 +14,15 @@
 //! session that cannot be written (held by another writer, damaged) opens read-only: Enter keeps
 //! the text and says why.
 
+use super::attach;
 use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
-use super::file_index::spawn_file_index;
+use super::file_index::FileFinder;
 use super::file_match::FileIndex;
 use super::help::{KeyHelp, KeyOverlay, OverlayOutcome};
 use super::keys::{Action, KeyContext, Keymap};
-use super::mount::{SessionReferenceMount, SubmitError, Submitted};
+use super::mount::{Preview, SessionReferenceMount, SubmitError, Submitted};
 use super::popup::{LookupRequest, PopupOutcome, PopupState, QueryId};
+use super::prompt_history;
 use super::render::Renderable;
 use super::slash::{self, Command, SlashLine, SlashMenu, SlashOutcome};
 use super::status::StatusLine;
@@ -38,6 +40,7 @@ use ratatui::backend::Backend;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::Terminal;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -77,6 +80,10 @@ pub enum AppEvent {
     Discovered(QueryId, Option<Arc<super::discovery::SessionDetails>>),
     Submitted(Result<Submitted, SubmitError>),
     Files(Arc<FileIndex>),
+    /// A mention's badge: (session id, serial of the preview, its result).
+    Badge(String, u64, Result<Preview, String>),
+    /// The file finder has new rows (its walk found files, or a match finished).
+    FilesChanged,
     /// The answer to `/sessions`.
     Listed(Result<Vec<Candidate>, String>),
     /// Periodic wake-up (expiring "press again to quit", ages in the popup).
@@ -84,10 +91,20 @@ pub enum AppEvent {
 }
 
 const QUIT_WINDOW: Duration = Duration::from_secs(2);
+/// File rows a query shows at most, and a bare `@` (beside recent sessions).
+const FILE_ROWS: usize = 50;
+const BARE_FILE_ROWS: usize = 5;
 /// Transcript rows one wheel notch scrolls.
 const WHEEL_ROWS: usize = 3;
 /// Sessions `/sessions` lists before pointing at `@`.
 const SESSIONS_SHOWN: usize = 10;
+
+/// The background preview behind one mention's badge.
+struct BadgeSlot {
+    serial: u64,
+    cancel: CancellationToken,
+    preview: Option<Result<Preview, String>>,
+}
 
 /// The session to open after this one closes (`/new`, `/resume ID`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +146,15 @@ pub struct App {
     confirm_unknown: Option<String>,
     /// What the loop should do after quitting (a `/new` or `/resume` session).
     pub next: Option<NextSession>,
+    /// The home whose `history.jsonl` keeps sent prompts (none: not kept).
+    history_home: Option<PathBuf>,
+    /// The cwd's files, matched off the loop (none until started).
+    files: Option<FileFinder>,
+    /// A `FilesChanged` is on its way (the finder's notifications are coalesced).
+    files_pending: Arc<AtomicBool>,
+    /// Per mentioned session: the background preview behind its badge.
+    badges: std::collections::BTreeMap<String, BadgeSlot>,
+    badge_serial: u64,
     pub should_quit: bool,
     tx: mpsc::UnboundedSender<AppEvent>,
     /// The composer text of each sent message not yet seen in the log, by message id: given back
@@ -176,6 +202,11 @@ impl App {
             slash: SlashMenu::default(),
             confirm_unknown: None,
             next: None,
+            history_home: None,
+            files: None,
+            files_pending: Arc::new(AtomicBool::new(false)),
+            badges: Default::default(),
+            badge_serial: 0,
             should_quit: false,
             tx,
             unlogged: Vec::new(),
@@ -262,6 +293,11 @@ impl App {
             AppEvent::Submitted(result) => self.on_submitted(result),
             AppEvent::Files(index) => self.popup.set_file_index(index),
             AppEvent::Listed(result) => self.show_sessions(result),
+            AppEvent::Badge(id, serial, result) => self.on_badge(id, serial, result),
+            AppEvent::FilesChanged => {
+                self.files_pending.store(false, Ordering::SeqCst);
+                self.refresh_file_rows();
+            }
             AppEvent::Tick => {
                 if self.quit_armed.is_some_and(|t| t.elapsed() > QUIT_WINDOW) {
                     self.quit_armed = None;
@@ -375,7 +411,13 @@ impl App {
             Some(Action::ScrollUp) => self.transcript.scroll_up(10),
             Some(Action::ScrollDown) => self.transcript.scroll_down(10),
             Some(Action::Details) => {
-                self.transcript.toggle_last_card();
+                self.transcript.toggle_selected_card();
+            }
+            Some(Action::CardPrev) => {
+                self.transcript.select_card(true);
+            }
+            Some(Action::CardNext) => {
+                self.transcript.select_card(false);
             }
             _ => {}
         }
@@ -408,6 +450,60 @@ impl App {
             return;
         }
         self.quit_armed = Some(Instant::now());
+    }
+
+    /// Starts walking and matching the files of `cwd` for the popup, off the loop.
+    pub fn start_file_finder(&mut self, cwd: PathBuf) {
+        let tx = self.tx.clone();
+        let pending = self.files_pending.clone();
+        let notify: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            if !pending.swap(true, Ordering::SeqCst) {
+                let _ = tx.send(AppEvent::FilesChanged);
+            }
+        });
+        self.files = Some(FileFinder::start(cwd, notify));
+    }
+
+    /// Gives the popup the finder's rows for its query (never waits for the workers).
+    fn refresh_file_rows(&mut self) {
+        let Some(files) = &mut self.files else {
+            return;
+        };
+        if !self.popup.is_open() {
+            return;
+        }
+        let query = self.popup.query().to_string();
+        let limit = if query.is_empty() {
+            BARE_FILE_ROWS
+        } else {
+            FILE_ROWS
+        };
+        files.set_query(&query, limit);
+        // The last rows the matcher published; the popup takes them only for its query.
+        let published = files.rows();
+        self.popup.set_file_rows(&published.query, published.rows);
+    }
+
+    /// Keeps prompt history in `<home>/history.jsonl` from now on, and loads what is there.
+    pub fn keep_history_in(&mut self, home: &std::path::Path) {
+        for entry in prompt_history::load(home) {
+            self.composer.push_history(entry);
+        }
+        self.history_home = Some(home.to_path_buf());
+    }
+
+    /// Appends a sent message to the home's history, off the UI loop.
+    fn persist_history(&self, sent: &ComposerSnapshot) {
+        let Some(home) = self.history_home.clone() else {
+            return;
+        };
+        let sent = sent.clone();
+        let session_id = self.agent.info().session_id.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = prompt_history::append(&home, &session_id, now_ms(), &sent) {
+                tracing::warn!(error = %e, "prompt history not kept");
+            }
+        });
     }
 
     /// Runs a `/` command locally: nothing of it reaches the model.
@@ -488,13 +584,114 @@ impl App {
         }
     }
 
+    /// Starts a preview for each mention that has none, and cancels the previews of mentions
+    /// that left the composer (SPEC §5.6). Never waits.
+    fn sync_badges(&mut self) {
+        let mentioned: Vec<(String, String)> = self
+            .composer
+            .mentions()
+            .into_iter()
+            .map(|m| (m.session_id.clone(), m.label.clone()))
+            .collect();
+        let before = self.badges.len();
+        self.badges.retain(|id, slot| {
+            let keep = mentioned.iter().any(|(m, _)| m == id);
+            if !keep {
+                slot.cancel.cancel();
+            }
+            keep
+        });
+        let mut changed = before != self.badges.len();
+        for (id, label) in mentioned {
+            if self.badges.contains_key(&id) || !self.mount.has_service() {
+                continue;
+            }
+            self.badge_serial += 1;
+            let serial = self.badge_serial;
+            let cancel = CancellationToken::new();
+            self.badges.insert(
+                id.clone(),
+                BadgeSlot {
+                    serial,
+                    cancel: cancel.clone(),
+                    preview: None,
+                },
+            );
+            changed = true;
+            let mount = self.mount.clone();
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                let result = mount
+                    .preview(&id, &label, &cancel)
+                    .await
+                    .map_err(|e| e.to_string());
+                if !cancel.is_cancelled() {
+                    let _ = tx.send(AppEvent::Badge(id, serial, result));
+                }
+            });
+        }
+        if changed {
+            self.show_badges();
+        }
+    }
+
+    fn on_badge(&mut self, id: String, serial: u64, result: Result<Preview, String>) {
+        let Some(slot) = self.badges.get_mut(&id).filter(|s| s.serial == serial) else {
+            return; // The mention left (or came back) since: a stale answer.
+        };
+        slot.preview = Some(result);
+        self.show_badges();
+    }
+
+    /// Hands the badge texts to the composer.
+    fn show_badges(&mut self) {
+        let texts = self
+            .badges
+            .iter()
+            .map(|(id, slot)| {
+                let text = match &slot.preview {
+                    None => "sizing…".to_string(),
+                    Some(Ok(preview)) => preview.badge(),
+                    Some(Err(_)) => "cannot be read".to_string(),
+                };
+                (id.clone(), text)
+            })
+            .collect();
+        self.composer.set_badges(texts);
+    }
+
+    /// What the mentions in the composer add to the next request, for the status line.
+    fn next_context(&self) -> Option<String> {
+        if self.badges.is_empty() {
+            return None;
+        }
+        let ready: Vec<&Preview> = self
+            .badges
+            .values()
+            .filter_map(|slot| slot.preview.as_ref()?.as_ref().ok())
+            .collect();
+        let bytes: u64 = ready.iter().map(|p| p.bytes).sum();
+        let refs = self.badges.len();
+        let mut text = format!(
+            "+{refs} ref{} {}",
+            if refs == 1 { "" } else { "s" },
+            super::transcript::human_bytes(bytes)
+        );
+        if ready.len() < refs {
+            text.push('…');
+        }
+        Some(text)
+    }
+
     /// Keeps the popup on the `@` token under the cursor and starts its lookup.
     fn sync_popup(&mut self) {
+        self.sync_badges();
         self.slash.sync(self.composer.slash_query().as_deref());
         let token = self.composer.active_token();
         if let Some(request) = self.popup.sync(token.as_ref()) {
             self.start_lookup(request);
         }
+        self.refresh_file_rows();
     }
 
     /// A note for the status line while no provider notice is shown.
@@ -579,8 +776,16 @@ impl App {
         self.preparing = Some(cancel.clone());
         let mount = self.mount.clone();
         let tx = self.tx.clone();
+        let cwd = self.agent.info().cwd.clone().map(PathBuf::from);
         tokio::spawn(async move {
-            let result = mount.submit(&text, &cancel).await;
+            // `@path` files are read off the loop, bounded, and go with the message.
+            let reading = text.clone();
+            let attachments = tokio::task::spawn_blocking(move || {
+                attach::read_attachments(cwd.as_deref(), &reading)
+            })
+            .await
+            .unwrap_or_default();
+            let result = mount.submit_with(&text, attachments, &cancel).await;
             let _ = tx.send(AppEvent::Submitted(result));
         });
     }
@@ -590,6 +795,7 @@ impl App {
         let sent = self.in_flight.take().unwrap_or_default();
         if result.is_ok() {
             self.composer.push_history(sent.clone());
+            self.persist_history(&sent);
         } else {
             self.composer.restore_before(sent.clone());
         }
@@ -736,6 +942,7 @@ impl App {
                 .provider_notice
                 .clone()
                 .or_else(|| self.home_note.clone()),
+            next_context: self.next_context(),
         }
     }
 
@@ -916,6 +1123,7 @@ pub fn build(
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
     let mut app = App::new(agent, mount, model_label.clone(), tx);
     app.set_keymap(keymap);
+    app.keep_history_in(&options.home);
     if options.resume.is_none() {
         app.transcript.push_welcome(
             env!("CARGO_PKG_VERSION"),
@@ -1047,10 +1255,7 @@ pub async fn run_terminal(mut options: AppOptions, wiring: Wiring) -> Result<Str
             app.set_home_note(note.clone());
         }
         if let Some(cwd) = &options.cwd {
-            let files_tx = tx.clone();
-            spawn_file_index(PathBuf::from(cwd), move |index| {
-                let _ = files_tx.send(AppEvent::Files(index));
-            });
+            app.start_file_finder(PathBuf::from(cwd));
         }
         // Warm the session index now: a first listing of a very large home reads every
         // header, and the first `@` should not be the one to wait for it.

@@ -124,6 +124,7 @@ pub async fn lookup(
         cwd: agent.1,
         limit: POPUP_LIMIT,
         now_ms,
+        snippets: false,
     });
     let (contract, found) = tokio::join!(contract, search);
     let candidates = match contract {
@@ -138,7 +139,7 @@ pub async fn lookup(
         }
     };
     let mut merged = merge(candidates, &found.hits, found.total, POPUP_LIMIT);
-    // The live badge: a cheap lock probe per shown row, off the async workers.
+    // The live badge: one read of the kernel's lock table for the shown rows, off the workers.
     let ids: Vec<String> = merged
         .candidates
         .iter()
@@ -148,12 +149,16 @@ pub async fn lookup(
         let probe = discovery.clone();
         let live = tokio::task::spawn_blocking(move || {
             let by_id: HashMap<&str, _> = listing.iter().map(|s| (s.id(), s)).collect();
-            ids.into_iter()
-                .filter(|id| {
-                    by_id
-                        .get(id.as_str())
-                        .is_some_and(|s| probe.live_elsewhere(s))
-                })
+            let shown: Vec<_> = ids
+                .iter()
+                .filter_map(|id| by_id.get(id.as_str()).copied())
+                .collect();
+            let live = probe.live_elsewhere(&shown);
+            shown
+                .iter()
+                .zip(live)
+                .filter(|(_, live)| *live)
+                .map(|(s, _)| s.id().to_string())
                 .collect::<Vec<_>>()
         })
         .await

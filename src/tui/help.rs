@@ -315,6 +315,8 @@ impl Renderable for KeyOverlayView<'_> {
                     t.push(&keys, style::key());
                     t.push(&" ".repeat(pad + 2), style::dim());
                     t.push(action.description(), style::dim());
+                    // The name `[keys]` in config.toml rebinds it by.
+                    t.push(&format!("  ({})", action.name()), style::dim());
                 }
                 OverlayRow::Command { name, what } => {
                     let pad = key_w.saturating_sub(super::text::str_width(name));

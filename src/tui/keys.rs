@@ -115,7 +115,9 @@ actions! {
     ClearOrQuit => "clear-or-quit", App, "clear the draft (↑ recalls it), interrupt; twice when idle: quit", ["ctrl+c"];
     ScrollUp => "scroll-up", App, "scroll the transcript up", ["pgup"];
     ScrollDown => "scroll-down", App, "scroll the transcript down", ["pgdn"];
-    Details => "details", App, "open or close the last card", ["ctrl+o"];
+    Details => "details", App, "open the selected (else last) card: readable, exact text, closed", ["ctrl+o"];
+    CardPrev => "card-prev", App, "select the previous card", ["alt+up"];
+    CardNext => "card-next", App, "select the next card (past the last: none)", ["alt+down"];
     Help => "help", App, "this help (on an empty composer)", ["?"];
     OverlayUp => "overlay-up", Overlay, "scroll up", ["up", "k"];
     OverlayDown => "overlay-down", Overlay, "scroll down", ["down", "j"];

@@ -6,6 +6,7 @@
 //! TUI and every visible state can be snapshot-tested.
 
 pub mod app;
+pub mod attach;
 pub mod composer;
 pub mod discovery;
 pub mod escape;
@@ -14,7 +15,9 @@ pub mod file_match;
 pub mod help;
 pub mod keys;
 pub mod mount;
+pub mod picker;
 pub mod popup;
+pub mod prompt_history;
 pub mod render;
 pub mod scroll;
 pub mod slash;

@@ -103,6 +103,8 @@ pub struct PopupState {
     page_rows: usize,
     /// What discovery adds to the session rows of the last answer (SPEC §8), if anything.
     details: Option<Arc<SessionDetails>>,
+    /// File rows are supplied by [`set_file_rows`](Self::set_file_rows).
+    external_files: bool,
 }
 
 impl Default for PopupState {
@@ -132,6 +134,7 @@ impl PopupState {
             pick: None,
             page_rows: DEFAULT_PAGE_ROWS,
             details: None,
+            external_files: false,
         }
     }
 
@@ -139,6 +142,18 @@ impl PopupState {
     pub fn set_page_rows(&mut self, rows: usize) {
         self.page_rows = rows.max(1);
         self.ensure_visible();
+    }
+
+    /// File rows matched elsewhere (a [`super::file_index::FileFinder`] off the UI loop) for
+    /// `query`; ignored unless it is still the popup's query. From then on the popup shows
+    /// these rows instead of matching its own index.
+    pub fn set_file_rows(&mut self, query: &str, rows: Vec<FileRow>) {
+        self.external_files = true;
+        if !self.open || self.query != query {
+            return;
+        }
+        self.files = rows;
+        self.rebuild_rows();
     }
 
     /// The files offered as rows (relative paths under the session cwd).
@@ -453,6 +468,14 @@ impl PopupState {
     }
 
     fn refresh_files(&mut self) {
+        if self.external_files {
+            // Rows come from `set_file_rows`; until the new query's arrive, the last ones stay
+            // (as session rows do while loading).
+            if !self.open {
+                self.files.clear();
+            }
+            return;
+        }
         self.files = if self.open {
             self.matcher.best(&self.file_index, &self.query, FILE_LIMIT)
         } else {

@@ -68,6 +68,9 @@ impl Composer {
             match &self.elems[i] {
                 Elem::Mention(m) => {
                     widths[i] = 1 + cluster_cells(&escape::escape_line(&m.label));
+                    if let Some(badge) = self.badge(&m.session_id) {
+                        widths[i] += badge_cells(badge);
+                    }
                     i += 1;
                     continue;
                 }
@@ -234,6 +237,9 @@ impl Composer {
                 Elem::Mention(m) => {
                     // Labels from `from_candidate` are already safe; one built elsewhere may not be.
                     out.push_untrusted(&m.display(), EscapeMode::SingleLine, style::mention());
+                    if let Some(badge) = self.badge(&m.session_id) {
+                        out.push(&format!(" ⟨{badge}⟩"), style::dim());
+                    }
                 }
                 Elem::Paste(p) => {
                     out.push(&p.display(), style::dim());
@@ -246,6 +252,11 @@ impl Composer {
 
 /// Cells one grapheme cluster takes on screen: a tab or a control is spelled out (each is a
 /// cluster of its own, CR LF aside), anything else is as wide as the buffer draws it.
+/// Cells of a badge as drawn: ` ⟨badge⟩`.
+fn badge_cells(badge: &str) -> usize {
+    str_width(&format!(" ⟨{badge}⟩"))
+}
+
 pub(super) fn cluster_width(cluster: &str) -> usize {
     let mut chars = cluster.chars();
     if let (Some(c), None) = (chars.next(), chars.next()) {

@@ -137,6 +137,57 @@ impl ComposerSnapshot {
     }
 }
 
+/// One piece of a saved message, as prompt history stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part {
+    Text(String),
+    Mention { session_id: String, label: String },
+    Paste(String),
+}
+
+impl ComposerSnapshot {
+    /// The content as pieces: runs of text, mentions and collapsed pastes.
+    pub fn parts(&self) -> Vec<Part> {
+        let mut parts = Vec::new();
+        for elem in &self.elems {
+            match elem {
+                Elem::Char(c) => match parts.last_mut() {
+                    Some(Part::Text(text)) => text.push(*c),
+                    _ => parts.push(Part::Text(c.to_string())),
+                },
+                Elem::Mention(m) => parts.push(Part::Mention {
+                    session_id: m.session_id.clone(),
+                    label: m.label.clone(),
+                }),
+                Elem::Paste(p) => parts.push(Part::Paste(p.text.clone())),
+            }
+        }
+        parts
+    }
+
+    /// The content of `parts`, cursor at the end. Labels are escaped again (they may come from
+    /// a file anyone could edit); text gets its line endings normalized.
+    pub fn from_parts(parts: Vec<Part>) -> ComposerSnapshot {
+        let mut elems = Vec::new();
+        for part in parts {
+            match part {
+                Part::Text(text) => elems.extend(normalize_newlines(&text).chars().map(Elem::Char)),
+                Part::Mention { session_id, label } => {
+                    elems.push(Elem::Mention(Box::new(MentionElement {
+                        label: escape::escape_line(&label).into_owned(),
+                        session_id,
+                    })))
+                }
+                Part::Paste(text) => elems.push(Elem::Paste(Box::new(PastedText {
+                    text: normalize_newlines(&text).into_owned(),
+                }))),
+            }
+        }
+        let cursor = elems.len();
+        ComposerSnapshot { elems, cursor }
+    }
+}
+
 /// What a key did to the composer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ComposerOutcome {
@@ -172,6 +223,8 @@ pub struct Composer {
     /// Layouts computed so far (a test checks one frame computes one).
     layouts: Cell<u64>,
     keymap: Arc<Keymap>,
+    /// Badges drawn after mentions, by session id (e.g. `12 msgs · 48 KiB`).
+    badges: Arc<std::collections::BTreeMap<String, String>>,
 }
 
 impl Default for Composer {
@@ -193,6 +246,7 @@ impl Composer {
             laid: RefCell::new(None),
             layouts: Cell::new(0),
             keymap: standard_keymap(),
+            badges: Arc::default(),
         }
     }
 
@@ -337,6 +391,20 @@ impl Composer {
 
 impl Composer {
     // ----- keys -----
+
+    /// The badges drawn after mentions, by session id; a mention without one is drawn alone.
+    pub fn set_badges(&mut self, badges: std::collections::BTreeMap<String, String>) {
+        if *self.badges != badges {
+            self.badges = Arc::new(badges);
+            // Widths change: the cached layout is stale.
+            self.generation += 1;
+        }
+    }
+
+    /// The badge drawn after a mention of `session_id`.
+    pub fn badge(&self, session_id: &str) -> Option<&str> {
+        self.badges.get(session_id).map(String::as_str)
+    }
 
     /// Uses `keymap` for every key from now on (the user's `[keys]` overrides).
     pub fn set_keymap(&mut self, keymap: Arc<Keymap>) {
