@@ -16,7 +16,7 @@ use dsh_session_references::session::{
 use proptest::prelude::*;
 use reference_support::MemoryQuery;
 use serde_json::value::RawValue;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 // ---- a deliberately naive reference scanner ------------------------------------------------
@@ -324,19 +324,35 @@ proptest! {
 const MB: usize = 1 << 20;
 
 /// The fastest of three runs of `f`.
-fn best_of_three(mut f: impl FnMut()) -> Duration {
-    (0..3)
+/// CPU time this thread has used: unlike wall time, it does not grow when a loaded machine
+/// preempts the test.
+#[allow(unsafe_code)] // clock_gettime has no safe wrapper in std
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the struct it is given.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The least thread CPU time of five runs.
+fn best_of_five(mut f: impl FnMut()) -> Duration {
+    (0..5)
         .map(|_| {
-            let start = Instant::now();
+            let start = thread_cpu_time();
             f();
-            start.elapsed()
+            thread_cpu_time().saturating_sub(start)
         })
         .min()
         .unwrap()
 }
 
 /// Linear time, judged without a wall-clock budget (which a loaded machine would break): the
-/// parse of `make(4 * MB)` may take at most 10 times the parse of `make(MB)`. Linear work gives
+/// parse of `make(4 * MB)` may take at most 10 times the thread CPU time of the parse of
+/// `make(MB)`. Linear work gives
 /// about 4, quadratic work 16.
 fn assert_linear(name: &str, make: impl Fn(usize) -> String) {
     let small = make(MB);
@@ -345,8 +361,8 @@ fn assert_linear(name: &str, make: impl Fn(usize) -> String) {
         small.len() >= MB && large.len() >= 4 * MB,
         "{name}: input too small"
     );
-    let t_small = best_of_three(|| drop(parse_session_reference_text(&small)));
-    let t_large = best_of_three(|| drop(parse_session_reference_text(&large)));
+    let t_small = best_of_five(|| drop(parse_session_reference_text(&small)));
+    let t_large = best_of_five(|| drop(parse_session_reference_text(&large)));
     let floor = Duration::from_millis(2);
     assert!(
         t_large <= t_small.max(floor) * 10,
