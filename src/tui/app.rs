@@ -13,6 +13,15 @@
 //! until the log shows it; an unsent or blocked report puts it back in front of the draft. A
 //! session that cannot be written (held by another writer, damaged) opens read-only: Enter keeps
 //! the text and says why.
+//!
+//! Keys go through one [`Keymap`] (SPEC §5.5): the overlay first, then Ctrl-C (clear a draft,
+//! cancel a send, interrupt, or quit on a second idle press), the `/` menu, the `@` popup (which
+//! leaves keys it has no use for to the composer), `?` on an empty composer, the composer, and
+//! last the session keys (Esc, scrolling, cards). A `/` line runs here and never reaches the
+//! model. Also off the loop: the file matcher ([`FileFinder`]), the previews behind mention
+//! badges (cancelled when the mention goes; an answer for a mention that left is dropped by
+//! serial), `@path` reads and prompt-history appends. Proof: `tests/tui_app.rs`,
+//! `tests/tui_keys.rs` and the tmux runs in `tests/e2e_tmux.rs`.
 
 use super::attach;
 use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
