@@ -611,7 +611,7 @@ fn parse_references(references: &Value) -> Option<Vec<ReferencedSession>> {
 /// exactly the cache entries it affects.
 ///
 /// A streaming answer only grows at its end, so its rows up to its last newline are wrapped
-/// once and kept ([`StreamPrefix`]); each frame wraps only the last, still-growing paragraph.
+/// once and kept (`StreamPrefix`); each frame wraps only the last, still-growing paragraph.
 /// Wrapping treats every newline-separated line on its own, so the rows are the same as a
 /// whole re-wrap (proof: `streaming_rows_equal_a_full_wrap` below).
 #[derive(Debug, Clone, Default)]
