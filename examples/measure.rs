@@ -9,6 +9,7 @@
 //! cargo run --release --example measure -- hold-lock --path LOG --seconds 30
 //! cargo run --release --example measure -- external --sessions 10000   # 10k Claude + 10k Codex
 //! cargo run --release --example measure -- external-prepare --mb 100
+//! cargo run --release --example measure -- search --sessions 100000 --kb 10
 //! ```
 //!
 //! `hostile` builds a home (session `agent`, and the hostile session `src` in cwd `/w`) for one
@@ -22,6 +23,9 @@ mod gen;
 
 #[path = "../benches/support/external_gen.rs"]
 mod external_gen;
+
+#[path = "measure_discovery/mod.rs"]
+mod measure_discovery;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -166,6 +170,22 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         iters: usize,
     },
+    /// Discovery (SPEC §8): index build, warm search percentiles and append-to-visible over N
+    /// generated sessions of about KB KiB of log each.
+    Search {
+        #[arg(long)]
+        sessions: usize,
+        #[arg(long, default_value_t = 10)]
+        kb: usize,
+        #[arg(long, default_value_t = 50)]
+        rounds: usize,
+        /// Appends timed until visible in search (the background indexer running).
+        #[arg(long, default_value_t = 10)]
+        appends: usize,
+        /// Reuse the index of an earlier run (skips the build measurement).
+        #[arg(long)]
+        keep_index: bool,
+    },
     /// Popup over N sessions: frame render and keystroke-to-frame times.
     Tui {
         #[arg(long)]
@@ -230,6 +250,13 @@ fn main() {
             rounds,
             files,
         } => rt.block_on(tui(sessions, rounds, files)),
+        Command::Search {
+            sessions,
+            kb,
+            rounds,
+            appends,
+            keep_index,
+        } => measure_discovery::run(sessions, kb, rounds, appends, keep_index),
         Command::HomeEncoding {
             home,
             requested,

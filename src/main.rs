@@ -1,8 +1,10 @@
 use clap::Parser;
+use dsh_session_references::cli::lifecycle::{recent_sessions, resolve_start, resume_hint, Start};
 use dsh_session_references::cli::{Cli, Command, Compression, ModelArgs, TuiArgs};
-use dsh_session_references::escape::diagnostic;
+use dsh_session_references::escape::{diagnostic, escape_line};
 use dsh_session_references::session::external::SourceSet;
 use dsh_session_references::session::paths::resolve_home;
+use dsh_session_references::session::DiskStore;
 use dsh_session_references::session::Encoding;
 use dsh_session_references::tui::app::{run_terminal, AppOptions, Wiring};
 use dsh_session_references::tui::keys::Keymap;
@@ -18,18 +20,29 @@ fn main() {
             | Command::Mention(_)
             | Command::Candidates { .. }
             | Command::Prepare { .. }),
-        ) => dsh_session_references::reference::commands::run_with_sources(
+        ) => dsh_session_references::cli::reference::run_with_sources(
             command,
             &resolve_home(cli.home.as_deref()),
             &cli.sources.source_set(),
         ),
         Some(Command::Sessions { json }) => {
-            dsh_session_references::session::commands::sessions_with_sources(
-                &resolve_home(cli.home.as_deref()),
+            dsh_session_references::cli::sessions::sessions_with_sources(
+                &match listing_home(&cli) {
+                    Ok(home) => home,
+                    Err(code) => std::process::exit(code),
+                },
                 &cli.sources.source_set(),
                 *json,
             )
         }
+        Some(Command::Search(args)) => dsh_session_references::cli::search::run(
+            &match listing_home(&cli) {
+                Ok(home) => home,
+                Err(code) => std::process::exit(code),
+            },
+            &cli.sources.source_set(),
+            args,
+        ),
         Some(Command::Exec(args)) => {
             let home = resolve_home(cli.home.as_deref());
             init_tracing(&home);
@@ -50,6 +63,20 @@ fn main() {
     std::process::exit(code);
 }
 
+/// The home `sessions` and `search` read: the per-user demo home with `--demo`, else as usual.
+fn listing_home(cli: &Cli) -> Result<std::path::PathBuf, i32> {
+    if !cli.tui.demo {
+        return Ok(resolve_home(cli.home.as_deref()));
+    }
+    dsh_session_references::demo::install_user_demo_home().map_err(|e| {
+        eprintln!(
+            "dsh-refs: could not install the demo home: {}",
+            diagnostic(&e.to_string())
+        );
+        1
+    })
+}
+
 fn encoding(args: &TuiArgs) -> Option<Encoding> {
     args.compression.map(|c| match c {
         Compression::None => Encoding::Plain,
@@ -58,8 +85,9 @@ fn encoding(args: &TuiArgs) -> Option<Encoding> {
 }
 
 fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &SourceSet) -> i32 {
+    let home_flag = home;
     let home = if args.demo {
-        match dsh_session_references::demo::install_demo_home() {
+        match dsh_session_references::demo::install_user_demo_home() {
             Ok(home) => home,
             Err(e) => {
                 eprintln!(
@@ -84,9 +112,31 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
     let cwd = std::env::current_dir()
         .ok()
         .map(|d| d.to_string_lossy().into_owned());
+    let resume = match resolve_start(
+        &home,
+        args.resume.as_deref(),
+        args.continue_last,
+        cwd.as_deref(),
+    ) {
+        Ok(Start::New) => None,
+        Ok(Start::Resume(id)) => Some(id),
+        Ok(Start::Pick) => match pick(&home, cwd.as_deref()) {
+            Some(Ok(Some(id))) => Some(id),
+            Some(Ok(None)) => return 0,
+            Some(Err(e)) => {
+                eprintln!("dsh-refs: the session picker failed: {e}");
+                return 1;
+            }
+            None => return print_recent(&home, cwd.as_deref(), args.demo, home_flag),
+        },
+        Err(message) => {
+            eprintln!("dsh-refs: {message}");
+            return 1;
+        }
+    };
     let options = AppOptions {
         home: home.clone(),
-        resume: args.resume.clone(),
+        resume,
         offline_delay: Duration::from_millis(args.offline_delay_ms),
         encoding: encoding(args),
         cwd,
@@ -129,11 +179,15 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
     // Do not wait for lingering blocking reads (a stuck filesystem must not hang the exit).
     runtime.shutdown_timeout(Duration::from_millis(200));
     match result {
-        Ok(()) => {
+        Ok(session_id) => {
             if args.demo {
+                println!("demo home: {}", diagnostic(&home.display().to_string()));
+            }
+            // Only a session that was written can be resumed.
+            if DiskStore::new(&home).log_path(&session_id).is_ok() {
                 println!(
-                    "demo home kept at {}",
-                    diagnostic(&home.display().to_string())
+                    "resume this session with: {}",
+                    resume_hint(&session_id, home_flag, args.demo)
                 );
             }
             0
@@ -144,6 +198,46 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
             1
         }
     }
+}
+
+/// `--resume` with no id on a terminal: the finder as a picker (`None` without a terminal).
+fn pick(home: &Path, cwd: Option<&str>) -> Option<std::io::Result<Option<String>>> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        return None;
+    }
+    eprintln!("dsh-refs: indexing sessions…");
+    // Only our own sessions can be resumed.
+    let discovery = dsh_session_references::discovery::Discovery::for_home(
+        home,
+        &dsh_session_references::session::external::SourceSet::default(),
+    );
+    Some(dsh_session_references::tui::picker::pick_session(
+        discovery,
+        cwd.map(str::to_string),
+        dsh_session_references::session::writer::now_ms,
+    ))
+}
+
+/// `--resume` with no id without a terminal: the recent sessions (this directory's first) and how to open one.
+fn print_recent(home: &Path, cwd: Option<&str>, demo: bool, home_flag: Option<&Path>) -> i32 {
+    let recent = recent_sessions(home, cwd, 20);
+    if recent.is_empty() {
+        eprintln!(
+            "dsh-refs: no sessions under {} to resume",
+            diagnostic(&home.display().to_string())
+        );
+        return 1;
+    }
+    println!("recent sessions (this directory's first):");
+    for (id, title) in &recent {
+        println!("  {}  {}", escape_line(id), escape_line(title));
+    }
+    println!(
+        "resume one with: {}",
+        resume_hint("<id or a unique prefix>", home_flag, demo)
+    );
+    0
 }
 
 /// Diagnostics go to `<home>/logs/dsh-refs.log` (filtered by RUST_LOG), never to the screen.
@@ -171,6 +265,7 @@ fn init_tracing(home: &Path) {
 /// allocates cannot reuse the raw payloads it frees, so a big source peaked at twice its
 /// conversation instead of once (816 MB against 419 MB for a 400 MiB log). Small allocations
 /// stay per-thread (tcache), so listing on several threads is not serialized by this.
+#[allow(unsafe_code)] // `mallopt`, below.
 fn one_malloc_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `mallopt` only tunes the allocator; it is called before any thread starts.

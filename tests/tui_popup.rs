@@ -219,6 +219,79 @@ fn other_agents_sessions_wear_a_source_badge() {
     assert_snapshot!(draw(&answered("", &all), 70));
 }
 
+/// Discovery's merged rows (SPEC §8): last activity instead of creation, message count and size,
+/// the first prompt of an untitled session, a live badge, and a truncated list that says so.
+#[test]
+fn discovery_rows_and_a_truncated_list() {
+    use dsh_session_references::discovery::rank::Field;
+    use dsh_session_references::discovery::Hit;
+    use dsh_session_references::tui::discovery::merge;
+    let hit = |id: &str, title: Option<&str>, prompt: &str, active_ago: i64, msgs: u64| Hit {
+        session_id: id.into(),
+        title: title.map(Into::into),
+        first_prompt: Some(prompt.into()),
+        cwd: Some("/home/dev/projects/parser".into()),
+        created_at: NOW - 30 * 24 * 60 * MIN,
+        last_activity: NOW - active_ago,
+        messages: msgs,
+        conversation_bytes: msgs * 2000,
+        source: None,
+        score: 1.0,
+        matched: vec![Field::Title],
+        snippet: None,
+    };
+    let hits = vec![
+        hit(
+            "f382e8f5",
+            Some("Fix the flaky tokenizer test"),
+            "the tokenizer test fails",
+            5 * MIN,
+            12,
+        ),
+        hit(
+            "be266e1a",
+            None,
+            "why does the tokenizer\nskip BOMs?",
+            3 * 60 * MIN,
+            1,
+        ),
+    ];
+    // The contract found one of them (by cwd) and one the index has not seen yet.
+    let contract = vec![
+        candidate(
+            "be266e1a",
+            "be266e1a",
+            Some("/home/dev/projects/parser"),
+            MIN,
+        ),
+        candidate(
+            "session-new",
+            "session-new",
+            Some("/home/dev/projects/parser"),
+            MIN,
+        ),
+    ];
+    let mut merged = merge(contract, &hits, 310, 50);
+    merged.details.rows.get_mut("be266e1a").unwrap().live = true;
+    let ids: Vec<&str> = merged
+        .candidates
+        .iter()
+        .map(|c| c.session_id.as_str())
+        .collect();
+    assert_eq!(ids, ["f382e8f5", "be266e1a", "session-new"]);
+
+    let mut state = PopupState::new();
+    let request = state.open("tok", false).expect("a lookup");
+    assert!(state.set_details(request.id, Some(std::sync::Arc::new(merged.details))));
+    assert!(state.apply_results(request.id, Ok(merged.candidates)));
+    assert_snapshot!(draw(&state, 110));
+
+    // A stale answer's details are dropped like its rows.
+    let newer = state.open("toke", false).expect("a lookup");
+    assert!(!state.set_details(request.id, None));
+    assert!(state.set_details(newer.id, None));
+}
+
 #[test]
 fn bare_at_shows_recent_sessions_and_a_few_files() {
     use dsh_session_references::tui::file_match::FileRow;

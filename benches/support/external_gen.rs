@@ -99,7 +99,7 @@ pub fn claude_session(
         n += 5;
         turn += 1;
     }
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         writeln!(
             out,
             r#"{{"type":"ai-title","aiTitle":"Generated task {i}","sessionId":"{sid}"}}"#

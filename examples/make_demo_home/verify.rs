@@ -46,7 +46,6 @@ pub fn fold_by_seq(events: &[Event]) -> Result<(Vec<Event>, Vec<Replacement>), S
             None => {}
             Some(SurfaceOp::Append) => surface.push(event.clone()),
             Some(SurfaceOp::Replace { start, end }) => {
-                let (start, end) = (start as u64, end as u64);
                 let find = |seq: u64, which: &str| {
                     surface.iter().position(|e| e.seq == seq).ok_or_else(|| {
                         format!(

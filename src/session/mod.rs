@@ -1,10 +1,9 @@
 //! The session layer: the dsh log format, the on-disk store, sessions live in this process, and
 //! the `SessionQuery` read interface that everything above consumes.
 
-pub mod commands;
 pub mod error;
-pub mod files;
 pub mod external;
+pub mod files;
 pub mod format;
 pub mod live;
 pub mod message_text;

@@ -85,6 +85,8 @@ pub enum AppEvent {
     Input(TermEvent),
     Agent(AgentEvent),
     Lookup(QueryId, Result<Vec<Candidate>, String>),
+    /// Discovery's details for the rows of a lookup (SPEC §8), sent before its `Lookup`.
+    Discovered(QueryId, Option<Arc<super::discovery::SessionDetails>>),
     Submitted(Result<Submitted, SubmitError>),
     Files(Arc<FileIndex>),
     /// A mention's badge: (session id, serial of the preview, its result).
@@ -169,6 +171,10 @@ pub struct App {
     unlogged: Vec<(String, ComposerSnapshot)>,
     /// Unsent reports that arrived before their submission's result: (message id, why, reason).
     unsent_early: Vec<(String, String, String)>,
+    /// Full-text discovery merged into the popup's session rows (SPEC §8), when running.
+    discovery: Option<crate::discovery::Discovery>,
+    /// Shown in the status line when nothing else is (e.g. where the demo home lives).
+    home_note: Option<String>,
 }
 
 /// At most this many sent messages wait for their log record (older ones were long logged).
@@ -214,6 +220,8 @@ impl App {
             tx,
             unlogged: Vec::new(),
             unsent_early: Vec::new(),
+            discovery: None,
+            home_note: None,
         }
     }
 
@@ -287,6 +295,9 @@ impl App {
             AppEvent::Agent(event) => self.on_agent(event),
             AppEvent::Lookup(id, result) => {
                 self.popup.apply_results(id, result);
+            }
+            AppEvent::Discovered(id, details) => {
+                self.popup.set_details(id, details);
             }
             AppEvent::Submitted(result) => self.on_submitted(result),
             AppEvent::Files(index) => self.popup.set_file_index(index),
@@ -692,6 +703,16 @@ impl App {
         self.refresh_file_rows();
     }
 
+    /// A note for the status line while no provider notice is shown.
+    pub fn set_home_note(&mut self, note: impl Into<String>) {
+        self.home_note = Some(note.into());
+    }
+
+    /// Merges discovery hits into the popup's session rows from now on.
+    pub fn set_discovery(&mut self, discovery: crate::discovery::Discovery) {
+        self.discovery = Some(discovery);
+    }
+
     fn start_lookup(&mut self, request: LookupRequest) {
         if let Some(previous) = self.lookup_cancel.take() {
             previous.cancel();
@@ -700,12 +721,21 @@ impl App {
         self.lookup_cancel = Some(cancel.clone());
         let mount = self.mount.clone();
         let tx = self.tx.clone();
+        let discovery = self.discovery.clone();
+        let info = self.agent.info();
+        let agent = (info.session_id.clone(), info.cwd.clone());
         tokio::spawn(async move {
-            let result = mount
-                .candidates(&request.query, &cancel)
-                .await
-                .map_err(|e| e.message().to_string());
+            let (result, details) = super::discovery::lookup(
+                mount,
+                discovery,
+                agent,
+                request.query,
+                now_ms(),
+                cancel.clone(),
+            )
+            .await;
             if !cancel.is_cancelled() {
+                let _ = tx.send(AppEvent::Discovered(request.id, details));
                 let _ = tx.send(AppEvent::Lookup(request.id, result));
             }
         });
@@ -865,7 +895,9 @@ impl App {
                 // Not sent either: its text comes back too.
                 self.give_back(&[message_id], "Message not sent (blocked)", &reason);
             }
-            AgentEvent::Error(text) => self.transcript.push_notice(NoticeLevel::Error, text),
+            AgentEvent::Error(error) => self
+                .transcript
+                .push_notice(NoticeLevel::Error, error.to_string()),
         }
     }
 
@@ -915,7 +947,10 @@ impl App {
             preparing: self.preparing.is_some(),
             context_tokens: self.context_tokens,
             session_tokens: self.session_tokens,
-            notice: self.provider_notice.clone(),
+            notice: self
+                .provider_notice
+                .clone()
+                .or_else(|| self.home_note.clone()),
             next_context: self.next_context(),
         }
     }
@@ -1183,13 +1218,22 @@ pub async fn run_loop<B: Backend>(
     }
     forward.abort();
     app.agent.shutdown();
+    // What was handed to the log is written before the next session or the exit (bounded:
+    // never hang).
+    let _ = tokio::time::timeout(Duration::from_secs(2), app.agent.closed()).await;
     Ok(app.next.take())
 }
 
 /// Opens the TUI on the real terminal with what `wiring` provides; `/new` and `/resume` open
-/// the next session on the same terminal.
-pub async fn run_terminal(mut options: AppOptions, wiring: Wiring) -> Result<(), AppError> {
+/// the next session on the same terminal. Answers the id of the last session it ran (to tell
+/// the user how to come back to it).
+pub async fn run_terminal(mut options: AppOptions, wiring: Wiring) -> Result<String, AppError> {
     terminal::install_panic_hook();
+    // Discovery indexes on its own thread from now on; it stops when the TUI returns.
+    let discovery = crate::discovery::Discovery::for_home(&options.home, &options.sources);
+    let _indexer = discovery.spawn_indexer();
+    let demo_note = (crate::demo::user_demo_home().as_deref() == Some(options.home.as_path()))
+        .then(|| format!("demo home {}", options.home.display()));
     // Keys are read on their own thread (crossterm's read blocks) and go to the session open
     // now: each session has a channel of its own, so nothing of one reaches the next.
     let input: Arc<std::sync::Mutex<Option<mpsc::UnboundedSender<AppEvent>>>> =
@@ -1213,6 +1257,11 @@ pub async fn run_terminal(mut options: AppOptions, wiring: Wiring) -> Result<(),
         };
         if let Some(text) = notice.take() {
             app.transcript.push_notice(NoticeLevel::Error, text);
+        }
+        let session_id = app.agent.info().session_id.clone();
+        app.set_discovery(discovery.clone());
+        if let Some(note) = &demo_note {
+            app.set_home_note(note.clone());
         }
         if let Some(cwd) = &options.cwd {
             app.start_file_finder(PathBuf::from(cwd));
@@ -1259,7 +1308,7 @@ pub async fn run_terminal(mut options: AppOptions, wiring: Wiring) -> Result<(),
         match run_loop(terminal, app, rx).await? {
             Some(NextSession::New) => options.resume = None,
             Some(NextSession::Resume(id)) => options.resume = Some(id),
-            None => return Ok(()),
+            None => return Ok(session_id),
         }
     }
 }

@@ -11,12 +11,14 @@
 pub mod app;
 pub mod attach;
 pub mod composer;
+pub mod discovery;
 pub mod escape;
 pub mod file_index;
 pub mod file_match;
 pub mod help;
 pub mod keys;
 pub mod mount;
+pub mod picker;
 pub mod popup;
 pub mod prompt_history;
 pub mod render;

@@ -8,8 +8,8 @@
 
 use crate::agent::{Admission, Agent};
 use crate::reference::{
-    parse_session_reference_text, AgentIdentity, Candidate, ReferenceInput, SessionReferenceError,
-    SessionReferences,
+    parse_session_reference_text, AgentIdentity, Candidate, ErrorCode, ReferenceInput,
+    SessionReferenceError, SessionReferences,
 };
 use crate::session::{ContentBlock, Message, MessageSource};
 use std::sync::Arc;
@@ -30,10 +30,10 @@ impl AgentSurface for Agent {
         AgentIdentity::new(self.info().session_id.clone(), self.info().cwd.clone())
     }
     fn dispatch(&self, message: Message) -> Admission {
-        self.submit(message)
+        Agent::dispatch(self, message)
     }
     fn dispatch_with_contexts(&self, message: Message, contexts: Vec<Message>) -> Admission {
-        self.submit_with_contexts(message, contexts)
+        Agent::dispatch_with_contexts(self, message, contexts)
     }
 }
 
@@ -50,7 +50,7 @@ pub enum SubmitError {
 
 impl SubmitError {
     pub fn was_cancelled(&self) -> bool {
-        matches!(self, SubmitError::Failed(e) if e.code() == "SESSION_REFERENCE_CANCELLED")
+        matches!(self, SubmitError::Failed(e) if e.kind() == ErrorCode::Cancelled)
     }
 }
 

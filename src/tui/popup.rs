@@ -7,6 +7,7 @@
 //! locally with the service's own rule, so rows don't flicker while typing. File rows are
 //! matched synchronously from a prebuilt [`FileIndex`].
 
+use super::discovery::{size_text, truncation_text, RowDetail, SessionDetails};
 use super::escape::EscapeMode;
 use super::file_match::{FileIndex, FileMatcher, FileRow};
 use super::keys::{Action, KeyContext, Keymap};
@@ -16,7 +17,7 @@ use super::style;
 use super::text::{ci_matches, format_age, StyledText};
 use super::token::ActiveToken;
 pub use super::token::PopupItem;
-use crate::reference::Candidate;
+use crate::reference::{Candidate, CandidateFilter};
 use crate::session::external::Agent;
 use crossterm::event::{KeyEvent, KeyEventKind};
 use ratatui::buffer::Buffer;
@@ -100,6 +101,8 @@ pub struct PopupState {
     /// Set when the user moved the selection for the current query.
     pick: Option<Pick>,
     page_rows: usize,
+    /// What discovery adds to the session rows of the last answer (SPEC §8), if anything.
+    details: Option<Arc<SessionDetails>>,
     /// File rows are supplied by [`set_file_rows`](Self::set_file_rows).
     external_files: bool,
 }
@@ -130,6 +133,7 @@ impl PopupState {
             scroll: ScrollState::default(),
             pick: None,
             page_rows: DEFAULT_PAGE_ROWS,
+            details: None,
             external_files: false,
         }
     }
@@ -276,16 +280,17 @@ impl PopupState {
         self.lookup = Lookup::Loading;
         self.set_query(query);
         // Until the answer comes, keep what still matches (id or cwd contains the query).
+        let filter = CandidateFilter::new(query);
+        // With discovery on, labels match too (the finder's rows are found by title).
         let needle = query.to_lowercase();
         self.sessions = self
             .answer
             .iter()
             .filter(|c| {
-                needle.is_empty()
-                    || c.session_id.to_lowercase().contains(&needle)
-                    || c.cwd
-                        .as_deref()
-                        .is_some_and(|cwd| cwd.to_lowercase().contains(&needle))
+                filter.matches(&c.session_id, c.cwd.as_deref())
+                    || (self.details.is_some()
+                        && !needle.is_empty()
+                        && c.label.to_lowercase().contains(&needle))
             })
             .cloned()
             .collect();
@@ -314,8 +319,18 @@ impl PopupState {
         true
     }
 
+    /// Attaches discovery's row details to the answer of lookup `id` (dropped when stale).
+    pub fn set_details(&mut self, id: QueryId, details: Option<Arc<SessionDetails>>) -> bool {
+        if self.latest != Some(id) {
+            return false;
+        }
+        self.details = details;
+        true
+    }
+
     /// Hides the popup; pending lookups are forgotten.
     pub fn close(&mut self) {
+        self.details = None;
         self.open = false;
         self.latest = None;
         self.lookup = Lookup::Idle;
@@ -548,6 +563,11 @@ impl PopupState {
     }
 }
 
+/// Whitespace runs (newlines included) folded to one space.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Draws a [`PopupState`]. Pure: the clock comes in as `now_ms`.
 #[derive(Debug, Clone, Copy)]
 pub struct PopupView<'a> {
@@ -565,7 +585,21 @@ impl PopupView<'_> {
             line.push(agent.name(), style::session_tag());
             line.push(" ", Style::new());
         }
-        let age = format_age(c.created_at, self.now_ms);
+        let detail = self.detail(&c.session_id);
+        // With discovery: last activity (not creation), size, and a live badge.
+        let age = match detail {
+            Some(d) => {
+                let mut extra = String::new();
+                if d.live {
+                    extra.push_str("live · ");
+                }
+                extra.push_str(&size_text(d));
+                extra.push_str(" · ");
+                extra.push_str(&format_age(d.last_activity.max(c.created_at), self.now_ms));
+                extra
+            }
+            None => format_age(c.created_at, self.now_ms),
+        };
         let age_w = super::text::str_width(&age) + 1;
         // The age goes first when space runs out: the label is what identifies the row.
         let show_age = width >= line.width() + age_w + 8;
@@ -584,12 +618,19 @@ impl PopupView<'_> {
             t.push_highlighted(raw, EscapeMode::SingleLine, style, |i| marks[i], hl);
             t
         };
+        // An untitled session shows its first prompt instead of repeating its id.
+        let first_prompt = detail
+            .filter(|_| c.label == c.session_id)
+            .and_then(|d| d.first_prompt.as_deref());
         let mut fields = vec![Field {
-            text: field(&c.label, base, hl),
+            text: match first_prompt {
+                Some(prompt) => field(&one_line(prompt), base, hl),
+                None => field(&c.label, base, hl),
+            },
             weight: 3,
             keep_tail: false,
         }];
-        if c.label != c.session_id {
+        if c.label != c.session_id || first_prompt.is_some() {
             fields.push(Field {
                 text: field(&c.session_id, style::dim(), dim_hl),
                 weight: 1,
@@ -612,6 +653,10 @@ impl PopupView<'_> {
             line.push(&age, style::dim());
         }
         line.truncate(width)
+    }
+
+    fn detail(&self, id: &str) -> Option<&RowDetail> {
+        self.state.details.as_ref()?.rows.get(id)
     }
 
     fn file_line(&self, f: &FileRow, width: usize, selected: bool) -> StyledText {
@@ -750,8 +795,16 @@ impl Renderable for PopupView<'_> {
         let status = state.status();
         let inner = block.inner(area);
         let cap = usize::from(inner.height).saturating_sub(usize::from(status.is_some()));
+        let truncated = state
+            .details
+            .as_ref()
+            .filter(|_| !state.paths_only)
+            .and_then(|d| truncation_text(state.sessions.len(), d.total));
         if state.is_loading() && !state.sessions.is_empty() {
             block = block.title_bottom(Line::styled(" loading… ", style::dim()));
+        } else if let Some(text) = truncated {
+            block =
+                block.title_bottom(Line::styled(text, style::dim()).alignment(Alignment::Right));
         } else if state.rows.len() > cap && cap > 0 {
             let pos = format!(" {}/{} ", state.scroll.selected + 1, state.rows.len());
             block = block.title_bottom(Line::styled(pos, style::dim()).alignment(Alignment::Right));

@@ -1,6 +1,6 @@
 //! Claude Code transcripts (`projects/<dir>/<sessionId>.jsonl`): head, title and conversation.
 //!
-//! Pure line parsers: [`super::scan`] feeds them complete lines. A line that is not a JSON
+//! Pure line parsers: `external::scan` feeds them complete lines. A line that is not a JSON
 //! object, or whose known fields have unexpected types, is skipped like an unknown record type.
 //!
 //! The conversation is the main chain of the `parentUuid` tree ending at the newest record that
@@ -317,16 +317,14 @@ impl super::scan::LineSink for ConversationScan {
             Some("user") if is_prompt(&line) => {
                 let (text, only_tools) = content_text(line.message);
                 let text = strip_injected(&text);
-                (!only_tools && !is_marker(&text)).then(|| {
-                    (
-                        Item {
-                            kind: ItemKind::User,
-                            text,
-                            time,
-                        },
-                        None,
-                    )
-                })
+                (!only_tools && !is_marker(&text)).then_some((
+                    Item {
+                        kind: ItemKind::User,
+                        text,
+                        time,
+                    },
+                    None,
+                ))
             }
             Some("assistant") => {
                 let (text, _) = content_text(line.message);

@@ -1,10 +1,20 @@
-//! The `dsh-refs` command line (SPEC §6).
+//! The `dsh-refs` command line (SPEC §6): the clap definitions here, the command
+//! implementations beside them (`sessions`, `reference` for `uri`/`mention`/`candidates`/
+//! `prepare`, `exec`).
+//!
+//! This is the top layer of the library: it may use every room below (session, reference,
+//! agent, tui), and none of them uses it (`tests/architecture.rs`). It is built with the `cli`
+//! feature (on by default).
 
 use crate::session::external::{SourceChoice, SourceSet};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 pub mod exec;
+pub mod lifecycle;
+pub mod reference;
+pub mod search;
+pub mod sessions;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -57,10 +67,15 @@ fn parse_sources(text: &str) -> Result<SourceChoice, String> {
 /// Options of the TUI (no subcommand).
 #[derive(Debug, Args, Clone, Default)]
 pub struct TuiArgs {
-    /// Continue the session with this id instead of starting a new one.
-    #[arg(long, value_name = "ID")]
+    /// Continue the session with this id (or a unique prefix of it) instead of starting a new
+    /// one; with no id, pick it in the finder (without a terminal: list the recent sessions).
+    #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]
     pub resume: Option<String>,
-    /// Copy the bundled demo home to a temporary directory and open it.
+    /// Continue the session of the current directory that was active last.
+    #[arg(long = "continue", short = 'c', conflicts_with = "resume")]
+    pub continue_last: bool,
+    /// Open the bundled demo home, installed once per user under the cache directory
+    /// ($XDG_CACHE_HOME/dsh-refs/demo-home, else ~/.cache/dsh-refs/demo-home) and reused.
     #[arg(long)]
     pub demo: bool,
     /// Delay between words streamed by the offline model, in milliseconds.
@@ -77,6 +92,8 @@ pub struct TuiArgs {
 pub struct ModelArgs {
     /// Provider: deepseek, openai, openrouter, ollama, llama-cpp, vllm, openai-compatible or
     /// offline (else $DSH_PROVIDER, else [provider].kind in <home>/config.toml).
+    // The text above is the `--help` line, kept as the user reads it there.
+    #[allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
     #[arg(long, global = true, value_name = "NAME")]
     pub provider: Option<String>,
     /// Model name (else $DSH_MODEL, else the config, else the provider's default).
@@ -109,6 +126,8 @@ pub enum Compression {
 pub enum Command {
     /// Run one turn without the TUI and stream the answer to stdout.
     Exec(ExecArgs),
+    /// Find sessions by title, first prompt, conversation text, cwd or id prefix (SPEC §8).
+    Search(search::SearchArgs),
     /// List sessions, newest first.
     Sessions {
         /// Print a JSON array instead of a table.

@@ -1,0 +1,478 @@
+//! `measure search`: the discovery index and search over a generated home (SPEC §8 goals).
+//!
+//! The home holds `sessions` plain-text dsh logs written directly (the writer fsyncs every
+//! batch, which would make generating 100,000 sessions take longer than measuring them): per
+//! session a title, alternating prompts and answers of prose drawn from a Zipf-like vocabulary of
+//! 20,000 made-up words plus common English and code words, and tool results (which the index
+//! must skip). It is generated once into `target/bench-data/` and reused.
+//!
+//! Measured: a cold index build on one core (log MB/s and conversation MB/s), warm search
+//! percentiles over several kinds of query, and the time from an append to the log until the
+//! background indexer makes it visible to search.
+
+use super::gen;
+use dsh_session_references::discovery::{Discovery, SearchQuery};
+use dsh_session_references::session::external::SourceSet;
+use serde_json::json;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const VOCABULARY: usize = 20_000;
+const COMMON: &[&str] = &[
+    "the", "a", "of", "to", "and", "in", "is", "for", "with", "on", "that", "this", "it", "we",
+    "test", "error", "value", "index", "cache", "build", "fix", "file", "function", "return",
+];
+
+/// A made-up word for vocabulary slot `i` (pronounceable, distinct per slot).
+fn word(i: usize) -> String {
+    const ON: &[&str] = &[
+        "b", "c", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z",
+    ];
+    const NU: &[&str] = &["a", "e", "i", "o", "u", "ai", "ou"];
+    let mut n = i + 1;
+    let mut w = String::new();
+    while n > 0 {
+        w.push_str(ON[n % ON.len()]);
+        n /= ON.len();
+        w.push_str(NU[n % NU.len()]);
+        n /= NU.len();
+    }
+    w
+}
+
+/// A word drawn Zipf-like: half the draws common words, the rest log-uniform over the vocabulary.
+fn draw(rng: &mut gen::Rng) -> String {
+    if rng.below(2) == 0 {
+        return COMMON[rng.below(COMMON.len() as u64) as usize].to_string();
+    }
+    let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    let i = ((VOCABULARY as f64).powf(u) as usize).saturating_sub(1);
+    word(i.min(VOCABULARY - 1))
+}
+
+fn text(rng: &mut gen::Rng, bytes: usize) -> String {
+    let mut out = String::with_capacity(bytes + 16);
+    while out.len() < bytes {
+        out.push_str(&draw(rng));
+        out.push(if rng.below(12) == 0 { '\n' } else { ' ' });
+    }
+    out
+}
+
+/// The session id of generated session `i`.
+pub fn id(i: usize) -> String {
+    gen::session_id(i)
+}
+
+/// Records per generated session (the next seq an append uses).
+const RECORDS: u64 = 8;
+
+fn record(kind: &str, seq: u64, time: i64, data: serde_json::Value) -> String {
+    let mut r = json!({"type": kind, "seq": seq, "time": time, "data": data});
+    if kind != "session/title" {
+        r["surfaceOp"] = json!("append");
+    }
+    r.to_string()
+}
+
+fn user(text: &str, id: &str) -> serde_json::Value {
+    json!({"content": [{"type": "text", "text": text}], "source": {"kind": "user"},
+           "role": "user", "id": id})
+}
+
+fn write_session(home: &Path, i: usize, kb: usize, rng: &mut gen::Rng) -> std::io::Result<u64> {
+    let id = id(i);
+    let project = i % 500;
+    let cwd = gen::project_cwd(project);
+    let dir = home.join(format!(
+        "sessions/--{}--/{id}",
+        dsh_session_references::session::paths::project_key(&cwd)
+    ));
+    std::fs::create_dir_all(&dir)?;
+    let created = 1_700_000_000_000i64 + i as i64 * 60_000;
+    let part = kb * 1024 / 6;
+    let mut lines = vec![
+        json!({"type": "session", "version": 0, "id": id, "createdAt": created,
+        "cwd": cwd, "delegationDepth": 0})
+        .to_string(),
+    ];
+    let title = format!(
+        "{} the {} {}",
+        ["Fix", "Refactor", "Explain", "Speed up", "Test"][i % 5],
+        draw(rng),
+        draw(rng)
+    );
+    let mut seq = 0;
+    let mut t = created;
+    let mut next = |kind: &str, data: serde_json::Value, lines: &mut Vec<String>| {
+        t += 1000;
+        lines.push(record(kind, seq, t, data));
+        seq += 1;
+    };
+    next(
+        "user/message",
+        user(&text(rng, part), &format!("u0-{i}")),
+        &mut lines,
+    );
+    next(
+        "session/title",
+        json!({"title": title, "messageSeqs": [0], "source": {"kind": "generated"}}),
+        &mut lines,
+    );
+    for step in 0..2 {
+        next(
+            "tool/result",
+            json!({"turn": 1, "step": step, "message": {"role": "user", "content": [{"type": "tool-result",
+                "toolCallId": format!("c{step}"), "content": [{"type": "text", "text": text(rng, part)}]}],
+                "source": {"kind": "tool", "callId": format!("c{step}")}, "id": format!("t{step}-{i}")}}),
+            &mut lines,
+        );
+        next(
+            "assistant/message",
+            json!({"turn": 1, "step": step, "message": {"role": "assistant", "content": [{"type": "text",
+                "text": text(rng, part)}], "source": {"kind": "model", "provider": "bench", "model": "m"},
+                "id": format!("a{step}-{i}")}}),
+            &mut lines,
+        );
+    }
+    next(
+        "user/message",
+        user(&text(rng, part), &format!("u1-{i}")),
+        &mut lines,
+    );
+    next(
+        "assistant/message",
+        json!({"turn": 2, "step": 0, "message": {"role": "assistant",
+        "content": [{"type": "text", "text": text(rng, part / 2)}], "source": {"kind": "model",
+        "provider": "bench", "model": "m"}, "id": format!("a9-{i}")}}),
+        &mut lines,
+    );
+    debug_assert_eq!(seq, RECORDS);
+    let body = lines.join("\n") + "\n";
+    std::fs::write(dir.join("session.jsonl"), &body)?;
+    Ok(body.len() as u64)
+}
+
+/// A generated home of `sessions` sessions of about `kb` KiB of log each, reused across runs.
+pub fn cached_search_home(sessions: usize, kb: usize) -> std::io::Result<(PathBuf, u64)> {
+    let home = gen::data_dir(&format!("search-{sessions}x{kb}k"));
+    let marker = home.join(".complete");
+    if let Ok(text) = std::fs::read_to_string(&marker) {
+        if let Ok(bytes) = text.trim().parse() {
+            return Ok((home, bytes));
+        }
+    }
+    if home.exists() {
+        std::fs::remove_dir_all(&home)?;
+    }
+    std::fs::create_dir_all(&home)?;
+    let mut rng = gen::Rng::new(7);
+    let mut bytes = 0;
+    for i in 0..sessions {
+        bytes += write_session(&home, i, kb, &mut rng)?;
+    }
+    std::fs::write(&marker, bytes.to_string())?;
+    gen::age_home(&home);
+    Ok((home, bytes))
+}
+
+fn percentiles(name: &str, samples: &mut [Duration]) {
+    samples.sort();
+    let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize];
+    println!(
+        "{name}: n={} p50={:.2?} p90={:.2?} p99={:.2?} max={:.2?}",
+        samples.len(),
+        at(0.5),
+        at(0.9),
+        at(0.99),
+        samples[samples.len() - 1]
+    );
+}
+
+/// User plus system CPU time of this process so far (the machine is shared: wall time overstates
+/// what the work costs).
+#[allow(unsafe_code)] // getrusage has no safe wrapper in std
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn dir_size(path: &Path) -> u64 {
+    std::fs::read_dir(path)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize, keep_index: bool) {
+    let started = Instant::now();
+    let (home, log_bytes) = cached_search_home(sessions, kb).unwrap();
+    println!(
+        "home {} : {sessions} sessions, {:.1} MB of log ({:.1?} to generate or find)",
+        home.display(),
+        log_bytes as f64 / 1e6,
+        started.elapsed()
+    );
+    let index_dir = home.join("index");
+    if !keep_index {
+        let _ = std::fs::remove_dir_all(&index_dir);
+    }
+
+    // Cold build, on this thread (the indexer is single-threaded).
+    let discovery = Discovery::for_home(&home, &SourceSet::default());
+    let started = Instant::now();
+    let cpu0 = cpu_time();
+    let stats = discovery.refresh_blocking().unwrap();
+    let took = started.elapsed();
+    let cpu = cpu_time() - cpu0;
+    println!(
+        "build: {} sessions indexed in {:.2?} wall, {:.2?} CPU (user+sys, all threads): \
+         {:.1} MB/s of log per CPU-second ({:.1} wall), {:.1} MB/s of conversation per \
+         CPU-second ({:.1} MB), index {:.1} MB",
+        stats.indexed,
+        took,
+        cpu,
+        log_bytes as f64 / 1e6 / cpu.as_secs_f64(),
+        log_bytes as f64 / 1e6 / took.as_secs_f64(),
+        stats.text_bytes as f64 / 1e6 / cpu.as_secs_f64(),
+        stats.text_bytes as f64 / 1e6,
+        dir_size(&index_dir) as f64 / 1e6
+    );
+    let started = Instant::now();
+    let again = discovery.refresh_blocking().unwrap();
+    println!(
+        "idle pass (nothing changed): {:.2?} over {} sessions",
+        started.elapsed(),
+        again.listed
+    );
+
+    // Warm searches.
+    let mut rng = gen::Rng::new(99);
+    let queries: Vec<(&str, String)> = vec![
+        ("common word", "the".into()),
+        ("common word", "error".into()),
+        ("mid word", word(300)),
+        ("mid word", word(1500)),
+        ("rare word", word(15_000)),
+        ("rare word", word(19_000)),
+        ("two words", format!("{} {}", word(40), word(900))),
+        ("prefix", word(2000)[..3].to_string()),
+        ("id prefix", id(sessions / 2)[..8].to_string()),
+        ("title words", format!("speed up {}", draw(&mut rng))),
+        ("empty", String::new()),
+    ];
+    let now = 1_700_000_000_000 + sessions as i64 * 60_000;
+    let search = |text: &str| {
+        discovery
+            .search_blocking(
+                &SearchQuery {
+                    text: text.into(),
+                    agent: None,
+                    cwd: Some(gen::project_cwd(3)),
+                    limit: 50,
+                    now_ms: now,
+                    snippets: true,
+                },
+                None,
+            )
+            .unwrap()
+    };
+    for (_, q) in &queries {
+        search(q);
+    }
+    // Typing: each keystroke a search that extends the last one (the popup's case).
+    let typed = format!("{} {}", word(40), word(900));
+    let mut typing = Vec::new();
+    for _ in 0..rounds.min(10) {
+        for end in 1..=typed.len() {
+            let started = Instant::now();
+            search(&typed[..end]);
+            typing.push(started.elapsed());
+        }
+        search("");
+    }
+    percentiles(
+        &format!("search while typing {typed:?} per keystroke"),
+        &mut typing,
+    );
+    let mut all = Vec::new();
+    let mut kinds: Vec<(&str, Vec<Duration>, usize)> = Vec::new();
+    for (kind, q) in &queries {
+        let mut samples = Vec::with_capacity(rounds);
+        let mut total = 0;
+        for _ in 0..rounds {
+            // An unrelated query first, so nothing is narrowed from the same query before.
+            search("");
+            let started = Instant::now();
+            total = search(q).total;
+            samples.push(started.elapsed());
+        }
+        all.extend_from_slice(&samples);
+        match kinds.iter_mut().find(|k| k.0 == *kind) {
+            Some(k) => {
+                k.1.extend(samples);
+                k.2 = k.2.max(total);
+            }
+            None => kinds.push((kind, samples, total)),
+        }
+    }
+    for (kind, mut samples, total) in kinds {
+        percentiles(&format!("search {kind} (≤{total} matches)"), &mut samples);
+    }
+    percentiles("search all queries", &mut all);
+
+    popup(&home, &discovery, sessions, rounds.min(10));
+
+    // Append → visible, with the background indexer running as in the TUI.
+    let _thread = discovery.spawn_indexer();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut latencies = Vec::new();
+    for n in 0..appends {
+        let i = (n * 7919) % sessions;
+        let path = std::fs::read_dir(home.join("sessions"))
+            .unwrap()
+            .flatten()
+            .map(|p| p.path().join(id(i)).join("session.jsonl"))
+            .find(|p| p.exists())
+            .unwrap();
+        let marker = format!("zqxappend{n}");
+        let seq = RECORDS + count_appends(&path);
+        let line = record(
+            "user/message",
+            seq,
+            now + n as i64,
+            user(&format!("appended {marker}"), &format!("ap-{n}")),
+        );
+        let started = Instant::now();
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        file.write_all(format!("{line}\n").as_bytes()).unwrap();
+        drop(file);
+        loop {
+            if search(&marker).total > 0 {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(120) {
+                panic!("append {n} never became visible");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        latencies.push(started.elapsed());
+    }
+    if !latencies.is_empty() {
+        percentiles("append → visible in search", &mut latencies);
+    }
+}
+
+/// The popup with discovery on: keystroke to frame (the lookup not awaited, as in the app), and
+/// lookup answer to frame (`list_candidates` and discovery search at once, merged, applied,
+/// drawn), while "typing" a word from the conversation after `@`.
+fn popup(home: &Path, discovery: &Discovery, sessions: usize, rounds: usize) {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use dsh_session_references::reference::{
+        AgentIdentity, SessionReferenceConfig, SessionReferences,
+    };
+    use dsh_session_references::session::DiskStore;
+    use dsh_session_references::tui::composer::Composer;
+    use dsh_session_references::tui::discovery::merge;
+    use dsh_session_references::tui::popup::PopupState;
+    use dsh_session_references::tui::Renderable;
+    use ratatui::backend::TestBackend;
+    use ratatui::layout::Rect;
+    use ratatui::Terminal;
+    use std::sync::Arc;
+    use tokio_util::sync::CancellationToken;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let agent = AgentIdentity::new("agent-self", Some(gen::project_cwd(3)));
+    let service = SessionReferences::new(
+        Arc::new(DiskStore::new(home)),
+        SessionReferenceConfig::default(),
+    )
+    .unwrap();
+    let cancel = CancellationToken::new();
+    rt.block_on(service.list_candidates(&agent, "", None, &cancel))
+        .unwrap();
+    let now = 1_700_000_000_000 + sessions as i64 * 60_000;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    let draw = |terminal: &mut Terminal<TestBackend>, composer: &Composer, popup: &PopupState| {
+        terminal
+            .draw(|frame| {
+                let area = frame.area();
+                let buf = frame.buffer_mut();
+                let ch = composer.desired_height(area.width).min(area.height);
+                composer.render(Rect::new(0, area.height - ch, area.width, ch), buf);
+                if popup.is_open() {
+                    let view = popup.view(now);
+                    let h = view.desired_height(area.width).min(area.height - ch);
+                    view.render(Rect::new(0, area.height - ch - h, area.width, h), buf);
+                }
+            })
+            .unwrap();
+    };
+    let text = format!("look at @{} please", word(700));
+    let mut keystrokes = Vec::new();
+    let mut lookups = Vec::new();
+    for _ in 0..rounds {
+        let mut composer = Composer::new();
+        let mut popup = PopupState::new();
+        for c in text.chars() {
+            let started = Instant::now();
+            composer.handle_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+            let request = popup.sync(composer.active_token().as_ref());
+            draw(&mut terminal, &composer, &popup);
+            keystrokes.push(started.elapsed());
+            if let Some(request) = request {
+                let started = Instant::now();
+                let (contract, found) = rt.block_on(async {
+                    tokio::join!(
+                        service.list_candidates(&agent, &request.query, None, &cancel),
+                        discovery.search(SearchQuery {
+                            text: request.query.clone(),
+                            agent: Some(agent.id.clone()),
+                            cwd: agent.cwd.clone(),
+                            limit: 50,
+                            now_ms: now,
+                            snippets: false,
+                        })
+                    )
+                });
+                let found = found.unwrap();
+                let merged = merge(contract.unwrap(), &found.hits, found.total, 50);
+                popup.set_details(request.id, Some(Arc::new(merged.details)));
+                popup.apply_results(request.id, Ok(merged.candidates));
+                draw(&mut terminal, &composer, &popup);
+                lookups.push(started.elapsed());
+            }
+        }
+    }
+    percentiles(
+        "popup keystroke to frame (discovery on, lookup not awaited)",
+        &mut keystrokes,
+    );
+    percentiles(
+        "popup lookup answer to frame (list_candidates + search + merge + frame)",
+        &mut lookups,
+    );
+}
+
+/// Records appended to a generated log by earlier runs (lines past the generated ones).
+fn count_appends(path: &Path) -> u64 {
+    let text = std::fs::read_to_string(path).unwrap();
+    (text.lines().count() as u64).saturating_sub(RECORDS + 1)
+}

@@ -1,0 +1,169 @@
+//! The session lifecycle flags of the TUI (SPEC §8): `--resume PREFIX`, `--continue`, `--resume`
+//! with no id, and the line printed on quitting.
+//!
+//! Only dsh sessions of the home can be resumed (other agents' sessions are read-only, SPEC §9).
+//! The choice itself is pure ([`crate::discovery::lifecycle`]); this module reads the listing
+//! and the logs' modification times (for "last active").
+
+use crate::discovery::lifecycle::{newest_in_cwd, resolve_prefix, ResolveError};
+use crate::escape;
+use crate::session::external::Agent;
+use crate::session::{DiskStore, SessionError, SessionSummary};
+use std::path::Path;
+
+/// What the TUI should open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    /// A new session.
+    New,
+    /// Resume this (whole) id.
+    Resume(String),
+    /// `--resume` without an id: list recent sessions and let the user pick.
+    Pick,
+}
+
+/// Resolves `--resume [ID]` and `--continue` against the home's sessions. `resume` is
+/// `Some("")` for `--resume` with no id. Errors are messages for the user.
+pub fn resolve_start(
+    home: &Path,
+    resume: Option<&str>,
+    continue_last: bool,
+    cwd: Option<&str>,
+) -> Result<Start, String> {
+    let store = DiskStore::new(home);
+    if continue_last {
+        let Some(cwd) = cwd else {
+            return Err("--continue needs a current directory".into());
+        };
+        let listing = store
+            .list_sessions_blocking()
+            .map_err(|e| escape::diagnostic(&e.to_string()).into_owned())?;
+        return match newest_in_cwd(&listing, cwd, |s| last_active(&store, s)) {
+            Some(id) => Ok(Start::Resume(id)),
+            None => Err(format!(
+                "no session of {} to continue (start one with dsh-refs, or list them with \
+                 dsh-refs sessions)",
+                escape::escape_line(cwd)
+            )),
+        };
+    }
+    let Some(prefix) = resume else {
+        return Ok(Start::New);
+    };
+    if prefix.is_empty() {
+        return Ok(Start::Pick);
+    }
+    if let Some(agent) = Agent::of_id(prefix) {
+        return Err(format!(
+            "{} sessions are read-only: reference them with @ instead of resuming them",
+            agent.product()
+        ));
+    }
+    let listing = store
+        .list_sessions_blocking()
+        .map_err(|e| escape::diagnostic(&e.to_string()).into_owned())?;
+    match resolve_prefix(&listing, prefix) {
+        Ok(id) => Ok(Start::Resume(id)),
+        // A log this build cannot list (another format version) still answers by its id with
+        // the precise reason.
+        Err(ResolveError::NotFound { .. }) => match store.log_path(prefix) {
+            Err(e @ SessionError::UnsupportedVersion { .. }) => {
+                Err(escape::diagnostic(&e.to_string()).into_owned())
+            }
+            _ => Err(format!(
+                "no session id is or starts with {} (list them with dsh-refs sessions, or find \
+                 one with dsh-refs search WORDS)",
+                escape::escape_line(&format!("{prefix:?}"))
+            )),
+        },
+        Err(e) => Err(escape::diagnostic(&e.to_string()).into_owned()),
+    }
+}
+
+/// When the session was last written: its log's modification time, else its creation.
+fn last_active(store: &DiskStore, summary: &SessionSummary) -> i64 {
+    store
+        .log_path(summary.id())
+        .ok()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(summary.created_at(), |d| d.as_millis() as i64)
+        .max(summary.created_at())
+}
+
+/// The recent sessions `--resume` with no id offers: this cwd's first, then the rest, each group
+/// by last activity; at most `limit`.
+pub fn recent_sessions(home: &Path, cwd: Option<&str>, limit: usize) -> Vec<(String, String)> {
+    let store = DiskStore::new(home);
+    let Ok(listing) = store.list_sessions_blocking() else {
+        return Vec::new();
+    };
+    let mut rows: Vec<(bool, i64, &SessionSummary)> = listing
+        .iter()
+        .map(|s| (cwd.is_some() && s.cwd() == cwd, last_active(&store, s), s))
+        .collect();
+    rows.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
+    rows.into_iter()
+        .take(limit)
+        .map(|(_, _, s)| {
+            let title = store
+                .read_title_blocking(s.id())
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            (s.id().to_string(), title)
+        })
+        .collect()
+}
+
+/// What to type to come back to session `id` (printed when the TUI quits).
+pub fn resume_hint(id: &str, home_flag: Option<&Path>, demo: bool) -> String {
+    let mut line = String::from("dsh-refs");
+    if demo {
+        line.push_str(" --demo");
+    } else if let Some(home) = home_flag {
+        line.push_str(&format!(
+            " --home {}",
+            shell_word(&home.display().to_string())
+        ));
+    }
+    line.push_str(&format!(" --resume {}", shell_word(id)));
+    line
+}
+
+/// `text` as one shell word (quoted when it holds anything but plain characters), with
+/// control characters escaped.
+fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
+    if plain {
+        return text.to_string();
+    }
+    let quoted = format!("'{}'", text.replace('\'', r"'\''"));
+    escape::escape_line(&quoted).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_are_one_shell_command() {
+        assert_eq!(
+            resume_hint("session-1", None, false),
+            "dsh-refs --resume session-1"
+        );
+        assert_eq!(
+            resume_hint("a b", Some(Path::new("/h x")), false),
+            "dsh-refs --home '/h x' --resume 'a b'"
+        );
+        assert_eq!(
+            resume_hint("it's", None, true),
+            r"dsh-refs --demo --resume 'it'\''s'"
+        );
+        assert!(!resume_hint("a\u{1b}[2J", None, false).contains('\u{1b}'));
+    }
+}

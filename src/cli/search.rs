@@ -1,0 +1,152 @@
+//! `dsh-refs search QUERY [--json] [--limit N]`: discovery search from the command line (SPEC §8).
+//!
+//! Brings the index of the home up to date on this thread (a first run indexes every session),
+//! then searches. The JSON answer is one object with keys in this order: `query`, `total` (how
+//! many sessions matched), `hits` (best first, at most `--limit`), each hit as
+//! [`crate::discovery::Hit`] documents. Everything printed comes from logs, so it reaches the
+//! terminal escaped (SPEC §5.2).
+
+use crate::discovery::{listed_ids, Discovery, Hit, SearchQuery};
+use crate::escape;
+use crate::session::external::SourceSet;
+use crate::session::writer::now_ms;
+use serde::Serialize;
+use std::io::Write;
+use std::path::Path;
+
+/// Default number of hits printed.
+pub const DEFAULT_LIMIT: usize = 20;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct SearchArgs {
+    /// Words from the title, the first prompt, the conversation, the cwd or the id's start.
+    pub query: String,
+    /// Print a JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// At most N hits.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_LIMIT as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: u64,
+    /// Leave this session out (the agent's own).
+    #[arg(long = "as", value_name = "ID")]
+    pub agent: Option<String>,
+    /// Rank sessions of this cwd higher (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Answer<'a> {
+    query: &'a str,
+    total: usize,
+    hits: &'a [Hit],
+}
+
+/// Runs the command; returns the exit code.
+pub fn run(home: &Path, sources: &SourceSet, args: &SearchArgs) -> i32 {
+    let discovery = Discovery::for_home(home, sources);
+    if let Err(e) = discovery.refresh_blocking() {
+        eprintln!("dsh-refs: {}", escape::diagnostic(&e.to_string()));
+        return 1;
+    }
+    let listing = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| {
+            rt.block_on(discovery.query().list_sessions())
+                .map_err(|e| e.to_string())
+        }) {
+        Ok(listing) => listing,
+        Err(e) => {
+            eprintln!("dsh-refs: {}", escape::diagnostic(&e));
+            return 1;
+        }
+    };
+    let cwd = args.cwd.clone().or_else(|| {
+        std::env::current_dir()
+            .ok()
+            .map(|d| d.to_string_lossy().into_owned())
+    });
+    let query = SearchQuery {
+        text: args.query.clone(),
+        agent: args.agent.clone(),
+        cwd,
+        limit: usize::try_from(args.limit).unwrap_or(usize::MAX),
+        now_ms: now_ms(),
+        snippets: true,
+    };
+    let result = match discovery.search_blocking(&query, Some(&listed_ids(&listing))) {
+        Ok(result) => result,
+        Err(e) => {
+            eprintln!("dsh-refs: {}", escape::diagnostic(&e.to_string()));
+            return 1;
+        }
+    };
+    let out = if args.json {
+        let answer = Answer {
+            query: &args.query,
+            total: result.total,
+            hits: &result.hits,
+        };
+        let mut out =
+            escape::json_for_terminal(serde_json::to_string(&answer).expect("hits serialize"));
+        out.push('\n');
+        out
+    } else {
+        table(&args.query, &result.hits, result.total, query.now_ms)
+    };
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(out.as_bytes())
+        .and_then(|_| stdout.flush());
+    0
+}
+
+fn table(query: &str, hits: &[Hit], total: usize, now: i64) -> String {
+    let visible = |t: &str| escape::escape_line(t).into_owned();
+    if hits.is_empty() {
+        return format!("no sessions match {}\n", visible(&format!("{query:?}")));
+    }
+    let mut out = String::new();
+    for hit in hits {
+        let title = hit
+            .title
+            .as_deref()
+            .or(hit.first_prompt.as_deref())
+            .map(visible)
+            .unwrap_or_else(|| "(untitled)".into());
+        let matched: Vec<&str> = hit.matched.iter().map(|f| f.name()).collect();
+        out.push_str(&format!(
+            "{}  {}  {} msgs  {}  [{}]\n",
+            visible(&hit.session_id),
+            age(hit.last_activity, now),
+            hit.messages,
+            title,
+            matched.join(", ")
+        ));
+        let cwd = hit.cwd.as_deref().map(visible).unwrap_or("(no cwd)".into());
+        out.push_str(&format!("    {cwd}\n"));
+        if let Some(snippet) = &hit.snippet {
+            out.push_str(&format!("    “{}”\n", visible(snippet)));
+        }
+    }
+    if total > hits.len() {
+        out.push_str(&format!(
+            "{} of {total} shown; --limit N for more\n",
+            hits.len()
+        ));
+    }
+    out
+}
+
+/// A short age: `5m ago`, `3h ago`, `2d ago`.
+fn age(then: i64, now: i64) -> String {
+    let secs = (now - then).max(0) / 1000;
+    match secs {
+        s if s < 60 => "just now".into(),
+        s if s < 3600 => format!("{}m ago", s / 60),
+        s if s < 86_400 => format!("{}h ago", s / 3600),
+        s => format!("{}d ago", s / 86_400),
+    }
+}

@@ -1,0 +1,991 @@
+//! The discovery index: an SQLite database with FTS5 under `<home>/index/` (SPEC §8).
+//!
+//! Purpose: answer "which session did I mean" from titles, first prompts and conversation text
+//! without reading logs on a keystroke. It is a cache: deleting it loses nothing.
+//!
+//! Layout: one row per session in `sessions` (id, title, cwd, created and last-activity time,
+//! message count, conversation bytes, first prompt, source, the change stamp it was indexed at,
+//! and the state of its indexed conversation), and rows in the FTS5 table `doc` (whose session and kind
+//! are in the small table `owner`, so a query never reads text it does not show): one heading row
+//! (`kind` 0, title and first prompt) and conversation chunks (`kind` 1) of at most
+//! [`CHUNK_BYTES`] each, cut at message boundaries. Conversation text is the projection of SPEC
+//! §3.5 ([`crate::reference::projection`]): direct prompts, steering, assistant text and
+//! checkpoints; never tool output or reasoning.
+//!
+//! Incremental rule: a session is read again only when its change stamp (log length, mtime and
+//! inode, from [`Stamper`]) differs from the one it was indexed at. It is then re-projected
+//! through the store (whose conversation cache resumes a grown log past its valid prefix), and
+//! a hash chain over the projected items tells whether the indexed items are still the prefix of
+//! the new ones: if so only the last (partial) chunk and the new items are written (a grown log is
+//! indexed from where it stopped); otherwise (a compaction rewrote history) its chunks are
+//! replaced.
+//!
+//! Invariants: a database that is not ours, of another schema version, or corrupt is rebuilt
+//! (under a lock file, re-checked once the lock is held, so two processes never both rebuild);
+//! the database runs in WAL mode with a busy timeout, so two processes on one home can index
+//! and search at once; a session that cannot be read is recorded with its stamp and header only
+//! (never failing the pass) and read again once it changes.
+//!
+//! Proof: `tests/discovery_index.rs` (build, incremental growth, compaction, damaged and foreign
+//! databases, two connections and a second process, external sessions); the chunking and the
+//! hash chain are unit-tested below.
+
+use crate::reference::projection::{project_owned, ConversationItem, Role};
+use crate::session::external::{self, ExternalSessions};
+use crate::session::{DiskStore, SessionQuery, SessionSummary};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The schema this build writes (`PRAGMA user_version`); anything else is rebuilt.
+pub const SCHEMA_VERSION: i64 = 2;
+/// The application id stamped in the database header (`PRAGMA application_id`): "dshD".
+const APPLICATION_ID: i64 = 0x6473_6844;
+/// The index directory under a home, and the database in it.
+pub const INDEX_DIR: &str = "index";
+pub const DB_FILE: &str = "discovery.sqlite3";
+const LOCK_FILE: &str = "rebuild.lock";
+/// Conversation text is stored in chunks of about this many bytes (cut at message boundaries; a
+/// longer message is its own chunk).
+pub const CHUNK_BYTES: usize = 64 << 10;
+/// The first prompt kept per session (bytes, cut at a character boundary).
+const FIRST_PROMPT_BYTES: usize = 512;
+/// How long a statement waits for another connection's write lock.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// A write transaction is committed after this much work, so searches see progress and another
+/// process's indexer is not kept waiting.
+const COMMIT_EVERY: Duration = Duration::from_millis(1000);
+/// ...or after this much text (FTS5 keeps a transaction's terms in memory until it commits).
+const COMMIT_BYTES: u64 = 32 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("discovery index {path}: {source}")]
+    Sql {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("discovery index {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("discovery index: {0}")]
+    Store(#[from] crate::session::SessionError),
+}
+
+pub type Result<T> = std::result::Result<T, IndexError>;
+
+/// Where the index of `home` lives.
+pub fn db_path(home: &Path) -> PathBuf {
+    home.join(INDEX_DIR).join(DB_FILE)
+}
+
+/// A change stamp for a session: equal stamps mean the session's log is unchanged.
+pub trait Stamper: Send + Sync {
+    /// `None` when the backend cannot say; such a session is indexed once and not re-read.
+    fn stamp(&self, summary: &SessionSummary) -> Option<String>;
+    /// Which of `summaries` another process is writing now (the popup's live badge).
+    fn live_elsewhere(&self, summaries: &[&SessionSummary]) -> Vec<bool> {
+        vec![false; summaries.len()]
+    }
+}
+
+/// Stamps from the log files of a dsh store and of other agents' homes.
+#[derive(Clone)]
+pub struct FileStamper {
+    pub store: DiskStore,
+    pub external: Vec<ExternalSessions>,
+}
+
+impl FileStamper {
+    fn path(&self, summary: &SessionSummary) -> Option<PathBuf> {
+        match external::source_of(&summary.header) {
+            Some(agent) => self
+                .external
+                .iter()
+                .find(|s| s.agent() == agent)
+                .and_then(|s| s.path_of(summary.id()).ok()),
+            None => self.store.log_path(summary.id()).ok(),
+        }
+    }
+}
+
+impl Stamper for FileStamper {
+    fn stamp(&self, summary: &SessionSummary) -> Option<String> {
+        let path = self.path(summary)?;
+        let meta = std::fs::metadata(&path).ok()?;
+        let modified = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        #[cfg(unix)]
+        let file = {
+            use std::os::unix::fs::MetadataExt;
+            (meta.dev(), meta.ino())
+        };
+        #[cfg(not(unix))]
+        let file = (0u64, 0u64);
+        Some(format!("{}:{modified}:{}:{}", meta.len(), file.0, file.1))
+    }
+
+    /// A writer of ours holds an exclusive `flock` on its session directory for as long as it
+    /// is open. Probing that lock by taking it could make a writer opening at that instant fail,
+    /// so the probe only reads the kernel's lock table (`/proc/locks`, Linux); elsewhere there
+    /// is no badge. Other agents take no lock we could see.
+    fn live_elsewhere(&self, summaries: &[&SessionSummary]) -> Vec<bool> {
+        let held = locked_inodes();
+        summaries
+            .iter()
+            .map(|summary| {
+                if held.is_empty() || external::source_of(&summary.header).is_some() {
+                    return false;
+                }
+                self.path(summary)
+                    .and_then(|p| p.parent().map(Path::to_path_buf))
+                    .and_then(|dir| file_id(&dir))
+                    .is_some_and(|(_, ino)| held.contains(&ino))
+            })
+            .collect()
+    }
+}
+
+/// Inodes under an exclusive `flock` now, from `/proc/locks` (empty where there is none).
+fn locked_inodes() -> std::collections::HashSet<u64> {
+    let Ok(text) = std::fs::read_to_string("/proc/locks") else {
+        return Default::default();
+    };
+    parse_locks(&text)
+}
+
+/// `N: FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> <start> <end>` → inode, for write
+/// (exclusive) flocks.
+pub fn parse_locks(text: &str) -> std::collections::HashSet<u64> {
+    text.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let at = fields.iter().position(|f| *f == "FLOCK")?;
+            if fields.get(at + 2) != Some(&"WRITE") {
+                return None;
+            }
+            fields.get(at + 4)?.rsplit(':').next()?.parse().ok()
+        })
+        .collect()
+}
+
+/// Opens (creating, or rebuilding when broken or foreign) the index database at `path`.
+pub fn open(path: &Path) -> Result<Connection> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|source| IndexError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    match try_open(path) {
+        Ok(conn) => Ok(conn),
+        Err(first) => {
+            tracing::warn!(error = %first, "discovery index unusable; rebuilding it");
+            let _lock = RebuildLock::take(&dir.join(LOCK_FILE))?;
+            // Another process may have rebuilt it while we waited for the lock.
+            if let Ok(conn) = try_open(path) {
+                return Ok(conn);
+            }
+            remove_db(path)?;
+            try_open(path)
+        }
+    }
+}
+
+/// Opens `path` as a read-only search connection (no schema changes).
+pub fn open_reader(path: &Path) -> Result<Connection> {
+    let sql = |source| IndexError::Sql {
+        path: path.to_path_buf(),
+        source,
+    };
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(sql)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(sql)?;
+    if version != SCHEMA_VERSION {
+        return Err(sql(rusqlite::Error::InvalidQuery));
+    }
+    Ok(conn)
+}
+
+fn try_open(path: &Path) -> Result<Connection> {
+    let sql = |source| IndexError::Sql {
+        path: path.to_path_buf(),
+        source,
+    };
+    let conn = Connection::open(path).map_err(sql)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .map_err(sql)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        tracing::warn!(mode, "discovery index is not in WAL mode");
+    }
+    // A cache may lose its last commits on a power cut (never its consistency); bigger pages
+    // and cache, fewer checkpoints: the index is written in bulk.
+    conn.execute_batch(
+        "PRAGMA synchronous=NORMAL; PRAGMA cache_size=-32768; PRAGMA wal_autocheckpoint=8192",
+    )
+    .map_err(sql)?;
+    let (version, app): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), \
+             (SELECT application_id FROM pragma_application_id)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(sql)?;
+    if version == SCHEMA_VERSION && app == APPLICATION_ID {
+        // Touch both tables: a damaged schema fails here, not in the middle of a search.
+        conn.query_row("SELECT count(*) FROM sessions", [], |_| Ok(()))
+            .map_err(sql)?;
+        conn.query_row("SELECT count(*) FROM doc WHERE rowid = 0", [], |_| Ok(()))
+            .map_err(sql)?;
+        conn.query_row("SELECT count(*) FROM owner WHERE row = 0", [], |_| Ok(()))
+            .map_err(sql)?;
+        return Ok(conn);
+    }
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(sql)?;
+    if version != 0 || app != 0 || tables != 0 {
+        return Err(sql(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
+            Some(format!(
+                "schema version {version} (application id {app:#x}), expected {SCHEMA_VERSION}"
+            )),
+        )));
+    }
+    create_schema(&conn).map_err(sql)?;
+    Ok(conn)
+}
+
+fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
+    // IMMEDIATE: a second process creating it at the same moment waits, then sees it made.
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let made: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if made == SCHEMA_VERSION {
+        return conn.execute_batch("COMMIT");
+    }
+    let result = conn.execute_batch(&format!(
+        "CREATE TABLE sessions(
+            id TEXT PRIMARY KEY NOT NULL,
+            title TEXT,
+            cwd TEXT,
+            created_at INTEGER NOT NULL,
+            last_activity INTEGER NOT NULL,
+            messages INTEGER NOT NULL,
+            conversation_bytes INTEGER NOT NULL,
+            first_prompt TEXT,
+            source TEXT,
+            stamp TEXT,
+            items INTEGER NOT NULL,
+            chain INTEGER NOT NULL,
+            tail_chunk INTEGER,
+            tail_items INTEGER NOT NULL,
+            error TEXT
+        );
+        CREATE VIRTUAL TABLE doc USING fts5(
+            body,
+            tokenize = 'unicode61 remove_diacritics 2'
+        );
+        CREATE TABLE owner(
+            row INTEGER PRIMARY KEY,
+            sid INTEGER NOT NULL,
+            kind INTEGER NOT NULL
+        );
+        CREATE INDEX owner_sid ON owner(sid, kind);
+        PRAGMA user_version = {SCHEMA_VERSION};
+        PRAGMA application_id = {APPLICATION_ID};"
+    ));
+    match result {
+        Ok(()) => conn.execute_batch("COMMIT"),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+fn remove_db(path: &Path) -> Result<()> {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let file = PathBuf::from(format!("{}{suffix}", path.display()));
+        match std::fs::remove_file(&file) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(IndexError::Io { path: file, source }),
+        }
+    }
+    Ok(())
+}
+
+/// An exclusive advisory lock on a file, held while the database is rebuilt.
+struct RebuildLock {
+    _file: std::fs::File,
+}
+
+impl RebuildLock {
+    fn take(path: &Path) -> Result<RebuildLock> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(|source| IndexError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        // An exclusive advisory lock (`flock` on Unix), released when the file is closed.
+        file.lock().map_err(|source| IndexError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(RebuildLock { _file: file })
+    }
+}
+
+/// What one indexing pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PassStats {
+    /// Sessions listed.
+    pub listed: usize,
+    /// Sessions read and (re)indexed.
+    pub indexed: usize,
+    /// Of those, how many only appended chunks (a grown log).
+    pub appended: usize,
+    /// Sessions whose read failed (recorded with their header only).
+    pub failed: usize,
+    /// Rows removed for sessions no longer listed.
+    pub removed: usize,
+    /// Conversation bytes written to the full-text table.
+    pub text_bytes: u64,
+}
+
+/// What the index knows of one session, as far as the indexer needs to decide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Known {
+    stamp: Option<String>,
+}
+
+/// Keeps the index of one set of sessions up to date. Owns the write connection.
+pub struct Indexer {
+    path: PathBuf,
+    conn: Option<Connection>,
+    /// The (device, inode) of the database file `conn` has open: a file replaced by another
+    /// process's rebuild is reopened.
+    file: Option<(u64, u64)>,
+    query: Arc<dyn SessionQuery>,
+    stamper: Arc<dyn Stamper>,
+    /// Which ids this indexer is responsible for: rows of other ids are left alone when they
+    /// are not listed (another process may serve other sources into the same home).
+    covers: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    known: HashMap<String, Known>,
+    data_version: Option<i64>,
+    /// Drives the query's futures on the indexer's own thread; `None` only while dropping.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Indexer {
+    fn drop(&mut self) {
+        // The last handle may be dropped on an async worker (the TUI quitting), where a blocking
+        // runtime shutdown panics; nothing of ours is left running on it.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Indexer {
+    pub fn new(
+        path: PathBuf,
+        query: Arc<dyn SessionQuery>,
+        stamper: Arc<dyn Stamper>,
+        covers: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    ) -> std::io::Result<Indexer> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        Ok(Indexer {
+            path,
+            conn: None,
+            file: None,
+            query,
+            stamper,
+            covers,
+            known: HashMap::new(),
+            data_version: None,
+            runtime: Some(runtime),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn block_on<T>(&self, future: impl std::future::Future<Output = T>) -> T {
+        self.runtime
+            .as_ref()
+            .expect("the runtime lives as long as the indexer")
+            .block_on(future)
+    }
+
+    fn connection(&mut self) -> Result<&Connection> {
+        let now = file_id(&self.path);
+        if self.conn.is_some() && (now.is_none() || now != self.file) {
+            // Deleted or replaced under us: our rows would go to a file nobody reads.
+            self.conn = None;
+            self.known.clear();
+            self.data_version = None;
+        }
+        if self.conn.is_none() {
+            self.conn = Some(open(&self.path)?);
+            self.file = file_id(&self.path);
+        }
+        Ok(self.conn.as_ref().expect("connection just opened"))
+    }
+
+    /// One pass: list the sessions, index every one whose stamp changed, drop rows of sessions
+    /// that are gone. A damaged database found on the way is rebuilt on the next pass.
+    pub fn refresh(&mut self) -> Result<PassStats> {
+        match self.refresh_inner() {
+            Err(IndexError::Sql { path, source }) if is_damage(&source) => {
+                tracing::warn!(error = %source, "discovery index damaged; rebuilding");
+                self.conn = None;
+                self.known.clear();
+                self.data_version = None;
+                let lock = RebuildLock::take(&self.path.with_file_name(LOCK_FILE))?;
+                // Rebuilt meanwhile by another process? Only a still-broken file is removed.
+                if try_open(&path).is_err() {
+                    remove_db(&path)?;
+                }
+                drop(lock);
+                self.refresh_inner()
+            }
+            other => other,
+        }
+    }
+
+    fn refresh_inner(&mut self) -> Result<PassStats> {
+        let sessions = self.block_on(self.query.list_sessions())?;
+        self.load_known()?;
+        let mut stats = PassStats {
+            listed: sessions.len(),
+            ..PassStats::default()
+        };
+        let mut stale = Vec::new();
+        // Oldest first: rows written later are newer, and search reads the newest rows first.
+        for summary in sessions.iter().rev() {
+            let stamp = self.stamper.stamp(summary);
+            match self.known.get(summary.id()) {
+                Some(known) if known.stamp.is_some() && known.stamp == stamp => continue,
+                Some(known) if stamp.is_none() && known.stamp.is_none() => continue,
+                _ => stale.push((summary.clone(), stamp)),
+            }
+        }
+        let mut started = Instant::now();
+        let mut open_tx = false;
+        let mut tx_bytes = 0u64;
+        for (summary, stamp) in stale {
+            if !open_tx {
+                self.connection()?
+                    .execute_batch("BEGIN IMMEDIATE")
+                    .map_err(|e| self.sql(e))?;
+                open_tx = true;
+                started = Instant::now();
+                tx_bytes = 0;
+            }
+            let done = self.index_one(&summary, stamp.clone());
+            match done {
+                Ok(Outcome { appended, bytes }) => {
+                    stats.indexed += 1;
+                    stats.appended += usize::from(appended);
+                    stats.text_bytes += bytes;
+                    tx_bytes += bytes;
+                }
+                Err(IndexError::Store(e)) => {
+                    stats.failed += 1;
+                    tracing::warn!(session = summary.id(), error = %e, "not indexed");
+                    self.record_failure(&summary, stamp.clone(), &e.to_string())?;
+                }
+                Err(e) => {
+                    let _ = self.connection()?.execute_batch("ROLLBACK");
+                    self.known.clear();
+                    return Err(e);
+                }
+            }
+            self.known.insert(summary.id().to_string(), Known { stamp });
+            if started.elapsed() >= COMMIT_EVERY || tx_bytes >= COMMIT_BYTES {
+                self.commit()?;
+                open_tx = false;
+            }
+        }
+        if open_tx {
+            self.commit()?;
+        }
+        stats.removed = self.remove_unlisted(&sessions)?;
+        self.data_version = Some(self.current_data_version()?);
+        Ok(stats)
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        let result = self.connection()?.execute_batch("COMMIT");
+        result.map_err(|e| self.sql(e))
+    }
+
+    fn sql(&self, source: rusqlite::Error) -> IndexError {
+        IndexError::Sql {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn current_data_version(&mut self) -> Result<i64> {
+        let v = self
+            .connection()?
+            .query_row("PRAGMA data_version", [], |r| r.get(0));
+        v.map_err(|e| self.sql(e))
+    }
+
+    /// Loads what the database knows, unless nothing changed since (ours or another process's
+    /// commits both move `data_version` as seen from a fresh read).
+    fn load_known(&mut self) -> Result<()> {
+        let version = self.current_data_version()?;
+        if self.data_version == Some(version) && !self.known.is_empty() {
+            return Ok(());
+        }
+        let conn = self.connection()?;
+        let mut known = HashMap::new();
+        let rows: rusqlite::Result<()> = (|| {
+            let mut stmt = conn.prepare("SELECT id, stamp FROM sessions")?;
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                known.insert(row.get::<_, String>(0)?, Known { stamp: row.get(1)? });
+            }
+            Ok(())
+        })();
+        rows.map_err(|e| self.sql(e))?;
+        self.known = known;
+        self.data_version = Some(version);
+        Ok(())
+    }
+
+    fn remove_unlisted(&mut self, sessions: &[SessionSummary]) -> Result<usize> {
+        let listed: std::collections::HashSet<&str> = sessions.iter().map(|s| s.id()).collect();
+        let gone: Vec<String> = self
+            .known
+            .keys()
+            .filter(|id| !listed.contains(id.as_str()) && (self.covers)(id))
+            .cloned()
+            .collect();
+        if gone.is_empty() {
+            return Ok(0);
+        }
+        let conn = self.connection()?;
+        let result: rusqlite::Result<()> = (|| {
+            conn.execute_batch("BEGIN IMMEDIATE")?;
+            for id in &gone {
+                delete_session(conn, id)?;
+            }
+            conn.execute_batch("COMMIT")
+        })();
+        if let Err(e) = result {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(self.sql(e));
+        }
+        for id in &gone {
+            self.known.remove(id);
+        }
+        Ok(gone.len())
+    }
+
+    fn record_failure(
+        &mut self,
+        summary: &SessionSummary,
+        stamp: Option<String>,
+        error: &str,
+    ) -> Result<()> {
+        let conn = self.connection()?;
+        let result = (|| {
+            delete_session(conn, summary.id())?;
+            conn.execute(
+                "INSERT INTO sessions(id, title, cwd, created_at, last_activity, messages,
+                    conversation_bytes, first_prompt, source, stamp, items, chain, tail_chunk,
+                    tail_items, error)
+                 VALUES (?1, NULL, ?2, ?3, ?3, 0, 0, NULL, ?4, ?5, 0, 0, NULL, 0, ?6)",
+                params![
+                    summary.id(),
+                    summary.cwd(),
+                    summary.created_at(),
+                    external::source_of(&summary.header).map(|a| a.name()),
+                    stamp,
+                    error
+                ],
+            )
+        })();
+        result.map(drop).map_err(|e| self.sql(e))
+    }
+
+    fn index_one(&mut self, summary: &SessionSummary, stamp: Option<String>) -> Result<Outcome> {
+        let id = summary.id().to_string();
+        let snapshot = self.block_on(self.query.read_conversation_surface(&id))?;
+        let title = match self.block_on(self.query.read_title(&id)) {
+            Ok(title) => title,
+            Err(e) => {
+                tracing::warn!(session = %id, error = %e, "title unreadable; indexed without it");
+                None
+            }
+        };
+        let last_event = snapshot.events.iter().map(|e| e.time).max();
+        let (_, _, items) = project_owned(snapshot);
+        let doc = SessionDoc::of(summary, title, last_event, &items);
+        let conn = self.connection()?;
+        write_session(conn, &doc, stamp, &items).map_err(|e| IndexError::Sql {
+            path: self.path.clone(),
+            source: e,
+        })
+    }
+}
+
+/// Whether an SQLite error means the file itself is damaged (rebuild) rather than busy.
+fn is_damage(error: &rusqlite::Error) -> bool {
+    use rusqlite::ffi::ErrorCode;
+    matches!(
+        error.sqlite_error_code(),
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase | ErrorCode::SchemaChanged)
+    ) || matches!(error, rusqlite::Error::SqliteFailure(e, _) if e.extended_code == rusqlite::ffi::SQLITE_MISMATCH)
+}
+
+/// The (device, inode) of `path`, to notice a database replaced by a rebuild.
+pub(crate) fn file_id(path: &Path) -> Option<(u64, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        Some((0, 0))
+    }
+}
+
+struct Outcome {
+    appended: bool,
+    bytes: u64,
+}
+
+/// The per-session fields of the index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionDoc {
+    pub id: String,
+    pub title: Option<String>,
+    pub cwd: Option<String>,
+    pub created_at: i64,
+    pub last_activity: i64,
+    pub messages: u64,
+    pub conversation_bytes: u64,
+    pub first_prompt: Option<String>,
+    pub source: Option<&'static str>,
+}
+
+impl SessionDoc {
+    fn of(
+        summary: &SessionSummary,
+        title: Option<String>,
+        last_event: Option<i64>,
+        items: &[ConversationItem],
+    ) -> SessionDoc {
+        let first_prompt = items
+            .iter()
+            .find(|i| i.role == Role::User && !i.checkpoint)
+            .map(|i| clip_bytes(i.text.trim(), FIRST_PROMPT_BYTES).to_string());
+        SessionDoc {
+            id: summary.id().to_string(),
+            title,
+            cwd: summary.cwd().map(str::to_string),
+            created_at: summary.created_at(),
+            last_activity: last_event.unwrap_or(0).max(summary.created_at()),
+            messages: items.len() as u64,
+            conversation_bytes: items.iter().map(|i| i.text.len() as u64).sum(),
+            first_prompt,
+            source: external::source_of(&summary.header).map(|a| a.name()),
+        }
+    }
+}
+
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+pub fn clip_bytes(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// A hash chain over projected items: `chain(items[..n])` identifies that prefix.
+pub fn chain(items: &[ConversationItem]) -> Vec<i64> {
+    use std::hash::{Hash, Hasher};
+    let mut out = Vec::with_capacity(items.len());
+    let mut h: u64 = 0;
+    for item in items {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        h.hash(&mut hasher);
+        item.role.as_str().hash(&mut hasher);
+        item.checkpoint.hash(&mut hasher);
+        item.text.hash(&mut hasher);
+        h = hasher.finish();
+        out.push(h as i64);
+    }
+    out
+}
+
+/// Groups items `[from..]` into chunks of about [`CHUNK_BYTES`]: (first item, end item) pairs.
+pub fn chunk_ranges(items: &[ConversationItem], from: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = from;
+    let mut bytes = 0usize;
+    for (i, item) in items.iter().enumerate().skip(from) {
+        let len = item.text.len() + 1;
+        if i > start && bytes + len > CHUNK_BYTES {
+            out.push((start, i));
+            start = i;
+            bytes = 0;
+        }
+        bytes += len;
+    }
+    if start < items.len() {
+        out.push((start, items.len()));
+    }
+    out
+}
+
+fn chunk_text(items: &[ConversationItem]) -> String {
+    let mut text = String::with_capacity(items.iter().map(|i| i.text.len() + 1).sum());
+    for (n, item) in items.iter().enumerate() {
+        if n > 0 {
+            text.push('\n');
+        }
+        text.push_str(&item.text);
+    }
+    text
+}
+
+/// Deletes the full-text rows of session `sid` (of one `kind` only, when given).
+fn delete_rows(conn: &Connection, sid: i64, kind: Option<i64>) -> rusqlite::Result<()> {
+    match kind {
+        Some(kind) => {
+            conn.execute(
+                "DELETE FROM doc WHERE rowid IN (SELECT row FROM owner WHERE sid = ?1 AND kind = ?2)",
+                [sid, kind],
+            )?;
+            conn.execute(
+                "DELETE FROM owner WHERE sid = ?1 AND kind = ?2",
+                [sid, kind],
+            )?;
+        }
+        None => {
+            conn.execute(
+                "DELETE FROM doc WHERE rowid IN (SELECT row FROM owner WHERE sid = ?1)",
+                [sid],
+            )?;
+            conn.execute("DELETE FROM owner WHERE sid = ?1", [sid])?;
+        }
+    }
+    Ok(())
+}
+
+fn delete_session(conn: &Connection, id: &str) -> rusqlite::Result<()> {
+    let rowid: Option<i64> = conn
+        .query_row("SELECT rowid FROM sessions WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    if let Some(rowid) = rowid {
+        delete_rows(conn, rowid, None)?;
+        conn.execute("DELETE FROM sessions WHERE rowid = ?1", [rowid])?;
+    }
+    Ok(())
+}
+
+/// What a session's row says about its indexed text: rowid, items, chain, tail chunk, items in
+/// the tail chunk, title.
+type Indexed = (i64, i64, i64, Option<i64>, i64, Option<String>);
+
+/// Writes one session's row and text: appends when the indexed items are a prefix of `items`,
+/// else replaces them.
+fn write_session(
+    conn: &Connection,
+    doc: &SessionDoc,
+    stamp: Option<String>,
+    items: &[ConversationItem],
+) -> rusqlite::Result<Outcome> {
+    let chains = chain(items);
+    let total_chain = chains.last().copied().unwrap_or(0);
+    let old: Option<Indexed> = conn
+        .query_row(
+            "SELECT rowid, items, chain, tail_chunk, tail_items, title FROM sessions WHERE id = ?1",
+            [&doc.id],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            },
+        )
+        .optional()?;
+    // Where writing starts: after the indexed prefix if it is still a prefix (minus the last,
+    // partial chunk, rewritten with the new items), else from scratch.
+    let (rowid, from, appended) = match old {
+        Some((rowid, n, old_chain, tail_chunk, tail_items, _))
+            if n > 0
+                && (n as usize) <= items.len()
+                && chains[n as usize - 1] == old_chain
+                && tail_chunk.is_some() =>
+        {
+            let tail = tail_chunk.expect("checked");
+            conn.execute("DELETE FROM doc WHERE rowid = ?1", [tail])?;
+            conn.execute("DELETE FROM owner WHERE row = ?1", [tail])?;
+            delete_rows(conn, rowid, Some(0))?;
+            (rowid, (n - tail_items) as usize, true)
+        }
+        Some((rowid, _, _, _, _, _)) => {
+            delete_rows(conn, rowid, None)?;
+            (rowid, 0, false)
+        }
+        None => {
+            conn.execute(
+                "INSERT INTO sessions(id, created_at, last_activity, messages, conversation_bytes,
+                    items, chain, tail_items) VALUES (?1, 0, 0, 0, 0, 0, 0, 0)",
+                [&doc.id],
+            )?;
+            (conn.last_insert_rowid(), 0, false)
+        }
+    };
+    let mut bytes = 0u64;
+    let mut tail = None;
+    let mut insert_doc = conn.prepare_cached("INSERT INTO doc(body) VALUES (?1)")?;
+    let mut insert_owner =
+        conn.prepare_cached("INSERT INTO owner(row, sid, kind) VALUES (?1, ?2, ?3)")?;
+    let mut insert = |kind: i64, body: &str| -> rusqlite::Result<i64> {
+        insert_doc.execute([body])?;
+        let row = conn.last_insert_rowid();
+        insert_owner.execute(params![row, rowid, kind])?;
+        Ok(row)
+    };
+    let heading = [doc.title.as_deref(), doc.first_prompt.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("\n");
+    insert(0, &heading)?;
+    for (start, end) in chunk_ranges(items, from) {
+        let text = chunk_text(&items[start..end]);
+        bytes += text.len() as u64;
+        let row = insert(1, &text)?;
+        tail = Some((row, (end - start) as i64));
+    }
+    let (tail_chunk, tail_items) = tail.map_or((None, 0), |(row, n)| (Some(row), n));
+    conn.execute(
+        "UPDATE sessions SET title = ?2, cwd = ?3, created_at = ?4, last_activity = ?5,
+            messages = ?6, conversation_bytes = ?7, first_prompt = ?8, source = ?9, stamp = ?10,
+            items = ?11, chain = ?12, tail_chunk = ?13, tail_items = ?14, error = NULL
+         WHERE rowid = ?1",
+        params![
+            rowid,
+            doc.title,
+            doc.cwd,
+            doc.created_at,
+            doc.last_activity,
+            doc.messages as i64,
+            doc.conversation_bytes as i64,
+            doc.first_prompt,
+            doc.source,
+            stamp,
+            items.len() as i64,
+            total_chain,
+            tail_chunk,
+            tail_items,
+        ],
+    )?;
+    Ok(Outcome { appended, bytes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(text: &str) -> ConversationItem {
+        ConversationItem {
+            role: Role::User,
+            text: text.to_string(),
+            checkpoint: false,
+        }
+    }
+
+    #[test]
+    fn chunks_cut_at_message_boundaries_and_cover_everything() {
+        let big = "x".repeat(CHUNK_BYTES - 10);
+        let items = vec![
+            item("a"),
+            item(&big),
+            item("b"),
+            item(&"y".repeat(CHUNK_BYTES * 2)),
+            item("c"),
+        ];
+        let ranges = chunk_ranges(&items, 0);
+        // A message longer than a chunk is a chunk of its own; the next starts a new one.
+        assert_eq!(ranges, vec![(0, 3), (3, 4), (4, 5)]);
+        assert_eq!(chunk_ranges(&items, 3), vec![(3, 4), (4, 5)]);
+        assert!(chunk_ranges(&items, 5).is_empty());
+        assert!(chunk_ranges(&[], 0).is_empty());
+    }
+
+    #[test]
+    fn the_chain_names_a_prefix() {
+        let a = chain(&[item("one"), item("two")]);
+        let b = chain(&[item("one"), item("two"), item("three")]);
+        assert_eq!(a[..], b[..2]);
+        let c = chain(&[item("one"), item("TWO")]);
+        assert_ne!(a[1], c[1]);
+        assert_eq!(a[0], c[0]);
+    }
+
+    #[test]
+    fn exclusive_flocks_are_read_from_the_lock_table() {
+        let table = "1: FLOCK  ADVISORY  WRITE 29148 fe:00:6054109 0 EOF\n\
+                     2: FLOCK  ADVISORY  READ 29148 fe:00:10133508 0 EOF\n\
+                     3: POSIX  ADVISORY  WRITE 1966 fe:00:5627935 0 EOF\n\
+                     4: -> FLOCK  ADVISORY  WRITE 1910 fe:00:77 0 EOF\n\
+                     garbage\n";
+        let held = parse_locks(table);
+        assert_eq!(held, [6054109, 77].into_iter().collect());
+    }
+
+    #[test]
+    fn clipping_keeps_whole_characters() {
+        assert_eq!(clip_bytes("héllo", 2), "h");
+        assert_eq!(clip_bytes("héllo", 3), "hé");
+        assert_eq!(clip_bytes("hi", 10), "hi");
+    }
+}

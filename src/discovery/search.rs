@@ -1,0 +1,640 @@
+//! Discovery search over the index (SPEC §8): a ranked blend of fuzzy title and id-prefix
+//! matching (nucleo), cwd substring, full-text conversation matches (FTS5 bm25), recency of last
+//! activity and same-cwd affinity; per hit the matched fields and a short snippet.
+//!
+//! Per-session fields (id, title, cwd, times, sizes, first prompt) are held in memory, loaded from
+//! the database when another connection committed (throttled by [`RELOAD_EVERY`], so a search
+//! during an index build does not reload on every keystroke; full-text hits on sessions newer
+//! than that copy are fetched by row). Fuzzy matching runs over that copy; conversation text is
+//! matched by FTS5 in the database. A search only reads: it never blocks the indexer (WAL).
+//!
+//! Invariant: the agent's own session and sessions the caller's listing does not hold are never
+//! hits; every hit has at least one matched field unless the query is empty (then every
+//! session is a hit, ranked by recency and affinity alone).
+//! Proof: unit tests below (query terms); `tests/discovery_search.rs` (labelled queries over the
+//! demo home and a generated home, exclusion of the agent, snippets).
+
+use super::index::{self, IndexError, Result};
+use super::rank::{self, Field, Matches};
+use nucleo_matcher::pattern::{AtomKind, CaseMatching, Normalization, Pattern};
+use nucleo_matcher::{Config, Matcher, Utf32Str};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The in-memory copy of the session rows is reloaded after another connection committed, at
+/// most every ten times what the last load took, and at least this often.
+pub const RELOAD_EVERY: Duration = Duration::from_millis(500);
+/// Full-text rows considered per query (best bm25 first).
+const FTS_ROWS: usize = 1000;
+/// A fuzzy title or first-prompt match below this quality does not count.
+const FUZZY_FLOOR: f64 = 0.4;
+/// Snippet length in tokens.
+const SNIPPET_TOKENS: i64 = 16;
+
+/// One session as the index describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionInfo {
+    pub rowid: i64,
+    pub id: String,
+    pub title: Option<String>,
+    pub cwd: Option<String>,
+    pub created_at: i64,
+    pub last_activity: i64,
+    pub messages: u64,
+    pub conversation_bytes: u64,
+    pub first_prompt: Option<String>,
+    pub source: Option<String>,
+    /// The id and cwd lower-cased once, for matching, and where the id's own part starts
+    /// (after an agent namespace).
+    id_lower: String,
+    own_start: usize,
+    cwd_lower: Option<String>,
+}
+
+/// A search request.
+#[derive(Debug, Clone, Default)]
+pub struct SearchQuery {
+    pub text: String,
+    /// The agent's own session: never a hit.
+    pub agent: Option<String>,
+    /// The agent's cwd, for affinity.
+    pub cwd: Option<String>,
+    pub limit: usize,
+    /// Epoch ms "now" for recency.
+    pub now_ms: i64,
+    /// Compute snippets of conversation matches (the popup shows none, so it asks for none).
+    pub snippets: bool,
+}
+
+/// One hit. Serialized with keys in this order: `sessionId`, `title`, `firstPrompt`, `cwd`,
+/// `createdAt`, `lastActivity`, `messages`, `conversationBytes`, `source`, `score`, `matched`,
+/// `snippet` (`title`, `firstPrompt`, `cwd`, `source` and `snippet` are `null` when absent).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hit {
+    #[serde(rename = "sessionId")]
+    pub session_id: String,
+    pub title: Option<String>,
+    #[serde(rename = "firstPrompt")]
+    pub first_prompt: Option<String>,
+    pub cwd: Option<String>,
+    #[serde(rename = "createdAt")]
+    pub created_at: i64,
+    #[serde(rename = "lastActivity")]
+    pub last_activity: i64,
+    pub messages: u64,
+    #[serde(rename = "conversationBytes")]
+    pub conversation_bytes: u64,
+    pub source: Option<String>,
+    pub score: f64,
+    pub matched: Vec<Field>,
+    pub snippet: Option<String>,
+}
+
+/// Hits, best first, and how many sessions matched in all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchResult {
+    pub hits: Vec<Hit>,
+    pub total: usize,
+}
+
+/// Runs searches over one index database (a read-only connection of its own).
+pub struct Searcher {
+    path: PathBuf,
+    conn: Option<Connection>,
+    /// The (device, inode) of the file `conn` reads.
+    file: Option<(u64, u64)>,
+    rows: Arc<Vec<SessionInfo>>,
+    data_version: Option<i64>,
+    loaded_at: Option<Instant>,
+    /// How long the last load of the rows took.
+    load_cost: Duration,
+    matcher: Matcher,
+    /// The last query's text and the rows any in-memory field matched (fuzzy title at any score,
+    /// id prefix, cwd substring), for the rows it was computed over: a query that extends it can
+    /// only match among those (every field is monotone under extension), so typing narrows.
+    narrowed: Option<(String, Arc<Vec<SessionInfo>>, Vec<u32>)>,
+}
+
+impl Searcher {
+    pub fn new(path: PathBuf) -> Searcher {
+        Searcher {
+            path,
+            conn: None,
+            file: None,
+            rows: Arc::new(Vec::new()),
+            data_version: None,
+            loaded_at: None,
+            load_cost: Duration::ZERO,
+            matcher: Matcher::new(Config::DEFAULT),
+            narrowed: None,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn sql(&self, source: rusqlite::Error) -> IndexError {
+        IndexError::Sql {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn connection(&mut self) -> Result<&Connection> {
+        if self.conn.is_some() && index::file_id(&self.path) != self.file {
+            // Rebuilt by an indexer (another file now): read the new one.
+            self.conn = None;
+            self.loaded_at = None;
+            self.data_version = None;
+        }
+        if self.conn.is_none() {
+            self.conn = Some(index::open_reader(&self.path)?);
+            self.file = index::file_id(&self.path);
+        }
+        Ok(self.conn.as_ref().expect("opened"))
+    }
+
+    /// Reloads the session rows if the database changed (and the last load is old enough).
+    fn refresh_rows(&mut self) -> Result<()> {
+        // Throttled in proportion to what a load costs: a small index is always current.
+        let pause = (self.load_cost * 10).min(RELOAD_EVERY);
+        if self.loaded_at.is_some_and(|at| at.elapsed() < pause) {
+            return Ok(());
+        }
+        let version: i64 = {
+            let conn = self.connection()?;
+            conn.query_row("PRAGMA data_version", [], |r| r.get(0))
+        }
+        .map_err(|e| self.sql(e))?;
+        if self.data_version == Some(version) && self.loaded_at.is_some() {
+            self.loaded_at = Some(Instant::now());
+            return Ok(());
+        }
+        let started = Instant::now();
+        let rows = {
+            let conn = self.connection()?;
+            load_rows(conn, None)
+        }
+        .map_err(|e| self.sql(e))?;
+        self.load_cost = started.elapsed();
+        self.rows = Arc::new(rows);
+        self.data_version = Some(version);
+        self.loaded_at = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Forgets the in-memory copy: the next search reloads it (after this process indexed).
+    pub fn invalidate(&mut self) {
+        self.loaded_at = None;
+    }
+
+    /// Every indexed session (the in-memory copy, refreshed as [`Searcher::search`] does).
+    pub fn sessions(&mut self) -> Result<Arc<Vec<SessionInfo>>> {
+        self.refresh_rows()?;
+        Ok(self.rows.clone())
+    }
+
+    /// Runs `query` over the sessions in `listed` (all indexed sessions when `None`).
+    pub fn search(
+        &mut self,
+        query: &SearchQuery,
+        listed: Option<&HashSet<String>>,
+    ) -> Result<SearchResult> {
+        let result = self.search_inner(query, listed);
+        if result.is_err() {
+            // A rebuilt database is another file: open it afresh next time.
+            self.conn = None;
+            self.loaded_at = None;
+            self.data_version = None;
+        }
+        result
+    }
+
+    fn search_inner(
+        &mut self,
+        query: &SearchQuery,
+        listed: Option<&HashSet<String>>,
+    ) -> Result<SearchResult> {
+        self.refresh_rows()?;
+        let rows = self.rows.clone();
+        let text = query.text.trim();
+        let keep = |info: &SessionInfo| {
+            query.agent.as_deref() != Some(info.id.as_str())
+                && listed.is_none_or(|l| l.contains(&info.id))
+        };
+        // Full text first: (conversation quality, title-row quality, best chunk) per session.
+        let mut fts: HashMap<i64, (f64, f64, i64)> = HashMap::new();
+        let fts_expr = fts_expression(text);
+        if let Some(expr) = &fts_expr {
+            let path = self.path.clone();
+            let conn = self.connection()?;
+            let hits = fts_hits(conn, expr).map_err(|e| IndexError::Sql { path, source: e })?;
+            for (row, sid, kind, bm25) in hits {
+                let q = rank::conversation_quality(bm25);
+                let entry = fts.entry(sid).or_default();
+                if kind == 1 {
+                    if q > entry.0 {
+                        entry.0 = q;
+                        entry.2 = row;
+                    }
+                } else {
+                    entry.1 = entry.1.max(q);
+                }
+            }
+        }
+        let lower = text.to_lowercase();
+        // Words are matched as plain fuzzy atoms: no operator syntax, so narrowing holds.
+        let pattern = Pattern::new(
+            text,
+            CaseMatching::Ignore,
+            Normalization::Smart,
+            AtomKind::Fuzzy,
+        );
+        let perfect = perfect_score(&pattern, text, &mut self.matcher);
+        let mut buf = Vec::new();
+        let mut seen_fts = 0usize;
+        let mut scored: Vec<(f64, &SessionInfo, Matches)> = Vec::new();
+        let score_row = |info: &SessionInfo, m: Matches| {
+            if !text.is_empty() && !m.any() {
+                return None;
+            }
+            if !keep(info) {
+                return None;
+            }
+            let same_cwd = query.cwd.is_some() && info.cwd == query.cwd;
+            Some(rank::score(&m, info.last_activity, query.now_ms, same_cwd))
+        };
+        // Rows to look at in memory: all, or those the previous query matched when this one
+        // extends it (same rows).
+        let narrow: Option<Vec<u32>> = match &self.narrowed {
+            Some((before, over, indices))
+                if !before.is_empty()
+                    && text.starts_with(before.as_str())
+                    && Arc::ptr_eq(over, &rows) =>
+            {
+                Some(indices.clone())
+            }
+            _ => None,
+        };
+        let mut matched_here: Vec<u32> = Vec::new();
+        let mut visit = |i: usize, info: &SessionInfo, m: &mut Matches, matcher: &mut Matcher| {
+            if text.is_empty() {
+                return;
+            }
+            let mut any = false;
+            if let Some(title) = &info.title {
+                let (q, hit) = fuzzy(&pattern, title, perfect, matcher, &mut buf);
+                m.title = q;
+                any |= hit;
+            }
+            let (id, id_hit) = id_prefix(&info.id_lower, info.own_start, &lower);
+            m.id = id;
+            any |= id_hit;
+            if let Some(cwd) = &info.cwd_lower {
+                m.cwd = cwd_match(cwd, &lower);
+                any |= m.cwd > 0.0;
+            }
+            if any {
+                matched_here.push(i as u32);
+            }
+        };
+        let mut in_memory: Vec<(usize, Matches)> = Vec::new();
+        match &narrow {
+            Some(indices) => {
+                for &i in indices {
+                    let mut m = Matches::default();
+                    visit(i as usize, &rows[i as usize], &mut m, &mut self.matcher);
+                    in_memory.push((i as usize, m));
+                }
+            }
+            None => {
+                for (i, info) in rows.iter().enumerate() {
+                    let mut m = Matches::default();
+                    visit(i, info, &mut m, &mut self.matcher);
+                    if m.any() || text.is_empty() || fts.contains_key(&info.rowid) {
+                        in_memory.push((i, m));
+                    }
+                }
+            }
+        }
+        self.narrowed = Some((text.to_string(), rows.clone(), matched_here));
+        // Full-text hits outside the narrowed rows still count.
+        if narrow.is_some() && !fts.is_empty() {
+            let listed_here: HashSet<usize> = in_memory.iter().map(|(i, _)| *i).collect();
+            for (i, info) in rows.iter().enumerate() {
+                if fts.contains_key(&info.rowid) && !listed_here.contains(&i) {
+                    in_memory.push((i, Matches::default()));
+                }
+            }
+        }
+        for (i, mut m) in in_memory {
+            let info = &rows[i];
+            if !text.is_empty() {
+                if let Some(&(conversation, heading, _)) = fts.get(&info.rowid) {
+                    seen_fts += 1;
+                    m.conversation = conversation;
+                    // The heading row holds the title and the first prompt: a word match
+                    // there that fuzzy title matching missed is the first prompt's.
+                    if heading > 0.0 && m.title == 0.0 {
+                        m.first_prompt = heading;
+                    }
+                }
+            }
+            if let Some(score) = score_row(info, m) {
+                scored.push((score, info, m));
+            }
+        }
+        // Full-text hits on sessions indexed after the in-memory copy was taken.
+        let mut fetched = Vec::new();
+        if seen_fts < fts.len() {
+            let known: HashSet<i64> = rows.iter().map(|r| r.rowid).collect();
+            let path = self.path.clone();
+            let conn = self.connection()?;
+            for rowid in fts.keys().filter(|r| !known.contains(r)) {
+                let found = load_rows(conn, Some(*rowid)).map_err(|e| IndexError::Sql {
+                    path: path.clone(),
+                    source: e,
+                })?;
+                fetched.extend(found);
+            }
+        }
+        for info in &fetched {
+            let (conversation, heading, _) = fts[&info.rowid];
+            let m = Matches {
+                conversation,
+                first_prompt: heading,
+                ..Matches::default()
+            };
+            if let Some(score) = score_row(info, m) {
+                scored.push((score, info, m));
+            }
+        }
+        let order = |a: &(f64, &SessionInfo, Matches), b: &(f64, &SessionInfo, Matches)| {
+            b.0.total_cmp(&a.0)
+                .then(b.1.last_activity.cmp(&a.1.last_activity))
+                .then(a.1.id.cmp(&b.1.id))
+        };
+        let total = scored.len();
+        if scored.len() > query.limit && query.limit > 0 {
+            scored.select_nth_unstable_by(query.limit - 1, order);
+        }
+        scored.truncate(query.limit);
+        scored.sort_by(order);
+        let mut hits = Vec::with_capacity(scored.len());
+        for (score, info, m) in scored {
+            let fields = m.fields();
+            let snippet = match fields.first() {
+                Some(Field::Conversation) => match (&fts_expr, fts.get(&info.rowid)) {
+                    (Some(expr), Some(&(_, _, row))) if query.snippets => {
+                        let path = self.path.clone();
+                        let conn = self.connection()?;
+                        snippet(conn, expr, row).map_err(|e| IndexError::Sql { path, source: e })?
+                    }
+                    _ => None,
+                },
+                Some(Field::FirstPrompt) => info.first_prompt.as_deref().map(short),
+                _ => None,
+            };
+            hits.push(Hit {
+                session_id: info.id.clone(),
+                title: info.title.clone(),
+                first_prompt: info.first_prompt.clone(),
+                cwd: info.cwd.clone(),
+                created_at: info.created_at,
+                last_activity: info.last_activity,
+                messages: info.messages,
+                conversation_bytes: info.conversation_bytes,
+                source: info.source.clone(),
+                score: (score * 1000.0).round() / 1000.0,
+                matched: fields,
+                snippet,
+            });
+        }
+        Ok(SearchResult { hits, total })
+    }
+}
+
+/// A one-line excerpt of at most 80 characters.
+fn short(text: &str) -> String {
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= 80 {
+        return line;
+    }
+    let mut out: String = line.chars().take(79).collect();
+    out.push('…');
+    out
+}
+
+fn load_rows(conn: &Connection, rowid: Option<i64>) -> rusqlite::Result<Vec<SessionInfo>> {
+    let sql = "SELECT rowid, id, title, cwd, created_at, last_activity, messages,
+               conversation_bytes, first_prompt, source FROM sessions";
+    let map = |r: &rusqlite::Row<'_>| {
+        Ok(SessionInfo {
+            rowid: r.get(0)?,
+            id: r.get(1)?,
+            title: r.get(2)?,
+            cwd: r.get(3)?,
+            created_at: r.get(4)?,
+            last_activity: r.get(5)?,
+            messages: r.get::<_, i64>(6)?.max(0) as u64,
+            conversation_bytes: r.get::<_, i64>(7)?.max(0) as u64,
+            first_prompt: r.get(8)?,
+            source: r.get(9)?,
+            id_lower: String::new(),
+            own_start: 0,
+            cwd_lower: None,
+        })
+        .map(|mut info: SessionInfo| {
+            info.id_lower = info.id.to_lowercase();
+            info.own_start = info.id_lower.find(':').map_or(0, |i| i + 1);
+            info.cwd_lower = info.cwd.as_deref().map(str::to_lowercase);
+            info
+        })
+    };
+    match rowid {
+        Some(rowid) => Ok(conn
+            .query_row(&format!("{sql} WHERE rowid = ?1"), [rowid], map)
+            .optional()?
+            .into_iter()
+            .collect()),
+        None => {
+            let mut stmt = conn.prepare(sql)?;
+            let rows = stmt.query_map([], map)?;
+            rows.collect()
+        }
+    }
+}
+
+/// The words of a query as an FTS5 expression: each a quoted prefix term, all required.
+/// `None` when the query has no word characters.
+pub fn fts_expression(text: &str) -> Option<String> {
+    let words: Vec<&str> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .take(16)
+        .collect();
+    let last = words.len().checked_sub(1)?;
+    let terms: Vec<String> = words
+        .iter()
+        .enumerate()
+        .map(|(i, word)| {
+            // Only the word being typed is a prefix, and only from three characters on: a short
+            // prefix expands to thousands of terms whose lists FTS5 must merge.
+            let prefix = i == last && word.chars().count() >= 3;
+            format!(
+                "\"{}\"{}",
+                word.to_lowercase(),
+                if prefix { "*" } else { "" }
+            )
+        })
+        .collect();
+    Some(terms.join(" AND "))
+}
+
+/// (row, session rowid, row kind, bm25) of the newest matching rows. Rows are written oldest
+/// activity first (and appended chunks last), so the newest rows are the recently active
+/// sessions; bm25 is computed for these rows only, which bounds a query for a common word.
+fn fts_hits(conn: &Connection, expr: &str) -> rusqlite::Result<Vec<(i64, i64, i64, f64)>> {
+    // No join here: FTS5 walks its lists newest row first and stops at the limit only when it
+    // alone answers the ORDER BY.
+    let mut stmt = conn.prepare_cached(
+        "SELECT rowid, bm25(doc) FROM doc WHERE doc MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
+    )?;
+    let found: Vec<(i64, f64)> = stmt
+        .query_map(params![expr, FTS_ROWS as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut owner = conn.prepare_cached("SELECT sid, kind FROM owner WHERE row = ?1")?;
+    let mut out = Vec::with_capacity(found.len());
+    for (row, bm25) in found {
+        let who: Option<(i64, i64)> = owner
+            .query_row([row], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        if let Some((sid, kind)) = who {
+            out.push((row, sid, kind, bm25));
+        }
+    }
+    Ok(out)
+}
+
+/// The snippet of row `row` (a conversation chunk that matched).
+fn snippet(conn: &Connection, expr: &str, row: i64) -> rusqlite::Result<Option<String>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT snippet(doc, 0, '', '', '…', ?3) FROM doc WHERE doc MATCH ?1 AND rowid = ?2",
+    )?;
+    let text: Option<String> = stmt
+        .query_row(params![expr, row, SNIPPET_TOKENS], |r| r.get(0))
+        .optional()?;
+    Ok(text.map(|t| short_keep(&t)))
+}
+
+/// Whitespace folded to single spaces (a snippet is shown on one line).
+fn short_keep(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn perfect_score(pattern: &Pattern, text: &str, matcher: &mut Matcher) -> u32 {
+    let mut buf = Vec::new();
+    let hay = Utf32Str::new(text, &mut buf);
+    pattern.score(hay, matcher).unwrap_or(0)
+}
+
+/// The quality of a fuzzy match (0 below [`FUZZY_FLOOR`]) and whether it matched at all.
+fn fuzzy(
+    pattern: &Pattern,
+    haystack: &str,
+    perfect: u32,
+    matcher: &mut Matcher,
+    buf: &mut Vec<char>,
+) -> (f64, bool) {
+    if pattern.atoms.is_empty() {
+        return (0.0, false);
+    }
+    let hay = Utf32Str::new(haystack, buf);
+    match pattern.score(hay, matcher) {
+        Some(score) => {
+            let q = rank::fuzzy_quality(score, perfect);
+            (if q >= FUZZY_FLOOR { q } else { 0.0 }, true)
+        }
+        None => (0.0, false),
+    }
+}
+
+/// Whether the lower-cased `id` (or its part from `own_start`, after an agent namespace) starts
+/// with the lower-cased query, and the score: 1 for a prefix of at least two characters.
+fn id_prefix(id: &str, own_start: usize, lower: &str) -> (f64, bool) {
+    let hit = id.starts_with(lower) || id[own_start..].starts_with(lower);
+    let score = if hit && lower.len() >= 2 { 1.0 } else { 0.0 };
+    (score, hit)
+}
+
+/// 0.7 when the (lower-cased) cwd's last component contains the query, 0.5 for elsewhere in it.
+fn cwd_match(cwd: &str, lower: &str) -> f64 {
+    if lower.is_empty() {
+        return 0.0;
+    }
+    if !cwd.contains(lower) {
+        return 0.0;
+    }
+    let last = cwd
+        .rsplit(['/', '\\'])
+        .find(|s| !s.is_empty())
+        .unwrap_or("");
+    if last.contains(lower) {
+        0.7
+    } else {
+        0.5
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_words_become_quoted_prefix_terms() {
+        assert_eq!(
+            fts_expression("Dark mode").as_deref(),
+            Some("\"dark\" AND \"mode\"*")
+        );
+        assert_eq!(fts_expression("to").as_deref(), Some("\"to\""));
+        // FTS syntax in a query is only ever words.
+        assert_eq!(
+            fts_expression("a\" OR b* NEAR(").as_deref(),
+            Some("\"a\" AND \"or\" AND \"b\" AND \"near\"*")
+        );
+        assert_eq!(fts_expression("  -- ?? "), None);
+        assert_eq!(fts_expression(""), None);
+    }
+
+    #[test]
+    fn id_and_cwd_matches() {
+        assert_eq!(id_prefix("claude:abcd-1", 7, "ab"), (1.0, true));
+        assert_eq!(
+            id_prefix("7a712ba3", 0, "7A71"),
+            (0.0, false),
+            "callers lower-case both"
+        );
+        assert_eq!(id_prefix("7a712ba3", 0, "7a71"), (1.0, true));
+        assert_eq!(
+            id_prefix("7a712ba3", 0, "7"),
+            (0.0, true),
+            "too short to score"
+        );
+        assert_eq!(cwd_match("/home/dev/parser", "parser"), 0.7);
+        assert_eq!(cwd_match("/home/dev/parser", "dev"), 0.5);
+        assert_eq!(cwd_match("/home/dev/parser", "web"), 0.0);
+    }
+
+    #[test]
+    fn snippets_and_excerpts_are_one_line() {
+        assert_eq!(short("a\n b\tc"), "a b c");
+        assert_eq!(short(&"x ".repeat(100)).chars().count(), 80);
+    }
+}

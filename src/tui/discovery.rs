@@ -1,0 +1,277 @@
+//! The `@` popup's session rows from both sources (SPEC §8): contract candidates
+//! (`list_candidates`, SPEC §3.3, unchanged) merged with discovery hits, deduplicated by id.
+//!
+//! Discovery is asked at the same time as the contract, on the async workers (the search
+//! itself runs on a blocking thread), and its answer travels with the lookup's [`QueryId`](super::popup::QueryId), so a
+//! stale answer is dropped like any other. When discovery fails or is absent the contract list
+//! is shown alone: the index never makes a listing fail.
+//!
+//! Merge rule ([`merge`], pure): discovery hits first in their ranked order (title, first prompt,
+//! conversation, recency, same-cwd), then contract candidates the hits did not hold (e.g.
+//! sessions not indexed yet), each id once, at most `limit` rows. A row's label is the contract's
+//! rule (latest title, else the id), so the inserted mention is the same whichever source found
+//! it. Each row also gets [`RowDetail`]: last activity, message count, size, first prompt and a
+//! live badge; the total tells the popup to say `50 of 312 · type to narrow`.
+//!
+//! Proof: unit tests below (merge, dedupe, truncation, labels); `tests/tui_popup.rs` snapshots
+//! the rows with details and the truncated list.
+
+use super::mount::SessionReferenceMount;
+use crate::discovery::{Discovery, Hit, SearchQuery};
+use crate::reference::Candidate;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Rows the popup asks for (the contract's default `candidate_limit`).
+pub const POPUP_LIMIT: usize = 50;
+
+/// What discovery knows about a row beyond the contract's candidate.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RowDetail {
+    /// Epoch ms of the last event.
+    pub last_activity: i64,
+    pub messages: u64,
+    pub conversation_bytes: u64,
+    /// The first direct prompt, shown when the session has no title.
+    pub first_prompt: Option<String>,
+    /// Another process is writing this session now.
+    pub live: bool,
+    /// A short excerpt of a conversation match.
+    pub snippet: Option<String>,
+}
+
+/// Details for the rows of one lookup.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SessionDetails {
+    pub rows: HashMap<String, RowDetail>,
+    /// How many sessions matched in all (more than the rows when the list is truncated).
+    pub total: usize,
+}
+
+/// The merged answer of one lookup.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Merged {
+    pub candidates: Vec<Candidate>,
+    pub details: SessionDetails,
+}
+
+/// Merges contract `candidates` with discovery `hits` (`total` of them matched in all).
+pub fn merge(candidates: Vec<Candidate>, hits: &[Hit], total: usize, limit: usize) -> Merged {
+    let mut out: Vec<Candidate> = Vec::with_capacity(limit);
+    let mut rows = HashMap::new();
+    let mut seen = std::collections::HashSet::new();
+    for hit in hits {
+        if out.len() >= limit {
+            break;
+        }
+        if !seen.insert(hit.session_id.clone()) {
+            continue;
+        }
+        out.push(Candidate {
+            session_id: hit.session_id.clone(),
+            label: hit.title.clone().unwrap_or_else(|| hit.session_id.clone()),
+            cwd: hit.cwd.clone(),
+            created_at: hit.created_at,
+        });
+        rows.insert(
+            hit.session_id.clone(),
+            RowDetail {
+                last_activity: hit.last_activity,
+                messages: hit.messages,
+                conversation_bytes: hit.conversation_bytes,
+                first_prompt: hit.first_prompt.clone(),
+                live: false,
+                snippet: hit.snippet.clone(),
+            },
+        );
+    }
+    let mut contract_only = 0;
+    for candidate in candidates {
+        if seen.contains(&candidate.session_id) {
+            continue;
+        }
+        contract_only += 1;
+        seen.insert(candidate.session_id.clone());
+        if out.len() < limit {
+            out.push(candidate);
+        }
+    }
+    let total = (total + contract_only).max(out.len());
+    Merged {
+        candidates: out,
+        details: SessionDetails { rows, total },
+    }
+}
+
+/// Runs one popup lookup: the contract list, and discovery when there is one, merged.
+pub async fn lookup(
+    mount: SessionReferenceMount,
+    discovery: Option<Discovery>,
+    agent: (String, Option<String>),
+    query: String,
+    now_ms: i64,
+    cancel: CancellationToken,
+) -> (Result<Vec<Candidate>, String>, Option<Arc<SessionDetails>>) {
+    let contract = mount.candidates(&query, &cancel);
+    let Some(discovery) = discovery else {
+        let result = contract.await.map_err(|e| e.message().to_string());
+        return (result, None);
+    };
+    let search = discovery.search(SearchQuery {
+        text: query.clone(),
+        agent: Some(agent.0),
+        cwd: agent.1,
+        limit: POPUP_LIMIT,
+        now_ms,
+        snippets: false,
+    });
+    let (contract, found) = tokio::join!(contract, search);
+    let candidates = match contract {
+        Ok(candidates) => candidates,
+        Err(e) => return (Err(e.message().to_string()), None),
+    };
+    let found = match found {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(error = %e, "discovery search failed; showing the contract list");
+            return (Ok(candidates), None);
+        }
+    };
+    let mut merged = merge(candidates, &found.hits, found.total, POPUP_LIMIT);
+    // The live badge: one read of the kernel's lock table for the shown rows, off the workers.
+    let ids: Vec<String> = merged
+        .candidates
+        .iter()
+        .map(|c| c.session_id.clone())
+        .collect();
+    if let Ok(listing) = discovery.query().list_sessions().await {
+        let probe = discovery.clone();
+        let live = tokio::task::spawn_blocking(move || {
+            let by_id: HashMap<&str, _> = listing.iter().map(|s| (s.id(), s)).collect();
+            let shown: Vec<_> = ids
+                .iter()
+                .filter_map(|id| by_id.get(id.as_str()).copied())
+                .collect();
+            let live = probe.live_elsewhere(&shown);
+            shown
+                .iter()
+                .zip(live)
+                .filter(|(_, live)| *live)
+                .map(|(s, _)| s.id().to_string())
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        for id in live {
+            merged.details.rows.entry(id).or_default().live = true;
+        }
+    }
+    discovery.poke();
+    (Ok(merged.candidates), Some(Arc::new(merged.details)))
+}
+
+/// `12 msgs · 48 KiB`.
+pub fn size_text(detail: &RowDetail) -> String {
+    let bytes = detail.conversation_bytes;
+    let size = if bytes < 1024 {
+        format!("{bytes} B")
+    } else if bytes < 1024 * 1024 {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+    };
+    let msgs = if detail.messages == 1 { "msg" } else { "msgs" };
+    format!("{} {msgs} · {size}", detail.messages)
+}
+
+/// The popup's bottom line for a truncated list, e.g. `50 of 312 · type to narrow`.
+pub fn truncation_text(shown: usize, total: usize) -> Option<String> {
+    (total > shown).then(|| format!(" {shown} of {total} · type to narrow "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::rank::Field;
+
+    fn hit(id: &str, title: Option<&str>) -> Hit {
+        Hit {
+            session_id: id.into(),
+            title: title.map(Into::into),
+            first_prompt: Some(format!("prompt of {id}")),
+            cwd: Some("/w".into()),
+            created_at: 1,
+            last_activity: 5,
+            messages: 3,
+            conversation_bytes: 2048,
+            source: None,
+            score: 1.0,
+            matched: vec![Field::Title],
+            snippet: None,
+        }
+    }
+
+    fn candidate(id: &str, label: &str) -> Candidate {
+        Candidate {
+            session_id: id.into(),
+            label: label.into(),
+            cwd: None,
+            created_at: 2,
+        }
+    }
+
+    #[test]
+    fn hits_come_first_and_each_id_once() {
+        let merged = merge(
+            vec![candidate("b", "B title"), candidate("c", "c")],
+            &[hit("a", Some("A title")), hit("b", Some("B title"))],
+            2,
+            10,
+        );
+        let ids: Vec<&str> = merged
+            .candidates
+            .iter()
+            .map(|c| c.session_id.as_str())
+            .collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+        assert_eq!(merged.details.total, 3);
+        assert_eq!(merged.details.rows["a"].messages, 3);
+        assert!(!merged.details.rows.contains_key("c"));
+    }
+
+    #[test]
+    fn labels_follow_the_contract_rule() {
+        let merged = merge(vec![], &[hit("x", None), hit("y", Some("Why"))], 2, 10);
+        assert_eq!(merged.candidates[0].label, "x");
+        assert_eq!(merged.candidates[1].label, "Why");
+    }
+
+    #[test]
+    fn a_truncated_list_knows_its_total() {
+        let hits: Vec<Hit> = (0..60).map(|i| hit(&format!("s{i}"), None)).collect();
+        let merged = merge(vec![candidate("extra", "extra")], &hits[..50], 312, 50);
+        assert_eq!(merged.candidates.len(), 50);
+        assert_eq!(merged.details.total, 313);
+        assert_eq!(
+            truncation_text(50, 313).as_deref(),
+            Some(" 50 of 313 · type to narrow ")
+        );
+        assert_eq!(truncation_text(5, 5), None);
+    }
+
+    #[test]
+    fn sizes_read_like_people_write_them() {
+        let mut d = RowDetail {
+            messages: 1,
+            conversation_bytes: 10,
+            ..RowDetail::default()
+        };
+        assert_eq!(size_text(&d), "1 msg · 10 B");
+        d.messages = 12;
+        d.conversation_bytes = 48 * 1024;
+        assert_eq!(size_text(&d), "12 msgs · 48 KiB");
+        d.conversation_bytes = 3 * 1024 * 1024 + 1024 * 512;
+        assert_eq!(size_text(&d), "12 msgs · 3.5 MiB");
+    }
+}

@@ -1,0 +1,451 @@
+//! The discovery index on disk (SPEC §8): built from a home, brought up to date incrementally,
+//! rebuilt when damaged or foreign, shared by two connections and by a second process, and
+//! covering other agents' sessions.
+
+use dsh_session_references::discovery::index::{db_path, SCHEMA_VERSION};
+use dsh_session_references::discovery::{Discovery, SearchQuery, SearchResult};
+use dsh_session_references::session::external::{Agent, ExternalSessions, SourceSet};
+use dsh_session_references::session::surface::compaction_replace;
+use dsh_session_references::session::{
+    ContentBlock, Encoding, EventData, Message, MessageSource, NewEvent, SessionHeader,
+    SessionWriter,
+};
+use serde_json::Map;
+use std::path::{Path, PathBuf};
+
+fn user(text: &str) -> NewEvent {
+    EventData::UserMessage(Message::new(
+        "user",
+        vec![ContentBlock::text(text)],
+        MessageSource::user(),
+        format!("u-{text}"),
+    ))
+    .into()
+}
+
+fn assistant(blocks: Vec<ContentBlock>) -> NewEvent {
+    EventData::AssistantMessage {
+        turn: 1.into(),
+        step: 1.into(),
+        message: Message::new(
+            "assistant",
+            blocks,
+            MessageSource::model("p", "m"),
+            format!("a-{}", uuid_ish()),
+        ),
+        extra: Map::new(),
+    }
+    .into()
+}
+
+fn uuid_ish() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::SeqCst)
+}
+
+fn tool_result(output: &str) -> NewEvent {
+    EventData::ToolResult {
+        turn: 1.into(),
+        step: 1.into(),
+        message: Message::new(
+            "user",
+            vec![ContentBlock::ToolResult {
+                tool_call_id: "call-1".into(),
+                content: vec![ContentBlock::text(output)],
+                is_error: None,
+                extra: Map::new(),
+            }],
+            MessageSource::Tool {
+                call_id: "call-1".into(),
+                extra: Map::new(),
+            },
+            format!("t-{}", uuid_ish()),
+        ),
+        extra: Map::new(),
+    }
+    .into()
+}
+
+fn title(text: &str) -> NewEvent {
+    EventData::SessionTitle {
+        title: text.into(),
+        message_seqs: vec![],
+        source: serde_json::json!({"kind": "generated"}),
+        extra: Map::new(),
+    }
+    .into()
+}
+
+fn session(home: &Path, id: &str, cwd: &str, created: i64, batch: Vec<NewEvent>) -> PathBuf {
+    let header = SessionHeader::new(id, created, Some(cwd.to_string()));
+    let mut writer = SessionWriter::create(home, header, Encoding::Zstd).unwrap();
+    writer.append(batch).unwrap();
+    writer.path().to_path_buf()
+}
+
+fn search(d: &Discovery, text: &str) -> SearchResult {
+    d.search_blocking(
+        &SearchQuery {
+            text: text.into(),
+            limit: 50,
+            now_ms: 1_800_000_000_000,
+            snippets: true,
+            ..SearchQuery::default()
+        },
+        None,
+    )
+    .unwrap()
+}
+
+fn ids(result: &SearchResult) -> Vec<String> {
+    result.hits.iter().map(|h| h.session_id.clone()).collect()
+}
+
+/// Three sessions: a titled one whose tool output and reasoning hold words no search may find.
+fn small_home(home: &Path) -> PathBuf {
+    let fix = session(
+        home,
+        "s-fix",
+        "/w/parser",
+        1_700_000_000_000,
+        vec![
+            user("the tokenizer drops the last byte"),
+            assistant(vec![
+                ContentBlock::Reasoning {
+                    text: "secretreasoningword".into(),
+                    extra: Map::new(),
+                },
+                ContentBlock::text("I will look at the lexer buffer"),
+            ]),
+            tool_result("zebraoutput in the tool output"),
+            title("Fix the flaky tokenizer test"),
+        ],
+    );
+    session(
+        home,
+        "s-dark",
+        "/w/web",
+        1_700_000_100_000,
+        vec![
+            user("add a dark mode toggle to settings"),
+            title("Dark mode"),
+        ],
+    );
+    session(home, "s-empty", "/w/infra", 1_700_000_200_000, vec![]);
+    fix
+}
+
+#[test]
+fn a_home_is_indexed_with_its_projected_conversation_only() {
+    let dir = tempfile::tempdir().unwrap();
+    small_home(dir.path());
+    let d = Discovery::for_home(dir.path(), &SourceSet::default());
+    let stats = d.refresh_blocking().unwrap();
+    assert_eq!((stats.listed, stats.indexed, stats.failed), (3, 3, 0));
+    assert!(db_path(dir.path()).is_file());
+
+    assert_eq!(ids(&search(&d, "lexer buffer")), ["s-fix"]);
+    assert_eq!(ids(&search(&d, "tokenizer"))[0], "s-fix");
+    assert!(search(&d, "zebraoutput").hits.is_empty(), "tool output");
+    assert!(
+        search(&d, "secretreasoningword").hits.is_empty(),
+        "reasoning"
+    );
+
+    let hit = &search(&d, "lexer").hits[0];
+    assert_eq!(hit.title.as_deref(), Some("Fix the flaky tokenizer test"));
+    assert_eq!(
+        hit.first_prompt.as_deref(),
+        Some("the tokenizer drops the last byte")
+    );
+    assert_eq!(hit.cwd.as_deref(), Some("/w/parser"));
+    assert_eq!(hit.messages, 2);
+    assert_eq!(
+        hit.conversation_bytes,
+        ("the tokenizer drops the last byte".len() + "I will look at the lexer buffer".len())
+            as u64
+    );
+    assert!(hit.last_activity >= hit.created_at);
+    assert!(
+        hit.snippet.as_deref().unwrap().contains("lexer"),
+        "{:?}",
+        hit.snippet
+    );
+    // An empty query lists every session.
+    assert_eq!(search(&d, "").total, 3);
+
+    // Nothing changed: nothing is read again.
+    let again = d.refresh_blocking().unwrap();
+    assert_eq!((again.listed, again.indexed), (3, 0));
+}
+
+#[test]
+fn a_grown_log_is_indexed_from_where_it_stopped_and_a_compaction_replaces_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = small_home(dir.path());
+    let d = Discovery::for_home(dir.path(), &SourceSet::default());
+    d.refresh_blocking().unwrap();
+
+    let (mut writer, _) = SessionWriter::open(&path).unwrap();
+    writer.append(vec![user("now about the quokka")]).unwrap();
+    let stats = d.refresh_blocking().unwrap();
+    assert_eq!((stats.indexed, stats.appended), (1, 1), "{stats:?}");
+    assert_eq!(ids(&search(&d, "quokka")), ["s-fix"]);
+    assert_eq!(ids(&search(&d, "lexer")), ["s-fix"], "earlier text kept");
+    assert_eq!(search(&d, "quokka").hits[0].messages, 3);
+
+    // A title change alone is picked up too.
+    writer.append(vec![title("Quokka tokenizer")]).unwrap();
+    d.refresh_blocking().unwrap();
+    assert_eq!(
+        search(&d, "quokka").hits[0].title.as_deref(),
+        Some("Quokka tokenizer")
+    );
+
+    // Compact everything: shadowed text leaves the index, the checkpoint enters it.
+    let surface: Vec<u64> =
+        dsh_session_references::session::store::read_conversation_surface_file(&path)
+            .unwrap()
+            .events
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+    let replacement = compaction_replace(
+        "s-fix",
+        writer.next_seq(),
+        &surface,
+        surface[0],
+        *surface.last().unwrap(),
+        &[],
+    )
+    .unwrap();
+    let checkpoint = Message::new(
+        "user",
+        vec![ContentBlock::text("summary: the wombat plan")],
+        MessageSource::plugin("compact"),
+        "cp".into(),
+    );
+    writer
+        .append(vec![
+            NewEvent::new(EventData::UserMessage(checkpoint)).with_replacement(replacement)
+        ])
+        .unwrap();
+    let stats = d.refresh_blocking().unwrap();
+    assert_eq!((stats.indexed, stats.appended), (1, 0), "{stats:?}");
+    assert_eq!(ids(&search(&d, "wombat")), ["s-fix"]);
+    assert!(search(&d, "lexer").hits.is_empty(), "shadowed text is gone");
+
+    // A deleted session leaves the index.
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    let stats = d.refresh_blocking().unwrap();
+    assert_eq!(stats.removed, 1);
+    assert!(search(&d, "wombat").hits.is_empty());
+}
+
+#[test]
+fn a_damaged_or_foreign_index_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    small_home(dir.path());
+    let db = db_path(dir.path());
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+
+    // Not a database at all.
+    std::fs::write(&db, b"this is not sqlite, just garbage bytes ".repeat(200)).unwrap();
+    let d = Discovery::for_home(dir.path(), &SourceSet::default());
+    assert_eq!(d.refresh_blocking().unwrap().indexed, 3);
+    assert_eq!(ids(&search(&d, "lexer")), ["s-fix"]);
+
+    // Another schema version.
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(&format!("PRAGMA user_version = {}", SCHEMA_VERSION + 7))
+            .unwrap();
+    }
+    let d = Discovery::for_home(dir.path(), &SourceSet::default());
+    assert_eq!(d.refresh_blocking().unwrap().indexed, 3);
+    assert_eq!(ids(&search(&d, "dark")), ["s-dark"]);
+
+    // Someone else's database in its place.
+    std::fs::remove_file(&db).unwrap();
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch("CREATE TABLE other(x); INSERT INTO other VALUES (1);")
+            .unwrap();
+    }
+    let d = Discovery::for_home(dir.path(), &SourceSet::default());
+    assert_eq!(d.refresh_blocking().unwrap().indexed, 3);
+
+    // Damaged under a running indexer: the page holding the rows is overwritten.
+    let d = Discovery::for_home(dir.path(), &SourceSet::default());
+    d.refresh_blocking().unwrap();
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .unwrap();
+    }
+    let mut bytes = std::fs::read(&db).unwrap();
+    let page = 4096;
+    for b in bytes.iter_mut().skip(page) {
+        *b = 0xA5;
+    }
+    std::fs::write(&db, &bytes).unwrap();
+    let _ = std::fs::remove_file(format!("{}-wal", db.display()));
+    let stats = d.refresh_blocking().unwrap();
+    assert_eq!(stats.indexed, 3, "rebuilt: {stats:?}");
+    assert_eq!(ids(&search(&d, "lexer")), ["s-fix"]);
+}
+
+#[test]
+fn two_connections_index_and_search_one_home_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    small_home(dir.path());
+    for i in 0..40 {
+        session(
+            dir.path(),
+            &format!("bulk-{i}"),
+            "/w/bulk",
+            1_700_000_300_000 + i,
+            vec![user(&format!("bulk session number {i} about capybaras"))],
+        );
+    }
+    let home = dir.path().to_path_buf();
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let home = home.clone();
+            std::thread::spawn(move || {
+                let d = Discovery::for_home(&home, &SourceSet::default());
+                for _ in 0..3 {
+                    d.refresh_blocking().unwrap();
+                    let found = search(&d, "capybaras");
+                    assert!(found.total <= 40);
+                }
+                search(&d, "capybaras").total
+            })
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap(), 40);
+    }
+}
+
+#[test]
+fn a_second_process_searches_while_this_one_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    small_home(dir.path());
+    for i in 0..60 {
+        session(
+            dir.path(),
+            &format!("bulk-{i}"),
+            "/w/bulk",
+            1_700_000_300_000 + i,
+            vec![user(&format!("bulk session {i} on ocelots"))],
+        );
+    }
+    let d = Discovery::for_home(dir.path(), &SourceSet::default());
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-refs"))
+        .args(["--home"])
+        .arg(dir.path())
+        .args(["search", "ocelots", "--json", "--limit", "100"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    d.refresh_blocking().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["total"], 60, "{answer}");
+    assert_eq!(search(&d, "ocelots").total, 60);
+}
+
+#[test]
+fn other_agents_sessions_are_indexed() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let sources = SourceSet {
+        hide_dsh: false,
+        external: vec![
+            ExternalSessions::new(Agent::Claude, fixtures.join("claude-code")),
+            ExternalSessions::new(Agent::Codex, fixtures.join("codex")),
+        ],
+    };
+    let d = Discovery::for_home(dir.path(), &sources);
+    let stats = d.refresh_blocking().unwrap();
+    assert!(stats.indexed > 0, "{stats:?}");
+    let all = search(&d, "");
+    let claude = all
+        .hits
+        .iter()
+        .filter(|h| h.source.as_deref() == Some("claude"))
+        .count();
+    let codex = all
+        .hits
+        .iter()
+        .filter(|h| h.source.as_deref() == Some("codex"))
+        .count();
+    assert!(claude > 0 && codex > 0, "claude {claude}, codex {codex}");
+    // A word from a session's first prompt finds it.
+    let with_prompt = all
+        .hits
+        .iter()
+        .find(|h| {
+            h.source.as_deref() == Some("claude")
+                && h.first_prompt
+                    .as_deref()
+                    .is_some_and(|p| p.split_whitespace().any(|w| w.len() > 6))
+        })
+        .expect("a claude session with a first prompt");
+    let word: String = with_prompt
+        .first_prompt
+        .as_deref()
+        .unwrap()
+        .split(|c: char| !c.is_alphanumeric())
+        .find(|w| w.len() > 6)
+        .unwrap()
+        .to_string();
+    let found = ids(&search(&d, &word));
+    assert!(found.contains(&with_prompt.session_id), "{word}: {found:?}");
+}
+
+/// The live badge reads the kernel's lock table: a session held open by a writer is live, and
+/// probing never takes the writer's lock (a writer opening meanwhile is not refused).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_session_held_by_a_writer_is_live() {
+    use dsh_session_references::session::SessionQuery;
+    let dir = tempfile::tempdir().unwrap();
+    let path = small_home(dir.path());
+    let d = Discovery::for_home(dir.path(), &SourceSet::default());
+    let listing = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(d.query().list_sessions())
+        .unwrap();
+    let rows: Vec<_> = listing.iter().collect();
+    assert!(d.live_elsewhere(&rows).iter().all(|live| !live));
+    let (writer, _) = SessionWriter::open(&path).unwrap();
+    let live: Vec<&str> = rows
+        .iter()
+        .zip(d.live_elsewhere(&rows))
+        .filter(|(_, live)| *live)
+        .map(|(s, _)| s.id())
+        .collect();
+    assert_eq!(live, ["s-fix"]);
+    drop(writer);
+    for _ in 0..50 {
+        let _ = d.live_elsewhere(&rows);
+    }
+    // Probing took nothing: the session opens for writing at once.
+    let (writer, _) = SessionWriter::open(&path).unwrap();
+    drop(writer);
+    assert!(d.live_elsewhere(&rows).iter().all(|live| !live));
+}

@@ -1,0 +1,74 @@
+//! The real `dsh-refs` binary in a tmux pane: start it, type at it, read the screen.
+//! Shared by the end-to-end tests that need only these basics.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub struct Tmux {
+    session: String,
+}
+
+impl Tmux {
+    /// Starts `command` (a shell command line) in a detached tmux session of the given size.
+    pub fn start(name: &str, command: &str, width: u16, height: u16) -> Tmux {
+        let session = format!("dshrefs-{name}-{}", std::process::id());
+        let status = Command::new("tmux")
+            .args(["new-session", "-d", "-s", &session])
+            .args(["-x", &width.to_string(), "-y", &height.to_string()])
+            .arg(command)
+            .status()
+            .expect("tmux must be installed (CI installs it in .ci/run)");
+        assert!(status.success(), "tmux new-session failed");
+        Tmux { session }
+    }
+
+    /// Sends tmux key names (`Enter`, `Tab`, `C-c`).
+    pub fn keys(&self, keys: &[&str]) {
+        let status = Command::new("tmux")
+            .args(["send-keys", "-t", &self.session])
+            .args(keys)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Types literal text.
+    pub fn type_text(&self, text: &str) {
+        let status = Command::new("tmux")
+            .args(["send-keys", "-t", &self.session, "-l", text])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    pub fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-t", &self.session, "-p"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Polls the screen until `pred` holds; panics with the screen after 20 s.
+    pub fn wait_for_screen(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if pred(&screen) {
+                return screen;
+            }
+            if start.elapsed() > Duration::from_secs(20) {
+                panic!("timed out waiting for {what}; screen:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.session])
+            .status();
+    }
+}

@@ -1,0 +1,80 @@
+//! Snapshots of the `--resume` session picker (SPEC §8).
+
+use dsh_session_references::discovery::rank::Field;
+use dsh_session_references::discovery::Hit;
+use dsh_session_references::tui::picker::PickerState;
+use dsh_session_references::tui::snapshot::render_snapshot;
+use insta::assert_snapshot;
+
+const NOW: i64 = 1_700_000_000_000;
+const MIN: i64 = 60_000;
+
+fn hit(id: &str, title: Option<&str>, prompt: &str, cwd: Option<&str>, ago: i64) -> Hit {
+    Hit {
+        session_id: id.into(),
+        title: title.map(Into::into),
+        first_prompt: Some(prompt.into()),
+        cwd: cwd.map(Into::into),
+        created_at: NOW - 10 * ago,
+        last_activity: NOW - ago,
+        messages: 4,
+        conversation_bytes: 900,
+        source: None,
+        score: 1.0,
+        matched: vec![Field::Title],
+        snippet: None,
+    }
+}
+
+#[test]
+fn picker_with_a_query_and_a_truncated_list() {
+    let mut state = PickerState::new();
+    state.start();
+    let g = match state.handle_key(crossterm::event::KeyEvent::new(
+        crossterm::event::KeyCode::Char('t'),
+        crossterm::event::KeyModifiers::NONE,
+    )) {
+        dsh_session_references::tui::picker::PickerOutcome::Search(g, _) => g,
+        other => panic!("{other:?}"),
+    };
+    assert!(state.apply(
+        g,
+        Ok((
+            vec![
+                hit(
+                    "f382e8f5",
+                    Some("Fix the flaky tokenizer test"),
+                    "p",
+                    Some("/home/dev/parser"),
+                    5 * MIN
+                ),
+                hit(
+                    "be266e1a",
+                    None,
+                    "why does \u{1b}[2Jthe lexer skip BOMs?",
+                    None,
+                    90 * MIN
+                ),
+            ],
+            12
+        ))
+    ));
+    assert_snapshot!(render_snapshot(90, 5, |area, buf| state
+        .view(NOW)
+        .render(area, buf)));
+}
+
+#[test]
+fn picker_before_an_answer_and_with_none() {
+    let mut state = PickerState::new();
+    state.start();
+    assert_snapshot!(
+        "searching",
+        render_snapshot(60, 3, |area, buf| state.view(NOW).render(area, buf))
+    );
+    assert!(state.apply(0, Ok((vec![], 0))));
+    assert_snapshot!(
+        "nothing",
+        render_snapshot(60, 3, |area, buf| state.view(NOW).render(area, buf))
+    );
+}
