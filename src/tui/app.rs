@@ -93,6 +93,8 @@ pub enum AppEvent {
     Badge(String, u64, Result<Preview, String>),
     /// The file finder has new rows (its walk found files, or a match finished).
     FilesChanged,
+    /// The session `/resume PREFIX` names, or why none.
+    Resolved(Result<String, String>),
     /// The answer to `/sessions`.
     Listed(Result<Vec<Candidate>, String>),
     /// Periodic wake-up (expiring "press again to quit", ages in the popup).
@@ -302,6 +304,13 @@ impl App {
             AppEvent::Submitted(result) => self.on_submitted(result),
             AppEvent::Files(index) => self.popup.set_file_index(index),
             AppEvent::Listed(result) => self.show_sessions(result),
+            AppEvent::Resolved(Ok(id)) => {
+                self.next = Some(NextSession::Resume(id));
+                self.should_quit = true;
+            }
+            AppEvent::Resolved(Err(why)) => self
+                .transcript
+                .push_notice(NoticeLevel::Error, format!("/resume: {why}")),
             AppEvent::Badge(id, serial, result) => self.on_badge(id, serial, result),
             AppEvent::FilesChanged => {
                 self.files_pending.store(false, Ordering::SeqCst);
@@ -530,10 +539,7 @@ impl App {
                 NoticeLevel::Info,
                 "Usage: /resume ID (/sessions lists them; @ finds one by id or cwd)",
             ),
-            Command::Resume => {
-                self.next = Some(NextSession::Resume(arg.to_string()));
-                self.should_quit = true;
-            }
+            Command::Resume => self.resolve_resume(arg),
             Command::Model => self.transcript.push_notice(
                 NoticeLevel::Info,
                 format!(
@@ -555,6 +561,38 @@ impl App {
             }
             Command::Quit => self.should_quit = true,
         }
+    }
+
+    /// `/resume ID`: an id or a unique prefix of one of this home's own sessions (SPEC §8),
+    /// resolved off the loop; the session stays open when it names none.
+    fn resolve_resume(&mut self, prefix: &str) {
+        if let Some(agent) = crate::session::external::Agent::of_id(prefix) {
+            return self.transcript.push_notice(
+                NoticeLevel::Error,
+                format!(
+                    "{} sessions are read-only: reference them with @ instead",
+                    agent.product()
+                ),
+            );
+        }
+        let Some(home) = self.history_home.clone() else {
+            // No home known (a host's app): take the id as given.
+            self.next = Some(NextSession::Resume(prefix.to_string()));
+            self.should_quit = true;
+            return;
+        };
+        let prefix = prefix.to_string();
+        let tx = self.tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let result = DiskStore::new(&home)
+                .list_sessions_blocking()
+                .map_err(|e| e.to_string())
+                .and_then(|listing| {
+                    crate::discovery::lifecycle::resolve_prefix(&listing, &prefix)
+                        .map_err(|e| e.to_string())
+                });
+            let _ = tx.send(AppEvent::Resolved(result));
+        });
     }
 
     /// The answer to `/sessions`: the newest few, one line each.
