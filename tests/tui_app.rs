@@ -615,3 +615,34 @@ async fn an_interrupted_reply_is_marked() {
         "the partial answer is logged, marked"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_popup_previews_the_highlighted_session() {
+    let home = tempfile::tempdir().unwrap();
+    write_source(home.path());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("see @src-ses") {
+        app.handle(event);
+    }
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("assistant: The validator used a non-leap month table.")
+    })
+    .await;
+    let shown = screen(&app);
+    assert!(shown.contains("preview · Leap day parsing"), "{shown}");
+    // The pane itself (the rest of the screen holds random ids and paths).
+    let pane: Vec<&str> = shown
+        .lines()
+        .skip_while(|l| !l.contains("╭ preview"))
+        .take_while(|l| !l.contains("@ sessions"))
+        .collect();
+    insta::assert_snapshot!("popup_preview_pane", pane.join("\n"));
+    assert!(
+        shown.contains("user: Why does the date parser reject 2024-02-29?"),
+        "{shown}"
+    );
+    // Closed popup, no preview.
+    app.handle(key(KeyCode::Esc));
+    assert!(!screen(&app).contains("preview · "));
+}
