@@ -467,3 +467,41 @@ fn a_badge_appears_when_a_mention_is_inserted() {
     });
     assert!(target_log(home.path()).is_none(), "nothing was sent");
 }
+
+#[test]
+fn slash_new_then_slash_resume_on_the_same_terminal() {
+    let home = tempfile::tempdir().unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let command = format!(
+        "cd {} && {} --home {} --compression none",
+        workdir.path().display(),
+        env!("CARGO_BIN_EXE_dsh-refs"),
+        home.path().display()
+    );
+    let tmux = Tmux::start("new", &command, 110, 32);
+    tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
+    tmux.type_text("the first session speaks");
+    tmux.keys(&["Enter"]);
+    wait_for_log(home.path(), "the first turn", |r| count(r, "turn/end") == 1);
+    let first_id = target_log(home.path())
+        .and_then(|log| log.parent()?.file_name()?.to_str().map(str::to_string))
+        .unwrap();
+    tmux.wait_for_screen("the answer", |s| s.contains("Offline model"));
+    tmux.type_text("/new");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_screen("a fresh session", |s| {
+        s.contains("cross-session references") && !s.contains("the first session speaks")
+    });
+    tmux.type_text(&format!("/resume {first_id}"));
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_screen("the first session again", |s| {
+        s.contains("the first session speaks") && s.contains(&first_id[..12])
+    });
+    // Still one terminal, still answering keys: quit as usual.
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_screen("the quit hint", |s| s.contains("again to quit"));
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_screen("the shell back", |s| {
+        !s.contains("the first session speaks")
+    });
+}

@@ -387,24 +387,41 @@ async fn slash_commands_run_here_and_unknown_ones_ask_first() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slash_new_and_resume_name_the_next_session() {
+    use dsh_session_references::tui::app::NextSession;
     let home = tempfile::tempdir().unwrap();
-    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    write_source(home.path());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (mut app, _) = offline(&options(home.path()), tx);
+    // A prefix that names nothing: said so, and the session stays.
     for event in typed("/resume") {
         app.handle(event);
     }
     app.handle(key(KeyCode::Tab));
-    for event in typed("abc") {
+    for event in typed("nothing-like-it") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("/resume: no session id")
+    })
+    .await;
+    assert!(!app.should_quit);
+    // A unique prefix opens that session next.
+    for event in typed("/resume src-sess") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    pump(&mut app, &mut rx, |app| app.should_quit).await;
+    assert_eq!(app.next, Some(NextSession::Resume("src-session-1".into())));
+    // /new: a fresh session next.
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("/new") {
         app.handle(event);
     }
     app.handle(key(KeyCode::Enter));
     assert!(app.should_quit);
-    assert_eq!(
-        app.next,
-        Some(dsh_session_references::tui::app::NextSession::Resume(
-            "abc".into()
-        ))
-    );
+    assert_eq!(app.next, Some(NextSession::New));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -597,4 +614,35 @@ async fn an_interrupted_reply_is_marked() {
         log.contains("\"interrupted\":true"),
         "the partial answer is logged, marked"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_popup_previews_the_highlighted_session() {
+    let home = tempfile::tempdir().unwrap();
+    write_source(home.path());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("see @src-ses") {
+        app.handle(event);
+    }
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("assistant: The validator used a non-leap month table.")
+    })
+    .await;
+    let shown = screen(&app);
+    assert!(shown.contains("preview · Leap day parsing"), "{shown}");
+    // The pane itself (the rest of the screen holds random ids and paths).
+    let pane: Vec<&str> = shown
+        .lines()
+        .skip_while(|l| !l.contains("╭ preview"))
+        .take_while(|l| !l.contains("@ sessions"))
+        .collect();
+    insta::assert_snapshot!("popup_preview_pane", pane.join("\n"));
+    assert!(
+        shown.contains("user: Why does the date parser reject 2024-02-29?"),
+        "{shown}"
+    );
+    // Closed popup, no preview.
+    app.handle(key(KeyCode::Esc));
+    assert!(!screen(&app).contains("preview · "));
 }

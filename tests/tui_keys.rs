@@ -166,3 +166,32 @@ fn slash_menu() {
     });
     insta::assert_snapshot!([all, some, none].join("\n"));
 }
+
+#[test]
+fn a_wrong_key_override_is_a_clear_start_up_error() {
+    let home = tempfile::tempdir().unwrap();
+    for (config, expected) in [
+        (
+            "[keys]\nsubmitt = \"ctrl+s\"\n",
+            "unknown action \"submitt\"",
+        ),
+        ("[keys]\nsubmit = \"ctrl+nope\"\n", "unknown key \"nope\""),
+        (
+            "[keys]\nnewline = \"enter\"\n",
+            "enter is bound to both \"submit\" and \"newline\"",
+        ),
+        ("[keys]\nsubmit = 3\n", "config.toml"),
+    ] {
+        std::fs::write(home.path().join("config.toml"), config).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-refs"))
+            .arg("--home")
+            .arg(home.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{config}: {stderr}");
+        assert!(stderr.contains(expected), "{config}: {stderr}");
+        assert!(stderr.contains("config.toml"), "names the file: {stderr}");
+    }
+}

@@ -13,6 +13,15 @@
 //! until the log shows it; an unsent or blocked report puts it back in front of the draft. A
 //! session that cannot be written (held by another writer, damaged) opens read-only: Enter keeps
 //! the text and says why.
+//!
+//! Keys go through one [`Keymap`] (SPEC §5.5): the overlay first, then Ctrl-C (clear a draft,
+//! cancel a send, interrupt, or quit on a second idle press), the `/` menu, the `@` popup (which
+//! leaves keys it has no use for to the composer), `?` on an empty composer, the composer, and
+//! last the session keys (Esc, scrolling, cards). A `/` line runs here and never reaches the
+//! model. Also off the loop: the file matcher ([`FileFinder`]), the previews behind mention
+//! badges (cancelled when the mention goes; an answer for a mention that left is dropped by
+//! serial), `@path` reads and prompt-history appends. Proof: `tests/tui_app.rs`,
+//! `tests/tui_keys.rs` and the tmux runs in `tests/e2e_tmux.rs`.
 
 use super::attach;
 use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
@@ -21,7 +30,7 @@ use super::file_match::FileIndex;
 use super::help::{KeyHelp, KeyOverlay, OverlayOutcome};
 use super::keys::{Action, KeyContext, Keymap};
 use super::mount::{Preview, SessionReferenceMount, SubmitError, Submitted};
-use super::popup::{LookupRequest, PopupOutcome, PopupState, QueryId};
+use super::popup::{LookupRequest, PopupItem, PopupOutcome, PopupState, QueryId};
 use super::prompt_history;
 use super::render::Renderable;
 use super::slash::{self, Command, SlashLine, SlashMenu, SlashOutcome};
@@ -84,6 +93,10 @@ pub enum AppEvent {
     Badge(String, u64, Result<Preview, String>),
     /// The file finder has new rows (its walk found files, or a match finished).
     FilesChanged,
+    /// The popup's preview of its highlighted session: (session id, serial, result).
+    PopupPreview(String, u64, Result<Preview, String>),
+    /// The session `/resume PREFIX` names, or why none.
+    Resolved(Result<String, String>),
     /// The answer to `/sessions`.
     Listed(Result<Vec<Candidate>, String>),
     /// Periodic wake-up (expiring "press again to quit", ages in the popup).
@@ -98,6 +111,15 @@ const BARE_FILE_ROWS: usize = 5;
 const WHEEL_ROWS: usize = 3;
 /// Sessions `/sessions` lists before pointing at `@`.
 const SESSIONS_SHOWN: usize = 10;
+
+/// The preview of the session highlighted in the popup.
+struct PopupPreview {
+    id: String,
+    label: String,
+    serial: u64,
+    cancel: CancellationToken,
+    result: Option<Result<Preview, String>>,
+}
 
 /// The background preview behind one mention's badge.
 struct BadgeSlot {
@@ -155,6 +177,8 @@ pub struct App {
     /// Per mentioned session: the background preview behind its badge.
     badges: std::collections::BTreeMap<String, BadgeSlot>,
     badge_serial: u64,
+    /// The preview of the session highlighted in the popup (SPEC §5.6).
+    popup_preview: Option<PopupPreview>,
     pub should_quit: bool,
     tx: mpsc::UnboundedSender<AppEvent>,
     /// The composer text of each sent message not yet seen in the log, by message id: given back
@@ -207,6 +231,7 @@ impl App {
             files_pending: Arc::new(AtomicBool::new(false)),
             badges: Default::default(),
             badge_serial: 0,
+            popup_preview: None,
             should_quit: false,
             tx,
             unlogged: Vec::new(),
@@ -269,6 +294,11 @@ impl App {
     }
 
     pub fn handle(&mut self, event: AppEvent) {
+        self.handle_event(event);
+        self.sync_popup_preview();
+    }
+
+    fn handle_event(&mut self, event: AppEvent) {
         match event {
             AppEvent::Input(TermEvent::Key(key)) if key.kind != KeyEventKind::Release => {
                 self.on_key(key)
@@ -293,6 +323,22 @@ impl App {
             AppEvent::Submitted(result) => self.on_submitted(result),
             AppEvent::Files(index) => self.popup.set_file_index(index),
             AppEvent::Listed(result) => self.show_sessions(result),
+            AppEvent::PopupPreview(id, serial, result) => {
+                if let Some(preview) = self
+                    .popup_preview
+                    .as_mut()
+                    .filter(|p| p.id == id && p.serial == serial)
+                {
+                    preview.result = Some(result);
+                }
+            }
+            AppEvent::Resolved(Ok(id)) => {
+                self.next = Some(NextSession::Resume(id));
+                self.should_quit = true;
+            }
+            AppEvent::Resolved(Err(why)) => self
+                .transcript
+                .push_notice(NoticeLevel::Error, format!("/resume: {why}")),
             AppEvent::Badge(id, serial, result) => self.on_badge(id, serial, result),
             AppEvent::FilesChanged => {
                 self.files_pending.store(false, Ordering::SeqCst);
@@ -521,10 +567,7 @@ impl App {
                 NoticeLevel::Info,
                 "Usage: /resume ID (/sessions lists them; @ finds one by id or cwd)",
             ),
-            Command::Resume => {
-                self.next = Some(NextSession::Resume(arg.to_string()));
-                self.should_quit = true;
-            }
+            Command::Resume => self.resolve_resume(arg),
             Command::Model => self.transcript.push_notice(
                 NoticeLevel::Info,
                 format!(
@@ -546,6 +589,38 @@ impl App {
             }
             Command::Quit => self.should_quit = true,
         }
+    }
+
+    /// `/resume ID`: an id or a unique prefix of one of this home's own sessions (SPEC §8),
+    /// resolved off the loop; the session stays open when it names none.
+    fn resolve_resume(&mut self, prefix: &str) {
+        if let Some(agent) = crate::session::external::Agent::of_id(prefix) {
+            return self.transcript.push_notice(
+                NoticeLevel::Error,
+                format!(
+                    "{} sessions are read-only: reference them with @ instead",
+                    agent.product()
+                ),
+            );
+        }
+        let Some(home) = self.history_home.clone() else {
+            // No home known (a host's app): take the id as given.
+            self.next = Some(NextSession::Resume(prefix.to_string()));
+            self.should_quit = true;
+            return;
+        };
+        let prefix = prefix.to_string();
+        let tx = self.tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let result = DiskStore::new(&home)
+                .list_sessions_blocking()
+                .map_err(|e| e.to_string())
+                .and_then(|listing| {
+                    crate::discovery::lifecycle::resolve_prefix(&listing, &prefix)
+                        .map_err(|e| e.to_string())
+                });
+            let _ = tx.send(AppEvent::Resolved(result));
+        });
     }
 
     /// The answer to `/sessions`: the newest few, one line each.
@@ -658,6 +733,126 @@ impl App {
             })
             .collect();
         self.composer.set_badges(texts);
+    }
+
+    /// Follows the popup's highlighted session: a new one starts its preview (the previous one
+    /// is cancelled); none highlighted drops it.
+    fn sync_popup_preview(&mut self) {
+        let highlighted = match self
+            .popup
+            .is_open()
+            .then(|| self.popup.selected())
+            .flatten()
+        {
+            Some(PopupItem::Session(c)) => Some((c.session_id, c.label)),
+            _ => None,
+        };
+        let Some((id, label)) = highlighted else {
+            if let Some(old) = self.popup_preview.take() {
+                old.cancel.cancel();
+            }
+            return;
+        };
+        if self.popup_preview.as_ref().is_some_and(|p| p.id == id) {
+            return;
+        }
+        if let Some(old) = self.popup_preview.take() {
+            old.cancel.cancel();
+        }
+        if !self.mount.has_service() {
+            return;
+        }
+        self.badge_serial += 1;
+        let serial = self.badge_serial;
+        let cancel = CancellationToken::new();
+        self.popup_preview = Some(PopupPreview {
+            id: id.clone(),
+            label: label.clone(),
+            serial,
+            cancel: cancel.clone(),
+            result: None,
+        });
+        let mount = self.mount.clone();
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let result = mount
+                .preview(&id, &label, &cancel)
+                .await
+                .map_err(|e| e.to_string());
+            if !cancel.is_cancelled() {
+                let _ = tx.send(AppEvent::PopupPreview(id, serial, result));
+            }
+        });
+    }
+
+    /// The preview pane over the popup: the highlighted session's last messages.
+    fn render_popup_preview(&self, above: Rect, buf: &mut ratatui::buffer::Buffer) {
+        use ratatui::widgets::{Block, BorderType, Clear, Widget};
+        let Some(preview) = &self.popup_preview else {
+            return;
+        };
+        let rows: Vec<(String, String)> = match &preview.result {
+            None => vec![(String::new(), "reading…".to_string())],
+            Some(Err(e)) => vec![(String::new(), format!("cannot be read: {e}"))],
+            Some(Ok(p)) if p.last.is_empty() => {
+                vec![(String::new(), "no conversation to send".to_string())]
+            }
+            Some(Ok(p)) => p.last.clone(),
+        };
+        let height = u16::try_from(rows.len() + 2)
+            .unwrap_or(u16::MAX)
+            .min(above.height);
+        if height < 3 {
+            return;
+        }
+        let area = Rect {
+            y: above.y + above.height - height,
+            height,
+            ..above
+        };
+        Clear.render(area, buf);
+        let mut title = super::text::StyledText::new();
+        title.push(" preview · ", super::style::dim());
+        title.push_untrusted(
+            &preview.label,
+            super::escape::EscapeMode::SingleLine,
+            super::style::dim(),
+        );
+        title.push(" ", super::style::dim());
+        let block = Block::bordered()
+            .border_type(BorderType::Rounded)
+            .border_style(super::style::border())
+            .title(
+                title
+                    .truncate(usize::from(area.width.saturating_sub(4)))
+                    .to_line(),
+            );
+        let inner = block.inner(area);
+        block.render(area, buf);
+        for (n, (role, text)) in rows.iter().enumerate().take(usize::from(inner.height)) {
+            let mut line = super::text::StyledText::new();
+            if !role.is_empty() {
+                line.push_untrusted(
+                    role,
+                    super::escape::EscapeMode::SingleLine,
+                    super::style::key(),
+                );
+                line.push(": ", super::style::dim());
+            }
+            // One row per message: its text on one line, cut to the width.
+            line.push_untrusted(
+                text,
+                super::escape::EscapeMode::SingleLine,
+                super::style::dim(),
+            );
+            let y = inner.y + u16::try_from(n).unwrap_or(0);
+            buf.set_line(
+                inner.x,
+                y,
+                &line.truncate(usize::from(inner.width)).to_line(),
+                inner.width,
+            );
+        }
     }
 
     /// What the mentions in the composer add to the next request, for the status line.
@@ -996,6 +1191,11 @@ impl App {
                 height,
             };
             view.render(popup, buf);
+            let above = Rect {
+                height: popup.y - transcript.y,
+                ..transcript
+            };
+            self.render_popup_preview(above, buf);
         }
         if self.slash.is_open() {
             let view = self.slash.view();

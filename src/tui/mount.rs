@@ -64,14 +64,19 @@ pub struct Submitted {
 }
 
 /// The size of one source's snapshot, prepared alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Preview {
     /// UTF-8 bytes of the context message it alone would add.
     pub bytes: u64,
     pub original: u64,
     pub retained: u64,
     pub truncated: bool,
+    /// The last few messages of what would be sent, `(role, text)`, oldest first.
+    pub last: Vec<(String, String)>,
 }
+
+/// Messages a [`Preview`] keeps for the popup's preview pane.
+pub const PREVIEW_MESSAGES: usize = 6;
 
 impl Preview {
     /// The badge: `12 msgs · 48 KiB`, or `truncated · kept 1/104 msgs · 64 KiB`.
@@ -171,11 +176,17 @@ impl SessionReferenceMount {
                 .and_then(serde_json::Value::as_u64)
                 .unwrap_or(0)
         };
+        let mut last: Vec<(String, String)> = super::transcript::readable_snapshot(&context.text())
+            .and_then(|sources| sources.into_iter().next())
+            .map(|source| source.conversation)
+            .unwrap_or_default();
+        last.drain(..last.len().saturating_sub(PREVIEW_MESSAGES));
         Ok(Preview {
             bytes,
             original: count("originalMessages"),
             retained: count("retainedMessages"),
             truncated: meta.get("truncated") == Some(&serde_json::Value::Bool(true)),
+            last,
         })
     }
 
