@@ -322,7 +322,6 @@ impl Searcher {
                 }
             }
         }
-        drop(visit);
         self.narrowed = Some((text.to_string(), rows.clone(), matched_here));
         // Full-text hits outside the narrowed rows still count.
         if narrow.is_some() && !fts.is_empty() {
