@@ -4,6 +4,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 fn main() {
+    // Only the `tui` feature embeds the demo home (`src/demo.rs`).
+    if std::env::var_os("CARGO_FEATURE_TUI").is_none() {
+        return;
+    }
     let root = Path::new("assets/demo-home");
     println!("cargo:rerun-if-changed=assets/demo-home");
     let mut files = Vec::new();

@@ -1,6 +1,7 @@
-//! The composer holding a 1 MiB paste: one frame (height, draw, cursor, as the app asks for each
-//! frame) and one edit (Backspace then Left, whole grapheme clusters), for plain ASCII and for
-//! emoji text (ZWJ families and skin tones, where clusters span several characters).
+//! The composer holding 1 MiB of inserted text (a paste that large is shown collapsed; this
+//! measures the text itself): one frame (height, draw, cursor, as the app asks for each frame)
+//! and one edit (Backspace then Left, whole grapheme clusters), for plain ASCII and for emoji
+//! text (ZWJ families and skin tones, where clusters span several characters).
 //!
 //! ```sh
 //! cargo bench --bench composer
@@ -17,7 +18,7 @@ const MIB: usize = 1 << 20;
 
 fn pasted(unit: &str) -> Composer {
     let mut composer = Composer::new();
-    composer.handle_paste(&unit.repeat(MIB / unit.len()));
+    composer.insert_str(&unit.repeat(MIB / unit.len()));
     composer
 }
 

@@ -3,7 +3,7 @@
 //! ```sh
 //! cargo run --release --example measure -- candidates --sessions 100000
 //! cargo run --release --example measure -- prepare --mb 100 --encoding zstd
-//! cargo run --release --example measure -- tui --sessions 100000
+//! cargo run --release --example measure -- tui --sessions 100000 --files 100000
 //! cargo run --release --example measure -- gen-big --mb 100 --encoding plain   # prints paths
 //! cargo run --release --example measure -- hostile --case bad-line --mb 2048 --home /tmp/h
 //! cargo run --release --example measure -- hold-lock --path LOG --seconds 30
@@ -39,6 +39,7 @@ use dsh_session_references::session::{
     SessionQuery,
 };
 use dsh_session_references::tui::composer::Composer;
+use dsh_session_references::tui::file_index::FileFinder;
 use dsh_session_references::tui::popup::PopupState;
 use dsh_session_references::tui::Renderable;
 use ratatui::backend::TestBackend;
@@ -191,6 +192,10 @@ enum Command {
         sessions: usize,
         #[arg(long, default_value_t = 20)]
         rounds: usize,
+        /// Files in the cwd the popup's file rows come from (walked and matched by the same
+        /// `FileFinder` as the TUI; 0: no file rows).
+        #[arg(long, default_value_t = 0)]
+        files: usize,
     },
 }
 
@@ -240,7 +245,11 @@ fn main() {
             iters,
             warm_iters,
         } => rt.block_on(prepare(mb, encoding, iters, warm_iters.unwrap_or(iters))),
-        Command::Tui { sessions, rounds } => rt.block_on(tui(sessions, rounds)),
+        Command::Tui {
+            sessions,
+            rounds,
+            files,
+        } => rt.block_on(tui(sessions, rounds, files)),
         Command::Search {
             sessions,
             kb,
@@ -521,7 +530,48 @@ fn key(c: char) -> KeyEvent {
     KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
 }
 
-async fn tui(sessions: usize, rounds: usize) {
+/// A cwd of `files` empty files in 100 directories, generated once.
+fn cached_files(files: usize) -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/bench-data")
+        .join(format!("files-{files}"));
+    let marker = root.join(".complete");
+    if !marker.exists() {
+        let _ = std::fs::remove_dir_all(&root);
+        for n in 0..files {
+            let dir = root.join(format!("src/module{:02}", n % 100));
+            if n < 100 {
+                std::fs::create_dir_all(&dir).unwrap();
+            }
+            std::fs::write(dir.join(format!("harness_{n}.rs")), b"").unwrap();
+        }
+        std::fs::write(&marker, b"").unwrap();
+    }
+    root
+}
+
+/// A finder over `files` files, walked and settled (every file indexed and matched).
+fn loaded_finder(files: usize) -> Option<FileFinder> {
+    if files == 0 {
+        return None;
+    }
+    let cwd = cached_files(files);
+    let started = Instant::now();
+    let mut finder = FileFinder::start(cwd, std::sync::Arc::new(|| {}));
+    finder.set_query("", 5);
+    while finder.walking() || (finder.rows().indexed as usize) < files {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    println!(
+        "file index: {} files walked and loaded in {:.0} ms",
+        finder.rows().indexed,
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    Some(finder)
+}
+
+async fn tui(sessions: usize, rounds: usize, files: usize) {
+    let mut finder = loaded_finder(files);
     let home = gen::cached_home(sessions).unwrap();
     let (query, agent) = query_over(&home, true);
     let service = SessionReferences::new(query, SessionReferenceConfig::default()).unwrap();
@@ -536,6 +586,7 @@ async fn tui(sessions: usize, rounds: usize) {
     let mut frames = Vec::new();
     let mut keystrokes = Vec::new();
     let mut lookups = Vec::new();
+    let mut file_rows = Vec::new();
     let text = "look at @harness-0 please";
     for _ in 0..rounds {
         let mut composer = Composer::new();
@@ -546,6 +597,18 @@ async fn tui(sessions: usize, rounds: usize) {
             let started = Instant::now();
             composer.handle_key(key(c));
             let request = popup.sync(composer.active_token().as_ref());
+            let files_started = Instant::now();
+            if let Some(finder) = finder.as_mut().filter(|_| popup.is_open()) {
+                // As the app does: the new query goes to the workers; the rows they have
+                // finished (never waited for) go to the popup.
+                let query = popup.query().to_string();
+                let limit = if query.is_empty() { 5 } else { 50 };
+                finder.set_query(&query, limit);
+                finder.tick();
+                let published = finder.rows();
+                popup.set_file_rows(&published.query, published.rows);
+            }
+            file_rows.push(files_started.elapsed());
             draw(&mut terminal, &composer, &popup, now);
             keystrokes.push(started.elapsed());
             if let Some(request) = request {
@@ -568,6 +631,12 @@ async fn tui(sessions: usize, rounds: usize) {
     }
     percentiles("frame render (120x40, popup open)", &mut frames);
     percentiles("keystroke to frame (lookup not awaited)", &mut keystrokes);
+    if files > 0 {
+        percentiles(
+            "  of which file rows (query to workers, tick, rows)",
+            &mut file_rows,
+        );
+    }
     percentiles(
         &format!("lookup answer to frame (list_candidates over {sessions} + apply + frame)"),
         &mut lookups,

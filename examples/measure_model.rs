@@ -10,7 +10,7 @@
 //! cargo run --release --example measure_model -- stream --tokens 20000 --rate 300 --paragraph 80
 //! ```
 //!
-//! `first-char` drives the real app (`build_with`, the same event path as the terminal loop)
+//! `first-char` drives the real app (`build`, the same event path as the terminal loop)
 //! and stops the clock at the first frame whose buffer shows the answer's first character.
 //! `stream` runs the terminal loop's policy (draw, wait for an event, drain the burst, draw) on
 //! a `TestBackend` and times each frame: handling its events plus drawing it.
@@ -23,7 +23,7 @@ use axum::Router;
 use clap::{Parser, Subcommand};
 use dsh_session_references::agent::config::{ModelChoice, ProviderSettings};
 use dsh_session_references::session::Encoding;
-use dsh_session_references::tui::app::{build_with, App, AppEvent, AppOptions};
+use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions, Wiring};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use serde_json::json;
@@ -170,7 +170,12 @@ fn new_app(
         cwd: Some("/measure".into()),
         sources: Default::default(),
     };
-    let (app, _) = build_with(&options, choice, tx.clone()).unwrap();
+    let (app, _) = build(
+        &options,
+        Wiring::for_choice(&options, choice).unwrap(),
+        tx.clone(),
+    )
+    .unwrap();
     let mut events = app.agent.subscribe();
     tokio::spawn(async move {
         while let Some(event) = events.recv().await {

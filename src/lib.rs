@@ -1,12 +1,119 @@
-//! Cross-session references for a terminal coding agent.
+//! Cross-session references for a terminal coding agent: type `@` in the composer, pick another
+//! session, and the model gets a bounded, read-only, untrusted snapshot of it (see `SPEC.md` in
+//! the design notes; the wire strings and the on-disk format follow it exactly).
 //!
-//! Layers, bottom up: [`session`] reads and writes dsh session logs and answers
-//! [`session::SessionQuery`]; [`mod@reference`] turns `@`-mentions into bounded, untrusted snapshots;
-//! `agent` is the admission runtime that logs what the model sees; [`tui`] is the standard
-//! terminal bundle that hosts can mount.
+//! # The rooms
+//!
+//! Layers, bottom up; `tests/architecture.rs` fails when one imports a layer above it.
+//!
+//! - [`session`]: the dsh session log (format, reader, writer), the on-disk store, sessions live
+//!   in this process, other agents' sessions as read-only sources, and the
+//!   [`session::SessionQuery`] read interface everything above consumes. Knows nothing above it.
+//! - [`mod@reference`]: `dsh-session:` URIs, `@`-mentions, candidate ranking and the
+//!   [`reference::SessionReferences`] service that turns a mention into a snapshot. Uses only
+//!   `session`.
+//! - [`agent`]: the session-bound admission runtime (`followup`, `steer`, `inject`, the
+//!   acceptance window, the `prompt-submit` hook), the log's one writer thread, and the model
+//!   providers. Uses only `session`.
+//! - `tui` (feature `tui`): the standard terminal bundle (composer, `@` popup, transcript,
+//!   status, key help, the app loop) and the terminal-free mount (`tui::mount`) that runs the
+//!   submit transaction. Uses the three above, never the command line.
+//! - `cli` (feature `cli`): the `dsh-refs` command line and its command implementations; the
+//!   binary (`src/main.rs`) wires everything.
+//! - [`escape`] sits below every layer: untrusted text made safe for a terminal.
+//!
+//! # Three ways in
+//!
+//! **1. The store and the service only.** With `default-features = false` nothing of the TUI or
+//! the command line is built (no ratatui, crossterm, nucleo, clap, nor the embedded demo home).
+//! Point the service at any [`session::SessionQuery`] (the dsh store here), list the `@` rows,
+//! and prepare a message that mentions sessions:
+//!
+//! ```no_run
+//! use dsh_session_references::reference::{
+//!     format_session_reference_mention, parse_session_reference_text, AgentIdentity,
+//!     ReferenceInput, SessionReferenceConfig, SessionReferences,
+//! };
+//! use dsh_session_references::session::{ContentBlock, DiskStore, SessionQuery};
+//! use std::sync::Arc;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let store: Arc<dyn SessionQuery> = Arc::new(DiskStore::new("/home/me/.dsh"));
+//! let service = SessionReferences::new(store, SessionReferenceConfig::default())?;
+//! let me = AgentIdentity::new("my-session", Some("/home/me/project".to_string()));
+//! let cancel = CancellationToken::new();
+//!
+//! // The popup's rows for what follows the `@`.
+//! let rows = service.list_candidates(&me, "parser", None, &cancel).await?;
+//! let Some(first) = rows.first() else { return Ok(()) };
+//!
+//! // A message mentioning it, parsed and prepared: the snapshot comes back as a context
+//! // message to log (and send) right before the user's own.
+//! let mention = format_session_reference_mention(&first.session_id, Some(&first.label));
+//! let parsed = parse_session_reference_text(&format!("what did {mention} decide?"))?;
+//! let references = parsed.references.into_iter().map(ReferenceInput::from).collect();
+//! let prepared = service
+//!     .prepare(&me, vec![ContentBlock::text(parsed.text)], references, &cancel)
+//!     .await?;
+//! assert!(prepared.additional_context.is_some());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! **2. Mounted into your own TUI.** Implement `tui::mount::AgentSurface` for your agent (its
+//! identity, and how it takes a message with or without contexts), give
+//! `tui::mount::SessionReferenceMount` the service, and use the bundle's widgets where you
+//! want them: `tui::popup::PopupState` for the `@` rows, `tui::composer::Composer` for mention
+//! editing, `tui::transcript::TranscriptItem` for the reference card. `examples/host.rs` is a
+//! whole application doing this (its own layout, agent and session source), driven headless by
+//! `tests/host_example.rs`.
+//!
+//! ```no_run
+//! # #[cfg(feature = "tui")]
+//! # mod host {
+//! use dsh_session_references::agent::Admission;
+//! use dsh_session_references::reference::{AgentIdentity, SessionReferences};
+//! use dsh_session_references::session::Message;
+//! use dsh_session_references::tui::mount::{AgentSurface, SessionReferenceMount};
+//! use std::sync::Arc;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! struct MyAgent;
+//!
+//! impl AgentSurface for MyAgent {
+//!     fn identity(&self) -> AgentIdentity {
+//!         AgentIdentity::new("my-session", None)
+//!     }
+//!     fn dispatch(&self, message: Message) -> Admission {
+//!         self.dispatch_with_contexts(message, Vec::new())
+//!     }
+//!     fn dispatch_with_contexts(&self, message: Message, contexts: Vec<Message>) -> Admission {
+//!         // Hand `contexts` (the snapshots), then `message`, to your model.
+//!         let _ = (message, contexts);
+//!         Admission::Queued
+//!     }
+//! }
+//!
+//! async fn on_enter(service: SessionReferences, text: &str) {
+//!     let mount = SessionReferenceMount::new(Some(service), Arc::new(MyAgent));
+//!     // Parse, prepare every mentioned session, dispatch; on failure keep the user's text.
+//!     match mount.submit(text, &CancellationToken::new()).await {
+//!         Ok(sent) => println!("sent with {} referenced sessions", sent.referenced),
+//!         Err(error) => eprintln!("{error}"),
+//!     }
+//! }
+//! # }
+//! ```
+//!
+//! **3. The standard TUI.** Run the `dsh-refs` binary (`dsh-refs --demo` opens a copy of the
+//! bundled demo home), or start the bundle's app loop from `tui::app` with this crate's
+//! [`agent::Agent`], which logs what the model sees exactly as dsh does.
 
 pub mod agent;
+#[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "tui")]
 pub mod demo;
 pub mod discovery;
 pub mod escape;
@@ -14,4 +121,5 @@ pub mod reference;
 pub mod session;
 #[cfg(test)]
 mod test_rng;
+#[cfg(feature = "tui")]
 pub mod tui;

@@ -6,7 +6,8 @@ use dsh_session_references::session::external::SourceSet;
 use dsh_session_references::session::paths::resolve_home;
 use dsh_session_references::session::DiskStore;
 use dsh_session_references::session::Encoding;
-use dsh_session_references::tui::app::{run_terminal_with, AppOptions};
+use dsh_session_references::tui::app::{run_terminal, AppOptions, Wiring};
+use dsh_session_references::tui::keys::Keymap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -19,13 +20,13 @@ fn main() {
             | Command::Mention(_)
             | Command::Candidates { .. }
             | Command::Prepare { .. }),
-        ) => dsh_session_references::reference::commands::run_with_sources(
+        ) => dsh_session_references::cli::reference::run_with_sources(
             command,
             &resolve_home(cli.home.as_deref()),
             &cli.sources.source_set(),
         ),
         Some(Command::Sessions { json }) => {
-            dsh_session_references::session::commands::sessions_with_sources(
+            dsh_session_references::cli::sessions::sessions_with_sources(
                 &match listing_home(&cli) {
                     Ok(home) => home,
                     Err(code) => std::process::exit(code),
@@ -141,6 +142,29 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
         cwd,
         sources: sources.clone(),
     };
+    // The binary wires the store and the model into the TUI.
+    let mut wiring = match Wiring::for_choice(&options, &choice) {
+        Ok(wiring) => wiring,
+        Err(e) => {
+            eprintln!("dsh-refs: {}", diagnostic(&e.to_string()));
+            return 1;
+        }
+    };
+    // The user's `[keys]` overrides; a wrong one is a start-up error naming it.
+    let keys = dsh_session_references::agent::config::load_keys(&home)
+        .map_err(|e| e.to_string())
+        .and_then(|overrides| Keymap::with_overrides(&overrides));
+    match keys {
+        Ok(keymap) => wiring.keymap = std::sync::Arc::new(keymap),
+        Err(e) => {
+            eprintln!(
+                "dsh-refs: {}: {}",
+                home.join("config.toml").display(),
+                diagnostic(&e)
+            );
+            return 1;
+        }
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -151,7 +175,7 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
             return 1;
         }
     };
-    let result = runtime.block_on(run_terminal_with(options, choice));
+    let result = runtime.block_on(run_terminal(options, wiring));
     // Do not wait for lingering blocking reads (a stuck filesystem must not hang the exit).
     runtime.shutdown_timeout(Duration::from_millis(200));
     match result {
@@ -241,6 +265,7 @@ fn init_tracing(home: &Path) {
 /// allocates cannot reuse the raw payloads it frees, so a big source peaked at twice its
 /// conversation instead of once (816 MB against 419 MB for a 400 MiB log). Small allocations
 /// stay per-thread (tcache), so listing on several threads is not serialized by this.
+#[allow(unsafe_code)] // `mallopt`, below.
 fn one_malloc_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `mallopt` only tunes the allocator; it is called before any thread starts.

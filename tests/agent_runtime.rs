@@ -101,7 +101,7 @@ async fn idle_path_logs_context_then_prompt_in_one_batch() {
     let home = tempfile::tempdir().unwrap();
     let agent = start(home.path(), "target", 0);
     let message = agent.user_message("compare with @src");
-    let admission = agent.submit_with_contexts(message.clone(), vec![snapshot_context("src")]);
+    let admission = agent.dispatch_with_contexts(message.clone(), vec![snapshot_context("src")]);
     assert_eq!(admission, Admission::Queued);
     let path = log_path(home.path(), "target");
     wait_for("turn end", || count(&path, "turn/end") == 1).await;
@@ -170,7 +170,7 @@ async fn running_path_stages_context_and_steering_together() {
     }
     assert!(agent.status().window_open && agent.status().running);
     let steering = agent.user_message("also look at @src");
-    let admission = agent.submit_with_contexts(steering.clone(), vec![snapshot_context("src")]);
+    let admission = agent.dispatch_with_contexts(steering.clone(), vec![snapshot_context("src")]);
     assert_eq!(admission, Admission::Staged);
     assert_eq!(agent.status().staged_steering, 1);
     let path = log_path(home.path(), "target");
@@ -225,7 +225,7 @@ async fn block_writes_nothing_and_releases_the_wrapper() {
     agent.hooks().append(Arc::new(Blocker));
     let mut rx = agent.subscribe();
     let message = agent.user_message("blocked @src");
-    agent.submit_with_contexts(message.clone(), vec![snapshot_context("src")]);
+    agent.dispatch_with_contexts(message.clone(), vec![snapshot_context("src")]);
     loop {
         match tokio::time::timeout(Duration::from_secs(5), rx.recv())
             .await
@@ -255,7 +255,7 @@ async fn discarded_prompt_releases_the_wrapper() {
     let agent = start(home.path(), "target", 0);
     let message = agent.user_message("never mind @src");
     assert_eq!(
-        agent.submit_with_contexts(message.clone(), vec![snapshot_context("src")]),
+        agent.dispatch_with_contexts(message.clone(), vec![snapshot_context("src")]),
         Admission::Queued
     );
     assert_eq!(agent.hooks().len(), 1);
@@ -287,7 +287,7 @@ async fn cancelled_admission_releases_the_wrapper_and_writes_nothing() {
     let agent = start(home.path(), "target", 0);
     agent.hooks().append(Arc::new(Gate));
     let message = agent.user_message("slow admission @src");
-    agent.submit_with_contexts(message, vec![snapshot_context("src")]);
+    agent.dispatch_with_contexts(message, vec![snapshot_context("src")]);
     wait_for("admission", || agent.status().window_open).await;
     assert!(agent.cancel());
     wait_for("release", || agent.hooks().len() == 1).await;
@@ -334,7 +334,7 @@ async fn inject_outside_the_window_appends_at_once_and_titles_come_from_the_firs
     let home = tempfile::tempdir().unwrap();
     let agent = start(home.path(), "target", 0);
     assert_eq!(
-        agent.inject(snapshot_context("x")).unwrap(),
+        agent.inject(snapshot_context("x")).await.unwrap(),
         Admission::Appended
     );
     let path = log_path(home.path(), "target");

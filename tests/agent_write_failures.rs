@@ -74,7 +74,16 @@ async fn steering_that_cannot_be_written_is_unsent() {
     let mut rx = agent.subscribe();
     agent.followup(agent.user_message("tell me a long story about parsers"));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !agent.status().window_open {
+    // The turn is open and its prompt is on disk (the log writer acknowledges batches after
+    // the decision, so an open window alone does not mean the prompt was written).
+    let logged = |path: &std::path::Path| {
+        read_log(path).is_ok_and(|(_, records)| {
+            serde_json::to_string(&records)
+                .unwrap()
+                .contains("tell me a long story")
+        })
+    };
+    while !agent.status().window_open || !logged(&path) {
         assert!(tokio::time::Instant::now() < deadline, "the turn opens");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }

@@ -311,3 +311,159 @@ fn keys_sent_with_enter_and_while_preparing_are_kept_and_emoji_edit_whole() {
         ["xyzfirst", "see @Leap day parsing", "then"]
     );
 }
+
+/// The composer's text row (the line with the `›` prompt inside the rounded box).
+fn composer_row(screen: &str) -> String {
+    screen
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("│›"))
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn slash_menu_help_overlay_and_ctrl_c_semantics() {
+    let home = tempfile::tempdir().unwrap();
+    write_source(home.path());
+    let workdir = tempfile::tempdir().unwrap();
+    let command = format!(
+        "cd {} && {} --home {} --compression none",
+        workdir.path().display(),
+        env!("CARGO_BIN_EXE_dsh-refs"),
+        home.path().display()
+    );
+    let tmux = Tmux::start("slash", &command, 100, 30);
+    tmux.wait_for_screen("the welcome header", |s| {
+        s.contains("cross-session references") && s.contains("tip")
+    });
+
+    // `/` opens the menu; typing narrows it; Enter runs /help here.
+    tmux.type_text("/");
+    tmux.wait_for_screen("the command menu", |s| {
+        s.contains("/sessions") && s.contains("/resume ID") && s.contains("/quit")
+    });
+    tmux.type_text("he");
+    tmux.wait_for_screen("the narrowed menu", |s| {
+        s.contains("/help") && !s.contains("/sessions")
+    });
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_screen("the key help overlay", |s| {
+        s.contains("Keys · esc to close") && s.contains("new line")
+    });
+    tmux.keys(&["Escape"]);
+    tmux.wait_for_screen("the overlay closed", |s| !s.contains("Keys · esc to close"));
+
+    // /sessions lists the other session; nothing was sent to the model.
+    tmux.type_text("/sessions");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_screen("the session list", |s| {
+        s.contains("Leap day parsing · src-session-1")
+    });
+    assert!(
+        target_log(home.path()).is_none_or(|log| count(&records(&log), "user/message") == 0),
+        "no command reached the model"
+    );
+
+    // Ctrl-C with a draft clears it; Up brings it back; a second Ctrl-C clears it again.
+    tmux.type_text("a draft worth keeping");
+    tmux.wait_for_screen("the draft", |s| {
+        composer_row(s).contains("a draft worth keeping")
+    });
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_screen("the draft cleared", |s| {
+        !composer_row(s).contains("a draft worth keeping")
+    });
+    tmux.keys(&["Up"]);
+    tmux.wait_for_screen("the draft recalled", |s| {
+        composer_row(s).contains("a draft worth keeping")
+    });
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_screen("the draft cleared again", |s| {
+        !composer_row(s).contains("a draft worth keeping")
+    });
+    // Empty and idle: the first press only arms, the second quits.
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_screen("the quit hint", |s| s.contains("again to quit"));
+    tmux.keys(&["C-c"]);
+    tmux.wait_for_screen("the shell back", |s| {
+        !s.contains("cross-session references")
+    });
+}
+
+#[test]
+fn an_at_file_reaches_the_log() {
+    let home = tempfile::tempdir().unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(workdir.path().join("src")).unwrap();
+    std::fs::write(
+        workdir.path().join("src/parser.rs"),
+        "fn parse_leap_day() -> bool {\n    true\n}\n",
+    )
+    .unwrap();
+    let command = format!(
+        "cd {} && {} --home {} --compression none",
+        workdir.path().display(),
+        env!("CARGO_BIN_EXE_dsh-refs"),
+        home.path().display()
+    );
+    let tmux = Tmux::start("file", &command, 110, 32);
+    tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
+    // Picked from the popup's file rows, then sent.
+    tmux.type_text("explain @parser");
+    tmux.wait_for_screen("the file row", |s| s.contains("src/parser.rs"));
+    tmux.keys(&["Tab"]);
+    tmux.wait_for_screen("the inserted path", |s| {
+        composer_row(s).contains("explain @src/parser.rs")
+    });
+    tmux.type_text("please");
+    tmux.keys(&["Enter"]);
+    let records = wait_for_log(home.path(), "the turn", |r| count(r, "turn/end") == 1);
+    let users: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["type"] == "user/message")
+        .collect();
+    assert_eq!(users.len(), 2, "the file context, then the prompt");
+    let context = message(users[0]);
+    assert_eq!(context["source"]["kind"], "plugin");
+    assert_eq!(context["source"]["plugin"], "file");
+    assert_eq!(context["source"]["path"], "src/parser.rs");
+    assert_eq!(context["source"]["truncated"], false);
+    let text = context["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("fn parse_leap_day() -> bool"), "{text}");
+    assert_eq!(
+        message(users[1])["content"][0]["text"],
+        "explain @src/parser.rs please"
+    );
+    tmux.wait_for_screen("the file card", |s| {
+        s.contains("context · file src/parser.rs · 41 B")
+    });
+}
+
+#[test]
+fn a_badge_appears_when_a_mention_is_inserted() {
+    let home = tempfile::tempdir().unwrap();
+    write_source(home.path());
+    let workdir = tempfile::tempdir().unwrap();
+    let command = format!(
+        "cd {} && {} --home {} --compression none",
+        workdir.path().display(),
+        env!("CARGO_BIN_EXE_dsh-refs"),
+        home.path().display()
+    );
+    let tmux = Tmux::start("badge", &command, 110, 32);
+    tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
+    tmux.type_text("compare @src-ses");
+    tmux.wait_for_screen("the candidate", |s| s.contains("src-session-1"));
+    tmux.keys(&["Tab"]);
+    let screen = tmux.wait_for_screen("the badge", |s| {
+        composer_row(s).contains("@Leap day parsing ⟨2 msgs · ")
+    });
+    assert!(screen.contains("next +1 ref"), "{screen}");
+    // The mention goes (the space, then the mention as one unit): so does its badge.
+    tmux.keys(&["BSpace", "BSpace"]);
+    tmux.wait_for_screen("the badge gone", |s| {
+        !s.contains("⟨2 msgs") && !s.contains("next +1 ref")
+    });
+    assert!(target_log(home.path()).is_none(), "nothing was sent");
+}

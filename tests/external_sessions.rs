@@ -471,10 +471,11 @@ fn the_cli_lists_and_prepares_other_agents_sessions_without_writing() {
 mod tui {
     use super::*;
     use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+    use dsh_session_references::agent::config::ModelChoice;
     use dsh_session_references::reference::format_session_reference_mention;
     use dsh_session_references::session::external::SourceSet;
     use dsh_session_references::session::Encoding;
-    use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions};
+    use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions, Wiring};
     use std::time::Duration;
 
     async fn pump(
@@ -509,7 +510,12 @@ mod tui {
             sources: SourceSet::from_flags(None, Some(&claude_home), Some(&codex_home)),
         };
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let (mut app, _) = build(&options, tx).unwrap();
+        let (mut app, _) = build(
+            &options,
+            Wiring::for_choice(&options, &ModelChoice::Offline).unwrap(),
+            tx,
+        )
+        .unwrap();
         let text = format!(
             "compare {} with {}",
             format_session_reference_mention(CLAUDE_IDS[7], Some("hello files")),
@@ -549,4 +555,49 @@ mod tui {
             "a home changed"
         );
     }
+}
+
+/// Directories whose stamps settled are looked at with one `stat` each; a listed file whose head
+/// was incomplete is still watched, and a new file shows because its directory changed.
+#[test]
+fn a_warm_listing_still_sees_a_head_complete_and_a_new_file() {
+    let home = tempfile::tempdir().unwrap();
+    let growth = fixtures().join("claude-code/growth");
+    let turn1 = fs::read(growth.join("3fb74381-1bf4-475e-8c6f-442d872b1bcf.turn-1.jsonl")).unwrap();
+    let project = home.path().join("projects/-p");
+    fs::create_dir_all(&project).unwrap();
+    let file = project.join("3fb74381-1bf4-475e-8c6f-442d872b1bcf.jsonl");
+    // Only the start of the first line: no head yet.
+    fs::write(&file, &turn1[..20]).unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    let age = |path: &Path| fs::File::open(path).unwrap().set_modified(old).unwrap();
+    age(&file);
+    age(&project);
+    age(&home.path().join("projects"));
+    let source = ExternalSessions::new(Agent::Claude, home.path());
+    let ids = |source: &ExternalSessions| -> Vec<String> {
+        let list = source.list_sessions_blocking().unwrap();
+        list.iter().map(|s| s.header.id.clone()).collect()
+    };
+    assert!(ids(&source).is_empty());
+    let warm = source.list_sessions_blocking().unwrap();
+    assert!(Arc::ptr_eq(
+        &warm,
+        &source.list_sessions_blocking().unwrap()
+    ));
+    // The head completes: no directory changes, the file is listed.
+    fs::write(&file, &turn1).unwrap();
+    age(&file);
+    age(&project);
+    assert_eq!(
+        ids(&source),
+        ["claude:3fb74381-1bf4-475e-8c6f-442d872b1bcf"]
+    );
+    // A new session file: its directory changed.
+    let other = project.join("aaaaaaaa-1bf4-475e-8c6f-442d872b1bcf.jsonl");
+    let text = String::from_utf8(turn1.clone())
+        .unwrap()
+        .replace("3fb74381-1bf4", "aaaaaaaa-1bf4");
+    fs::write(&other, text).unwrap();
+    assert_eq!(ids(&source).len(), 2);
 }

@@ -413,7 +413,7 @@ fn of_type<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
 /// Runs one prompt to its `turn/end`; returns the turn's end reason.
 async fn turn(agent: &Agent, message: Message, contexts: Vec<Message>) -> Value {
     let mut rx = agent.subscribe();
-    agent.submit_with_contexts(message, contexts);
+    agent.dispatch_with_contexts(message, contexts);
     loop {
         match tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
             Ok(Some(AgentEvent::Logged(events))) => {
@@ -567,6 +567,7 @@ async fn resume_logs_resume_or_change_and_a_failure_keeps_the_partial_answer() {
     );
     turn(&agent, agent.user_message("q1"), vec![]).await;
     agent.shutdown();
+    agent.closed().await;
     let path = log_path(home.path(), "s2");
 
     // Same model: `resume`.
@@ -574,6 +575,7 @@ async fn resume_logs_resume_or_change_and_a_failure_keeps_the_partial_answer() {
     let agent = Agent::resume(&path, Arc::new(same), LiveSessions::default()).unwrap();
     turn(&agent, agent.user_message("q2"), vec![]).await;
     agent.shutdown();
+    agent.closed().await;
 
     // Another model: `change`, and this request breaks mid-answer.
     let mut other = settings(&server.base_url());

@@ -3,6 +3,7 @@
 //!
 //! The logs here are generated lazily by a `Read` (nothing on disk), and a counting global
 //! allocator records the peak of live heap bytes while one scan runs.
+#![allow(unsafe_code)] // The counting global allocator.
 
 use dsh_session_references::session::reader::{scan_reader, Encoding, MAX_BATCH_BYTES};
 use dsh_session_references::session::SessionError;

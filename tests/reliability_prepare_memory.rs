@@ -4,6 +4,7 @@
 //!
 //! Measured as the peak RSS of a `dsh-refs prepare` child (getrusage of waited children); this
 //! file holds one test so that no other child's peak is mixed in.
+#![allow(unsafe_code)] // getrusage of the waited children.
 
 use dsh_session_references::session::{
     ContentBlock, Event, EventData, Message, MessageSource, SessionHeader,

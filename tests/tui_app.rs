@@ -1,12 +1,23 @@
 //! The app loop's submit path, driven like a person would: type, press Enter, let the events in.
 
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+use dsh_session_references::agent::config::ModelChoice;
 use dsh_session_references::reference::format_session_reference_mention;
-use dsh_session_references::session::Encoding;
-use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions};
+use dsh_session_references::session::{Encoding, Record};
+use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions, Wiring};
 use std::path::Path;
 use std::time::Duration;
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+/// The app over `options` with the offline model, wired as the binary wires it.
+fn offline(options: &AppOptions, tx: UnboundedSender<AppEvent>) -> (App, Vec<Record>) {
+    build(
+        options,
+        Wiring::for_choice(options, &ModelChoice::Offline).unwrap(),
+        tx,
+    )
+    .unwrap()
+}
 
 fn options(home: &std::path::Path) -> AppOptions {
     AppOptions {
@@ -53,7 +64,7 @@ async fn pump(app: &mut App, rx: &mut UnboundedReceiver<AppEvent>, done: impl Fn
 async fn failed_preparation_keeps_the_input_and_enqueues_nothing() {
     let home = tempfile::tempdir().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (mut app, _) = build(&options(home.path()), tx).unwrap();
+    let (mut app, _) = offline(&options(home.path()), tx);
     let text = format!(
         "see {}",
         format_session_reference_mention("gone", Some("old work"))
@@ -88,7 +99,7 @@ async fn failed_preparation_keeps_the_input_and_enqueues_nothing() {
 async fn success_clears_the_input_and_logs_the_trimmed_prompt() {
     let home = tempfile::tempdir().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (mut app, _) = build(&options(home.path()), tx).unwrap();
+    let (mut app, _) = offline(&options(home.path()), tx);
     app.composer.set_text("hello there   ");
     app.handle(key(KeyCode::Enter));
     pump(&mut app, &mut rx, |app| app.composer.is_empty()).await;
@@ -160,7 +171,7 @@ async fn settle(app: &mut App, rx: &mut UnboundedReceiver<AppEvent>) {
 async fn keys_in_the_same_burst_as_enter_start_the_next_draft() {
     let home = tempfile::tempdir().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (mut app, _) = build(&options(home.path()), tx).unwrap();
+    let (mut app, _) = offline(&options(home.path()), tx);
     // One read of the terminal: "hello⏎next⏎" typed faster than the send settles.
     let mut burst = typed("hello");
     burst.push(key(KeyCode::Enter));
@@ -201,7 +212,7 @@ async fn typing_while_a_reference_is_prepared_survives_success_and_failure() {
     )
     .unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (mut app, _) = build(&options(home.path()), tx).unwrap();
+    let (mut app, _) = offline(&options(home.path()), tx);
 
     // Success: the message goes, what was typed meanwhile stays, the sent one is in history.
     let good = format!(
@@ -253,5 +264,337 @@ async fn typing_while_a_reference_is_prepared_survives_success_and_failure() {
         user_texts(&log),
         ["see @other"],
         "nothing more was sent: {log}"
+    );
+}
+
+fn ctrl(c: char) -> AppEvent {
+    AppEvent::Input(TermEvent::Key(KeyEvent::new(
+        KeyCode::Char(c),
+        KeyModifiers::CONTROL,
+    )))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_clears_a_draft_first_and_quits_only_on_a_second_idle_press() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("half a thought") {
+        app.handle(event);
+    }
+    app.handle(ctrl('c'));
+    assert!(app.composer.is_empty(), "the draft is cleared");
+    assert!(!app.should_quit);
+    app.handle(key(KeyCode::Up));
+    assert_eq!(
+        app.composer.display_text(),
+        "half a thought",
+        "and Up recalls it"
+    );
+    app.handle(ctrl('c'));
+    assert!(app.composer.is_empty() && !app.should_quit);
+    app.handle(ctrl('c'));
+    assert!(!app.should_quit, "one press on an empty composer only arms");
+    assert!(screen(&app).contains("again to quit"));
+    app.handle(ctrl('c'));
+    assert!(app.should_quit, "the second one quits");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn esc_esc_on_an_empty_composer_edits_the_last_message() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("first message") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    settle(&mut app, &mut rx).await;
+    own_log(&app, home.path(), "turn/end").await;
+    pump(&mut app, &mut rx, |app| !screen(app).contains("running")).await;
+    app.handle(key(KeyCode::Esc));
+    assert!(app.composer.is_empty(), "one Esc only arms");
+    app.handle(key(KeyCode::Esc));
+    assert_eq!(app.composer.display_text(), "first message");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_popup_with_nothing_to_offer_lets_enter_send() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("ping @nomatch") {
+        app.handle(event);
+    }
+    assert!(app.popup.is_open());
+    pump(&mut app, &mut rx, |app| !app.popup.is_loading()).await;
+    app.handle(key(KeyCode::Enter));
+    settle(&mut app, &mut rx).await;
+    let log = own_log(&app, home.path(), "turn/end").await;
+    assert_eq!(user_texts(&log), ["ping @nomatch"]);
+    // Up recalls it, and the popup that opens on its token does not keep Up for itself.
+    app.handle(key(KeyCode::Up));
+    assert_eq!(app.composer.display_text(), "ping @nomatch");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_commands_run_here_and_unknown_ones_ask_first() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    assert!(screen(&app).contains("dsh-refs"), "the welcome header");
+    app.handle(key(KeyCode::Char('/')));
+    assert!(app.slash.is_open(), "/ opens the menu");
+    assert!(screen(&app).contains("/sessions"));
+    for event in typed("he") {
+        app.handle(event);
+    }
+    assert!(screen(&app).contains("keys and commands"));
+    app.handle(key(KeyCode::Enter));
+    assert!(app.overlay_open(), "/help opens the key help");
+    assert!(app.composer.is_empty());
+    app.handle(key(KeyCode::Esc));
+    assert!(!app.overlay_open());
+    // Typed in full and sent: still run here.
+    for event in typed("/model") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Tab));
+    assert_eq!(app.composer.display_text(), "/model ");
+    app.handle(key(KeyCode::Enter));
+    assert!(screen(&app).contains("Model: offline"));
+    // An unknown command asks; the same Enter again sends it.
+    for event in typed("/frobnicate now") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    assert!(screen(&app).contains("/frobnicate is not a command"));
+    assert_eq!(app.composer.display_text(), "/frobnicate now");
+    app.handle(key(KeyCode::Enter));
+    settle(&mut app, &mut rx).await;
+    let log = own_log(&app, home.path(), "turn/end").await;
+    assert_eq!(
+        user_texts(&log),
+        ["/frobnicate now"],
+        "only the confirmed line reached the model; /help and /model never did"
+    );
+    for event in typed("/quit") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    assert!(app.should_quit);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_new_and_resume_name_the_next_session() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("/resume") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Tab));
+    for event in typed("abc") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    assert!(app.should_quit);
+    assert_eq!(
+        app.next,
+        Some(dsh_session_references::tui::app::NextSession::Resume(
+            "abc".into()
+        ))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mouse_wheel_scrolls_the_transcript() {
+    use crossterm::event::{MouseEvent, MouseEventKind};
+    let home = tempfile::tempdir().unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for n in 0..60 {
+        app.transcript.push_notice(
+            dsh_session_references::tui::transcript::NoticeLevel::Info,
+            format!("line {n}"),
+        );
+    }
+    screen(&app);
+    let wheel = |kind| {
+        AppEvent::Input(TermEvent::Mouse(MouseEvent {
+            kind,
+            column: 5,
+            row: 5,
+            modifiers: KeyModifiers::NONE,
+        }))
+    };
+    app.handle(wheel(MouseEventKind::ScrollUp));
+    app.handle(wheel(MouseEventKind::ScrollUp));
+    assert_eq!(app.transcript.scroll_offset(), 6);
+    assert!(screen(&app).contains("line 50"));
+    app.handle(wheel(MouseEventKind::ScrollDown));
+    assert_eq!(app.transcript.scroll_offset(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_survives_a_restart_and_a_resume() {
+    let home = tempfile::tempdir().unwrap();
+    let session_id;
+    {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (mut app, _) = offline(&options(home.path()), tx);
+        session_id = app.agent.info().session_id.clone();
+        for event in typed("remember me") {
+            app.handle(event);
+        }
+        app.handle(key(KeyCode::Enter));
+        settle(&mut app, &mut rx).await;
+        own_log(&app, home.path(), "turn/end").await;
+        app.agent.shutdown();
+    }
+    let history = home.path().join("history.jsonl");
+    for _ in 0..200 {
+        if std::fs::read_to_string(&history).is_ok_and(|t| t.contains("remember me")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A new session in the same home.
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut fresh, _) = offline(&options(home.path()), tx);
+    fresh.handle(key(KeyCode::Up));
+    assert_eq!(fresh.composer.display_text(), "remember me");
+    fresh.agent.shutdown();
+    // And the session itself, resumed.
+    let resumed_options = AppOptions {
+        resume: Some(session_id),
+        ..options(home.path())
+    };
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut resumed, _) = offline(&resumed_options, tx);
+    resumed.handle(key(KeyCode::Up));
+    assert_eq!(resumed.composer.display_text(), "remember me");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_at_offers_a_few_files_and_typing_narrows_them_off_the_loop() {
+    use dsh_session_references::tui::popup::PopupItem;
+    let home = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join(".gitignore"), "build/\n").unwrap();
+    std::fs::create_dir_all(cwd.path().join("build")).unwrap();
+    std::fs::write(cwd.path().join("build/main.o"), "").unwrap();
+    std::fs::create_dir_all(cwd.path().join("src")).unwrap();
+    for name in [
+        "main.rs", "lib.rs", "app.rs", "ui.rs", "keys.rs", "more.rs", "last.rs",
+    ] {
+        std::fs::write(cwd.path().join("src").join(name), "").unwrap();
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    app.start_file_finder(cwd.path().to_path_buf());
+    let files = |app: &App| -> Vec<String> {
+        app.popup
+            .items()
+            .into_iter()
+            .filter_map(|item| match item {
+                PopupItem::File(row) => Some(row.path),
+                PopupItem::Session(_) => None,
+            })
+            .collect()
+    };
+    app.handle(key(KeyCode::Char('@')));
+    pump(&mut app, &mut rx, |app| files(app).len() == 5).await;
+    for event in typed("main") {
+        app.handle(event);
+    }
+    pump(&mut app, &mut rx, |app| {
+        files(app).first().map(String::as_str) == Some("src/main.rs")
+    })
+    .await;
+    assert!(
+        !files(&app).iter().any(|p| p.starts_with("build/")),
+        ".gitignore is honoured"
+    );
+}
+
+fn write_source(home: &Path) {
+    let dir = home.join("sessions/--proj-api--/src-session-1");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lines = [
+        r#"{"type":"session","version":0,"id":"src-session-1","createdAt":1780000000000,"cwd":"/proj/api","delegationDepth":0}"#,
+        r#"{"type":"turn/start","seq":0,"time":1780000000001,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}"#,
+        r#"{"type":"user/message","seq":1,"time":1780000000002,"data":{"content":[{"type":"text","text":"Why does the date parser reject 2024-02-29?"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#,
+        r#"{"type":"session/title","seq":2,"time":1780000000003,"data":{"title":"Leap day parsing","messageSeqs":[1],"source":{"kind":"fallback"}}}"#,
+        r#"{"type":"assistant/message","seq":3,"time":1780000000004,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[{"type":"text","text":"The validator used a non-leap month table."}],"source":{"kind":"model","provider":"p","model":"m"},"id":"a1"}},"surfaceOp":"append"}"#,
+        r#"{"type":"turn/end","seq":4,"time":1780000000005,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    ];
+    std::fs::write(dir.join("session.jsonl"), lines.join("\n") + "\n").unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_wears_a_size_badge_until_it_is_removed() {
+    let home = tempfile::tempdir().unwrap();
+    write_source(home.path());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("see @src-ses") {
+        app.handle(event);
+    }
+    pump(&mut app, &mut rx, |app| !app.popup.is_empty()).await;
+    app.handle(key(KeyCode::Tab));
+    assert_eq!(app.composer.mentions().len(), 1);
+    pump(&mut app, &mut rx, |app| {
+        app.composer
+            .badge("src-session-1")
+            .is_some_and(|b| b.contains("msgs"))
+    })
+    .await;
+    let shown = screen(&app);
+    assert!(shown.contains("@Leap day parsing ⟨2 msgs · "), "{shown}");
+    assert!(shown.contains("next +1 ref"), "{shown}");
+    // Removed: the badge and the status figure go with it.
+    app.handle(key(KeyCode::Backspace));
+    app.handle(key(KeyCode::Backspace));
+    assert!(app.composer.mentions().is_empty());
+    assert!(app.composer.badge("src-session-1").is_none());
+    assert!(!screen(&app).contains("next +"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_reply_is_marked() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let slow = AppOptions {
+        offline_delay: Duration::from_millis(40),
+        ..options(home.path())
+    };
+    let (mut app, _) = offline(&slow, tx.clone());
+    let mut events = app.agent.subscribe();
+    let forward = tx;
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            if forward.send(AppEvent::Agent(event)).is_err() {
+                break;
+            }
+        }
+    });
+    for event in typed("tell me a long story") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("Offline model")
+    })
+    .await;
+    app.handle(key(KeyCode::Esc));
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("reply interrupted")
+    })
+    .await;
+    let log = own_log(&app, home.path(), "turn/end").await;
+    assert!(
+        log.contains("\"interrupted\":true"),
+        "the partial answer is logged, marked"
     );
 }

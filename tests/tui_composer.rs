@@ -215,3 +215,38 @@ fn multi_line_with_wrapping_and_cursor() {
 fn placeholder_when_empty() {
     assert_snapshot!(draw(&Composer::new(), 50));
 }
+
+#[test]
+fn collapsed_paste() {
+    let mut composer = Composer::new();
+    composer.insert_str("Review this log: ");
+    let log: String = (1..=200).map(|n| format!("12:00:{n:02} ok\n")).collect();
+    composer.handle_paste(&log);
+    composer.insert_str(" and say what failed");
+    let out = render_snapshot(60, 5, |area, buf| composer.render(area, buf));
+    assert!(composer.submission_text().contains("12:00:200 ok"));
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn mention_badges() {
+    let mut composer = Composer::new();
+    composer.insert_str("compare @");
+    composer.insert_mention(&candidate("session-1", "Fix login"));
+    composer.insert_str("with @");
+    composer.insert_mention(&candidate("session-2", "Old terraform"));
+    let mut badges = std::collections::BTreeMap::new();
+    badges.insert("session-1".to_string(), "12 msgs · 48 KiB".to_string());
+    badges.insert(
+        "session-2".to_string(),
+        "truncated · kept 1/104 msgs · 64 KiB".to_string(),
+    );
+    composer.set_badges(badges);
+    let out = render_snapshot(70, 5, |area, buf| composer.render(area, buf));
+    assert!(composer.submission_text().contains("dsh-session:"));
+    assert!(
+        !composer.submission_text().contains("msgs"),
+        "badges are not sent"
+    );
+    insta::assert_snapshot!(out);
+}

@@ -7,7 +7,7 @@ mod model_support;
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use dsh_session_references::agent::config::{ApiKey, ModelChoice, ProviderSettings};
 use dsh_session_references::session::Encoding;
-use dsh_session_references::tui::app::{build_with, App, AppEvent, AppOptions};
+use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions, Wiring};
 use model_support::{answer, chunked, delta, Part, Reply, Server};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -95,9 +95,9 @@ async fn reasoning_answer_and_usage_reach_the_screen() {
     )))])
     .await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (mut app, _) = build_with(
+    let (mut app, _) = build(
         &options(home.path()),
-        &choice(server.base_url()),
+        Wiring::for_choice(&options(home.path()), &choice(server.base_url())).unwrap(),
         tx.clone(),
     )
     .unwrap();
@@ -133,9 +133,9 @@ async fn esc_interrupts_keeps_the_partial_answer_and_closes_the_connection() {
     parts.push(Part::Hang);
     let server = Server::start(vec![Reply::sse(parts)]).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (mut app, _) = build_with(
+    let (mut app, _) = build(
         &options(home.path()),
-        &choice(server.base_url()),
+        Wiring::for_choice(&options(home.path()), &choice(server.base_url())).unwrap(),
         tx.clone(),
     )
     .unwrap();
@@ -167,7 +167,12 @@ async fn a_retry_shows_in_the_status_line_until_the_answer_streams() {
     .await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let choice = choice_with_retries(server.base_url(), 2);
-    let (mut app, _) = build_with(&options(home.path()), &choice, tx.clone()).unwrap();
+    let (mut app, _) = build(
+        &options(home.path()),
+        Wiring::for_choice(&options(home.path()), &choice).unwrap(),
+        tx.clone(),
+    )
+    .unwrap();
     forward_agent_events(&app, tx);
     app.composer.set_text("hi");
     app.handle(key(KeyCode::Enter, KeyModifiers::NONE));

@@ -291,3 +291,24 @@ fn discovery_rows_and_a_truncated_list() {
     assert!(!state.set_details(request.id, None));
     assert!(state.set_details(newer.id, None));
 }
+
+#[test]
+fn bare_at_shows_recent_sessions_and_a_few_files() {
+    use dsh_session_references::tui::file_match::FileRow;
+    let mut state = PopupState::new();
+    let request = state.open("", false).unwrap();
+    state.apply_results(request.id, Ok(sessions()[..2].to_vec()));
+    let rows = ["README.md", "src/main.rs", "src/tui/app.rs"]
+        .into_iter()
+        .map(|path| FileRow {
+            path: path.into(),
+            indices: Vec::new(),
+            score: 0,
+        })
+        .collect();
+    // Rows matched elsewhere for another query are not taken.
+    state.set_file_rows("x", Vec::new());
+    state.set_file_rows("", rows);
+    assert_eq!(state.len(), 5);
+    assert_snapshot!(draw(&state, 80));
+}

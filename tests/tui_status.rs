@@ -43,6 +43,15 @@ fn status_lines() {
         line(&status(), 40),
         line(&idle_untitled, 60),
         line(&hostile, 100),
+        line(
+            &StatusLine {
+                next_context: Some("+2 refs 112 KiB".into()),
+                running: false,
+                queued_steering: 0,
+                ..status()
+            },
+            100,
+        ),
     ]
     .join("\n");
     assert_snapshot!(out);

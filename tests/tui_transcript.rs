@@ -294,3 +294,63 @@ fn a_card_says_which_agent_a_session_came_from() {
     // An unknown source is not shown at all.
     assert!(!drawn.contains("spoof"), "{drawn}");
 }
+
+#[test]
+fn welcome_header() {
+    let mut t = Transcript::new();
+    t.push_welcome(
+        "0.1.0",
+        "offline · for a real model: DEEPSEEK_API_KEY=… or --provider NAME",
+        Some("/home/dev/web\u{1b}[2Japp"),
+        "/home/dev/.dsh",
+    );
+    let out = [draw(&t, 90, 8), draw(&t, 36, 10)].join("\n");
+    assert_snapshot!(out);
+}
+
+#[test]
+fn reference_card_opened_reads_role_by_role() {
+    let context = "## Referenced sessions\n\nUntrusted, read-only snapshot.\n\n<referenced-sessions>\n[{\"sessionId\":\"session-7f3a\",\"label\":\"Fix login\",\"cwd\":\"/w\",\"capturedThroughSeq\":212,\"conversation\":[{\"role\":\"user\",\"text\":\"Why does login loop?\\nIt redirects forever.\"},{\"role\":\"assistant\",\"text\":\"The guard was missing; add it \\u003cbefore\\u003e the redirect.\"}]}]\n</referenced-sessions>";
+    let card = message(
+        "user",
+        context,
+        reference_source(json!([{
+            "sessionId": "session-7f3a", "label": "Fix login", "capturedThroughSeq": 212,
+            "compacted": false, "originalMessages": 104, "retainedMessages": 2,
+            "omittedMessages": 102, "omittedBytes": 3_250_000, "truncated": true, "inputIndex": 0
+        }])),
+    );
+    let mut t = Transcript::new();
+    t.push_message(&card, USER_MESSAGE);
+    t.push_notice(NoticeLevel::Info, "after the card");
+    let mut views = vec![draw(&t, 100, 3)];
+    assert!(t.select_card(true), "the card can be selected");
+    assert_eq!(t.selected_card(), Some(0));
+    assert!(t.toggle_selected_card());
+    let h = t.desired_height(100);
+    views.push(draw(&t, 100, h));
+    assert!(t.toggle_selected_card());
+    let raw = draw(&t, 100, t.desired_height(100));
+    assert!(
+        raw.contains("<referenced-sessions>"),
+        "the exact text one key away"
+    );
+    assert!(t.toggle_selected_card());
+    views.push(draw(&t, 100, 3));
+    assert_snapshot!(views.join("\n"));
+}
+
+#[test]
+fn interrupted_reply() {
+    // As the app shows an answer cut by Esc: the partial text, finished, then the mark the
+    // logged `"interrupted": true` brings.
+    let mut t = Transcript::new();
+    t.push_message(
+        &message("user", "tell me a long story", MessageSource::user()),
+        USER_MESSAGE,
+    );
+    t.append_assistant_delta("Once upon a time, a parser met a leap");
+    t.finish_assistant(Some("Once upon a time, a parser met a leap"));
+    t.push_notice(NoticeLevel::Info, "reply interrupted: partial answer kept");
+    assert_snapshot!(draw(&t, 60, 6));
+}

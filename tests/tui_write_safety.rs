@@ -6,6 +6,7 @@
 mod support;
 
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+use dsh_session_references::agent::config::ModelChoice;
 use dsh_session_references::agent::hooks::{
     AgentInfo, HookResult, Next, PromptDecision, PromptSubmitListener,
 };
@@ -15,7 +16,7 @@ use dsh_session_references::session::BoxFuture;
 use dsh_session_references::session::{
     ContentBlock, EventData, Message, MessageSource, NewEvent, SessionHeader, SessionWriter,
 };
-use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions};
+use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions, Wiring};
 use dsh_session_references::tui::transcript::TranscriptItem;
 use serde_json::{json, Map};
 use std::fs;
@@ -40,7 +41,12 @@ fn resume(home: &Path, id: &str) -> AppOptions {
 /// Builds the app and forwards its agent's events to it, as the real loop does.
 fn open(options: &AppOptions) -> (App, UnboundedReceiver<AppEvent>) {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let (app, _) = build(options, tx.clone()).unwrap();
+    let (app, _) = build(
+        options,
+        Wiring::for_choice(options, &ModelChoice::Offline).unwrap(),
+        tx.clone(),
+    )
+    .unwrap();
     forward(&app, tx);
     (app, rx)
 }

@@ -192,6 +192,7 @@ fn percentiles(name: &str, samples: &mut [Duration]) {
 
 /// User plus system CPU time of this process so far (the machine is shared: wall time overstates
 /// what the work costs).
+#[allow(unsafe_code)] // getrusage has no safe wrapper in std
 fn cpu_time() -> Duration {
     // SAFETY: getrusage only writes the struct it is given.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };

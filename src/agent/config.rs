@@ -174,6 +174,55 @@ struct ConfigFile {
     provider: Option<ProviderTable>,
 }
 
+/// One key or a list of keys, as `[keys]` accepts them.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+enum KeyList {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+struct KeysFile {
+    keys: Option<std::collections::BTreeMap<String, KeyList>>,
+}
+
+/// The `[keys]` table of `config.toml` text: action name → keys, in name order. The TUI checks
+/// the names and spellings; this only reads them.
+pub fn parse_keys(file: &str, text: &str) -> Result<Vec<(String, Vec<String>)>, ConfigError> {
+    let parsed: KeysFile = toml::from_str(text).map_err(|e| ConfigError::File {
+        file: file.to_string(),
+        message: e.message().to_string(),
+    })?;
+    Ok(parsed
+        .keys
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(action, keys)| {
+            let keys = match keys {
+                KeyList::One(key) => vec![key],
+                KeyList::Many(keys) => keys,
+            };
+            (action, keys)
+        })
+        .collect())
+}
+
+/// Reads the `[keys]` table of `<home>/config.toml` (absent file or table: no overrides).
+/// Blocking, like [`load`].
+pub fn load_keys(home: &std::path::Path) -> Result<Vec<(String, Vec<String>)>, ConfigError> {
+    let path = home.join("config.toml");
+    let file = path.display().to_string();
+    match std::fs::read_to_string(&path) {
+        Ok(text) => parse_keys(&file, &text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(ConfigError::File {
+            file,
+            message: e.to_string(),
+        }),
+    }
+}
+
 /// Command-line overrides.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelFlags {
@@ -339,6 +388,26 @@ pub fn load(home: &std::path::Path, flags: &ModelFlags) -> Result<ModelChoice, C
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn the_keys_table_takes_one_key_or_a_list_beside_the_provider() {
+        let text = "[provider]\nkind = \"offline\"\n[keys]\nsubmit = \"ctrl+s\"\nnewline = [\"enter\", \"ctrl+j\"]\nhelp = []\n";
+        assert_eq!(
+            parse_keys("c.toml", text).unwrap(),
+            vec![
+                ("help".to_string(), vec![]),
+                (
+                    "newline".to_string(),
+                    vec!["enter".to_string(), "ctrl+j".to_string()]
+                ),
+                ("submit".to_string(), vec!["ctrl+s".to_string()]),
+            ]
+        );
+        assert!(parse_config("c.toml", text).unwrap().is_some());
+        assert!(parse_keys("c.toml", "").unwrap().is_empty());
+        let err = parse_keys("c.toml", "[keys]\nsubmit = 3\n").unwrap_err();
+        assert!(err.to_string().starts_with("c.toml: "), "{err}");
+    }
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = pairs

@@ -39,7 +39,19 @@ pub struct AgentInfo {
     pub cwd: Option<String>,
 }
 
-pub type HookResult = Result<PromptDecision, String>;
+/// Why admission did not decide: the prompt was cancelled, or a listener failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HookError {
+    /// The prompt was cancelled (Esc) while admission ran.
+    #[error("prompt cancelled")]
+    Cancelled,
+    /// A listener could not decide; `reason` says why, for the user.
+    #[error("{reason}")]
+    Failed { reason: String },
+}
+
+/// What a `prompt-submit` listener returns.
+pub type HookResult = Result<PromptDecision, HookError>;
 
 /// One `prompt-submit` listener.
 pub trait PromptSubmitListener: Send + Sync {
@@ -77,7 +89,7 @@ impl<'a> Next<'a> {
                 None => Ok(PromptDecision::allow()),
                 Some(((_, listener), rest)) => {
                     if cancel.is_cancelled() {
-                        return Err("prompt cancelled".into());
+                        return Err(HookError::Cancelled);
                     }
                     listener
                         .on_prompt_submit(agent, message, cancel, Next { rest })

@@ -8,10 +8,10 @@ pub mod provider;
 pub mod runtime;
 
 pub use hooks::{
-    AgentInfo, ContextWrapper, PromptDecision, PromptSubmitHooks, PromptSubmitListener,
+    AgentInfo, ContextWrapper, HookError, PromptDecision, PromptSubmitHooks, PromptSubmitListener,
 };
 pub use provider::{ModelError, ModelEvent, ModelOutput, ModelProvider, OfflineModel, Usage};
-pub use runtime::{Admission, Agent, AgentConfig, AgentEvent, AgentStatus};
+pub use runtime::{Admission, Agent, AgentConfig, AgentError, AgentEvent, AgentStatus};
 
 /// The model for a resolved configuration, and its status-line label. The offline label says
 /// how to configure a real model.
@@ -45,5 +45,29 @@ mod tests {
             label.contains("DEEPSEEK_API_KEY") && label.contains("--provider"),
             "{label}"
         );
+    }
+
+    /// The typed errors keep the words the user saw when they were strings.
+    #[test]
+    fn typed_errors_read_as_before() {
+        let write = AgentError::LogWrite {
+            reason: "/h/s.jsonl: disk full".into(),
+        };
+        assert_eq!(
+            write.to_string(),
+            "could not write the session log: /h/s.jsonl: disk full"
+        );
+        let provider = ModelError::Provider {
+            code: "AUTH".into(),
+            message: "bad key".into(),
+        };
+        assert_eq!(AgentError::Model(provider).to_string(), "bad key");
+        let stopped = ModelError::TaskStopped("panicked".into());
+        assert_eq!(stopped.failure().0, "MODEL");
+        assert_eq!(
+            AgentError::Model(stopped.clone()).to_string(),
+            stopped.failure().1
+        );
+        assert_eq!(HookError::Cancelled.to_string(), "prompt cancelled");
     }
 }

@@ -23,8 +23,9 @@ pub struct ModelRequest {
 pub enum ModelError {
     #[error("model request cancelled")]
     Cancelled,
-    #[error("model failed: {0}")]
-    Failed(String),
+    /// The task running the model request stopped without an answer (it panicked).
+    #[error("model failed: the model request task stopped: {0}")]
+    TaskStopped(String),
     /// A provider failure with a stable code (`AUTH`, `NOT_FOUND`, `BAD_REQUEST`, `RATE_LIMIT`,
     /// `SERVER`, `TRANSPORT`, `TLS`, `TIMEOUT`, `STREAM_CLOSED`, `MALFORMED_RESPONSE`, …), as
     /// dsh records it in `turn/end.reason.failure`.
@@ -37,7 +38,7 @@ impl ModelError {
     pub fn failure(&self) -> (String, String) {
         match self {
             ModelError::Cancelled => ("ABORTED".into(), self.to_string()),
-            ModelError::Failed(message) => ("MODEL".into(), message.clone()),
+            ModelError::TaskStopped(_) => ("MODEL".into(), self.to_string()),
             ModelError::Provider { code, message } => (code.clone(), message.clone()),
         }
     }

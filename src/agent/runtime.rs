@@ -4,8 +4,18 @@
 //!
 //! One task owns the turn loop. Window state, the prompt queue and the outbox share one mutex,
 //! so "inside or outside the window?" is decided atomically with the staging itself. Appends
-//! that follow from such a decision happen under that same lock (state before log, never the
-//! reverse), so the log order is the decision order.
+//! that follow from such a decision are handed to the log under that same lock (state before
+//! log, never the reverse), so the log order is the decision order.
+//!
+//! The log has one writer: a dedicated thread (`dsh-log-writer`) that owns the
+//! [`SessionWriter`] and runs every append, take-over and re-read in the order the jobs were
+//! handed over. Its blocking file I/O (the writer lock, `fsync`) never runs on an async worker,
+//! and no async task holds a lock across it. Each job is acknowledged over a oneshot once its
+//! batch is written, taken into the in-memory surface and announced, in log order; the
+//! acknowledgement carries the outcome, so failures are reported exactly as before. Proof:
+//! the file I/O paths assert (in debug builds, so in every agent test) that they run on that
+//! thread; order and failures: `tests/agent_runtime.rs`, `tests/agent_write_failures.rs`,
+//! `tests/tui_write_safety.rs`.
 //!
 //! No typed message is lost silently: a prompt or steering message whose batch cannot be written
 //! (full disk, a damaged log, another writer holding the session) is reported as
@@ -22,7 +32,7 @@
 //! with `{kind:"error", step, failure:{message, code}}` (or `aborted`). Proof:
 //! `tests/provider_openai.rs` (the agent half) and `tests/agent_runtime.rs`.
 
-use super::hooks::{AgentInfo, ContextWrapper, PromptDecision, PromptSubmitHooks};
+use super::hooks::{AgentInfo, ContextWrapper, HookError, PromptDecision, PromptSubmitHooks};
 use super::provider::{ModelError, ModelEvent, ModelOutput, ModelProvider, ModelRequest, Usage};
 use crate::session::format::{PackedChunks, PackedKind};
 use crate::session::writer::now_ms;
@@ -34,8 +44,8 @@ use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use tokio::sync::{mpsc, Notify};
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 /// Everything an agent needs to run.
@@ -71,13 +81,24 @@ pub enum AgentEvent {
         message_id: String,
         reason: String,
     },
-    Error(String),
+    Error(AgentError),
     /// Messages that were taken in (queued or staged) but could not be written to the log, so
     /// they were neither logged nor sent: the UI gives their text back to the user.
     Unsent {
         message_ids: Vec<String>,
         reason: String,
     },
+}
+
+/// A failure the agent reports to its listeners (the turn or the session goes on).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AgentError {
+    /// A batch could not be written to the session log; `reason` is the store's error.
+    #[error("could not write the session log: {reason}")]
+    LogWrite { reason: String },
+    /// The model request of a step failed; the turn ended with this failure.
+    #[error("{}", .0.failure().1)]
+    Model(ModelError),
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -148,11 +169,93 @@ enum LogSlot {
     Closed,
 }
 
+/// A job for the log's writer thread, acknowledged over `reply`.
+enum LogJob {
+    /// Append one batch (creating or taking over the log first when needed).
+    Append {
+        batch: Vec<NewEvent>,
+        reply: oneshot::Sender<Result<Vec<Event>, SessionError>>,
+    },
+    /// Append the end of a step (packed rows, then `tail`).
+    Step {
+        turn: u64,
+        step: u64,
+        streamed: Streamed,
+        tail: Vec<NewEvent>,
+        reply: oneshot::Sender<Result<Vec<Event>, SessionError>>,
+    },
+    /// Read in what another writer appended since the last look.
+    Refresh { reply: oneshot::Sender<()> },
+    /// Let go of the log (and the session's writer lock).
+    Close,
+}
+
+/// The acknowledgement of an append handed to the writer thread.
+struct LogAck(oneshot::Receiver<Result<Vec<Event>, SessionError>>);
+
+impl LogAck {
+    /// Waits until the batch is written (or failed).
+    async fn written(self) -> Result<Vec<Event>, SessionError> {
+        self.0.await.unwrap_or_else(|_| Err(writer_gone()))
+    }
+}
+
+fn writer_gone() -> SessionError {
+    SessionError::Closed {
+        why: "its writer stopped",
+    }
+}
+
+/// The name of the log's writer thread.
+const WRITER_THREAD: &str = "dsh-log-writer";
+
+/// Debug builds check that the log's file I/O runs on its writer thread, never on an async
+/// worker.
+fn on_writer_thread() -> bool {
+    std::thread::current().name() == Some(WRITER_THREAD)
+}
+
+/// The writer thread: runs `jobs` in order until the agent is gone.
+fn log_writer(inner: Weak<Inner>, jobs: std::sync::mpsc::Receiver<LogJob>) {
+    while let Ok(job) = jobs.recv() {
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        match job {
+            LogJob::Append { batch, reply } => {
+                let _ = reply.send(inner.append_now(batch));
+            }
+            LogJob::Step {
+                turn,
+                step,
+                streamed,
+                tail,
+                reply,
+            } => {
+                let _ = reply.send(inner.append_step_now(turn, step, streamed, tail));
+            }
+            LogJob::Refresh { reply } => {
+                inner.refresh_now();
+                let _ = reply.send(());
+            }
+            LogJob::Close => {
+                *inner.log.lock().expect("log lock") = LogSlot::Closed;
+                inner.closed.send_replace(true);
+            }
+        }
+    }
+}
+
 struct Inner {
     info: AgentInfo,
     header: SessionHeader,
     state: Mutex<State>,
+    /// The log, written only by the writer thread; others only peek (`write_blocker`).
     log: Mutex<LogSlot>,
+    /// Hands jobs to the writer thread, in order.
+    jobs: std::sync::mpsc::Sender<LogJob>,
+    /// Becomes true once the writer thread let go of the log.
+    closed: watch::Sender<bool>,
     wake: Notify,
     hooks: PromptSubmitHooks,
     listeners: Mutex<Vec<mpsc::UnboundedSender<AgentEvent>>>,
@@ -261,6 +364,7 @@ impl Agent {
         state: State,
     ) -> Agent {
         registry.insert(live.clone());
+        let (jobs, queue) = std::sync::mpsc::channel();
         let inner = Arc::new(Inner {
             info: AgentInfo {
                 session_id: header.id.clone(),
@@ -269,6 +373,8 @@ impl Agent {
             header,
             state: Mutex::new(state),
             log: Mutex::new(slot),
+            jobs,
+            closed: watch::Sender::new(false),
             wake: Notify::new(),
             hooks: PromptSubmitHooks::default(),
             listeners: Mutex::new(Vec::new()),
@@ -278,6 +384,16 @@ impl Agent {
             adopted_turns: AtomicU64::new(0),
             adopted_title: AtomicBool::new(false),
         });
+        let writer = Arc::downgrade(&inner);
+        if let Err(e) = std::thread::Builder::new()
+            .name(WRITER_THREAD.into())
+            .spawn(move || log_writer(writer, queue))
+        {
+            // Without its thread every append fails (and says so); the agent still runs.
+            tracing::error!(error = %e, "could not start the session log's writer thread");
+            *inner.log.lock().expect("log lock") = LogSlot::Closed;
+            inner.closed.send_replace(true);
+        }
         tokio::spawn(run_loop(inner.clone()));
         Agent { inner }
     }
@@ -382,23 +498,28 @@ impl Agent {
         }
     }
 
-    /// Inside the window: staged as a context for the next safe boundary; else appended at once.
-    pub fn inject(&self, context: Message) -> Result<Admission, SessionError> {
-        let mut state = self.inner.state.lock().expect("state lock");
-        if state.window_open {
-            state.outbox.push_back(Staged::Context(context));
-            return Ok(Admission::Staged);
-        }
-        // Appended under the state lock: the window cannot open in between.
-        self.inner.append(vec![context_event(context)])?;
+    /// Inside the window: staged as a context for the next safe boundary; else appended at once
+    /// (resolving once it is written).
+    pub async fn inject(&self, context: Message) -> Result<Admission, SessionError> {
+        let ack = {
+            let mut state = self.inner.state.lock().expect("state lock");
+            if state.window_open {
+                state.outbox.push_back(Staged::Context(context));
+                return Ok(Admission::Staged);
+            }
+            // Handed to the log under the state lock: the window cannot open in between.
+            self.inner.send_append(vec![context_event(context)])
+        };
+        ack.written().await?;
         Ok(Admission::Appended)
     }
 
-    /// The submit transaction for a message with a prepared snapshot (SPEC §4): inside the window,
-    /// `inject(contexts)` + `steer(message)` at the same boundary; outside it, a one-shot
-    /// outermost `prompt-submit` wrapper bound to this message, then `followup`. Decided under
-    /// one lock, so the window cannot close between the two halves.
-    pub fn submit_with_contexts(&self, message: Message, contexts: Vec<Message>) -> Admission {
+    /// Dispatches a message with its prepared snapshot (SPEC §4, the last step of the submit
+    /// transaction of §5.3): inside the window, `inject(contexts)` + `steer(message)` at the
+    /// same boundary; outside it, a one-shot outermost `prompt-submit` wrapper bound to this
+    /// message, then `followup`. Decided under one lock, so the window cannot close between the
+    /// two halves.
+    pub fn dispatch_with_contexts(&self, message: Message, contexts: Vec<Message>) -> Admission {
         let mut state = self.inner.state.lock().expect("state lock");
         if state.window_open {
             state
@@ -418,8 +539,9 @@ impl Agent {
         }
     }
 
-    /// Dispatches a message by state: `steer` inside the window, else `followup`.
-    pub fn submit(&self, message: Message) -> Admission {
+    /// Dispatches a message by state: `steer` inside the window, else `followup` (which is what
+    /// [`Agent::steer`] does; this is its name in the submit transaction).
+    pub fn dispatch(&self, message: Message) -> Admission {
         self.steer(message)
     }
 
@@ -450,6 +572,8 @@ impl Agent {
     }
 
     /// Stops the agent: queued prompts are discarded (wrappers released), the turn is cancelled.
+    /// The log (and the session's writer lock) is let go once what was handed to it is written:
+    /// at once when idle, else when the cancelled turn has ended; [`Agent::closed`] waits for it.
     pub fn shutdown(&self) {
         let mut state = self.inner.state.lock().expect("state lock");
         state.stopped = true;
@@ -466,6 +590,14 @@ impl Agent {
         drop(state);
         self.inner.registry.remove(&self.inner.info.session_id);
         self.inner.wake.notify_one();
+    }
+
+    /// Resolves once the log is let go after [`Agent::shutdown`] (everything handed to it before
+    /// is written by then).
+    pub async fn closed(&self) {
+        let mut closed = self.inner.closed.subscribe();
+        // The sender lives in `Inner`, which `self` keeps: this returns only once it is true.
+        let _ = closed.wait_for(|closed| *closed).await;
     }
 
     fn enqueue(&self, state: &mut State, message: Message) {
@@ -539,11 +671,33 @@ impl Inner {
         self.emit(AgentEvent::Status(status));
     }
 
-    /// Appends one batch (creating the log on first use) and tells the listeners.
-    fn append(&self, batch: Vec<NewEvent>) -> Result<Vec<Event>, SessionError> {
+    /// Hands a job to the writer thread (in the order of the calls).
+    fn send(&self, job: LogJob) {
+        // A stopped thread drops the job, and with it the reply: the waiter hears `writer_gone`.
+        let _ = self.jobs.send(job);
+    }
+
+    /// Hands one batch to the writer; the returned acknowledgement resolves once it is written.
+    /// Called under the state lock where the log order must follow a decision.
+    fn send_append(&self, batch: Vec<NewEvent>) -> LogAck {
+        let (reply, ack) = oneshot::channel();
         if batch.is_empty() {
-            return Ok(Vec::new());
+            let _ = reply.send(Ok(Vec::new()));
+        } else {
+            self.send(LogJob::Append { batch, reply });
         }
+        LogAck(ack)
+    }
+
+    /// Appends one batch through the writer thread.
+    async fn append(&self, batch: Vec<NewEvent>) -> Result<Vec<Event>, SessionError> {
+        self.send_append(batch).written().await
+    }
+
+    /// Appends one batch (creating the log on first use) and tells the listeners. Writer thread
+    /// only.
+    fn append_now(&self, batch: Vec<NewEvent>) -> Result<Vec<Event>, SessionError> {
+        debug_assert!(on_writer_thread(), "log I/O off its writer thread");
         let mut log = self.log.lock().expect("log lock");
         let mut adopted = Vec::new();
         let appended = match self.writer(&mut log, &mut adopted) {
@@ -595,7 +749,15 @@ impl Inner {
 
     /// Reads in what another writer appended since our last look (its turns and title count
     /// before ours are numbered). Failures are left for the append to report.
-    fn refresh_log(&self) {
+    async fn refresh_log(&self) {
+        let (reply, done) = oneshot::channel();
+        self.send(LogJob::Refresh { reply });
+        let _ = done.await;
+    }
+
+    /// [`Inner::refresh_log`] on the writer thread.
+    fn refresh_now(&self) {
+        debug_assert!(on_writer_thread(), "log I/O off its writer thread");
         let mut log = self.log.lock().expect("log lock");
         let mut adopted = Vec::new();
         // A held log is taken over here if its writer is gone (what it wrote is adopted).
@@ -611,20 +773,41 @@ impl Inner {
         }
     }
 
-    /// Lets go of the log (and the session's writer lock).
+    /// Lets go of the log (and the session's writer lock), after the appends handed over before.
     fn close_log(&self) {
-        *self.log.lock().expect("log lock") = LogSlot::Closed;
+        self.send(LogJob::Close);
     }
 
-    /// Appends the end of a step: the streamed reasoning and text as packed rows (reasoning at
-    /// block index 0, text after it, as dsh numbers blocks), then `tail` events.
-    fn append_step(
+    /// Appends the end of a step through the writer thread.
+    async fn append_step(
         &self,
         turn: u64,
         step: u64,
         streamed: Streamed,
         tail: Vec<NewEvent>,
     ) -> Result<Vec<Event>, SessionError> {
+        let (reply, ack) = oneshot::channel();
+        self.send(LogJob::Step {
+            turn,
+            step,
+            streamed,
+            tail,
+            reply,
+        });
+        LogAck(ack).written().await
+    }
+
+    /// Appends the end of a step: the streamed reasoning and text as packed rows (reasoning at
+    /// block index 0, text after it, as dsh numbers blocks), then `tail` events. Writer thread
+    /// only.
+    fn append_step_now(
+        &self,
+        turn: u64,
+        step: u64,
+        streamed: Streamed,
+        tail: Vec<NewEvent>,
+    ) -> Result<Vec<Event>, SessionError> {
+        debug_assert!(on_writer_thread(), "log I/O off its writer thread");
         let mut log = self.log.lock().expect("log lock");
         let mut adopted = Vec::new();
         let mut events = Vec::new();
@@ -680,9 +863,9 @@ impl Inner {
             }
             LogSlot::Open(_) => {}
             LogSlot::Closed => {
-                return Err(SessionError::Other(
-                    "the agent was shut down: its session log is closed".into(),
-                ))
+                return Err(SessionError::Closed {
+                    why: "the agent was shut down",
+                })
             }
         }
         match log {
@@ -691,24 +874,42 @@ impl Inner {
         }
     }
 
-    /// Appends under the state lock so that the log order follows the admission order. If the
-    /// write fails, the messages in `unsent` (typed by the user) are reported back as unsent.
-    fn append_locked(&self, _state: &State, batch: Vec<NewEvent>, unsent: Vec<String>) {
-        if let Err(e) = self.append(batch) {
-            self.report_unsent(unsent, &e);
+    /// Hands a batch to the log under the state lock, so that the log order follows the
+    /// admission order. Awaited after the lock is released: if the write fails, the messages
+    /// in `unsent` (typed by the user) are reported back as unsent.
+    fn append_locked(&self, _state: &State, batch: Vec<NewEvent>, unsent: Vec<String>) -> Pending {
+        Pending {
+            ack: self.send_append(batch),
+            unsent,
         }
     }
 
     /// Tells the listeners that a write failed, and which typed messages it took with it.
     fn report_unsent(&self, message_ids: Vec<String>, error: &SessionError) {
-        self.emit(AgentEvent::Error(format!(
-            "could not write the session log: {error}"
-        )));
+        self.emit(AgentEvent::Error(AgentError::LogWrite {
+            reason: error.to_string(),
+        }));
         if !message_ids.is_empty() {
             self.emit(AgentEvent::Unsent {
                 message_ids,
                 reason: error.to_string(),
             });
+        }
+    }
+}
+
+/// A batch handed to the log under the state lock, with the typed messages it carries.
+#[must_use = "a pending batch reports its failure only when settled"]
+struct Pending {
+    ack: LogAck,
+    unsent: Vec<String>,
+}
+
+impl Pending {
+    /// Waits for the write; a failure reports the typed messages as unsent.
+    async fn settle(self, inner: &Inner) {
+        if let Err(e) = self.ack.written().await {
+            inner.report_unsent(self.unsent, &e);
         }
     }
 }
@@ -810,7 +1011,7 @@ async fn admit_and_run(inner: &Arc<Inner>, prompt: QueuedPrompt) {
     let decision = inner.hooks.run(&inner.info, &message, &cancel).await;
     inner.hooks.release_bound(&message.id);
     let decision = match decision {
-        Ok(_) if cancel.is_cancelled() => Err("prompt cancelled".to_string()),
+        Ok(_) if cancel.is_cancelled() => Err(HookError::Cancelled),
         other => other,
     };
     let contexts = match decision {
@@ -823,11 +1024,19 @@ async fn admit_and_run(inner: &Arc<Inner>, prompt: QueuedPrompt) {
             }
             additional_contexts
         }
-        Ok(PromptDecision::Block { reason }) | Err(reason) => {
-            close_without_turn(inner);
+        Ok(PromptDecision::Block { reason }) => {
+            close_without_turn(inner).await;
             inner.emit(AgentEvent::PromptBlocked {
                 message_id: message.id.clone(),
                 reason,
+            });
+            return;
+        }
+        Err(error) => {
+            close_without_turn(inner).await;
+            inner.emit(AgentEvent::PromptBlocked {
+                message_id: message.id.clone(),
+                reason: error.to_string(),
             });
             return;
         }
@@ -835,7 +1044,7 @@ async fn admit_and_run(inner: &Arc<Inner>, prompt: QueuedPrompt) {
 
     // The turn begins: turn/start, the contexts, then the prompt, as one batch. Its number
     // follows every turn in the log, another writer's included.
-    inner.refresh_log();
+    inner.refresh_log().await;
     let (turn, title) = {
         let mut state = inner.state.lock().expect("state lock");
         state.turns = state.turns.max(inner.adopted_turns.load(Ordering::Relaxed)) + 1;
@@ -853,7 +1062,7 @@ async fn admit_and_run(inner: &Arc<Inner>, prompt: QueuedPrompt) {
     batch.extend(contexts.into_iter().map(context_event));
     let message_id = message.id.clone();
     batch.push(NewEvent::new(EventData::UserMessage(message)));
-    let events = match inner.append(batch) {
+    let events = match inner.append(batch).await {
         Ok(events) => events,
         Err(e) => {
             // Nothing of this turn was written: its number and title are still free.
@@ -864,31 +1073,42 @@ async fn admit_and_run(inner: &Arc<Inner>, prompt: QueuedPrompt) {
                 state.turn_open = false;
             }
             inner.report_unsent(vec![message_id], &e);
-            close_without_turn(inner);
+            close_without_turn(inner).await;
             return;
         }
     };
     if let (Some(title), Some(prompt_event)) = (title, events.last()) {
-        let _ = inner.append(vec![NewEvent::new(EventData::SessionTitle {
-            title,
-            message_seqs: vec![prompt_event.seq],
-            source: json!({"kind": "fallback"}),
-            extra: Map::new(),
-        })]);
+        let _ = inner
+            .append(vec![NewEvent::new(EventData::SessionTitle {
+                title,
+                message_seqs: vec![prompt_event.seq],
+                source: json!({"kind": "fallback"}),
+                extra: Map::new(),
+            })])
+            .await;
     }
     inner.emit_status();
     let reason = run_turn(inner, turn, &cancel).await;
-    let _ = inner.append(vec![NewEvent::new(EventData::TurnEnd {
-        turn,
-        reason,
-        extra: Map::new(),
-    })]);
+    let _ = inner
+        .append(vec![NewEvent::new(EventData::TurnEnd {
+            turn,
+            reason,
+            extra: Map::new(),
+        })])
+        .await;
 }
 
 /// Admission refused the prompt: the window closes; what was staged meanwhile is not lost:
 /// steering becomes followups (a context staged before a steering message travels with it),
 /// trailing contexts are appended at once.
-fn close_without_turn(inner: &Arc<Inner>) {
+async fn close_without_turn(inner: &Arc<Inner>) {
+    let pending = close_without_turn_locked(inner);
+    if let Some(pending) = pending {
+        pending.settle(inner).await;
+    }
+}
+
+fn close_without_turn_locked(inner: &Arc<Inner>) -> Option<Pending> {
     let mut state = inner.state.lock().expect("state lock");
     state.window_open = false;
     let staged: Vec<Staged> = state.outbox.drain(..).collect();
@@ -910,11 +1130,12 @@ fn close_without_turn(inner: &Arc<Inner>) {
             }
         }
     }
-    if !pending_contexts.is_empty() {
+    let pending = (!pending_contexts.is_empty()).then(|| {
         let batch = pending_contexts.into_iter().map(context_event).collect();
-        inner.append_locked(&state, batch, Vec::new());
-    }
+        inner.append_locked(&state, batch, Vec::new())
+    });
     inner.wake.notify_one();
+    pending
 }
 
 /// Runs steps until the model stops with nothing staged; returns the `turn/end` reason.
@@ -922,27 +1143,31 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
     let mut step = 0;
     loop {
         // Safe boundary: before each model request the outbox drains, in FIFO order.
-        {
+        let pending = {
             let mut state = inner.state.lock().expect("state lock");
             let staged: Vec<Staged> = state.outbox.drain(..).collect();
-            if !staged.is_empty() {
+            (!staged.is_empty()).then(|| {
                 let ids = steering_ids(&staged);
-                inner.append_locked(&state, staged_events(turn, staged), ids);
-                let status = status_of(&state);
-                drop(state);
-                inner.emit(AgentEvent::Status(status));
-            }
+                let pending = inner.append_locked(&state, staged_events(turn, staged), ids);
+                (pending, status_of(&state))
+            })
+        };
+        if let Some((pending, status)) = pending {
+            pending.settle(inner).await;
+            inner.emit(AgentEvent::Status(status));
         }
         if cancel.is_cancelled() {
-            return abort(inner, turn);
+            return abort(inner, turn).await;
         }
         step += 1;
-        let _ = inner.append(vec![NewEvent::new(EventData::StepStart {
-            turn,
-            step,
-            extra: Map::new(),
-        })]);
-        log_request_header(inner);
+        let _ = inner
+            .append(vec![NewEvent::new(EventData::StepStart {
+                turn,
+                step,
+                extra: Map::new(),
+            })])
+            .await;
+        log_request_header(inner).await;
         let request = ModelRequest {
             session_id: inner.info.session_id.clone(),
             messages: model_messages(inner),
@@ -959,7 +1184,7 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
                     while let Ok(event) = rx.try_recv() {
                         streamed.take(inner, event);
                     }
-                    break done.unwrap_or_else(|e| Err(ModelError::Failed(e.to_string())));
+                    break done.unwrap_or_else(|e| Err(ModelError::TaskStopped(e.to_string())));
                 }
             }
         };
@@ -971,7 +1196,9 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
         match result {
             Ok(output) => {
                 let assistant = assistant_event(inner, turn, step, &output, None);
-                let _ = inner.append_step(turn, step, streamed, vec![assistant, end]);
+                let _ = inner
+                    .append_step(turn, step, streamed, vec![assistant, end])
+                    .await;
             }
             Err(error) => {
                 // Partial text already streamed is kept, marked interrupted, and logged.
@@ -981,34 +1208,38 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
                     tail.push(assistant_event(inner, turn, step, &partial, Some(&error)));
                 }
                 tail.push(end);
-                let _ = inner.append_step(turn, step, streamed, tail);
+                let _ = inner.append_step(turn, step, streamed, tail).await;
                 if error == ModelError::Cancelled {
-                    return abort(inner, turn);
+                    return abort(inner, turn).await;
                 }
                 let (code, message) = error.failure();
-                inner.emit(AgentEvent::Error(message.clone()));
-                close_turn(inner, turn);
+                inner.emit(AgentEvent::Error(AgentError::Model(error)));
+                close_turn(inner, turn).await;
                 return json!({"kind": "error", "step": step, "failure": {"message": message, "code": code}});
             }
         }
         // Turn stop: staged steering earns another step; contexts drain; the window closes
         // before turn/end, in the same critical section that saw no steering left.
-        let mut state = inner.state.lock().expect("state lock");
-        if state
-            .outbox
-            .iter()
-            .any(|s| matches!(s, Staged::Steering(_)))
-            && !cancel.is_cancelled()
-        {
-            continue;
+        let pending = {
+            let mut state = inner.state.lock().expect("state lock");
+            if state
+                .outbox
+                .iter()
+                .any(|s| matches!(s, Staged::Steering(_)))
+                && !cancel.is_cancelled()
+            {
+                continue;
+            }
+            state.window_open = false;
+            let staged: Vec<Staged> = state.outbox.drain(..).collect();
+            (!staged.is_empty()).then(|| {
+                let ids = steering_ids(&staged);
+                inner.append_locked(&state, staged_events(turn, staged), ids)
+            })
+        };
+        if let Some(pending) = pending {
+            pending.settle(inner).await;
         }
-        state.window_open = false;
-        let staged: Vec<Staged> = state.outbox.drain(..).collect();
-        if !staged.is_empty() {
-            let ids = steering_ids(&staged);
-            inner.append_locked(&state, staged_events(turn, staged), ids);
-        }
-        drop(state);
         inner.emit_status();
         if cancel.is_cancelled() {
             return json!({"kind": "aborted"});
@@ -1018,18 +1249,23 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
 }
 
 /// Cancelled: the window closes, and whatever was staged is still logged (nothing is lost).
-fn abort(inner: &Arc<Inner>, turn: u64) -> Value {
-    close_turn(inner, turn);
+async fn abort(inner: &Arc<Inner>, turn: u64) -> Value {
+    close_turn(inner, turn).await;
     json!({"kind": "aborted"})
 }
 
-fn close_turn(inner: &Arc<Inner>, turn: u64) {
-    let mut state = inner.state.lock().expect("state lock");
-    state.window_open = false;
-    let staged: Vec<Staged> = state.outbox.drain(..).collect();
-    if !staged.is_empty() {
-        let ids = steering_ids(&staged);
-        inner.append_locked(&state, staged_events(turn, staged), ids);
+async fn close_turn(inner: &Arc<Inner>, turn: u64) {
+    let pending = {
+        let mut state = inner.state.lock().expect("state lock");
+        state.window_open = false;
+        let staged: Vec<Staged> = state.outbox.drain(..).collect();
+        (!staged.is_empty()).then(|| {
+            let ids = steering_ids(&staged);
+            inner.append_locked(&state, staged_events(turn, staged), ids)
+        })
+    };
+    if let Some(pending) = pending {
+        pending.settle(inner).await;
     }
 }
 
@@ -1157,7 +1393,7 @@ fn assistant_event(
 /// (`initial`), on the first request after a resume (`resume`, or `change` when the model
 /// differs from the log's last header), and whenever the provider or model changed (`change`).
 /// A model without a request config (the offline one) logs nothing.
-fn log_request_header(inner: &Arc<Inner>) {
+async fn log_request_header(inner: &Arc<Inner>) {
     let Some(config) = inner.model.request_config() else {
         return;
     };
@@ -1176,9 +1412,12 @@ fn log_request_header(inner: &Arc<Inner>) {
     let mut data = Map::new();
     data.insert("header".into(), json!({ "config": config }));
     data.insert("reason".into(), reason.into());
-    if let Err(e) = inner.append(vec![NewEvent::new(EventData::RequestHeader(data))]) {
-        inner.emit(AgentEvent::Error(format!(
-            "could not write the session log: {e}"
-        )));
+    if let Err(e) = inner
+        .append(vec![NewEvent::new(EventData::RequestHeader(data))])
+        .await
+    {
+        inner.emit(AgentEvent::Error(AgentError::LogWrite {
+            reason: e.to_string(),
+        }));
     }
 }

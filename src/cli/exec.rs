@@ -162,13 +162,13 @@ async fn exec(
         _ = tokio::signal::ctrl_c() => {
             cancel.cancel();
             out.error("interrupted before the prompt was sent");
-            agent.shutdown();
+            close(&agent).await;
             return 1;
         }
     };
     if let Err(e) = submitted {
         out.error(&e.to_string());
-        agent.shutdown();
+        close(&agent).await;
         return 1;
     }
     let mut last_error: Option<String> = None;
@@ -205,7 +205,8 @@ async fn exec(
                     eprintln!("dsh-refs: {message}");
                 }
             }
-            AgentEvent::Error(message) => {
+            AgentEvent::Error(error) => {
+                let message = error.to_string();
                 out.error(&message);
                 last_error = Some(message);
             }
@@ -229,7 +230,7 @@ async fn exec(
             }
         }
     };
-    agent.shutdown();
+    close(&agent).await;
     out.end_line();
     let kind = reason["kind"].as_str().unwrap_or("unknown").to_string();
     out.event(json!({"type": "done", "sessionId": session_id, "reason": reason}));
@@ -280,4 +281,10 @@ fn open_agent(
             }))
         }
     }
+}
+
+/// Shuts the agent down and waits (bounded) until what it handed to the log is written.
+async fn close(agent: &Agent) {
+    agent.shutdown();
+    let _ = tokio::time::timeout(Duration::from_secs(5), agent.closed()).await;
 }

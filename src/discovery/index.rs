@@ -348,18 +348,11 @@ impl RebuildLock {
                 path: path.to_path_buf(),
                 source,
             })?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::io::AsRawFd;
-            // SAFETY: flock on a descriptor we own; released when the file is closed.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-            if rc != 0 {
-                return Err(IndexError::Io {
-                    path: path.to_path_buf(),
-                    source: std::io::Error::last_os_error(),
-                });
-            }
-        }
+        // An exclusive advisory lock (`flock` on Unix), released when the file is closed.
+        file.lock().map_err(|source| IndexError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Ok(RebuildLock { _file: file })
     }
 }
@@ -473,12 +466,12 @@ impl Indexer {
                 self.conn = None;
                 self.known.clear();
                 self.data_version = None;
-                let _lock = RebuildLock::take(&self.path.with_file_name(LOCK_FILE))?;
+                let lock = RebuildLock::take(&self.path.with_file_name(LOCK_FILE))?;
                 // Rebuilt meanwhile by another process? Only a still-broken file is removed.
                 if try_open(&path).is_err() {
                     remove_db(&path)?;
                 }
-                drop(_lock);
+                drop(lock);
                 self.refresh_inner()
             }
             other => other,

@@ -6,13 +6,12 @@
 //! retention under the byte budget ([`retention`]) and the model-facing text ([`render`]).
 
 pub mod candidate;
-pub mod commands;
 pub mod config;
 pub mod error;
 pub mod json;
 pub mod mention;
 pub mod projection;
-mod ranking;
+pub mod ranking;
 pub mod render;
 pub mod retention;
 pub mod service;
@@ -25,6 +24,7 @@ pub use mention::{
     format_session_reference_mention, parse_session_reference_text, ParsedReference, ParsedText,
 };
 pub use projection::{ConversationItem, Role};
+pub use ranking::CandidateFilter;
 pub use render::{RetentionStats, SourceData};
 pub use service::{AgentIdentity, Prepared, ReferenceInput, SessionReferences};
 pub use uri::{decode_session_reference_uri, encode_session_reference_uri, SESSION_URI_PREFIX};

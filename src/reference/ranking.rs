@@ -1,7 +1,7 @@
 //! Filtering and ranking candidates (SPEC §3.3 steps 3–6) fast enough for every keystroke.
 //!
 //! With 100,000 sessions, doing §3.3 literally per keystroke (lowercase every id and cwd, filter,
-//! stable-sort by group) costs tens of milliseconds. [`RankIndex`] does the query-independent work
+//! stable-sort by group) costs tens of milliseconds. `RankIndex` does the query-independent work
 //! once per session list — the store hands out the same `Arc` while nothing changed, so the index
 //! is keyed by that pointer and by the agent — and keeps:
 //! - the rank order (same-cwd group, then no-cwd, then the rest, list order within each), so an
@@ -13,7 +13,8 @@
 //!   re-tests the previous matches.
 //!
 //! The result is exactly §3.3's: the same filter (Unicode lowercase, substring of id or cwd) and
-//! the same order.
+//! the same order. The filter rule itself is [`CandidateFilter`], exported so that a view
+//! narrowing rows it already has (the popup while a lookup runs) applies the same rule.
 
 use super::service::AgentIdentity;
 use crate::session::SessionSummary;
@@ -22,6 +23,40 @@ use std::sync::Arc;
 
 /// No cwd (the index into the distinct cwds).
 const NO_CWD: u32 = u32::MAX;
+
+/// The candidate filter of SPEC §3.3 step 4: a session matches a query when the query,
+/// Unicode-lowercased, is a substring of its lowercased id or of its lowercased cwd. An empty
+/// query matches every session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CandidateFilter {
+    needle: Box<str>,
+}
+
+impl CandidateFilter {
+    /// The filter for `query`.
+    pub fn new(query: &str) -> CandidateFilter {
+        CandidateFilter {
+            needle: lowercase(query),
+        }
+    }
+
+    /// Whether the query is empty (every session matches).
+    pub fn is_empty(&self) -> bool {
+        self.needle.is_empty()
+    }
+
+    /// Whether the session with this id and cwd matches.
+    pub fn matches(&self, id: &str, cwd: Option<&str>) -> bool {
+        self.is_empty()
+            || self.within(&lowercase(id))
+            || cwd.is_some_and(|cwd| self.within(&lowercase(cwd)))
+    }
+
+    /// Whether the query is in `lowered`, a field already lowercased by this module's rule.
+    fn within(&self, lowered: &str) -> bool {
+        lowered.contains(&*self.needle)
+    }
+}
 
 pub(crate) struct RankIndex {
     list: Arc<Vec<SessionSummary>>,
@@ -85,15 +120,16 @@ impl RankIndex {
 
     /// The first `limit` sessions matching `query`, in rank order.
     pub(crate) fn rank(&mut self, query: &str, limit: usize) -> Vec<SessionSummary> {
-        let needle = query.to_lowercase();
-        if needle.is_empty() {
+        let filter = CandidateFilter::new(query);
+        if filter.is_empty() {
             return self.take(self.order.iter().enumerate().map(|(k, _)| k as u32), limit);
         }
-        let cwd_matches: Vec<bool> = self.cwds.iter().map(|cwd| cwd.contains(&needle)).collect();
+        let cwd_matches: Vec<bool> = self.cwds.iter().map(|cwd| filter.within(cwd)).collect();
         let matches = |k: u32| {
             let cwd = self.cwd_of[k as usize];
-            (cwd != NO_CWD && cwd_matches[cwd as usize]) || self.ids[k as usize].contains(&needle)
+            (cwd != NO_CWD && cwd_matches[cwd as usize]) || filter.within(&self.ids[k as usize])
         };
+        let needle = filter.needle.to_string();
         let found: Vec<u32> = match &self.last {
             // Narrowing: whatever matches `needle` matched the shorter query it contains.
             Some((previous, previous_matches)) if needle.contains(previous.as_str()) => {
@@ -126,5 +162,23 @@ fn lowercase(text: &str) -> Box<str> {
         text.to_ascii_lowercase().into_boxed_str()
     } else {
         text.to_lowercase().into_boxed_str()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CandidateFilter;
+
+    #[test]
+    fn the_filter_is_a_lowercase_substring_of_id_or_cwd() {
+        let filter = CandidateFilter::new("ÉTÉ");
+        assert!(filter.matches("x-été-1", None));
+        assert!(filter.matches("x", Some("/home/Été")));
+        assert!(!filter.matches("x", None));
+        let filter = CandidateFilter::new("Work");
+        assert!(filter.matches("a", Some("/WORK/b")));
+        assert!(filter.matches("WORKER", Some("/x")));
+        assert!(!filter.matches("a", Some("/wo rk")));
+        assert!(CandidateFilter::new("").matches("anything", None));
     }
 }

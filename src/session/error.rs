@@ -46,6 +46,43 @@ pub enum SessionError {
         path: PathBuf,
         waited: std::time::Duration,
     },
+    /// A scan that ended inside an unterminated line was asked to continue.
+    #[error("{path}: a scan ending in an unterminated line cannot be resumed")]
+    UnresumableScan { path: PathBuf },
+    /// The log is shorter than the valid prefix read before: someone truncated it.
+    #[error("{path}: the log shrank below its valid prefix")]
+    Shrank { path: PathBuf },
+    /// A batch does not continue the log's seqs (nothing was written).
+    #[error("{path}: cannot append seq {seq} where {expected} is next")]
+    SeqGap {
+        path: PathBuf,
+        seq: u64,
+        expected: u64,
+    },
+    /// A new session asked for the other encoding than the home's logs have.
+    #[error(
+        "cannot start a session with {asked} logs in {home}: that home already holds {held} \
+         logs (such as {example}), and a home has one encoding (dsh refuses to list a home \
+         that mixes them); leave the compression choice out to use the home's own"
+    )]
+    MixedEncoding {
+        asked: &'static str,
+        held: &'static str,
+        home: PathBuf,
+        example: PathBuf,
+    },
+    /// A blocking read or write task stopped before answering (it panicked or was cancelled).
+    #[error("{what} failed: {source}")]
+    TaskFailed {
+        what: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    /// The log was let go (its agent was shut down) or its writer is gone.
+    #[error("the session log is closed: {why}")]
+    Closed { why: &'static str },
+    /// A failure of a host's own [`super::SessionQuery`] implementation. This crate never
+    /// returns it; hosts that have no closer variant use it.
     #[error("{0}")]
     Other(String),
 }

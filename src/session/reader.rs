@@ -229,18 +229,16 @@ pub fn resume_scan_waiting(
     wait: Duration,
 ) -> Result<LogScan> {
     if previous.missing_final_newline {
-        return Err(SessionError::Other(format!(
-            "{}: a scan ending in an unterminated line cannot be resumed",
-            path.display()
-        )));
+        return Err(SessionError::UnresumableScan {
+            path: path.to_path_buf(),
+        });
     }
     let mut file = super::files::open_read(path).map_err(|e| SessionError::io(path, e))?;
     let len = stable_len(path, &file, wait)?;
     if len < previous.valid_len {
-        return Err(SessionError::Other(format!(
-            "{}: the log shrank below its valid prefix",
-            path.display()
-        )));
+        return Err(SessionError::Shrank {
+            path: path.to_path_buf(),
+        });
     }
     file.seek(SeekFrom::Start(previous.valid_len))
         .map_err(|e| SessionError::io(path, e))?;

@@ -765,6 +765,7 @@ fn utf8_len(bytes: &[u8], at: usize) -> Option<usize> {
 }
 
 /// Bit `k` set when byte `k` of `chunk` is `"`, `\\`, below 0x20 or non-ASCII.
+#[allow(unsafe_code)] // The SSE2 call below; see `mod sse2`.
 fn special_mask(chunk: &[u8; 16]) -> u32 {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
@@ -830,6 +831,7 @@ fn special_mask64(block: &[u8; 64]) -> u64 {
 }
 
 /// Bit `k` set when byte `k` of `chunk` is an ASCII digit.
+#[allow(unsafe_code)] // The SSE2 call below; see `mod sse2`.
 fn digit_mask(chunk: &[u8; 16]) -> u32 {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
@@ -843,6 +845,7 @@ fn digit_mask(chunk: &[u8; 16]) -> u32 {
 }
 
 /// Bit `k` set when byte `k` of `chunk` is `byte`.
+#[allow(unsafe_code)] // The SSE2 call below; see `mod sse2`.
 fn eq_mask(chunk: &[u8; 16], byte: u8) -> u32 {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
@@ -869,7 +872,8 @@ pub fn find_byte(haystack: &[u8], byte: u8) -> Option<usize> {
 }
 
 /// Byte classification with SSE2: sixteen bytes in a handful of instructions. This is the one
-/// place the crate uses `unsafe`, and only to call these functions, which are otherwise safe.
+/// place the library uses `unsafe` (`unsafe_code` is denied crate-wide in Cargo.toml and allowed
+/// only on the three callers), and only to call these functions, which are otherwise safe.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod sse2 {
     use std::arch::x86_64::{

@@ -22,7 +22,7 @@
 //! Listing skips what it cannot read, naming it in the diagnostics log: a project directory
 //! (retried every listing), a session whose header is bad (remembered by the log's stamp and
 //! not read again until it changes; a header read stops at [`reader::MAX_HEADER_BYTES`]). No
-//! listing takes a lock; a title read waits at most [`TITLE_LOCK_WAIT`] for a writer's lock and
+//! listing takes a lock; a title read waits at most `TITLE_LOCK_WAIT` for a writer's lock and
 //! then answers the title it knew.
 //!
 //! A log whose header has a format version other than 0 cannot be listed honestly (its fields may
@@ -637,7 +637,10 @@ impl DiskStore {
         Box::pin(async move {
             match tokio::task::spawn_blocking(move || work(store)).await {
                 Ok(result) => result,
-                Err(e) => Err(SessionError::Other(format!("store task failed: {e}"))),
+                Err(source) => Err(SessionError::TaskFailed {
+                    what: "store task",
+                    source,
+                }),
             }
         })
     }

@@ -516,12 +516,11 @@ impl SessionWriter {
         };
         for record in records {
             if record.first_seq() != expected {
-                return Err(SessionError::Other(format!(
-                    "{}: cannot append seq {} where {} is next",
-                    self.path.display(),
-                    record.first_seq(),
-                    expected
-                )));
+                return Err(SessionError::SeqGap {
+                    path: self.path.clone(),
+                    seq: record.first_seq(),
+                    expected,
+                });
             }
             expected += record.seq_count();
         }
@@ -645,13 +644,12 @@ pub fn home_encoding(home: &Path, requested: Option<Encoding>) -> Result<Encodin
                 Encoding::Plain => ("uncompressed (session.jsonl)", "zstd"),
                 Encoding::Zstd => ("zstd (session.jsonl.zstd)", "uncompressed"),
             };
-            Err(SessionError::Other(format!(
-                "cannot start a session with {asked} logs in {}: that home already holds {held} \
-                 logs (such as {}), and a home has one encoding (dsh refuses to list a home \
-                 that mixes them); leave the compression choice out to use the home's own",
-                home.display(),
-                other.display()
-            )))
+            Err(SessionError::MixedEncoding {
+                asked,
+                held,
+                home: home.to_path_buf(),
+                example: other,
+            })
         }
         (Some(requested), None) => Ok(requested),
         (None, Some(_)) => Ok(Encoding::Zstd),

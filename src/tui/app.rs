@@ -14,26 +14,33 @@
 //! session that cannot be written (held by another writer, damaged) opens read-only: Enter keeps
 //! the text and says why.
 
+use super::attach;
 use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
+use super::file_index::FileFinder;
 use super::file_match::FileIndex;
-use super::help::KeyHelp;
-use super::mount::{SessionReferenceMount, SubmitError, Submitted};
+use super::help::{KeyHelp, KeyOverlay, OverlayOutcome};
+use super::keys::{Action, KeyContext, Keymap};
+use super::mount::{Preview, SessionReferenceMount, SubmitError, Submitted};
 use super::popup::{LookupRequest, PopupOutcome, PopupState, QueryId};
+use super::prompt_history;
 use super::render::Renderable;
+use super::slash::{self, Command, SlashLine, SlashMenu, SlashOutcome};
 use super::status::StatusLine;
+use super::terminal;
 use super::transcript::{NoticeLevel, Transcript};
 use crate::agent::config::ModelChoice;
-use crate::agent::{Agent, AgentConfig, AgentEvent, AgentStatus};
+use crate::agent::{Agent, AgentConfig, AgentEvent, AgentStatus, ModelProvider};
 use crate::reference::{Candidate, SessionReferenceConfig, SessionReferences};
 use crate::session::writer::now_ms;
 use crate::session::{
     DiskStore, Encoding, Event, HostSessions, LiveSessions, Record, SessionError, SessionHeader,
 };
-use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::event::{Event as TermEvent, KeyEvent, KeyEventKind, MouseEventKind};
 use ratatui::backend::Backend;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::Terminal;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -73,12 +80,38 @@ pub enum AppEvent {
     Discovered(QueryId, Option<Arc<super::discovery::SessionDetails>>),
     Submitted(Result<Submitted, SubmitError>),
     Files(Arc<FileIndex>),
+    /// A mention's badge: (session id, serial of the preview, its result).
+    Badge(String, u64, Result<Preview, String>),
+    /// The file finder has new rows (its walk found files, or a match finished).
+    FilesChanged,
+    /// The answer to `/sessions`.
+    Listed(Result<Vec<Candidate>, String>),
     /// Periodic wake-up (expiring "press again to quit", ages in the popup).
     Tick,
 }
 
 const QUIT_WINDOW: Duration = Duration::from_secs(2);
-const MAX_INDEXED_FILES: usize = 20_000;
+/// File rows a query shows at most, and a bare `@` (beside recent sessions).
+const FILE_ROWS: usize = 50;
+const BARE_FILE_ROWS: usize = 5;
+/// Transcript rows one wheel notch scrolls.
+const WHEEL_ROWS: usize = 3;
+/// Sessions `/sessions` lists before pointing at `@`.
+const SESSIONS_SHOWN: usize = 10;
+
+/// The background preview behind one mention's badge.
+struct BadgeSlot {
+    serial: u64,
+    cancel: CancellationToken,
+    preview: Option<Result<Preview, String>>,
+}
+
+/// The session to open after this one closes (`/new`, `/resume ID`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NextSession {
+    New,
+    Resume(String),
+}
 
 /// The app state: pure enough to drive from tests with a `TestBackend`.
 pub struct App {
@@ -101,6 +134,27 @@ pub struct App {
     /// Shown in the status line while a model request is being retried.
     provider_notice: Option<String>,
     quit_armed: Option<Instant>,
+    /// Esc on an empty, idle composer: a second one soon after edits the last message.
+    esc_armed: Option<Instant>,
+    /// The keys every handler, the help line and the overlay read.
+    keymap: Arc<Keymap>,
+    /// The `?` key-help overlay, when open.
+    overlay: Option<KeyOverlay>,
+    /// The `/` command menu.
+    pub slash: SlashMenu,
+    /// A `/word` line naming no command, shown once: the same line again is sent.
+    confirm_unknown: Option<String>,
+    /// What the loop should do after quitting (a `/new` or `/resume` session).
+    pub next: Option<NextSession>,
+    /// The home whose `history.jsonl` keeps sent prompts (none: not kept).
+    history_home: Option<PathBuf>,
+    /// The cwd's files, matched off the loop (none until started).
+    files: Option<FileFinder>,
+    /// A `FilesChanged` is on its way (the finder's notifications are coalesced).
+    files_pending: Arc<AtomicBool>,
+    /// Per mentioned session: the background preview behind its badge.
+    badges: std::collections::BTreeMap<String, BadgeSlot>,
+    badge_serial: u64,
     pub should_quit: bool,
     tx: mpsc::UnboundedSender<AppEvent>,
     /// The composer text of each sent message not yet seen in the log, by message id: given back
@@ -142,6 +196,17 @@ impl App {
             session_tokens: 0,
             provider_notice: None,
             quit_armed: None,
+            esc_armed: None,
+            keymap: Arc::new(Keymap::standard()),
+            overlay: None,
+            slash: SlashMenu::default(),
+            confirm_unknown: None,
+            next: None,
+            history_home: None,
+            files: None,
+            files_pending: Arc::new(AtomicBool::new(false)),
+            badges: Default::default(),
+            badge_serial: 0,
             should_quit: false,
             tx,
             unlogged: Vec::new(),
@@ -212,6 +277,11 @@ impl App {
                 self.composer.handle_paste(&text);
                 self.sync_popup();
             }
+            AppEvent::Input(TermEvent::Mouse(mouse)) => match mouse.kind {
+                MouseEventKind::ScrollUp => self.transcript.scroll_up(WHEEL_ROWS),
+                MouseEventKind::ScrollDown => self.transcript.scroll_down(WHEEL_ROWS),
+                _ => {}
+            },
             AppEvent::Input(_) => {}
             AppEvent::Agent(event) => self.on_agent(event),
             AppEvent::Lookup(id, result) => {
@@ -222,29 +292,81 @@ impl App {
             }
             AppEvent::Submitted(result) => self.on_submitted(result),
             AppEvent::Files(index) => self.popup.set_file_index(index),
+            AppEvent::Listed(result) => self.show_sessions(result),
+            AppEvent::Badge(id, serial, result) => self.on_badge(id, serial, result),
+            AppEvent::FilesChanged => {
+                self.files_pending.store(false, Ordering::SeqCst);
+                self.refresh_file_rows();
+            }
             AppEvent::Tick => {
                 if self.quit_armed.is_some_and(|t| t.elapsed() > QUIT_WINDOW) {
                     self.quit_armed = None;
+                }
+                if self.esc_armed.is_some_and(|t| t.elapsed() > QUIT_WINDOW) {
+                    self.esc_armed = None;
                 }
             }
         }
     }
 
+    /// Uses `keymap` for every key handler, the help line and the overlay.
+    pub fn set_keymap(&mut self, keymap: Arc<Keymap>) {
+        self.composer.set_keymap(keymap.clone());
+        self.keymap = keymap;
+    }
+
+    pub fn keymap(&self) -> &Keymap {
+        &self.keymap
+    }
+
+    /// Whether the `?` overlay is open.
+    pub fn overlay_open(&self) -> bool {
+        self.overlay.is_some()
+    }
+
     fn on_key(&mut self, key: KeyEvent) {
-        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        if ctrl && key.code == KeyCode::Char('c') {
+        if let Some(overlay) = &mut self.overlay {
+            let action = self.keymap.action(KeyContext::Overlay, &key);
+            if overlay.handle_action(action, &self.keymap) == OverlayOutcome::Close {
+                self.overlay = None;
+            }
+            return;
+        }
+        let app_action = self.keymap.action(KeyContext::App, &key);
+        if app_action == Some(Action::ClearOrQuit) {
             return self.on_ctrl_c();
         }
         self.quit_armed = None;
+        let esc_armed = self.esc_armed.take();
         if let Some(cancel) = &self.preparing {
             // Typing goes on into the next draft; Esc (outside the popup) cancels the send.
-            if key.code == KeyCode::Esc && !self.popup.is_open() {
+            if app_action == Some(Action::Interrupt) && !self.popup.is_open() {
                 cancel.cancel();
                 return;
             }
         }
+        if self.slash.is_open() {
+            let action = self.keymap.action(KeyContext::Popup, &key);
+            let enter = key.code == crossterm::event::KeyCode::Enter;
+            match action.map(|a| self.slash.handle_action(a, enter)) {
+                Some(SlashOutcome::Handled | SlashOutcome::Close) => return,
+                Some(SlashOutcome::Complete(command)) => {
+                    self.composer.set_text(&format!("/{} ", command.name()));
+                    self.sync_popup();
+                    return;
+                }
+                Some(SlashOutcome::Run(command)) => {
+                    let draft = self.composer.take_draft();
+                    self.composer.push_history(draft);
+                    self.sync_popup();
+                    self.run_command(command, "");
+                    return;
+                }
+                Some(SlashOutcome::Ignored) | None => {}
+            }
+        }
         if self.popup.is_open() {
-            match self.popup.handle_key(key) {
+            match self.popup.handle_key_with(&self.keymap, key) {
                 PopupOutcome::Handled => return,
                 PopupOutcome::Accept(item) => {
                     self.composer.insert_item(&item);
@@ -259,47 +381,317 @@ impl App {
                 PopupOutcome::Ignored => {}
             }
         }
+        if app_action == Some(Action::Help) && self.composer.is_empty() {
+            self.overlay = Some(KeyOverlay::new());
+            return;
+        }
         match self.composer.handle_key(key) {
             ComposerOutcome::Submit => self.submit(),
             ComposerOutcome::Edited | ComposerOutcome::Moved => self.sync_popup(),
-            ComposerOutcome::Ignored => self.on_app_key(key),
+            ComposerOutcome::Ignored => self.on_app_action(app_action, esc_armed),
         }
     }
 
-    fn on_app_key(&mut self, key: KeyEvent) {
-        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        match key.code {
-            KeyCode::Esc => {
-                self.agent.cancel();
+    fn on_app_action(&mut self, action: Option<Action>, esc_armed: Option<Instant>) {
+        match action {
+            Some(Action::Interrupt) => {
+                if self.status.running {
+                    self.agent.cancel();
+                } else if self.composer.is_empty() {
+                    // Esc Esc on an empty, idle composer: the last message comes back to edit.
+                    if esc_armed.is_some_and(|t| t.elapsed() <= QUIT_WINDOW) {
+                        if self.composer.move_up() == ComposerOutcome::Edited {
+                            self.sync_popup();
+                        }
+                    } else {
+                        self.esc_armed = Some(Instant::now());
+                    }
+                }
             }
-            KeyCode::PageUp => self.transcript.scroll_up(10),
-            KeyCode::PageDown => self.transcript.scroll_down(10),
-            KeyCode::Char('o') if ctrl => {
-                self.transcript.toggle_last_card();
+            Some(Action::ScrollUp) => self.transcript.scroll_up(10),
+            Some(Action::ScrollDown) => self.transcript.scroll_down(10),
+            Some(Action::Details) => {
+                self.transcript.toggle_selected_card();
+            }
+            Some(Action::CardPrev) => {
+                self.transcript.select_card(true);
+            }
+            Some(Action::CardNext) => {
+                self.transcript.select_card(false);
             }
             _ => {}
         }
     }
 
+    /// Ctrl+C (SPEC §5.5): cancels a send in flight, else clears a draft (Up recalls it), else
+    /// interrupts a running turn, and only quits on a second press with an empty, idle
+    /// composer.
     fn on_ctrl_c(&mut self) {
+        self.esc_armed = None;
+        if let Some(cancel) = &self.preparing {
+            cancel.cancel();
+            self.quit_armed = None;
+            return;
+        }
+        if !self.composer.is_empty() {
+            let draft = self.composer.take_draft();
+            self.composer.push_history(draft);
+            self.sync_popup();
+            self.quit_armed = None;
+            return;
+        }
+        if self.status.running {
+            self.agent.cancel();
+            self.quit_armed = None;
+            return;
+        }
         if self.quit_armed.is_some_and(|t| t.elapsed() <= QUIT_WINDOW) {
             self.should_quit = true;
             return;
         }
         self.quit_armed = Some(Instant::now());
-        if let Some(cancel) = &self.preparing {
-            cancel.cancel();
-        } else {
-            self.agent.cancel();
+    }
+
+    /// Starts walking and matching the files of `cwd` for the popup, off the loop.
+    pub fn start_file_finder(&mut self, cwd: PathBuf) {
+        let tx = self.tx.clone();
+        let pending = self.files_pending.clone();
+        let notify: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            if !pending.swap(true, Ordering::SeqCst) {
+                let _ = tx.send(AppEvent::FilesChanged);
+            }
+        });
+        self.files = Some(FileFinder::start(cwd, notify));
+    }
+
+    /// Gives the popup the finder's rows for its query (never waits for the workers).
+    fn refresh_file_rows(&mut self) {
+        let Some(files) = &mut self.files else {
+            return;
+        };
+        if !self.popup.is_open() {
+            return;
         }
+        let query = self.popup.query().to_string();
+        let limit = if query.is_empty() {
+            BARE_FILE_ROWS
+        } else {
+            FILE_ROWS
+        };
+        files.set_query(&query, limit);
+        // The last rows the matcher published; the popup takes them only for its query.
+        let published = files.rows();
+        self.popup.set_file_rows(&published.query, published.rows);
+    }
+
+    /// Keeps prompt history in `<home>/history.jsonl` from now on, and loads what is there.
+    pub fn keep_history_in(&mut self, home: &std::path::Path) {
+        for entry in prompt_history::load(home) {
+            self.composer.push_history(entry);
+        }
+        self.history_home = Some(home.to_path_buf());
+    }
+
+    /// Appends a sent message to the home's history, off the UI loop.
+    fn persist_history(&self, sent: &ComposerSnapshot) {
+        let Some(home) = self.history_home.clone() else {
+            return;
+        };
+        let sent = sent.clone();
+        let session_id = self.agent.info().session_id.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = prompt_history::append(&home, &session_id, now_ms(), &sent) {
+                tracing::warn!(error = %e, "prompt history not kept");
+            }
+        });
+    }
+
+    /// Runs a `/` command locally: nothing of it reaches the model.
+    fn run_command(&mut self, command: Command, arg: &str) {
+        self.confirm_unknown = None;
+        match command {
+            Command::Help => {
+                self.overlay = Some(KeyOverlay::new());
+            }
+            Command::New => {
+                self.next = Some(NextSession::New);
+                self.should_quit = true;
+            }
+            Command::Resume if arg.is_empty() => self.transcript.push_notice(
+                NoticeLevel::Info,
+                "Usage: /resume ID (/sessions lists them; @ finds one by id or cwd)",
+            ),
+            Command::Resume => {
+                self.next = Some(NextSession::Resume(arg.to_string()));
+                self.should_quit = true;
+            }
+            Command::Model => self.transcript.push_notice(
+                NoticeLevel::Info,
+                format!(
+                    "Model: {}. To change it, set the [provider] table of config.toml in the \
+                     home, or start with --provider NAME [--model M]",
+                    self.model
+                ),
+            ),
+            Command::Sessions => {
+                let mount = self.mount.clone();
+                let tx = self.tx.clone();
+                tokio::spawn(async move {
+                    let result = mount
+                        .candidates("", &CancellationToken::new())
+                        .await
+                        .map_err(|e| e.message().to_string());
+                    let _ = tx.send(AppEvent::Listed(result));
+                });
+            }
+            Command::Quit => self.should_quit = true,
+        }
+    }
+
+    /// The answer to `/sessions`: the newest few, one line each.
+    fn show_sessions(&mut self, result: Result<Vec<Candidate>, String>) {
+        match result {
+            Ok(candidates) if candidates.is_empty() => self
+                .transcript
+                .push_notice(NoticeLevel::Info, "No other sessions yet"),
+            Ok(candidates) => {
+                let now = now_ms();
+                let mut text = format!(
+                    "{} session{} (newest first; /resume ID opens one):",
+                    candidates.len(),
+                    if candidates.len() == 1 { "" } else { "s" }
+                );
+                for c in candidates.iter().take(SESSIONS_SHOWN) {
+                    text.push_str(&format!(
+                        "\n{} · {} · {} · {}",
+                        c.label,
+                        c.session_id,
+                        c.cwd.as_deref().unwrap_or("(no cwd)"),
+                        super::text::format_age(c.created_at, now)
+                    ));
+                }
+                if candidates.len() > SESSIONS_SHOWN {
+                    text.push_str(&format!(
+                        "\n… and {} more: type @ to search",
+                        candidates.len() - SESSIONS_SHOWN
+                    ));
+                }
+                self.transcript.push_notice(NoticeLevel::Info, text);
+            }
+            Err(e) => self
+                .transcript
+                .push_notice(NoticeLevel::Error, format!("Could not list sessions: {e}")),
+        }
+    }
+
+    /// Starts a preview for each mention that has none, and cancels the previews of mentions
+    /// that left the composer (SPEC §5.6). Never waits.
+    fn sync_badges(&mut self) {
+        let mentioned: Vec<(String, String)> = self
+            .composer
+            .mentions()
+            .into_iter()
+            .map(|m| (m.session_id.clone(), m.label.clone()))
+            .collect();
+        let before = self.badges.len();
+        self.badges.retain(|id, slot| {
+            let keep = mentioned.iter().any(|(m, _)| m == id);
+            if !keep {
+                slot.cancel.cancel();
+            }
+            keep
+        });
+        let mut changed = before != self.badges.len();
+        for (id, label) in mentioned {
+            if self.badges.contains_key(&id) || !self.mount.has_service() {
+                continue;
+            }
+            self.badge_serial += 1;
+            let serial = self.badge_serial;
+            let cancel = CancellationToken::new();
+            self.badges.insert(
+                id.clone(),
+                BadgeSlot {
+                    serial,
+                    cancel: cancel.clone(),
+                    preview: None,
+                },
+            );
+            changed = true;
+            let mount = self.mount.clone();
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                let result = mount
+                    .preview(&id, &label, &cancel)
+                    .await
+                    .map_err(|e| e.to_string());
+                if !cancel.is_cancelled() {
+                    let _ = tx.send(AppEvent::Badge(id, serial, result));
+                }
+            });
+        }
+        if changed {
+            self.show_badges();
+        }
+    }
+
+    fn on_badge(&mut self, id: String, serial: u64, result: Result<Preview, String>) {
+        let Some(slot) = self.badges.get_mut(&id).filter(|s| s.serial == serial) else {
+            return; // The mention left (or came back) since: a stale answer.
+        };
+        slot.preview = Some(result);
+        self.show_badges();
+    }
+
+    /// Hands the badge texts to the composer.
+    fn show_badges(&mut self) {
+        let texts = self
+            .badges
+            .iter()
+            .map(|(id, slot)| {
+                let text = match &slot.preview {
+                    None => "sizing…".to_string(),
+                    Some(Ok(preview)) => preview.badge(),
+                    Some(Err(_)) => "cannot be read".to_string(),
+                };
+                (id.clone(), text)
+            })
+            .collect();
+        self.composer.set_badges(texts);
+    }
+
+    /// What the mentions in the composer add to the next request, for the status line.
+    fn next_context(&self) -> Option<String> {
+        if self.badges.is_empty() {
+            return None;
+        }
+        let ready: Vec<&Preview> = self
+            .badges
+            .values()
+            .filter_map(|slot| slot.preview.as_ref()?.as_ref().ok())
+            .collect();
+        let bytes: u64 = ready.iter().map(|p| p.bytes).sum();
+        let refs = self.badges.len();
+        let mut text = format!(
+            "+{refs} ref{} {}",
+            if refs == 1 { "" } else { "s" },
+            super::transcript::human_bytes(bytes)
+        );
+        if ready.len() < refs {
+            text.push('…');
+        }
+        Some(text)
     }
 
     /// Keeps the popup on the `@` token under the cursor and starts its lookup.
     fn sync_popup(&mut self) {
+        self.sync_badges();
+        self.slash.sync(self.composer.slash_query().as_deref());
         let token = self.composer.active_token();
         if let Some(request) = self.popup.sync(token.as_ref()) {
             self.start_lookup(request);
         }
+        self.refresh_file_rows();
     }
 
     /// A note for the status line while no provider notice is shown.
@@ -353,7 +745,29 @@ impl App {
             );
             return;
         }
+        let typed = self.composer.submission_text();
+        match slash::parse_line(&typed) {
+            Some(SlashLine::Run(command, arg)) => {
+                let draft = self.composer.take_draft();
+                self.composer.push_history(draft);
+                self.sync_popup();
+                return self.run_command(command, &arg);
+            }
+            Some(SlashLine::Unknown(name)) if self.confirm_unknown.as_deref() != Some(&typed) => {
+                self.transcript.push_notice(
+                    NoticeLevel::Info,
+                    format!(
+                        "/{name} is not a command (/help lists them). Press Enter again to \
+                         send the line to the model as it is"
+                    ),
+                );
+                self.confirm_unknown = Some(typed);
+                return;
+            }
+            _ => self.confirm_unknown = None,
+        }
         self.popup.close();
+        self.slash.close();
         let draft = self.composer.take_draft();
         // Trailing whitespace (such as the space after an inserted mention) is not content.
         let text = draft.submission_text().trim_end().to_string();
@@ -362,8 +776,16 @@ impl App {
         self.preparing = Some(cancel.clone());
         let mount = self.mount.clone();
         let tx = self.tx.clone();
+        let cwd = self.agent.info().cwd.clone().map(PathBuf::from);
         tokio::spawn(async move {
-            let result = mount.submit(&text, &cancel).await;
+            // `@path` files are read off the loop, bounded, and go with the message.
+            let reading = text.clone();
+            let attachments = tokio::task::spawn_blocking(move || {
+                attach::read_attachments(cwd.as_deref(), &reading)
+            })
+            .await
+            .unwrap_or_default();
+            let result = mount.submit_with(&text, attachments, &cancel).await;
             let _ = tx.send(AppEvent::Submitted(result));
         });
     }
@@ -373,6 +795,7 @@ impl App {
         let sent = self.in_flight.take().unwrap_or_default();
         if result.is_ok() {
             self.composer.push_history(sent.clone());
+            self.persist_history(&sent);
         } else {
             self.composer.restore_before(sent.clone());
         }
@@ -463,7 +886,9 @@ impl App {
                 // Not sent either: its text comes back too.
                 self.give_back(&[message_id], "Message not sent (blocked)", &reason);
             }
-            AgentEvent::Error(text) => self.transcript.push_notice(NoticeLevel::Error, text),
+            AgentEvent::Error(error) => self
+                .transcript
+                .push_notice(NoticeLevel::Error, error.to_string()),
         }
     }
 
@@ -517,21 +942,25 @@ impl App {
                 .provider_notice
                 .clone()
                 .or_else(|| self.home_note.clone()),
+            next_context: self.next_context(),
         }
     }
 
     fn key_help(&self) -> KeyHelp {
         KeyHelp {
-            popup_open: self.popup.is_open(),
+            popup_open: self.popup.is_open() || self.slash.is_open(),
             running: self.status.running,
             preparing: self.preparing.is_some(),
             quit_pending: self.quit_armed.is_some(),
             has_details: self.transcript.items().iter().any(|i| i.is_expandable()),
+            composer_empty: self.composer.is_empty(),
+            has_draft: !self.composer.is_empty(),
+            keymap: Some(self.keymap.clone()),
         }
     }
 
-    /// Draws one frame into `area` of `buf`.
-    pub fn render(&self, area: Rect, buf: &mut ratatui::buffer::Buffer) {
+    /// Where each part goes in `area`: computed once per frame.
+    fn areas(&self, area: Rect) -> AppAreas {
         let composer_height = self.composer.desired_height(area.width).max(1);
         let [transcript, composer, status, help] = Layout::vertical([
             Constraint::Min(1),
@@ -540,12 +969,25 @@ impl App {
             Constraint::Length(1),
         ])
         .areas(area);
-        self.transcript.render(transcript, buf);
-        self.composer.render(composer, buf);
-        self.status_line().render(status, buf);
-        self.key_help().render(help, buf);
+        AppAreas {
+            transcript,
+            composer,
+            status,
+            help,
+        }
+    }
+
+    /// Draws one frame into `area` of `buf` and says where the terminal cursor belongs, from
+    /// one layout.
+    pub fn draw(&self, area: Rect, buf: &mut ratatui::buffer::Buffer) -> Option<Position> {
+        let areas = self.areas(area);
+        self.transcript.render(areas.transcript, buf);
+        self.composer.render(areas.composer, buf);
+        self.status_line().render(areas.status, buf);
+        self.key_help().render(areas.help, buf);
         if self.popup.is_open() {
             let view = self.popup.view(now_ms());
+            let transcript = areas.transcript;
             let height = view.desired_height(transcript.width).min(transcript.height);
             let popup = Rect {
                 x: transcript.x,
@@ -555,40 +997,99 @@ impl App {
             };
             view.render(popup, buf);
         }
+        if self.slash.is_open() {
+            let view = self.slash.view();
+            let transcript = areas.transcript;
+            let height = view.desired_height(transcript.width).min(transcript.height);
+            let at = Rect {
+                x: transcript.x,
+                y: transcript.y + transcript.height - height,
+                width: transcript.width,
+                height,
+            };
+            view.render(at, buf);
+        }
+        if let Some(overlay) = &self.overlay {
+            let view = overlay.view(&self.keymap);
+            let transcript = areas.transcript;
+            let height = view.desired_height(transcript.width).min(transcript.height);
+            let width = transcript.width.min(100);
+            let at = Rect {
+                x: transcript.x + (transcript.width - width) / 2,
+                y: transcript.y + transcript.height - height,
+                width,
+                height,
+            };
+            view.render(at, buf);
+            return None;
+        }
+        self.composer.cursor_pos(areas.composer)
+    }
+
+    /// Draws one frame into `area` of `buf`.
+    pub fn render(&self, area: Rect, buf: &mut ratatui::buffer::Buffer) {
+        self.draw(area, buf);
     }
 
     /// Where the terminal cursor belongs.
-    pub fn cursor(&self, area: Rect) -> Option<ratatui::layout::Position> {
-        let composer_height = self.composer.desired_height(area.width).max(1);
-        let [_, composer, _, _] = Layout::vertical([
-            Constraint::Min(1),
-            Constraint::Length(composer_height),
-            Constraint::Length(1),
-            Constraint::Length(1),
-        ])
-        .areas(area);
-        self.composer.cursor_position(composer)
+    pub fn cursor(&self, area: Rect) -> Option<Position> {
+        self.composer.cursor_pos(self.areas(area).composer)
     }
 }
 
-/// Builds the agent, the service and the mount for `options`, with the offline model.
-pub fn build(
-    options: &AppOptions,
-    tx: mpsc::UnboundedSender<AppEvent>,
-) -> Result<(App, Vec<Record>), AppError> {
-    build_with(options, &ModelChoice::Offline, tx)
+/// The rows of one frame.
+struct AppAreas {
+    transcript: Rect,
+    composer: Rect,
+    status: Rect,
+    help: Rect,
 }
 
-/// [`build`] with the model `choice`.
-pub fn build_with(
+/// What the binary wires into the app: the store sessions live in, the live sessions of this
+/// process, and the model that answers (with its status-line label).
+#[derive(Clone)]
+pub struct Wiring {
+    pub store: DiskStore,
+    pub live: LiveSessions,
+    pub model: Arc<dyn ModelProvider>,
+    pub model_label: String,
+    /// The keys (the standard ones, or with the user's `[keys]` overrides).
+    pub keymap: Arc<Keymap>,
+}
+
+impl Wiring {
+    /// The store of `home`, no live sessions yet, and `model`.
+    pub fn new(home: &std::path::Path, model: Arc<dyn ModelProvider>, label: String) -> Wiring {
+        Wiring {
+            store: DiskStore::new(home),
+            live: LiveSessions::default(),
+            model,
+            model_label: label,
+            keymap: Arc::new(Keymap::standard()),
+        }
+    }
+
+    /// The store of `options.home` and the model a resolved configuration names (SPEC §7).
+    pub fn for_choice(options: &AppOptions, choice: &ModelChoice) -> Result<Wiring, AppError> {
+        let (model, label) =
+            crate::agent::model_for(choice, options.offline_delay).map_err(AppError::Other)?;
+        Ok(Wiring::new(&options.home, model, label))
+    }
+}
+
+/// Builds the agent, the service and the mount for `options` over what `wiring` provides.
+pub fn build(
     options: &AppOptions,
-    choice: &ModelChoice,
+    wiring: Wiring,
     tx: mpsc::UnboundedSender<AppEvent>,
 ) -> Result<(App, Vec<Record>), AppError> {
-    let disk = DiskStore::new(&options.home);
-    let live = LiveSessions::default();
-    let (model, model_label) =
-        crate::agent::model_for(choice, options.offline_delay).map_err(AppError::Other)?;
+    let Wiring {
+        store: disk,
+        live,
+        model,
+        model_label,
+        keymap,
+    } = wiring;
     let mut resumed_log = None;
     let (agent, history) = match &options.resume {
         Some(id) => {
@@ -620,7 +1121,17 @@ pub fn build_with(
     let service = SessionReferences::new(query, SessionReferenceConfig::default())
         .map_err(|e| AppError::Other(e.to_string()))?;
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
-    let mut app = App::new(agent, mount, model_label, tx);
+    let mut app = App::new(agent, mount, model_label.clone(), tx);
+    app.set_keymap(keymap);
+    app.keep_history_in(&options.home);
+    if options.resume.is_none() {
+        app.transcript.push_welcome(
+            env!("CARGO_PKG_VERSION"),
+            &model_label,
+            options.cwd.as_deref(),
+            &options.home.display().to_string(),
+        );
+    }
     app.show_history(&history);
     if let Some(reason) = app.agent.write_blocker() {
         app.transcript.push_notice(
@@ -657,60 +1168,16 @@ pub fn build_with(
     Ok((app, history))
 }
 
-/// Indexes files under `cwd` for the popup's file rows, off the UI thread.
-///
-/// Only names that are valid UTF-8 are offered: a lossy spelling of any other name is a path
-/// that does not exist, and inserting it would reference nothing (or another file). Such a
-/// directory is not entered either, since every path below it has the same problem.
-pub fn index_files(cwd: PathBuf, tx: mpsc::UnboundedSender<AppEvent>) {
-    std::thread::spawn(move || {
-        let mut paths = Vec::new();
-        let mut stack = vec![cwd.clone()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let Some(name) = name.to_str() else {
-                    continue;
-                };
-                if name.starts_with('.') || matches!(name, "target" | "node_modules") {
-                    continue;
-                }
-                let path = entry.path();
-                match entry.file_type() {
-                    Ok(t) if t.is_dir() => stack.push(path),
-                    Ok(t) if t.is_file() => {
-                        // `cwd` itself may have any name: only the relative part is offered.
-                        if let Some(rel) = path.strip_prefix(&cwd).ok().and_then(|r| r.to_str()) {
-                            paths.push(rel.to_string());
-                        }
-                    }
-                    _ => {}
-                }
-                if paths.len() >= MAX_INDEXED_FILES {
-                    break;
-                }
-            }
-            if paths.len() >= MAX_INDEXED_FILES {
-                break;
-            }
-        }
-        paths.sort();
-        let _ = tx.send(AppEvent::Files(Arc::new(FileIndex::new(paths))));
-    });
-}
-
-/// Runs the app loop on `terminal` until the user quits.
+/// Runs the app loop on `terminal` until the user quits; returns the session to open next
+/// (`/new`, `/resume`), if any.
 pub async fn run_loop<B: Backend>(
     terminal: &mut Terminal<B>,
     mut app: App,
     mut rx: mpsc::UnboundedReceiver<AppEvent>,
-) -> Result<(), AppError> {
+) -> Result<Option<NextSession>, AppError> {
     let mut agent_events = app.agent.subscribe();
     let tx = app.tx.clone();
-    tokio::spawn(async move {
+    let forward = tokio::spawn(async move {
         while let Some(event) = agent_events.recv().await {
             if tx.send(AppEvent::Agent(event)).is_err() {
                 break;
@@ -721,8 +1188,7 @@ pub async fn run_loop<B: Backend>(
     loop {
         terminal.draw(|frame| {
             let area = frame.area();
-            app.render(area, frame.buffer_mut());
-            if let Some(position) = app.cursor(area) {
+            if let Some(position) = app.draw(area, frame.buffer_mut()) {
                 frame.set_cursor_position(position);
             }
         })?;
@@ -741,147 +1207,99 @@ pub async fn run_loop<B: Backend>(
             break;
         }
     }
+    forward.abort();
     app.agent.shutdown();
-    Ok(())
+    // What was handed to the log is written before the next session or the exit (bounded:
+    // never hang).
+    let _ = tokio::time::timeout(Duration::from_secs(2), app.agent.closed()).await;
+    Ok(app.next.take())
 }
 
-/// Restores the terminal even if the loop panics.
-struct TerminalGuard;
-
-impl TerminalGuard {
-    fn enter() -> std::io::Result<TerminalGuard> {
-        use crossterm::{event, execute, terminal};
-        terminal::enable_raw_mode()?;
-        let guard = TerminalGuard;
-        execute!(
-            std::io::stdout(),
-            terminal::EnterAlternateScreen,
-            event::EnableBracketedPaste
-        )?;
-        Ok(guard)
-    }
-
-    fn restore() {
-        use crossterm::{cursor, event, execute, terminal};
-        let _ = execute!(
-            std::io::stdout(),
-            event::DisableBracketedPaste,
-            terminal::LeaveAlternateScreen,
-            cursor::Show
-        );
-        let _ = terminal::disable_raw_mode();
-    }
-}
-
-impl Drop for TerminalGuard {
-    fn drop(&mut self) {
-        TerminalGuard::restore();
-    }
-}
-
-/// Opens the TUI on the real terminal.
-pub async fn run_terminal(options: AppOptions) -> Result<(), AppError> {
-    run_terminal_with(options, ModelChoice::Offline)
-        .await
-        .map(drop)
-}
-
-/// [`run_terminal`] with the model resolved from configuration (SPEC §7). Answers the id of the
-/// session it ran (to tell the user how to come back to it).
-pub async fn run_terminal_with(
-    options: AppOptions,
-    choice: ModelChoice,
-) -> Result<String, AppError> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let (mut app, _) = build_with(&options, &choice, tx.clone())?;
-    let session_id = app.agent.info().session_id.clone();
+/// Opens the TUI on the real terminal with what `wiring` provides; `/new` and `/resume` open
+/// the next session on the same terminal. Answers the id of the last session it ran (to tell
+/// the user how to come back to it).
+pub async fn run_terminal(mut options: AppOptions, wiring: Wiring) -> Result<String, AppError> {
+    terminal::install_panic_hook();
     // Discovery indexes on its own thread from now on; it stops when the TUI returns.
     let discovery = crate::discovery::Discovery::for_home(&options.home, &options.sources);
     let _indexer = discovery.spawn_indexer();
-    app.set_discovery(discovery);
-    if crate::demo::user_demo_home().as_deref() == Some(options.home.as_path()) {
-        app.set_home_note(format!("demo home {}", options.home.display()));
-    }
-    if let Some(cwd) = &options.cwd {
-        index_files(PathBuf::from(cwd), tx.clone());
-    }
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        TerminalGuard::restore();
-        previous(info);
-    }));
-    // Warm the session index now: a first listing of a very large home reads every header,
-    // and the first `@` should not be the one to wait for it.
-    {
-        let mount = app.mount.clone();
-        tokio::spawn(async move {
-            let _ = mount.candidates("", &CancellationToken::new()).await;
-        });
-    }
-    let _guard = TerminalGuard::enter()?;
-    // Keys are read on their own thread: crossterm's read blocks.
-    let input_tx = tx.clone();
-    std::thread::spawn(move || loop {
-        match crossterm::event::read() {
-            Ok(event) => {
-                if input_tx.send(AppEvent::Input(event)).is_err() {
-                    break;
+    let demo_note = (crate::demo::user_demo_home().as_deref() == Some(options.home.as_path()))
+        .then(|| format!("demo home {}", options.home.display()));
+    // Keys are read on their own thread (crossterm's read blocks) and go to the session open
+    // now: each session has a channel of its own, so nothing of one reaches the next.
+    let input: Arc<std::sync::Mutex<Option<mpsc::UnboundedSender<AppEvent>>>> =
+        Arc::new(std::sync::Mutex::new(None));
+    let mut notice: Option<String> = None;
+    let mut guard = None;
+    let mut term: Option<Terminal<ratatui::backend::CrosstermBackend<std::io::Stdout>>> = None;
+    loop {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (mut app, _) = match build(&options, wiring.clone(), tx.clone()) {
+            Ok(built) => built,
+            // A `/resume` that cannot open: a new session says why, rather than an exit.
+            Err(e) if guard.is_some() && options.resume.is_some() => {
+                notice = Some(format!(
+                    "Could not resume {}: {e}",
+                    options.resume.take().unwrap_or_default()
+                ));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(text) = notice.take() {
+            app.transcript.push_notice(NoticeLevel::Error, text);
+        }
+        let session_id = app.agent.info().session_id.clone();
+        app.set_discovery(discovery.clone());
+        if let Some(note) = &demo_note {
+            app.set_home_note(note.clone());
+        }
+        if let Some(cwd) = &options.cwd {
+            app.start_file_finder(PathBuf::from(cwd));
+        }
+        // Warm the session index now: a first listing of a very large home reads every
+        // header, and the first `@` should not be the one to wait for it.
+        {
+            let mount = app.mount.clone();
+            tokio::spawn(async move {
+                let _ = mount.candidates("", &CancellationToken::new()).await;
+            });
+        }
+        if let Ok(mut slot) = input.lock() {
+            *slot = Some(tx.clone());
+        }
+        if guard.is_none() {
+            guard = Some(terminal::TerminalGuard::enter()?);
+            let input = input.clone();
+            std::thread::spawn(move || loop {
+                match crossterm::event::read() {
+                    Ok(event) => {
+                        let sent = input.lock().ok().and_then(|slot| {
+                            slot.as_ref().map(|tx| tx.send(AppEvent::Input(event)))
+                        });
+                        if matches!(sent, Some(Err(_))) {
+                            // Between sessions: the next one takes the following keys.
+                            continue;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "terminal input failed");
+                        break;
+                    }
                 }
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "terminal input failed");
-                break;
-            }
+            });
         }
-    });
-    let backend = ratatui::backend::CrosstermBackend::new(std::io::stdout());
-    let mut terminal = Terminal::new(backend)?;
-    terminal.clear()?;
-    run_loop(&mut terminal, app, rx).await?;
-    Ok(session_id)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tui::file_match::FileMatcher;
-
-    fn indexed(cwd: &std::path::Path) -> Arc<FileIndex> {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        index_files(cwd.to_path_buf(), tx);
-        match rx.blocking_recv() {
-            Some(AppEvent::Files(index)) => index,
-            other => panic!("expected the file index, got {other:?}"),
-        }
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn names_that_are_not_utf8_are_left_out() {
-        use std::ffi::OsStr;
-        use std::os::unix::ffi::OsStrExt;
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("cafe.txt"), "ok").unwrap();
-        std::fs::write(
-            dir.path().join(OsStr::from_bytes(b"caf\xe9.txt")),
-            "latin-1",
-        )
-        .unwrap();
-        let odd_dir = dir.path().join(OsStr::from_bytes(b"caf\xffdir"));
-        std::fs::create_dir(&odd_dir).unwrap();
-        std::fs::write(odd_dir.join("cafe-inner.txt"), "below").unwrap();
-        std::fs::create_dir(dir.path().join("ok")).unwrap();
-        std::fs::write(dir.path().join("ok/cafe-nested.txt"), "ok").unwrap();
-        let index = indexed(dir.path());
-        let mut paths: Vec<String> = FileMatcher::default()
-            .best(&index, "caf", 50)
-            .into_iter()
-            .map(|row| row.path)
-            .collect();
-        paths.sort();
-        assert_eq!(paths, ["cafe.txt", "ok/cafe-nested.txt"]);
-        for path in &paths {
-            assert!(dir.path().join(path).is_file(), "{path} exists");
+        let terminal = match &mut term {
+            Some(terminal) => terminal,
+            None => term.insert(Terminal::new(ratatui::backend::CrosstermBackend::new(
+                std::io::stdout(),
+            ))?),
+        };
+        terminal.clear()?;
+        match run_loop(terminal, app, rx).await? {
+            Some(NextSession::New) => options.resume = None,
+            Some(NextSession::Resume(id)) => options.resume = Some(id),
+            None => return Ok(session_id),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! (`list_candidates`, SPEC §3.3, unchanged) merged with discovery hits, deduplicated by id.
 //!
 //! Discovery is asked at the same time as the contract, on the async workers (the search
-//! itself runs on a blocking thread), and its answer travels with the lookup's [`QueryId`], so a
+//! itself runs on a blocking thread), and its answer travels with the lookup's [`QueryId`](super::popup::QueryId), so a
 //! stale answer is dropped like any other. When discovery fails or is absent the contract list
 //! is shown alone: the index never makes a listing fail.
 //!

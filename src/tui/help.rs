@@ -1,13 +1,22 @@
-//! One line of key help that follows the context, so the keys that matter right now are the
-//! ones on screen (Enter means "insert" in the popup, "steer" while a turn runs).
+//! Key help, drawn from the keymap the handlers use (so it cannot drift from behaviour): one
+//! line that follows the context, so the keys that matter right now are the ones on screen
+//! (Enter means "insert" in the popup, "steer" while a turn runs), and the `?` overlay that
+//! lists every binding in effect.
+//!
+//! Invariant: every key shown is a key of the named action in the keymap, and the overlay shows
+//! every binding of the keymap. Proof: `tests/tui_keys.rs`.
 
+use super::keys::{Action, KeyContext, Keymap};
 use super::render::{clip, Renderable};
+use super::scroll::ScrollState;
 use super::style;
 use super::text::StyledText;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
+use ratatui::widgets::{Block, BorderType, Clear, Widget};
+use std::sync::Arc;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyHelp {
     pub popup_open: bool,
     pub running: bool,
@@ -17,38 +26,102 @@ pub struct KeyHelp {
     pub quit_pending: bool,
     /// The transcript has a card that can be expanded.
     pub has_details: bool,
+    /// Nothing typed: `?` opens the help, Ctrl+C would quit.
+    pub composer_empty: bool,
+    /// There is a draft: Ctrl+C clears it.
+    pub has_draft: bool,
+    /// The keys in effect (the standard ones when `None`).
+    pub keymap: Option<Arc<Keymap>>,
+}
+
+/// One entry of the help line: the first `keys` keys of each action, then what they do.
+struct Entry {
+    actions: &'static [Action],
+    keys: usize,
+    label: &'static str,
+}
+
+const fn entry(actions: &'static [Action], keys: usize, label: &'static str) -> Entry {
+    Entry {
+        actions,
+        keys,
+        label,
+    }
 }
 
 impl KeyHelp {
-    /// `(key, action)` pairs for the current context, most important first.
-    pub fn entries(&self) -> Vec<(&'static str, &'static str)> {
+    fn keymap(&self) -> &Keymap {
+        self.keymap
+            .as_deref()
+            .unwrap_or_else(|| Keymap::shared_standard())
+    }
+
+    fn entries_table(&self) -> Vec<Entry> {
+        use Action::*;
         if self.quit_pending {
-            return vec![("ctrl+c", "again to quit")];
+            return vec![entry(&[ClearOrQuit], 1, "again to quit")];
         }
         // Over the popup, Esc closes it; the send in flight is cancelled by the next one.
         if self.preparing && !self.popup_open {
-            return vec![("esc", "cancel"), ("ctrl+c", "quit")];
+            return vec![
+                entry(&[Interrupt], 1, "cancel"),
+                entry(&[ClearOrQuit], 1, "cancel"),
+            ];
         }
         if self.popup_open {
             return vec![
-                ("↑↓", "select"),
-                ("tab/enter", "insert"),
-                ("pgup/pgdn", "page"),
-                ("esc", "close"),
+                entry(&[PopupUp, PopupDown], 1, "select"),
+                entry(&[PopupAccept], 2, "insert"),
+                entry(&[PopupPageUp, PopupPageDown], 1, "page"),
+                entry(&[PopupClose], 1, "close"),
             ];
         }
         let mut entries = if self.running {
-            vec![("enter", "steer"), ("esc", "interrupt")]
+            vec![
+                entry(&[Submit], 1, "steer"),
+                entry(&[Interrupt], 1, "interrupt"),
+            ]
         } else {
-            vec![("enter", "send")]
+            vec![entry(&[Submit], 1, "send")]
         };
-        entries.push(("alt+enter", "newline"));
-        entries.push(("@", "mention"));
+        entries.push(entry(&[Newline], 1, "newline"));
+        entries.push(entry(&[], 0, "mention"));
         if self.has_details {
-            entries.push(("ctrl+o", "details"));
+            entries.push(entry(&[Details], 1, "details"));
         }
-        entries.push(("ctrl+c", "quit"));
+        if self.composer_empty && !self.running {
+            entries.push(entry(&[Help], 1, "keys"));
+        }
+        entries.push(if self.has_draft {
+            entry(&[ClearOrQuit], 1, "clear")
+        } else if self.running {
+            entry(&[ClearOrQuit], 1, "interrupt")
+        } else {
+            entry(&[ClearOrQuit], 1, "quit")
+        });
         entries
+    }
+
+    /// `(keys, what they do)` for the current context, most important first. Actions the user
+    /// unbound are left out.
+    pub fn entries(&self) -> Vec<(String, &'static str)> {
+        let keymap = self.keymap();
+        self.entries_table()
+            .into_iter()
+            .filter_map(|e| {
+                if e.actions.is_empty() {
+                    // `@` is typed text, not a binding.
+                    return Some(("@".to_string(), e.label));
+                }
+                let keys: Vec<String> = e
+                    .actions
+                    .iter()
+                    .map(|a| keymap.label(*a, e.keys))
+                    .filter(|k| !k.is_empty())
+                    .collect();
+                (!keys.is_empty()).then(|| (keys.join("/"), e.label))
+            })
+            .collect()
     }
 }
 
@@ -63,7 +136,7 @@ impl Renderable for KeyHelp {
             if i > 0 {
                 t.push(" · ", style::dim());
             }
-            t.push(key, style::key());
+            t.push(&key, style::key());
             t.push(" ", style::dim());
             t.push(action, style::dim());
         }
@@ -73,5 +146,194 @@ impl Renderable for KeyHelp {
 
     fn desired_height(&self, _width: u16) -> u16 {
         1
+    }
+}
+
+/// One row of the overlay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OverlayRow {
+    /// A context heading.
+    Heading(&'static str),
+    /// An action with every key bound to it.
+    Binding {
+        action: Action,
+        keys: Vec<String>,
+    },
+    /// A `/` command and what it does.
+    Command {
+        name: String,
+        what: &'static str,
+    },
+    Blank,
+}
+
+/// Every binding of `keymap`, grouped by context, in the order the keymap lists actions, then
+/// the `/` commands. Unbound actions are left out: the overlay shows what the keys do.
+pub fn overlay_rows(keymap: &Keymap) -> Vec<OverlayRow> {
+    let mut rows = Vec::new();
+    for context in KeyContext::ALL {
+        let actions: Vec<Action> = Action::ALL
+            .iter()
+            .copied()
+            .filter(|a| a.context() == context && !keymap.keys(*a).is_empty())
+            .collect();
+        if actions.is_empty() {
+            continue;
+        }
+        if !rows.is_empty() {
+            rows.push(OverlayRow::Blank);
+        }
+        rows.push(OverlayRow::Heading(context.title()));
+        for action in actions {
+            rows.push(OverlayRow::Binding {
+                action,
+                keys: keymap
+                    .keys(action)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+            });
+        }
+    }
+    rows.push(OverlayRow::Blank);
+    rows.push(OverlayRow::Heading("Commands (type / at the start)"));
+    for (_, name, arg, what) in super::slash::COMMANDS {
+        let name = if arg.is_empty() {
+            format!("/{name}")
+        } else {
+            format!("/{name} {arg}")
+        };
+        rows.push(OverlayRow::Command { name, what });
+    }
+    rows
+}
+
+/// The `?` overlay: its scroll position over [`overlay_rows`].
+#[derive(Debug, Clone, Default)]
+pub struct KeyOverlay {
+    scroll: ScrollState,
+    /// Rows visible at the last draw (the scroll step's bound).
+    visible: std::cell::Cell<usize>,
+}
+
+/// What a key did to the overlay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverlayOutcome {
+    Handled,
+    Close,
+}
+
+impl KeyOverlay {
+    pub fn new() -> KeyOverlay {
+        KeyOverlay::default()
+    }
+
+    /// The first row shown.
+    pub fn top(&self) -> usize {
+        self.scroll.top
+    }
+
+    /// Any key is taken while the overlay is open: its own keys scroll or close it, any other
+    /// closes it too (so a user who did not read it is never stuck).
+    pub fn handle_action(&mut self, action: Option<Action>, keymap: &Keymap) -> OverlayOutcome {
+        let len = overlay_rows(keymap).len();
+        let cap = self.visible.get().max(1);
+        let max_top = len.saturating_sub(cap);
+        match action {
+            Some(Action::OverlayUp) => {
+                self.scroll.top = self.scroll.top.saturating_sub(1);
+                OverlayOutcome::Handled
+            }
+            Some(Action::OverlayDown) => {
+                self.scroll.top = (self.scroll.top + 1).min(max_top);
+                OverlayOutcome::Handled
+            }
+            _ => OverlayOutcome::Close,
+        }
+    }
+
+    pub fn view<'a>(&'a self, keymap: &'a Keymap) -> KeyOverlayView<'a> {
+        KeyOverlayView {
+            state: self,
+            keymap,
+        }
+    }
+}
+
+/// Draws the overlay: a bordered box listing [`overlay_rows`].
+pub struct KeyOverlayView<'a> {
+    state: &'a KeyOverlay,
+    keymap: &'a Keymap,
+}
+
+impl Renderable for KeyOverlayView<'_> {
+    fn render(&self, area: Rect, buf: &mut Buffer) {
+        let area = clip(area, buf);
+        if area.is_empty() {
+            return;
+        }
+        Clear.render(area, buf);
+        let close = self.keymap.label(Action::OverlayClose, 1);
+        let title = if close.is_empty() {
+            " Keys ".to_string()
+        } else {
+            format!(" Keys · {close} to close ")
+        };
+        let block = Block::bordered()
+            .border_type(BorderType::Rounded)
+            .border_style(style::border())
+            .title(title);
+        let inner = block.inner(area);
+        block.render(area, buf);
+        if inner.is_empty() {
+            return;
+        }
+        let rows = overlay_rows(self.keymap);
+        let height = usize::from(inner.height);
+        self.state.visible.set(height);
+        let top = self.state.top().min(rows.len().saturating_sub(height));
+        let key_w = rows
+            .iter()
+            .map(|r| match r {
+                OverlayRow::Binding { keys, .. } => super::text::str_width(&keys.join(", ")),
+                OverlayRow::Command { name, .. } => super::text::str_width(name),
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0)
+            .min(usize::from(inner.width) / 2);
+        for (n, row) in rows.iter().skip(top).take(height).enumerate() {
+            let mut t = StyledText::new();
+            match row {
+                OverlayRow::Heading(title) => {
+                    t.push(title, style::key());
+                }
+                OverlayRow::Binding { action, keys } => {
+                    let keys = keys.join(", ");
+                    let pad = key_w.saturating_sub(super::text::str_width(&keys));
+                    t.push("  ", style::dim());
+                    t.push(&keys, style::key());
+                    t.push(&" ".repeat(pad + 2), style::dim());
+                    t.push(action.description(), style::dim());
+                    // The name `[keys]` in config.toml rebinds it by.
+                    t.push(&format!("  ({})", action.name()), style::dim());
+                }
+                OverlayRow::Command { name, what } => {
+                    let pad = key_w.saturating_sub(super::text::str_width(name));
+                    t.push("  ", style::dim());
+                    t.push(name, style::key());
+                    t.push(&" ".repeat(pad + 2), style::dim());
+                    t.push(what, style::dim());
+                }
+                OverlayRow::Blank => {}
+            }
+            let y = inner.y + u16::try_from(n).unwrap_or(0);
+            let line = t.truncate(usize::from(inner.width)).to_line();
+            buf.set_line(inner.x, y, &line, inner.width);
+        }
+    }
+
+    fn desired_height(&self, _width: u16) -> u16 {
+        u16::try_from(overlay_rows(self.keymap).len() + 2).unwrap_or(u16::MAX)
     }
 }

@@ -6,19 +6,27 @@
 //! TUI and every visible state can be snapshot-tested.
 
 pub mod app;
+pub mod attach;
 pub mod composer;
 pub mod discovery;
 pub mod escape;
+pub mod file_index;
 pub mod file_match;
 pub mod help;
+pub mod keys;
 pub mod mount;
 pub mod picker;
 pub mod popup;
+pub mod prompt_history;
 pub mod render;
+pub mod scroll;
+pub mod slash;
 pub mod snapshot;
 pub mod status;
 pub mod style;
+pub mod terminal;
 pub mod text;
+pub mod token;
 pub mod transcript;
 
 pub use render::Renderable;

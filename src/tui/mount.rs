@@ -8,8 +8,8 @@
 
 use crate::agent::{Admission, Agent};
 use crate::reference::{
-    parse_session_reference_text, AgentIdentity, Candidate, ReferenceInput, SessionReferenceError,
-    SessionReferences,
+    parse_session_reference_text, AgentIdentity, Candidate, ErrorCode, ReferenceInput,
+    SessionReferenceError, SessionReferences,
 };
 use crate::session::{ContentBlock, Message, MessageSource};
 use std::sync::Arc;
@@ -30,10 +30,10 @@ impl AgentSurface for Agent {
         AgentIdentity::new(self.info().session_id.clone(), self.info().cwd.clone())
     }
     fn dispatch(&self, message: Message) -> Admission {
-        self.submit(message)
+        Agent::dispatch(self, message)
     }
     fn dispatch_with_contexts(&self, message: Message, contexts: Vec<Message>) -> Admission {
-        self.submit_with_contexts(message, contexts)
+        Agent::dispatch_with_contexts(self, message, contexts)
     }
 }
 
@@ -50,7 +50,7 @@ pub enum SubmitError {
 
 impl SubmitError {
     pub fn was_cancelled(&self) -> bool {
-        matches!(self, SubmitError::Failed(e) if e.code() == "SESSION_REFERENCE_CANCELLED")
+        matches!(self, SubmitError::Failed(e) if e.kind() == ErrorCode::Cancelled)
     }
 }
 
@@ -61,6 +61,35 @@ pub struct Submitted {
     pub message_id: String,
     /// Distinct sessions whose snapshot went with the message.
     pub referenced: usize,
+}
+
+/// The size of one source's snapshot, prepared alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preview {
+    /// UTF-8 bytes of the context message it alone would add.
+    pub bytes: u64,
+    pub original: u64,
+    pub retained: u64,
+    pub truncated: bool,
+}
+
+impl Preview {
+    /// The badge: `12 msgs · 48 KiB`, or `truncated · kept 1/104 msgs · 64 KiB`.
+    pub fn badge(&self) -> String {
+        let size = super::transcript::human_bytes(self.bytes);
+        if self.truncated {
+            format!(
+                "truncated · kept {}/{} msgs · {size}",
+                self.retained, self.original
+            )
+        } else {
+            format!(
+                "{} msg{} · {size}",
+                self.retained,
+                if self.retained == 1 { "" } else { "s" }
+            )
+        }
+    }
 }
 
 /// A parsed submission: either ready to dispatch, or needing preparation.
@@ -107,6 +136,49 @@ impl SessionReferenceMount {
         }
     }
 
+    /// What a mention of `session_id` would send, prepared alone (SPEC §5.6): for the badge a
+    /// mention wears in the composer. The send still prepares afresh.
+    pub async fn preview(
+        &self,
+        session_id: &str,
+        label: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Preview, SubmitError> {
+        let service = self.service.as_ref().ok_or(SubmitError::Unavailable)?;
+        let prepared = service
+            .prepare(
+                &self.agent.identity(),
+                Vec::new(),
+                vec![crate::reference::ReferenceInput::new(
+                    session_id,
+                    Some(label.to_string()),
+                )],
+                cancel,
+            )
+            .await
+            .map_err(SubmitError::Failed)?;
+        let Some(context) = prepared.additional_context else {
+            return Err(SubmitError::Unavailable);
+        };
+        let bytes = context.text().len() as u64;
+        let meta = match &context.source {
+            MessageSource::SessionReference { references, .. } => references.get(0).cloned(),
+            _ => None,
+        }
+        .unwrap_or_default();
+        let count = |key: &str| {
+            meta.get(key)
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0)
+        };
+        Ok(Preview {
+            bytes,
+            original: count("originalMessages"),
+            retained: count("retainedMessages"),
+            truncated: meta.get("truncated") == Some(&serde_json::Value::Bool(true)),
+        })
+    }
+
     /// Step 1–3 of the transaction: parse, and refuse early what cannot be sent. Pure.
     pub fn parse(&self, text: &str) -> Result<Submission, SubmitError> {
         let parsed = parse_session_reference_text(text).map_err(SubmitError::InvalidReference)?;
@@ -135,11 +207,28 @@ impl SessionReferenceMount {
         text: &str,
         cancel: &CancellationToken,
     ) -> Result<Submitted, SubmitError> {
+        self.submit_with(text, Vec::new(), cancel).await
+    }
+
+    /// [`submit`](Self::submit) with context messages of the host's own (such as attached
+    /// files), dispatched after the session-reference context and before the message, at the
+    /// same boundary.
+    pub async fn submit_with(
+        &self,
+        text: &str,
+        attachments: Vec<Message>,
+        cancel: &CancellationToken,
+    ) -> Result<Submitted, SubmitError> {
         match self.parse(text)? {
             Submission::Plain(message) => {
                 let message_id = message.id.clone();
+                let admission = if attachments.is_empty() {
+                    self.agent.dispatch(message)
+                } else {
+                    self.agent.dispatch_with_contexts(message, attachments)
+                };
                 Ok(Submitted {
-                    admission: self.agent.dispatch(message),
+                    admission,
                     message_id,
                     referenced: 0,
                 })
@@ -168,12 +257,15 @@ impl SessionReferenceMount {
                             }
                             _ => 0,
                         };
+                        let mut contexts = vec![context];
+                        contexts.extend(attachments);
                         (
-                            self.agent.dispatch_with_contexts(message, vec![context]),
+                            self.agent.dispatch_with_contexts(message, contexts),
                             referenced,
                         )
                     }
-                    None => (self.agent.dispatch(message), 0),
+                    None if attachments.is_empty() => (self.agent.dispatch(message), 0),
+                    None => (self.agent.dispatch_with_contexts(message, attachments), 0),
                 };
                 Ok(Submitted {
                     admission,

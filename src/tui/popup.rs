@@ -7,16 +7,19 @@
 //! locally with the service's own rule, so rows don't flicker while typing. File rows are
 //! matched synchronously from a prebuilt [`FileIndex`].
 
-use super::composer::ActiveToken;
 use super::discovery::{size_text, truncation_text, RowDetail, SessionDetails};
 use super::escape::EscapeMode;
 use super::file_match::{FileIndex, FileMatcher, FileRow};
+use super::keys::{Action, KeyContext, Keymap};
 use super::render::{clip, Renderable};
+use super::scroll::{visible_top, ScrollState};
 use super::style;
 use super::text::{ci_matches, format_age, StyledText};
-use crate::reference::Candidate;
+use super::token::ActiveToken;
+pub use super::token::PopupItem;
+use crate::reference::{Candidate, CandidateFilter};
 use crate::session::external::Agent;
-use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::event::{KeyEvent, KeyEventKind};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Alignment, Rect};
 use ratatui::style::{Modifier, Style};
@@ -34,13 +37,6 @@ pub struct QueryId(u64);
 pub struct LookupRequest {
     pub id: QueryId,
     pub query: String,
-}
-
-/// What the popup offers for insertion.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PopupItem {
-    Session(Candidate),
-    File(FileRow),
 }
 
 /// What a key did to the popup.
@@ -101,13 +97,14 @@ pub struct PopupState {
     file_index: Arc<FileIndex>,
     matcher: FileMatcher,
     rows: Vec<Row>,
-    selected: usize,
-    scroll: usize,
+    scroll: ScrollState,
     /// Set when the user moved the selection for the current query.
     pick: Option<Pick>,
     page_rows: usize,
     /// What discovery adds to the session rows of the last answer (SPEC §8), if anything.
     details: Option<Arc<SessionDetails>>,
+    /// File rows are supplied by [`set_file_rows`](Self::set_file_rows).
+    external_files: bool,
 }
 
 impl Default for PopupState {
@@ -133,11 +130,11 @@ impl PopupState {
             file_index: Arc::new(FileIndex::default()),
             matcher: FileMatcher::default(),
             rows: Vec::new(),
-            selected: 0,
-            scroll: 0,
+            scroll: ScrollState::default(),
             pick: None,
             page_rows: DEFAULT_PAGE_ROWS,
             details: None,
+            external_files: false,
         }
     }
 
@@ -145,6 +142,18 @@ impl PopupState {
     pub fn set_page_rows(&mut self, rows: usize) {
         self.page_rows = rows.max(1);
         self.ensure_visible();
+    }
+
+    /// File rows matched elsewhere (a [`super::file_index::FileFinder`] off the UI loop) for
+    /// `query`; ignored unless it is still the popup's query. From then on the popup shows
+    /// these rows instead of matching its own index.
+    pub fn set_file_rows(&mut self, query: &str, rows: Vec<FileRow>) {
+        self.external_files = true;
+        if !self.open || self.query != query {
+            return;
+        }
+        self.files = rows;
+        self.rebuild_rows();
     }
 
     /// The files offered as rows (relative paths under the session cwd).
@@ -188,17 +197,19 @@ impl PopupState {
     }
 
     pub fn selected_index(&self) -> Option<usize> {
-        (!self.rows.is_empty()).then_some(self.selected)
+        (!self.rows.is_empty()).then_some(self.scroll.selected)
     }
 
     /// The first visible row (kept so the selection stays on screen).
     pub fn scroll(&self) -> usize {
-        self.scroll
+        self.scroll.top
     }
 
     /// The row Tab/Enter would insert.
     pub fn selected(&self) -> Option<PopupItem> {
-        self.rows.get(self.selected).map(|row| self.item(*row))
+        self.rows
+            .get(self.scroll.selected)
+            .map(|row| self.item(*row))
     }
 
     /// All rows, in display order.
@@ -269,17 +280,17 @@ impl PopupState {
         self.lookup = Lookup::Loading;
         self.set_query(query);
         // Until the answer comes, keep what still matches (id or cwd contains the query).
+        let filter = CandidateFilter::new(query);
+        // With discovery on, labels match too (the finder's rows are found by title).
         let needle = query.to_lowercase();
         self.sessions = self
             .answer
             .iter()
             .filter(|c| {
-                needle.is_empty()
-                    || c.session_id.to_lowercase().contains(&needle)
-                    || (self.details.is_some() && c.label.to_lowercase().contains(&needle))
-                    || c.cwd
-                        .as_deref()
-                        .is_some_and(|cwd| cwd.to_lowercase().contains(&needle))
+                filter.matches(&c.session_id, c.cwd.as_deref())
+                    || (self.details.is_some()
+                        && !needle.is_empty()
+                        && c.label.to_lowercase().contains(&needle))
             })
             .cloned()
             .collect();
@@ -328,8 +339,7 @@ impl PopupState {
         self.sessions.clear();
         self.files.clear();
         self.rows.clear();
-        self.selected = 0;
-        self.scroll = 0;
+        self.scroll.reset();
         self.pick = None;
     }
 
@@ -340,73 +350,89 @@ impl PopupState {
     }
 
     pub fn move_up(&mut self) {
-        if self.rows.is_empty() {
-            return;
-        }
-        self.selected = if self.selected == 0 {
-            self.rows.len() - 1
-        } else {
-            self.selected - 1
-        };
+        let (len, cap) = (self.rows.len(), self.list_capacity());
+        self.scroll.move_up_wrap(len, cap);
         self.moved();
     }
 
     pub fn move_down(&mut self) {
-        if self.rows.is_empty() {
-            return;
-        }
-        self.selected = (self.selected + 1) % self.rows.len();
+        let (len, cap) = (self.rows.len(), self.list_capacity());
+        self.scroll.move_down_wrap(len, cap);
         self.moved();
     }
 
     pub fn page_up(&mut self) {
-        if self.rows.is_empty() {
-            return;
-        }
-        self.selected = self.selected.saturating_sub(self.list_capacity());
+        let (len, cap) = (self.rows.len(), self.list_capacity());
+        self.scroll.page_up(len, cap);
         self.moved();
     }
 
     pub fn page_down(&mut self) {
-        if self.rows.is_empty() {
-            return;
-        }
-        self.selected = (self.selected + self.list_capacity()).min(self.rows.len() - 1);
+        let (len, cap) = (self.rows.len(), self.list_capacity());
+        self.scroll.page_down(len, cap);
         self.moved();
     }
 
     /// Selects row `index` (clamped).
     pub fn select(&mut self, index: usize) {
-        if self.rows.is_empty() {
-            return;
-        }
-        self.selected = index.min(self.rows.len() - 1);
+        let (len, cap) = (self.rows.len(), self.list_capacity());
+        self.scroll.select(index, len, cap);
         self.moved();
     }
 
     fn moved(&mut self) {
-        self.pick = self.rows.get(self.selected).map(|row| match *row {
+        if self.rows.is_empty() {
+            return;
+        }
+        self.pick = self.rows.get(self.scroll.selected).map(|row| match *row {
             Row::Session(i) => Pick::Session(self.sessions[i].session_id.clone()),
             Row::File(i) => Pick::File(self.files[i].path.clone()),
         });
         self.ensure_visible();
     }
 
-    /// Routes a key while the popup is open.
+    /// Routes a key while the popup is open, by the standard keymap.
     pub fn handle_key(&mut self, key: KeyEvent) -> PopupOutcome {
+        self.handle_key_with(Keymap::shared_standard(), key)
+    }
+
+    /// Routes a key while the popup is open, by `keymap`.
+    pub fn handle_key_with(&mut self, keymap: &Keymap, key: KeyEvent) -> PopupOutcome {
         if key.kind == KeyEventKind::Release || !self.open {
             return PopupOutcome::Ignored;
         }
-        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        let plain = key.modifiers.difference(KeyModifiers::SHIFT).is_empty();
-        match key.code {
-            KeyCode::Up if plain => self.move_up(),
-            KeyCode::Down if plain => self.move_down(),
-            KeyCode::Char('p') if ctrl => self.move_up(),
-            KeyCode::Char('n') if ctrl => self.move_down(),
-            KeyCode::PageUp => self.page_up(),
-            KeyCode::PageDown => self.page_down(),
-            KeyCode::Tab | KeyCode::Enter if key.modifiers.is_empty() => {
+        match keymap.action(KeyContext::Popup, &key) {
+            // Enter with nothing to insert is the composer's (it sends); Tab just closes.
+            Some(Action::PopupAccept)
+                if key.code == crossterm::event::KeyCode::Enter
+                    && self.rows.is_empty()
+                    && !self.is_loading() =>
+            {
+                PopupOutcome::Ignored
+            }
+            Some(action) => self.handle_action(action),
+            None => PopupOutcome::Ignored,
+        }
+    }
+
+    /// Does a popup action; any other action is [`PopupOutcome::Ignored`].
+    ///
+    /// With nothing to offer (no rows, not loading), Up, Down, paging and Enter are not the
+    /// popup's: they go on to the composer (history, send), so the popup never traps them.
+    pub fn handle_action(&mut self, action: Action) -> PopupOutcome {
+        if self.rows.is_empty() {
+            match action {
+                Action::PopupUp | Action::PopupDown => return PopupOutcome::Ignored,
+                Action::PopupPageUp | Action::PopupPageDown => return PopupOutcome::Ignored,
+                _ => {}
+            }
+        }
+        match action {
+            Action::PopupUp => self.move_up(),
+            Action::PopupDown => self.move_down(),
+            Action::PopupPageUp => self.page_up(),
+            Action::PopupPageDown => self.page_down(),
+            Action::PopupAccept => {
                 return match self.selected() {
                     Some(item) => PopupOutcome::Accept(item),
                     None => {
@@ -415,7 +441,7 @@ impl PopupState {
                     }
                 };
             }
-            KeyCode::Esc => {
+            Action::PopupClose => {
                 self.dismiss();
                 return PopupOutcome::Close;
             }
@@ -435,14 +461,21 @@ impl PopupState {
     fn set_query(&mut self, query: &str) {
         if self.query != query {
             self.query = query.to_string();
-            self.selected = 0;
-            self.scroll = 0;
+            self.scroll.reset();
             self.pick = None;
         }
         self.refresh_files();
     }
 
     fn refresh_files(&mut self) {
+        if self.external_files {
+            // Rows come from `set_file_rows`; until the new query's arrive, the last ones stay
+            // (as session rows do while loading).
+            if !self.open {
+                self.files.clear();
+            }
+            return;
+        }
         self.files = if self.open {
             self.matcher.best(&self.file_index, &self.query, FILE_LIMIT)
         } else {
@@ -466,9 +499,9 @@ impl PopupState {
             })
         });
         match found {
-            Some(i) => self.selected = i,
+            Some(i) => self.scroll.selected = i,
             None => {
-                self.selected = 0;
+                self.scroll.selected = 0;
                 self.pick = None;
             }
         }
@@ -483,7 +516,7 @@ impl PopupState {
 
     fn ensure_visible(&mut self) {
         let cap = self.list_capacity();
-        self.scroll = visible_scroll(self.scroll, self.selected, cap, self.rows.len());
+        self.scroll.ensure_visible(self.rows.len(), cap);
     }
 
     /// The one line of text shown above (or instead of) the rows.
@@ -533,20 +566,6 @@ impl PopupState {
 /// Whitespace runs (newlines included) folded to one space.
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// The scroll offset closest to `scroll` that shows `selected` in a window of `cap` rows.
-fn visible_scroll(scroll: usize, selected: usize, cap: usize, len: usize) -> usize {
-    if len == 0 || cap == 0 {
-        return 0;
-    }
-    let mut scroll = scroll.min(len.saturating_sub(cap));
-    if selected < scroll {
-        scroll = selected;
-    } else if selected >= scroll + cap {
-        scroll = selected + 1 - cap;
-    }
-    scroll
 }
 
 /// Draws a [`PopupState`]. Pure: the clock comes in as `now_ms`.
@@ -787,7 +806,7 @@ impl Renderable for PopupView<'_> {
             block =
                 block.title_bottom(Line::styled(text, style::dim()).alignment(Alignment::Right));
         } else if state.rows.len() > cap && cap > 0 {
-            let pos = format!(" {}/{} ", state.selected + 1, state.rows.len());
+            let pos = format!(" {}/{} ", state.scroll.selected + 1, state.rows.len());
             block = block.title_bottom(Line::styled(pos, style::dim()).alignment(Alignment::Right));
         }
         block.render(area, buf);
@@ -800,9 +819,14 @@ impl Renderable for PopupView<'_> {
             buf.set_line(inner.x, y, &text.truncate(width).to_line(), inner.width);
             y += 1;
         }
-        let scroll = visible_scroll(state.scroll, state.selected, cap, state.rows.len());
+        let scroll = visible_top(
+            state.scroll.top,
+            state.scroll.selected,
+            cap,
+            state.rows.len(),
+        );
         for (i, row) in state.rows.iter().enumerate().skip(scroll).take(cap) {
-            let selected = i == state.selected;
+            let selected = i == state.scroll.selected;
             let mut line = match *row {
                 Row::Session(s) => self.session_line(&state.sessions[s], width, selected),
                 Row::File(f) => self.file_line(&state.files[f], width, selected),
@@ -831,6 +855,7 @@ impl Renderable for PopupView<'_> {
 mod tests {
     use super::*;
     use crate::tui::snapshot::render_snapshot;
+    use crossterm::event::{KeyCode, KeyModifiers};
     use proptest::prelude::*;
 
     fn key(code: KeyCode) -> KeyEvent {
@@ -947,11 +972,24 @@ mod tests {
     }
 
     #[test]
-    fn enter_with_no_rows_closes_without_sending() {
+    fn with_nothing_to_offer_the_popup_traps_no_key() {
         let mut state = PopupState::new();
         let request = state.open("zzz", false).unwrap();
-        state.apply_results(request.id, Ok(Vec::new()));
+        // Still loading: Enter waits for the answer rather than sending.
         assert_eq!(state.handle_key(key(KeyCode::Enter)), PopupOutcome::Close);
+        let request2 = state.open("zzzz", false).unwrap();
+        assert!(!state.apply_results(request.id, Ok(Vec::new())));
+        state.apply_results(request2.id, Ok(Vec::new()));
+        // Answered with nothing: Enter (send), Up and Down (history) go to the composer.
+        for code in [KeyCode::Enter, KeyCode::Up, KeyCode::Down, KeyCode::PageUp] {
+            assert_eq!(
+                state.handle_key(key(code)),
+                PopupOutcome::Ignored,
+                "{code:?}"
+            );
+        }
+        assert!(state.is_open());
+        assert_eq!(state.handle_key(key(KeyCode::Tab)), PopupOutcome::Close);
     }
 
     #[test]

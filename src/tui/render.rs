@@ -2,10 +2,11 @@
 //!
 //! Widgets here borrow their state and draw into a buffer; they never own a terminal, so the app
 //! loop (or a host mounting single pieces) decides layout from `desired_height` and tests can
-//! draw them into a `TestBackend`.
+//! draw them into a `TestBackend`. A widget that owns the terminal cursor says where it goes
+//! from the same layout it draws with (`cursor_pos`), so the two can never disagree.
 
 use ratatui::buffer::Buffer;
-use ratatui::layout::Rect;
+use ratatui::layout::{Position, Rect};
 
 pub trait Renderable {
     /// Draws into `area`. Never panics, whatever the size (including zero).
@@ -13,6 +14,11 @@ pub trait Renderable {
 
     /// Rows this widget would like at `width` columns.
     fn desired_height(&self, width: u16) -> u16;
+
+    /// Where the terminal cursor belongs when drawn in `area`; `None` hides it.
+    fn cursor_pos(&self, _area: Rect) -> Option<Position> {
+        None
+    }
 }
 
 /// `area` clipped to the buffer, so widgets never index outside it.

@@ -30,6 +30,8 @@ pub struct StatusLine {
     pub session_tokens: u64,
     /// A transient provider state, e.g. `retry 1/3 in 2s (HTTP 429)`.
     pub notice: Option<String>,
+    /// What the next request adds for the mentions in the composer, e.g. `+2 refs 96 KiB`.
+    pub next_context: Option<String>,
 }
 
 /// `1234` → `1.2k`, `2500000` → `2.5M`.
@@ -83,6 +85,10 @@ impl StatusLine {
                 EscapeMode::SingleLine,
                 Style::new().fg(Color::Yellow),
             );
+        }
+        if let Some(next) = &self.next_context {
+            t.push(" · next ", style::dim());
+            t.push(next, Style::new().fg(Color::Cyan));
         }
         if let Some(context) = self.context_tokens {
             t.push(

@@ -29,6 +29,35 @@ pub struct ReferencedSession {
     pub label: String,
     /// The agent that wrote it, for another agent's session (SPEC §9).
     pub source: Option<Agent>,
+    /// What the snapshot kept of it (SPEC §3.9), when the metadata says.
+    pub kept: Option<Kept>,
+}
+
+/// What a snapshot kept of one source: `retained` of `original` messages, `omitted_bytes`
+/// left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kept {
+    pub original: u64,
+    pub retained: u64,
+    pub omitted_bytes: u64,
+}
+
+impl Kept {
+    /// `12/12 msgs` or `kept 1 of 104 · 3.0 MiB omitted`.
+    pub fn describe(&self) -> String {
+        if self.retained == self.original && self.omitted_bytes == 0 {
+            format!("{}/{} msgs", self.retained, self.original)
+        } else if self.omitted_bytes > 0 {
+            format!(
+                "kept {} of {} · {} omitted",
+                self.retained,
+                self.original,
+                human_bytes(self.omitted_bytes)
+            )
+        } else {
+            format!("kept {} of {}", self.retained, self.original)
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,11 +89,14 @@ pub enum TranscriptItem {
         streaming: bool,
         expanded: bool,
     },
-    /// A session-reference context: one dim line, expandable to the text the model received.
+    /// A session-reference context: one dim line saying what was sent, expandable to the
+    /// snapshot read role by role; once more to the exact text the model received.
     ReferenceCard {
         sessions: Vec<ReferencedSession>,
         context: String,
         expanded: bool,
+        /// Expanded to the exact text rather than the readable view.
+        raw: bool,
     },
     /// Any other context message (including a malformed session-reference one).
     ContextCard {
@@ -80,6 +112,13 @@ pub enum TranscriptItem {
     ToolResult {
         text: String,
         is_error: bool,
+    },
+    /// The header of a new session: what runs where, and how to start.
+    Welcome {
+        version: String,
+        model: String,
+        cwd: Option<String>,
+        home: String,
     },
     /// Our own messages, e.g. `Session reference failed: …`.
     Notice {
@@ -104,6 +143,7 @@ impl TranscriptItem {
                     sessions,
                     context: message.text(),
                     expanded: false,
+                    raw: false,
                 },
                 None => context_card(message),
             });
@@ -162,8 +202,17 @@ impl TranscriptItem {
         )
     }
 
-    /// Flips an expandable item; false for the others.
+    /// Flips an expandable item; false for the others. A reference card goes collapsed →
+    /// readable → exact text → collapsed.
     pub fn toggle(&mut self) -> bool {
+        if let TranscriptItem::ReferenceCard { expanded, raw, .. } = self {
+            match (*expanded, *raw) {
+                (false, _) => (*expanded, *raw) = (true, false),
+                (true, false) => *raw = true,
+                (true, true) => (*expanded, *raw) = (false, false),
+            }
+            return true;
+        }
         self.set_expanded(!self.is_expanded())
     }
 
@@ -255,6 +304,7 @@ impl TranscriptItem {
                 sessions,
                 context,
                 expanded,
+                raw,
             } => {
                 let mut head = text(marker(*expanded), style::dim());
                 head.push("Referenced sessions · ", style::dim());
@@ -270,6 +320,23 @@ impl TranscriptItem {
                     }
                     if let Some(agent) = s.source {
                         head.push(&format!(" · from {}", agent.product()), style::dim());
+                    }
+                    if let Some(kept) = s.kept {
+                        head.push(&format!(" · {}", kept.describe()), style::dim());
+                    }
+                }
+                head.push(
+                    &format!(" · {} sent", human_bytes(context.len() as u64)),
+                    style::dim(),
+                );
+                if *expanded && !*raw {
+                    if let Some(readable) = readable_snapshot(context) {
+                        let mut lines = vec![head.truncate(width).to_line()];
+                        lines.extend(readable_lines(&readable, width));
+                        let mut hint = text("  ", Style::new());
+                        hint.push("(again: the exact text the model received)", style::dim());
+                        lines.push(hint.truncate(width).to_line());
+                        return lines;
                     }
                 }
                 card(head, context, *expanded, width)
@@ -305,6 +372,44 @@ impl TranscriptItem {
                     t.push(" …", style);
                 }
                 vec![t.truncate(width).to_line()]
+            }
+            TranscriptItem::Welcome {
+                version,
+                model,
+                cwd,
+                home,
+            } => {
+                let mut lines = Vec::new();
+                let mut title = text("✻ ", style::user_prefix());
+                title.push("dsh-refs", Style::new().add_modifier(Modifier::BOLD));
+                title.push(
+                    &format!(" {version} · cross-session references"),
+                    style::dim(),
+                );
+                lines.push(title.truncate(width).to_line());
+                for (name, value) in [
+                    ("model", model.as_str()),
+                    ("cwd  ", cwd.as_deref().unwrap_or("(none)")),
+                    ("home ", home.as_str()),
+                ] {
+                    let mut row = text(&format!("  {name}  "), style::dim());
+                    row.push_untrusted(value, EscapeMode::SingleLine, Style::new());
+                    lines.push(row.truncate(width).to_line());
+                }
+                lines.push(Line::default());
+                for tip in [
+                    "type @ to reference another session or a file",
+                    "/ for commands · ? for keys · ctrl+o opens the last card",
+                ] {
+                    let mut row = text("  tip  ", style::dim());
+                    row.push(tip, style::dim());
+                    lines.extend(row.wrap(
+                        width,
+                        &text("", Style::new()),
+                        &text("       ", Style::new()),
+                    ));
+                }
+                lines
             }
             TranscriptItem::Notice { level, text: body } => {
                 let style = match level {
@@ -364,8 +469,34 @@ fn reasoning_of(message: &Message) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("\n"))
 }
 
+/// `512 B`, `48 KiB`, `3.1 MiB`.
+pub fn human_bytes(n: u64) -> String {
+    match n {
+        0..=1023 => format!("{n} B"),
+        1024..=1_048_575 => format!("{} KiB", n.div_ceil(1024)),
+        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    }
+}
+
 fn context_card(message: &Message) -> TranscriptItem {
     let kind = match &message.source {
+        // An attached file: its path and what of it was sent.
+        MessageSource::Plugin { plugin, extra } if plugin == "file" => {
+            let path = extra.get("path").and_then(Value::as_str).unwrap_or("?");
+            let bytes = extra.get("bytes").and_then(Value::as_u64).unwrap_or(0);
+            let sent = extra
+                .get("attachedBytes")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            let note = if extra.get("binary") == Some(&Value::Bool(true)) {
+                "binary, not attached".to_string()
+            } else if extra.get("truncated") == Some(&Value::Bool(true)) {
+                format!("cut: {} of {}", human_bytes(sent), human_bytes(bytes))
+            } else {
+                human_bytes(bytes)
+            };
+            format!("file {path} · {note}")
+        }
         MessageSource::Plugin { plugin, .. } => format!("plugin {plugin}"),
         source => source.kind().unwrap_or("unknown").to_string(),
     };
@@ -377,6 +508,73 @@ fn context_card(message: &Message) -> TranscriptItem {
 }
 
 /// `references` when it is a non-empty array of objects with string `sessionId` and `label`.
+/// One source of a snapshot, read back from the context text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadableSource {
+    pub label: String,
+    pub session_id: String,
+    pub captured_through_seq: Option<u64>,
+    /// `(role, text)` in order.
+    pub conversation: Vec<(String, String)>,
+}
+
+/// The snapshot inside a session-reference context (SPEC §3.7), or `None` when the text is
+/// not of that shape (then the card shows it as it is).
+pub fn readable_snapshot(context: &str) -> Option<Vec<ReadableSource>> {
+    let start = context.find("<referenced-sessions>\n")? + "<referenced-sessions>\n".len();
+    let end = start + context[start..].find("\n</referenced-sessions>")?;
+    let sources: Value = serde_json::from_str(&context[start..end]).ok()?;
+    sources
+        .as_array()?
+        .iter()
+        .map(|source| {
+            Some(ReadableSource {
+                label: source.get("label")?.as_str()?.to_string(),
+                session_id: source.get("sessionId")?.as_str()?.to_string(),
+                captured_through_seq: source.get("capturedThroughSeq").and_then(Value::as_u64),
+                conversation: source
+                    .get("conversation")?
+                    .as_array()?
+                    .iter()
+                    .map(|item| {
+                        Some((
+                            item.get("role")?.as_str()?.to_string(),
+                            item.get("text")?.as_str()?.to_string(),
+                        ))
+                    })
+                    .collect::<Option<Vec<_>>>()?,
+            })
+        })
+        .collect()
+}
+
+/// The rows of a readable snapshot: per source a heading, then each message under its role.
+fn readable_lines(sources: &[ReadableSource], width: usize) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    for source in sources {
+        let mut head = text("  ── ", style::dim());
+        head.push_untrusted(&source.label, EscapeMode::SingleLine, style::key());
+        if source.label != source.session_id {
+            head.push(" (", style::dim());
+            head.push_untrusted(&source.session_id, EscapeMode::SingleLine, style::dim());
+            head.push(")", style::dim());
+        }
+        if let Some(seq) = source.captured_through_seq {
+            head.push(&format!(" · through seq {seq}"), style::dim());
+        }
+        lines.push(head.truncate(width).to_line());
+        for (role, body) in &source.conversation {
+            let mut first = text("    ", Style::new());
+            first.push_untrusted(role, EscapeMode::SingleLine, style::key());
+            first.push(": ", style::dim());
+            let mut t = StyledText::new();
+            t.push_untrusted(body, EscapeMode::MultiLine, style::dim());
+            lines.extend(t.wrap(width, &first, &text("      ", Style::new())));
+        }
+    }
+    lines
+}
+
 fn parse_references(references: &Value) -> Option<Vec<ReferencedSession>> {
     let items = references.as_array()?;
     if items.is_empty() {
@@ -394,6 +592,13 @@ fn parse_references(references: &Value) -> Option<Vec<ReferencedSession>> {
                     .get(SOURCE_KEY)
                     .and_then(Value::as_str)
                     .and_then(Agent::parse),
+                kept: (|| {
+                    Some(Kept {
+                        original: object.get("originalMessages")?.as_u64()?,
+                        retained: object.get("retainedMessages")?.as_u64()?,
+                        omitted_bytes: object.get("omittedBytes")?.as_u64()?,
+                    })
+                })(),
             })
         })
         .collect()
@@ -406,7 +611,7 @@ fn parse_references(references: &Value) -> Option<Vec<ReferencedSession>> {
 /// exactly the cache entries it affects.
 ///
 /// A streaming answer only grows at its end, so its rows up to its last newline are wrapped
-/// once and kept ([`StreamPrefix`]); each frame wraps only the last, still-growing paragraph.
+/// once and kept (`StreamPrefix`); each frame wraps only the last, still-growing paragraph.
 /// Wrapping treats every newline-separated line on its own, so the rows are the same as a
 /// whole re-wrap (proof: `streaming_rows_equal_a_full_wrap` below).
 #[derive(Debug, Clone, Default)]
@@ -418,6 +623,10 @@ pub struct Transcript {
     max_scroll: Cell<usize>,
     /// Total rows at the last draw: new output while scrolled up keeps the view still.
     last_total: Cell<Option<usize>>,
+    /// The card (expandable item) the details key acts on; none: the newest one.
+    selected: Option<usize>,
+    /// Rows of the last draw, to bring a selected card into view.
+    last_height: Cell<usize>,
     cache: RefCell<Vec<Option<Wrapped>>>,
     stream_prefix: RefCell<Option<StreamPrefix>>,
 }
@@ -499,6 +708,16 @@ impl Transcript {
                 true
             }
         }
+    }
+
+    /// The welcome header of a new session.
+    pub fn push_welcome(&mut self, version: &str, model: &str, cwd: Option<&str>, home: &str) {
+        self.items.push(TranscriptItem::Welcome {
+            version: version.to_string(),
+            model: model.to_string(),
+            cwd: cwd.map(str::to_string),
+            home: home.to_string(),
+        });
     }
 
     pub fn push_notice(&mut self, level: NoticeLevel, text: impl Into<String>) {
@@ -594,6 +813,64 @@ impl Transcript {
         flipped
     }
 
+    /// Selects the previous (`up`) or next card; from no selection, `up` selects the newest.
+    /// The transcript scrolls so the selected card shows. False when there is none to select.
+    pub fn select_card(&mut self, up: bool) -> bool {
+        let cards: Vec<usize> = (0..self.items.len())
+            .filter(|&i| self.items[i].is_expandable())
+            .collect();
+        let next = match (self.selected, up) {
+            (None, true) => cards.last().copied(),
+            (None, false) => None,
+            (Some(at), true) => cards.iter().rev().find(|&&i| i < at).copied().or(Some(at)),
+            (Some(at), false) => cards.iter().find(|&&i| i > at).copied(),
+        };
+        let changed = next != self.selected;
+        self.selected = next;
+        if let Some(i) = next {
+            self.scroll_to(i);
+        } else {
+            self.scroll.set(0);
+        }
+        changed
+    }
+
+    /// The selected card's index.
+    pub fn selected_card(&self) -> Option<usize> {
+        self.selected
+    }
+
+    /// Opens or closes the selected card, else the newest.
+    pub fn toggle_selected_card(&mut self) -> bool {
+        match self.selected {
+            Some(i) => self.toggle(i),
+            None => self.toggle_last_card(),
+        }
+    }
+
+    /// Scrolls so item `index`'s first row is in view (near the middle when it can be).
+    fn scroll_to(&mut self, index: usize) {
+        let cache = self.cache.borrow();
+        let rows = |i: usize| {
+            cache
+                .get(i)
+                .and_then(Option::as_ref)
+                .map_or(1, |w| w.lines.len())
+        };
+        // Rows from the item's first row to the bottom, separators included.
+        let below: usize = (index..self.items.len())
+            .map(|i| rows(i) + 1)
+            .sum::<usize>()
+            - 1;
+        let height = self.last_height.get().max(1);
+        let scroll = below
+            .saturating_sub(height / 2 + 1)
+            .min(self.max_scroll.get());
+        drop(cache);
+        self.scroll.set(scroll);
+        self.last_total.set(None);
+    }
+
     /// Flips the most recent expandable item (the natural target of a "details" key).
     pub fn toggle_last_card(&mut self) -> bool {
         match self.items.iter().rposition(TranscriptItem::is_expandable) {
@@ -610,6 +887,7 @@ impl Transcript {
     }
 
     pub fn clear(&mut self) {
+        self.selected = None;
         self.items.clear();
         self.cache.get_mut().clear();
         *self.stream_prefix.get_mut() = None;
@@ -748,6 +1026,7 @@ impl Renderable for Transcript {
         let scroll = scroll.min(max_scroll);
         self.scroll.set(scroll);
         self.last_total.set(Some(total));
+        self.last_height.set(height);
         let start = total.saturating_sub(height + scroll);
         let end = start + height.min(total);
         let cache = self.cache.borrow();
@@ -763,10 +1042,15 @@ impl Renderable for Transcript {
                 continue;
             }
             row += separator;
-            for line in &wrapped.lines {
+            for (n, line) in wrapped.lines.iter().enumerate() {
                 if row >= start && row < end {
                     let y = area.y + u16::try_from(row - start).unwrap_or(0);
                     buf.set_line(area.x, y, line, area.width);
+                    if n == 0 && self.selected == Some(i) {
+                        // The selected card's marker stands out.
+                        let marker = Rect::new(area.x, y, area.width.min(2), 1);
+                        buf.set_style(marker, Style::new().add_modifier(Modifier::REVERSED));
+                    }
                 }
                 row += 1;
             }

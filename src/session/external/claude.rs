@@ -1,6 +1,6 @@
 //! Claude Code transcripts (`projects/<dir>/<sessionId>.jsonl`): head, title and conversation.
 //!
-//! Pure line parsers: [`super::scan`] feeds them complete lines. A line that is not a JSON
+//! Pure line parsers: `external::scan` feeds them complete lines. A line that is not a JSON
 //! object, or whose known fields have unexpected types, is skipped like an unknown record type.
 //!
 //! The conversation is the main chain of the `parentUuid` tree ending at the newest record that

@@ -1,6 +1,6 @@
 //! Codex rollouts (`sessions/YYYY/MM/DD/rollout-*.jsonl`): head, title and conversation.
 //!
-//! Pure line parsers fed by [`super::scan`]. A rollout opens with a `session_meta` envelope; a
+//! Pure line parsers fed by `external::scan`. A rollout opens with a `session_meta` envelope; a
 //! file that does not (the mid-2025 pre-envelope format, or anything else) is not listed, and
 //! the error says why. Typed prompts come from `event_msg/user_message` (user `response_item`s
 //! also carry injected AGENTS.md and environment blocks), replies from assistant `message`

@@ -106,6 +106,9 @@ struct Listing {
     heads: HashMap<PathBuf, (FileStamp, Option<Head>)>,
     by_id: HashMap<String, PathBuf>,
     list: Option<Arc<Vec<SessionSummary>>>,
+    /// Listed session files whose head was incomplete at the last listing, with their stamp:
+    /// the only files a listing must look at again while no directory changed.
+    incomplete: Vec<(PathBuf, FileStamp)>,
 }
 
 struct TitleEntry {
@@ -192,9 +195,23 @@ impl ExternalSessions {
             }
             level = next;
         }
-        let mut files = Vec::new();
         for dir in &level {
             changed |= refresh_dir(&mut listing.dirs, dir, now, false)?;
+        }
+        // Warm path: no directory changed and no incomplete head grew, so nothing did (heads
+        // that were complete never change). This costs a `stat` per directory, not per file.
+        if !changed {
+            if let Some(list) = &listing.list {
+                let grown = listing.incomplete.iter().any(|(file, stamp)| {
+                    fs::metadata(file).map_or(true, |meta| FileStamp::of(&meta) != *stamp)
+                });
+                if !grown {
+                    return Ok(list.clone());
+                }
+            }
+        }
+        let mut files = Vec::new();
+        for dir in &level {
             if let Some((_, entries)) = listing.dirs.get(dir) {
                 files.extend(
                     entries
@@ -230,6 +247,13 @@ impl ExternalSessions {
             changed |= head.is_some() || known.is_none();
             listing.heads.insert(file.clone(), (stamp, head));
         }
+        listing.incomplete = files
+            .iter()
+            .filter_map(|file| match listing.heads.get(file) {
+                Some((stamp, None)) => Some((file.clone(), *stamp)),
+                _ => None,
+            })
+            .collect();
         if !changed {
             if let Some(list) = &listing.list {
                 return Ok(list.clone());
@@ -361,9 +385,10 @@ impl ExternalSessions {
         Box::pin(async move {
             match tokio::task::spawn_blocking(move || work(this)).await {
                 Ok(result) => result,
-                Err(err) => Err(SessionError::Other(format!(
-                    "external session read failed: {err}"
-                ))),
+                Err(source) => Err(SessionError::TaskFailed {
+                    what: "external session read",
+                    source,
+                }),
             }
         })
     }

@@ -10,15 +10,18 @@
 //! through [`escape::json_for_terminal`] (same value; DEL, C1 and bidi controls spelled
 //! `\uXXXX`), stderr lines through [`escape::diagnostic`]. `uri` and `mention` print only a
 //! function of the caller's own argument, in its exact wire form.
+//!
+//! Proof: `tests/cli_reference.rs` (documents, exit codes, stdin), `tests/cli_diagnostics.rs`
+//! and `tests/reliability_hostile_home.rs` (hostile homes reach the terminal inert).
 
-use super::config::SessionReferenceConfig;
-use super::error::SessionReferenceError;
-use super::json::{string_literal, stringify};
-use super::mention::{format_session_reference_mention, parse_session_reference_text};
-use super::service::{AgentIdentity, ReferenceInput, SessionReferences};
-use super::uri::{decode_session_reference_uri, encode_session_reference_uri};
-use crate::cli::{Command, MentionCommand, UriCommand};
+use super::{Command, MentionCommand, UriCommand};
 use crate::escape;
+use crate::reference::config::SessionReferenceConfig;
+use crate::reference::error::SessionReferenceError;
+use crate::reference::json::{string_literal, stringify};
+use crate::reference::mention::{format_session_reference_mention, parse_session_reference_text};
+use crate::reference::service::{AgentIdentity, ReferenceInput, SessionReferences};
+use crate::reference::uri::{decode_session_reference_uri, encode_session_reference_uri};
 use crate::session::external::SourceSet;
 use crate::session::store::DiskStore;
 use crate::session::{ContentBlock, SessionQuery};

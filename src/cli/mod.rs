@@ -1,4 +1,10 @@
-//! The `dsh-refs` command line (SPEC §6).
+//! The `dsh-refs` command line (SPEC §6): the clap definitions here, the command
+//! implementations beside them (`sessions`, `reference` for `uri`/`mention`/`candidates`/
+//! `prepare`, `exec`).
+//!
+//! This is the top layer of the library: it may use every room below (session, reference,
+//! agent, tui), and none of them uses it (`tests/architecture.rs`). It is built with the `cli`
+//! feature (on by default).
 
 use crate::session::external::{SourceChoice, SourceSet};
 use clap::{Args, Parser, Subcommand};
@@ -6,7 +12,9 @@ use std::path::PathBuf;
 
 pub mod exec;
 pub mod lifecycle;
+pub mod reference;
 pub mod search;
+pub mod sessions;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -84,6 +92,8 @@ pub struct TuiArgs {
 pub struct ModelArgs {
     /// Provider: deepseek, openai, openrouter, ollama, llama-cpp, vllm, openai-compatible or
     /// offline (else $DSH_PROVIDER, else [provider].kind in <home>/config.toml).
+    // The text above is the `--help` line, kept as the user reads it there.
+    #[allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
     #[arg(long, global = true, value_name = "NAME")]
     pub provider: Option<String>,
     /// Model name (else $DSH_MODEL, else the config, else the provider's default).

@@ -1,13 +1,18 @@
-//! `dsh-refs sessions`: the store as the command line sees it.
+//! `dsh-refs sessions`: the store as the command line sees it (SPEC §6).
 //!
 //! Everything printed comes from a home someone else may have written (directory names, ids,
 //! titles, cwds, corruption reports quoting a record), so every byte of it reaches the terminal
 //! escaped as on screen (SPEC §5.2): table fields and diagnostics through
 //! [`crate::escape::escape_line`], the JSON listing through [`crate::escape::json_for_terminal`].
+//!
+//! Proof: `tests/cli_diagnostics.rs`, `tests/reliability_hostile_home.rs` and the unit test of
+//! `utc_timestamp` below.
 
-use super::external::{self, SourceSet};
-use super::store::DiskStore;
 use crate::escape;
+use crate::session::external::{self, SourceSet};
+use crate::session::query::sort_sessions;
+use crate::session::store::DiskStore;
+use crate::session::SessionError;
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -54,11 +59,7 @@ pub fn sessions_with_sources(home: &Path, sources: &SourceSet, json: bool) -> i3
     }
 }
 
-fn render(
-    store: &DiskStore,
-    sources: &SourceSet,
-    json: bool,
-) -> Result<String, super::SessionError> {
+fn render(store: &DiskStore, sources: &SourceSet, json: bool) -> Result<String, SessionError> {
     let mut sessions = Vec::new();
     if !sources.hide_dsh {
         sessions.extend(store.list_sessions_blocking()?.iter().cloned());
@@ -72,7 +73,7 @@ fn render(
             ),
         }
     }
-    super::query::sort_sessions(&mut sessions);
+    sort_sessions(&mut sessions);
     let mut rows = Vec::with_capacity(sessions.len());
     for summary in sessions.iter() {
         let agent = external::source_of(&summary.header);

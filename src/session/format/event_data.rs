@@ -1,0 +1,371 @@
+//! The typed payload of an event, by event type (SPEC §1.3–§1.4).
+
+use super::legacy;
+use super::*;
+use serde::de;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+/// The typed payload of an event, by event type. Surface messages are normalized to the
+/// identified shape; flat (older) messages get the id `legacy-message:<sessionId>:<seq>`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventData {
+    UserMessage(Message),
+    SteeringMessage {
+        turn: Value,
+        message: Message,
+        extra: Map<String, Value>,
+    },
+    AssistantMessage {
+        turn: Value,
+        step: Value,
+        message: Message,
+        extra: Map<String, Value>,
+    },
+    ToolResult {
+        turn: Value,
+        step: Value,
+        message: Message,
+        extra: Map<String, Value>,
+    },
+    TurnStart {
+        turn: u64,
+        trigger: Value,
+        extra: Map<String, Value>,
+    },
+    TurnEnd {
+        turn: u64,
+        reason: Value,
+        extra: Map<String, Value>,
+    },
+    StepStart {
+        turn: u64,
+        step: u64,
+        extra: Map<String, Value>,
+    },
+    StepEnd {
+        turn: u64,
+        step: u64,
+        extra: Map<String, Value>,
+    },
+    AssistantChunk {
+        turn: Value,
+        step: Value,
+        chunk: Value,
+        extra: Map<String, Value>,
+    },
+    ToolCall {
+        turn: Value,
+        step: Value,
+        call_id: String,
+        name: String,
+        arguments: Value,
+        extra: Map<String, Value>,
+    },
+    SessionTitle {
+        title: String,
+        message_seqs: Vec<u64>,
+        source: Value,
+        extra: Map<String, Value>,
+    },
+    CompactStart(Map<String, Value>),
+    CompactSummary(Map<String, Value>),
+    CompactEnd(Map<String, Value>),
+    RequestHeader(Map<String, Value>),
+    /// Any other event type, kept as it was.
+    Other {
+        kind: String,
+        data: Value,
+    },
+}
+
+impl EventData {
+    pub fn kind(&self) -> &str {
+        match self {
+            EventData::UserMessage(_) => USER_MESSAGE,
+            EventData::SteeringMessage { .. } => STEERING_MESSAGE,
+            EventData::AssistantMessage { .. } => ASSISTANT_MESSAGE,
+            EventData::ToolResult { .. } => TOOL_RESULT,
+            EventData::TurnStart { .. } => TURN_START,
+            EventData::TurnEnd { .. } => TURN_END,
+            EventData::StepStart { .. } => STEP_START,
+            EventData::StepEnd { .. } => STEP_END,
+            EventData::AssistantChunk { .. } => ASSISTANT_CHUNK,
+            EventData::ToolCall { .. } => TOOL_CALL,
+            EventData::SessionTitle { .. } => SESSION_TITLE,
+            EventData::CompactStart(_) => COMPACT_START,
+            EventData::CompactSummary(_) => COMPACT_SUMMARY,
+            EventData::CompactEnd(_) => COMPACT_END,
+            EventData::RequestHeader(_) => REQUEST_HEADER,
+            EventData::Other { kind, .. } => kind,
+        }
+    }
+
+    /// The JSON value of `data` in the identified shape.
+    pub fn to_value(&self) -> Value {
+        match self {
+            EventData::UserMessage(message) => json(message),
+            EventData::SteeringMessage {
+                turn,
+                message,
+                extra,
+            } => object([("turn", turn.clone()), ("message", json(message))], extra),
+            EventData::AssistantMessage {
+                turn,
+                step,
+                message,
+                extra,
+            }
+            | EventData::ToolResult {
+                turn,
+                step,
+                message,
+                extra,
+            } => object(
+                [
+                    ("turn", turn.clone()),
+                    ("step", step.clone()),
+                    ("message", json(message)),
+                ],
+                extra,
+            ),
+            EventData::TurnStart {
+                turn,
+                trigger,
+                extra,
+            } => object(
+                [("turn", (*turn).into()), ("trigger", trigger.clone())],
+                extra,
+            ),
+            EventData::TurnEnd {
+                turn,
+                reason,
+                extra,
+            } => object(
+                [("turn", (*turn).into()), ("reason", reason.clone())],
+                extra,
+            ),
+            EventData::StepStart { turn, step, extra }
+            | EventData::StepEnd { turn, step, extra } => {
+                object([("turn", (*turn).into()), ("step", (*step).into())], extra)
+            }
+            EventData::AssistantChunk {
+                turn,
+                step,
+                chunk,
+                extra,
+            } => object(
+                [
+                    ("turn", turn.clone()),
+                    ("step", step.clone()),
+                    ("chunk", chunk.clone()),
+                ],
+                extra,
+            ),
+            EventData::ToolCall {
+                turn,
+                step,
+                call_id,
+                name,
+                arguments,
+                extra,
+            } => object(
+                [
+                    ("turn", turn.clone()),
+                    ("step", step.clone()),
+                    ("callId", call_id.clone().into()),
+                    ("name", name.clone().into()),
+                    ("arguments", arguments.clone()),
+                ],
+                extra,
+            ),
+            EventData::SessionTitle {
+                title,
+                message_seqs,
+                source,
+                extra,
+            } => object(
+                [
+                    ("title", title.clone().into()),
+                    ("messageSeqs", message_seqs.clone().into()),
+                    ("source", source.clone()),
+                ],
+                extra,
+            ),
+            EventData::CompactStart(map)
+            | EventData::CompactSummary(map)
+            | EventData::CompactEnd(map)
+            | EventData::RequestHeader(map) => Value::Object(map.clone()),
+            EventData::Other { data, .. } => data.clone(),
+        }
+    }
+
+    pub fn to_raw(&self) -> Box<RawValue> {
+        RawValue::from_string(self.to_value().to_string()).expect("serde_json writes valid JSON")
+    }
+
+    /// Decodes `data` for event type `kind`. Unknown types decode to [`EventData::Other`].
+    pub fn decode(
+        kind: &str,
+        data: &RawValue,
+        session_id: &str,
+        seq: u64,
+    ) -> Result<EventData, serde_json::Error> {
+        let legacy_id = || legacy::legacy_id(session_id, seq);
+        let map = || -> Result<Map<String, Value>, serde_json::Error> {
+            serde_json::from_str(data.get())
+        };
+        Ok(match kind {
+            USER_MESSAGE => {
+                let mut m = map()?;
+                legacy::upgrade_user_message(&mut m, legacy_id);
+                EventData::UserMessage(serde_json::from_value(Value::Object(m))?)
+            }
+            STEERING_MESSAGE => {
+                let mut m = map()?;
+                let turn = m.remove("turn").unwrap_or(Value::Null);
+                let message = match m.remove("message") {
+                    Some(message) => serde_json::from_value(message)?,
+                    None => legacy::steering_message(&mut m, legacy_id())?,
+                };
+                EventData::SteeringMessage {
+                    turn,
+                    message,
+                    extra: m,
+                }
+            }
+            ASSISTANT_MESSAGE | TOOL_RESULT => {
+                let mut m = map()?;
+                let turn = m.remove("turn").unwrap_or(Value::Null);
+                let step = m.remove("step").unwrap_or(Value::Null);
+                let message = match m.remove("message") {
+                    Some(message) => serde_json::from_value(message)?,
+                    None if kind == ASSISTANT_MESSAGE => {
+                        legacy::assistant_message(&mut m, legacy_id())?
+                    }
+                    None => legacy::tool_result(&mut m, legacy_id())?,
+                };
+                if kind == ASSISTANT_MESSAGE {
+                    EventData::AssistantMessage {
+                        turn,
+                        step,
+                        message,
+                        extra: m,
+                    }
+                } else {
+                    EventData::ToolResult {
+                        turn,
+                        step,
+                        message,
+                        extra: m,
+                    }
+                }
+            }
+            TURN_START => {
+                let mut m = map()?;
+                EventData::TurnStart {
+                    turn: take_u64(&mut m, "turn")?,
+                    trigger: m.remove("trigger").unwrap_or(Value::Null),
+                    extra: m,
+                }
+            }
+            TURN_END => {
+                let mut m = map()?;
+                EventData::TurnEnd {
+                    turn: take_u64(&mut m, "turn")?,
+                    reason: m.remove("reason").unwrap_or(Value::Null),
+                    extra: m,
+                }
+            }
+            STEP_START | STEP_END => {
+                let mut m = map()?;
+                let turn = take_u64(&mut m, "turn")?;
+                let step = take_u64(&mut m, "step")?;
+                if kind == STEP_START {
+                    EventData::StepStart {
+                        turn,
+                        step,
+                        extra: m,
+                    }
+                } else {
+                    EventData::StepEnd {
+                        turn,
+                        step,
+                        extra: m,
+                    }
+                }
+            }
+            ASSISTANT_CHUNK => {
+                let mut m = map()?;
+                EventData::AssistantChunk {
+                    turn: m.remove("turn").unwrap_or(Value::Null),
+                    step: m.remove("step").unwrap_or(Value::Null),
+                    chunk: m.remove("chunk").unwrap_or(Value::Null),
+                    extra: m,
+                }
+            }
+            TOOL_CALL => {
+                let mut m = map()?;
+                let turn = m.remove("turn").unwrap_or(Value::Null);
+                let step = m.remove("step").unwrap_or(Value::Null);
+                let call_id = take_string(&mut m, "callId")?;
+                let name = take_string(&mut m, "name")?;
+                EventData::ToolCall {
+                    turn,
+                    step,
+                    call_id,
+                    name,
+                    arguments: m.remove("arguments").unwrap_or(Value::Null),
+                    extra: m,
+                }
+            }
+            SESSION_TITLE => {
+                let mut m = map()?;
+                let title = take_string(&mut m, "title")?;
+                let message_seqs = match m.remove("messageSeqs") {
+                    Some(v) => serde_json::from_value(v)?,
+                    None => Vec::new(),
+                };
+                EventData::SessionTitle {
+                    title,
+                    message_seqs,
+                    source: m.remove("source").unwrap_or(Value::Null),
+                    extra: m,
+                }
+            }
+            COMPACT_START => EventData::CompactStart(map()?),
+            COMPACT_SUMMARY => EventData::CompactSummary(map()?),
+            COMPACT_END => EventData::CompactEnd(map()?),
+            REQUEST_HEADER => EventData::RequestHeader(map()?),
+            other => EventData::Other {
+                kind: other.to_string(),
+                data: serde_json::from_str(data.get())?,
+            },
+        })
+    }
+}
+
+fn json<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).expect("model types serialize to JSON")
+}
+
+fn take_u64(map: &mut Map<String, Value>, key: &'static str) -> Result<u64, serde_json::Error> {
+    match map.remove(key) {
+        Some(v) => v
+            .as_u64()
+            .ok_or_else(|| de::Error::custom(format!("\"{key}\" must be a non-negative integer"))),
+        None => Err(de::Error::missing_field(key)),
+    }
+}
+
+fn take_string(
+    map: &mut Map<String, Value>,
+    key: &'static str,
+) -> Result<String, serde_json::Error> {
+    match map.remove(key) {
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(de::Error::custom(format!("\"{key}\" must be a string"))),
+        None => Err(de::Error::missing_field(key)),
+    }
+}

@@ -1,0 +1,255 @@
+//! Messages in the identified shape and where they came from (SPEC §1.3).
+
+use super::{write_map, ContentBlock};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+/// Where a message came from (`source`, keyed by `kind`). Unknown kinds are kept whole.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MessageSource {
+    /// A direct human prompt. Extra fields such as `rpcId` are kept.
+    User {
+        extra: Map<String, Value>,
+    },
+    Plugin {
+        plugin: String,
+        extra: Map<String, Value>,
+    },
+    Model {
+        provider: String,
+        model: String,
+        extra: Map<String, Value>,
+    },
+    Tool {
+        call_id: String,
+        extra: Map<String, Value>,
+    },
+    /// A session-reference context (SPEC §3.9). The fields stay as JSON so that a malformed
+    /// source written by someone else still round-trips.
+    SessionReference {
+        version: Value,
+        references: Value,
+        extra: Map<String, Value>,
+    },
+    Other(Map<String, Value>),
+}
+
+/// The plugin name of a compaction checkpoint source.
+pub const COMPACT_PLUGIN: &str = "compact";
+
+impl MessageSource {
+    pub fn user() -> MessageSource {
+        MessageSource::User { extra: Map::new() }
+    }
+    pub fn plugin(name: impl Into<String>) -> MessageSource {
+        MessageSource::Plugin {
+            plugin: name.into(),
+            extra: Map::new(),
+        }
+    }
+    pub fn model(provider: impl Into<String>, model: impl Into<String>) -> MessageSource {
+        MessageSource::Model {
+            provider: provider.into(),
+            model: model.into(),
+            extra: Map::new(),
+        }
+    }
+
+    pub fn kind(&self) -> Option<&str> {
+        match self {
+            MessageSource::User { .. } => Some("user"),
+            MessageSource::Plugin { .. } => Some("plugin"),
+            MessageSource::Model { .. } => Some("model"),
+            MessageSource::Tool { .. } => Some("tool"),
+            MessageSource::SessionReference { .. } => Some("session-reference"),
+            MessageSource::Other(map) => map.get("kind").and_then(Value::as_str),
+        }
+    }
+
+    /// A direct human prompt (`{kind:"user"}`).
+    pub fn is_direct_user(&self) -> bool {
+        matches!(self, MessageSource::User { .. })
+    }
+
+    /// The canonical compaction checkpoint marker `{kind:"plugin", plugin:"compact"}`.
+    pub fn is_compact_checkpoint(&self) -> bool {
+        matches!(self, MessageSource::Plugin { plugin, .. } if plugin == COMPACT_PLUGIN)
+    }
+
+    fn from_map(mut map: Map<String, Value>) -> MessageSource {
+        let kind = map
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let is_str =
+            |map: &Map<String, Value>, key: &str| matches!(map.get(key), Some(Value::String(_)));
+        let take = |map: &mut Map<String, Value>, key: &str| match map.remove(key) {
+            Some(Value::String(s)) => s,
+            _ => String::new(),
+        };
+        match kind.as_str() {
+            "user" => {
+                map.remove("kind");
+                MessageSource::User { extra: map }
+            }
+            "plugin" if is_str(&map, "plugin") => {
+                map.remove("kind");
+                let plugin = take(&mut map, "plugin");
+                MessageSource::Plugin { plugin, extra: map }
+            }
+            "model" if is_str(&map, "provider") && is_str(&map, "model") => {
+                map.remove("kind");
+                let provider = take(&mut map, "provider");
+                let model = take(&mut map, "model");
+                MessageSource::Model {
+                    provider,
+                    model,
+                    extra: map,
+                }
+            }
+            "tool" if is_str(&map, "callId") => {
+                map.remove("kind");
+                let call_id = take(&mut map, "callId");
+                MessageSource::Tool {
+                    call_id,
+                    extra: map,
+                }
+            }
+            "session-reference" => {
+                map.remove("kind");
+                let version = map.remove("version").unwrap_or(Value::Null);
+                let references = map.remove("references").unwrap_or(Value::Null);
+                MessageSource::SessionReference {
+                    version,
+                    references,
+                    extra: map,
+                }
+            }
+            _ => MessageSource::Other(map),
+        }
+    }
+}
+
+impl Serialize for MessageSource {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            MessageSource::User { extra } => {
+                write_map(serializer, extra, |map| map.serialize_entry("kind", "user"))
+            }
+            MessageSource::Plugin { plugin, extra } => write_map(serializer, extra, |map| {
+                map.serialize_entry("kind", "plugin")?;
+                map.serialize_entry("plugin", plugin)
+            }),
+            MessageSource::Model {
+                provider,
+                model,
+                extra,
+            } => write_map(serializer, extra, |map| {
+                map.serialize_entry("kind", "model")?;
+                map.serialize_entry("provider", provider)?;
+                map.serialize_entry("model", model)
+            }),
+            MessageSource::Tool { call_id, extra } => write_map(serializer, extra, |map| {
+                map.serialize_entry("kind", "tool")?;
+                map.serialize_entry("callId", call_id)
+            }),
+            MessageSource::SessionReference {
+                version,
+                references,
+                extra,
+            } => write_map(serializer, extra, |map| {
+                map.serialize_entry("kind", "session-reference")?;
+                map.serialize_entry("version", version)?;
+                map.serialize_entry("references", references)
+            }),
+            MessageSource::Other(extra) => write_map(serializer, extra, |_| Ok(())),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MessageSource {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(MessageSource::from_map(Map::deserialize(deserializer)?))
+    }
+}
+
+/// A message in the identified shape `{role?, content, source, id, …}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    pub content: Vec<ContentBlock>,
+    pub source: MessageSource,
+    pub id: String,
+    /// Baked prefix context of a direct prompt (SPEC §1.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope: Option<Envelope>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Message {
+    pub fn new(role: &str, content: Vec<ContentBlock>, source: MessageSource, id: String) -> Self {
+        Message {
+            role: Some(role.to_string()),
+            content,
+            source,
+            id,
+            envelope: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// The `text` blocks joined with `\n`.
+    pub fn text(&self) -> String {
+        join_text(&self.content)
+    }
+
+    /// What a person typed: the display content when a baked prefix context is present.
+    pub fn display_text(&self) -> String {
+        match self
+            .envelope
+            .as_ref()
+            .and_then(|e| e.display_content.as_ref())
+        {
+            Some(DisplayContent::Text(text)) => text.clone(),
+            Some(DisplayContent::Blocks(blocks)) => join_text(blocks),
+            None => self.text(),
+        }
+    }
+}
+
+pub fn join_text(blocks: &[ContentBlock]) -> String {
+    let mut out = String::new();
+    let mut first = true;
+    for text in blocks.iter().filter_map(ContentBlock::as_text) {
+        if !first {
+            out.push('\n');
+        }
+        out.push_str(text);
+        first = false;
+    }
+    out
+}
+
+/// `envelope: {displayContent, prefixContexts}` beside a prompt's model-visible content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    #[serde(
+        rename = "displayContent",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub display_content: Option<DisplayContent>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum DisplayContent {
+    Text(String),
+    Blocks(Vec<ContentBlock>),
+}

@@ -1,0 +1,108 @@
+//! The dsh session log format, version 0 (SPEC §1.2–§1.4).
+//!
+//! An [`Event`] keeps its `data` as raw JSON text so that unknown event types, unknown fields and
+//! shapes we only partly understand survive a read/write cycle untouched, and so that readers only
+//! pay for parsing the payloads they actually look at. Typed views ([`EventData`], [`Message`])
+//! are decoded on demand; both on-disk message shapes (identified and flat) decode to the same
+//! [`Message`].
+//!
+//! One room per record kind: [`header`] (line 0), [`record`] (an event or a packed row, and the
+//! record visitor), [`packed`] (packed chunk rows), [`content`] (content blocks), [`message`]
+//! (messages and their sources), [`event_data`] (the typed payload per event type), and
+//! `legacy` (the upgrade of the flat, older message shapes to the identified one, kept out of
+//! the decoder). Every writer of a "type + known fields + unknown fields" object goes through
+//! `write_map` (serde) or `object` (a JSON value), so known fields always come first, in the
+//! SPEC's order, and unknown ones follow in the order they were read.
+//!
+//! Invariant: reading a record and writing it back gives the same JSON value, known fields first
+//! in the SPEC's order. Proof: `tests/session_store.rs` (every fixture log read plain and zstd,
+//! `round_trip_through_the_writer`, `flat_and_identified_shapes_fold_alike`),
+//! `tests/reference_conformance.rs` (the SPEC's vectors, byte for byte) and
+//! `tests/session_versions.rs`.
+
+use serde::ser::SerializeMap;
+use serde::Serializer;
+use serde_json::{Map, Value};
+
+pub mod content;
+pub mod event_data;
+pub mod header;
+mod legacy;
+pub mod message;
+pub mod packed;
+pub mod record;
+
+pub use content::ContentBlock;
+pub use event_data::EventData;
+pub use header::SessionHeader;
+pub use message::{join_text, DisplayContent, Envelope, Message, MessageSource, COMPACT_PLUGIN};
+pub use packed::{PackedChunks, PackedKind};
+pub use record::{Event, Record, SurfaceOp};
+
+/// The only format version this crate reads and writes.
+pub const FORMAT_VERSION: u64 = 0;
+
+pub const USER_MESSAGE: &str = "user/message";
+pub const STEERING_MESSAGE: &str = "steering/message";
+pub const ASSISTANT_MESSAGE: &str = "assistant/message";
+pub const TOOL_RESULT: &str = "tool/result";
+pub const TURN_START: &str = "turn/start";
+pub const TURN_END: &str = "turn/end";
+pub const STEP_START: &str = "step/start";
+pub const STEP_END: &str = "step/end";
+pub const ASSISTANT_CHUNK: &str = "assistant/chunk";
+pub const TOOL_CALL: &str = "tool/call";
+pub const SESSION_TITLE: &str = "session/title";
+pub const COMPACT_START: &str = "compact/start";
+pub const COMPACT_SUMMARY: &str = "compact/summary";
+pub const COMPACT_END: &str = "compact/end";
+pub const REQUEST_HEADER: &str = "request/header";
+
+/// Event types that carry a `surfaceOp` and take part in the surface fold.
+pub fn is_surface_type(kind: &str) -> bool {
+    matches!(
+        kind,
+        USER_MESSAGE | STEERING_MESSAGE | ASSISTANT_MESSAGE | TOOL_RESULT
+    )
+}
+
+/// A JSON number that is a whole number, as an `i64` (`3.0` counts: other writers emit it).
+fn json_i64(value: &Value) -> Option<i64> {
+    value.as_i64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| f.fract() == 0.0)
+            .map(|f| f as i64)
+    })
+}
+
+/// Writes an object whose leading entries `known` writes (the type tag and known fields, in the
+/// SPEC's order), followed by `extra` (unknown fields, in the order they were read).
+fn write_map<S: Serializer>(
+    serializer: S,
+    extra: &Map<String, Value>,
+    known: impl FnOnce(&mut S::SerializeMap) -> Result<(), S::Error>,
+) -> Result<S::Ok, S::Error> {
+    let mut map = serializer.serialize_map(None)?;
+    known(&mut map)?;
+    for (key, value) in extra {
+        map.serialize_entry(key, value)?;
+    }
+    map.end()
+}
+
+/// The JSON object of `known` fields (in order) followed by `extra`; an unknown field named like
+/// a known one replaces it in place.
+fn object<'a>(
+    known: impl IntoIterator<Item = (&'a str, Value)>,
+    extra: &Map<String, Value>,
+) -> Value {
+    let mut map = Map::new();
+    for (key, value) in known {
+        map.insert(key.to_string(), value);
+    }
+    for (key, value) in extra {
+        map.insert(key.clone(), value.clone());
+    }
+    Value::Object(map)
+}

@@ -1,0 +1,286 @@
+//! One line after the header: an event record or a packed chunk row (SPEC §1.2, §1.5).
+
+use super::{is_surface_type, json_i64, write_map, EventData, Message, PackedChunks, PackedKind};
+use serde::de::{self, MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// How a surface event changes the current surface (SPEC §1.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SurfaceOp {
+    Append,
+    /// Splice the current surface nodes whose event seqs are `start` through `end` (inclusive, in
+    /// surface order) out, put this event there. Seqs, not positions (see [`crate::session::surface`]).
+    Replace {
+        start: u64,
+        end: u64,
+    },
+}
+
+impl Serialize for SurfaceOp {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SurfaceOp::Append => serializer.serialize_str("append"),
+            SurfaceOp::Replace { start, end } => {
+                let mut map = serializer.serialize_map(Some(3))?;
+                map.serialize_entry("op", "replace")?;
+                map.serialize_entry("start", start)?;
+                map.serialize_entry("end", end)?;
+                map.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SurfaceOp {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Wire {
+            Name(String),
+            Replace { op: String, start: u64, end: u64 },
+        }
+        match Wire::deserialize(deserializer)? {
+            Wire::Name(name) if name == "append" => Ok(SurfaceOp::Append),
+            Wire::Name(name) => Err(de::Error::custom(format!("unknown surfaceOp \"{name}\""))),
+            Wire::Replace { op, start, end } if op == "replace" => {
+                Ok(SurfaceOp::Replace { start, end })
+            }
+            Wire::Replace { op, .. } => {
+                Err(de::Error::custom(format!("unknown surfaceOp \"{op}\"")))
+            }
+        }
+    }
+}
+
+/// One event record: `{"type","seq","time","data","sourceEventSeqs"?,"surfaceOp"?}`.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub kind: String,
+    pub seq: u64,
+    pub time: i64,
+    /// The `data` payload exactly as it was read (or as it was encoded when written).
+    pub data: Box<RawValue>,
+    pub source_event_seqs: Option<Vec<u64>>,
+    pub surface_op: Option<SurfaceOp>,
+    /// Top-level fields this crate does not know.
+    pub extra: Map<String, Value>,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind
+            && self.seq == other.seq
+            && self.time == other.time
+            && self.data.get() == other.data.get()
+            && self.source_event_seqs == other.source_event_seqs
+            && self.surface_op == other.surface_op
+            && self.extra == other.extra
+    }
+}
+
+impl Event {
+    /// Builds an event from typed data. Surface types get `surfaceOp: "append"` unless `op` says
+    /// otherwise; other types get none.
+    pub fn new(seq: u64, time: i64, data: &EventData) -> Event {
+        let kind = data.kind().to_string();
+        let surface_op = is_surface_type(&kind).then_some(SurfaceOp::Append);
+        Event {
+            kind,
+            seq,
+            time,
+            data: data.to_raw(),
+            source_event_seqs: None,
+            surface_op,
+            extra: Map::new(),
+        }
+    }
+
+    pub fn is_surface(&self) -> bool {
+        is_surface_type(&self.kind)
+    }
+
+    /// The typed payload. `session_id` names legacy (flat-shape) messages.
+    pub fn decode(&self, session_id: &str) -> Result<EventData, serde_json::Error> {
+        EventData::decode(&self.kind, &self.data, session_id, self.seq)
+    }
+
+    /// The message carried by a surface event, in the identified shape.
+    pub fn message(&self, session_id: &str) -> Result<Option<Message>, serde_json::Error> {
+        Ok(match self.decode(session_id)? {
+            EventData::UserMessage(message) => Some(message),
+            EventData::SteeringMessage { message, .. }
+            | EventData::AssistantMessage { message, .. }
+            | EventData::ToolResult { message, .. } => Some(message),
+            _ => None,
+        })
+    }
+}
+
+impl Serialize for Event {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        write_map(serializer, &self.extra, |map| {
+            map.serialize_entry("type", &self.kind)?;
+            map.serialize_entry("seq", &self.seq)?;
+            map.serialize_entry("time", &self.time)?;
+            map.serialize_entry("data", &self.data)?;
+            if let Some(seqs) = &self.source_event_seqs {
+                map.serialize_entry("sourceEventSeqs", seqs)?;
+            }
+            if let Some(op) = &self.surface_op {
+                map.serialize_entry("surfaceOp", op)?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// One line after the header.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    Event(Event),
+    Packed(Box<PackedChunks>),
+}
+
+impl Record {
+    /// The first seq this record covers.
+    pub fn first_seq(&self) -> u64 {
+        match self {
+            Record::Event(e) => e.seq,
+            Record::Packed(p) => p.seq0,
+        }
+    }
+    /// How many seqs this record covers (a packed row covers one per member).
+    pub fn seq_count(&self) -> u64 {
+        match self {
+            Record::Event(_) => 1,
+            Record::Packed(p) => p.len() as u64,
+        }
+    }
+    pub fn kind(&self) -> &str {
+        match self {
+            Record::Event(e) => &e.kind,
+            Record::Packed(p) => p.kind.type_name(),
+        }
+    }
+}
+
+impl Serialize for Record {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Record::Event(e) => e.serialize(serializer),
+            Record::Packed(p) => p.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Record {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(RecordVisitor)
+    }
+}
+
+struct RecordVisitor;
+
+impl<'de> Visitor<'de> for RecordVisitor {
+    type Value = Record;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an event record object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Record, A::Error> {
+        let mut kind: Option<String> = None;
+        let mut seq: Option<u64> = None;
+        let mut time: Option<Value> = None;
+        let mut seq0: Option<u64> = None;
+        let mut time0: Option<Value> = None;
+        let mut data: Option<Box<RawValue>> = None;
+        let mut source_event_seqs: Option<Vec<u64>> = None;
+        let mut surface_op: Option<SurfaceOp> = None;
+        let mut extra = Map::new();
+        while let Some(key) = access.next_key::<String>()? {
+            match key.as_str() {
+                "type" => kind = Some(access.next_value()?),
+                "seq" => seq = Some(access.next_value()?),
+                "time" => time = Some(access.next_value()?),
+                "seq0" => seq0 = Some(access.next_value()?),
+                "time0" => time0 = Some(access.next_value()?),
+                "data" => data = Some(access.next_value()?),
+                "sourceEventSeqs" => source_event_seqs = access.next_value()?,
+                "surfaceOp" => surface_op = access.next_value()?,
+                _ => {
+                    let value: Value = access.next_value()?;
+                    extra.insert(key, value);
+                }
+            }
+        }
+        let kind = kind.ok_or_else(|| de::Error::missing_field("type"))?;
+        let data = data.ok_or_else(|| de::Error::missing_field("data"))?;
+        if let Some(packed) = PackedKind::from_type(&kind) {
+            let seq0 = seq0.ok_or_else(|| de::Error::missing_field("seq0"))?;
+            let time0 = time0
+                .as_ref()
+                .and_then(json_i64)
+                .ok_or_else(|| de::Error::missing_field("time0"))?;
+            let body: PackedBody = serde_json::from_str(data.get()).map_err(de::Error::custom)?;
+            let pieces = match packed {
+                PackedKind::ToolCall => body.args,
+                _ => body.texts,
+            }
+            .ok_or_else(|| de::Error::custom(format!("{kind} row has no pieces")))?;
+            return Ok(Record::Packed(Box::new(PackedChunks {
+                kind: packed,
+                seq0,
+                time0,
+                turn: body.turn,
+                step: body.step,
+                index: body.index,
+                dt: body.dt,
+                pieces,
+                id: body.id,
+                name: body.name,
+                extra: body.extra,
+                row_extra: extra,
+            })));
+        }
+        let seq = seq.ok_or_else(|| de::Error::missing_field("seq"))?;
+        let time = time
+            .as_ref()
+            .and_then(json_i64)
+            .ok_or_else(|| de::Error::missing_field("time"))?;
+        if is_surface_type(&kind) && surface_op.is_none() {
+            return Err(de::Error::custom(format!("{kind} event has no surfaceOp")));
+        }
+        Ok(Record::Event(Event {
+            kind,
+            seq,
+            time,
+            data,
+            source_event_seqs,
+            surface_op,
+            extra,
+        }))
+    }
+}
+
+#[derive(Deserialize)]
+struct PackedBody {
+    #[serde(default)]
+    turn: Value,
+    #[serde(default)]
+    step: Value,
+    #[serde(default)]
+    index: Value,
+    #[serde(default)]
+    dt: Vec<i64>,
+    texts: Option<Vec<String>>,
+    args: Option<Vec<String>>,
+    id: Option<String>,
+    name: Option<String>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}

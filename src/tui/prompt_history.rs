@@ -1,0 +1,176 @@
+//! Prompt history that survives a restart and a resume (SPEC §5.5): every sent message is
+//! appended to `<home>/history.jsonl`, and a starting TUI loads the newest entries for Up.
+//!
+//! One JSON object per line, keys in this order: `sessionId`, `time` (epoch ms), `parts` (an
+//! array of `{"text":…}`, `{"mention":{"sessionId":…,"label":…}}` or `{"paste":…}`), so a
+//! recalled message gets its mentions back as mentions. Each line is written with one append
+//! (several TUIs on one home interleave whole lines). Reading is bounded: only the last
+//! [`TAIL_BYTES`] of the file are read and the newest [`MAX_LOADED`] entries kept; a line that
+//! does not parse is skipped, never fatal; an entry larger than [`MAX_ENTRY_BYTES`] is not
+//! stored. This is I/O at the edge: call it off the UI loop (`spawn_blocking`) or at start-up.
+//! Proof: the unit tests below and `history_survives_a_restart_and_a_resume` in
+//! `tests/tui_app.rs`.
+
+use super::composer::{ComposerSnapshot, Part};
+use serde_json::{json, Map, Value};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+pub const FILE_NAME: &str = "history.jsonl";
+/// Entries loaded at start.
+pub const MAX_LOADED: usize = 500;
+/// Bytes read from the end of the file at start.
+pub const TAIL_BYTES: u64 = 4 << 20;
+/// A message larger than this (a huge paste) is not kept in the file.
+pub const MAX_ENTRY_BYTES: usize = 256 << 10;
+
+pub fn path(home: &Path) -> PathBuf {
+    home.join(FILE_NAME)
+}
+
+/// One line for `snapshot`, or `None` when it is blank or too large to keep.
+pub fn encode(session_id: &str, time_ms: i64, snapshot: &ComposerSnapshot) -> Option<String> {
+    if snapshot.is_blank() {
+        return None;
+    }
+    let parts: Vec<Value> = snapshot
+        .parts()
+        .into_iter()
+        .map(|part| match part {
+            Part::Text(text) => json!({ "text": text }),
+            Part::Mention { session_id, label } => {
+                json!({ "mention": { "sessionId": session_id, "label": label } })
+            }
+            Part::Paste(text) => json!({ "paste": text }),
+        })
+        .collect();
+    let mut line = Map::new();
+    line.insert("sessionId".into(), Value::String(session_id.to_string()));
+    line.insert("time".into(), Value::from(time_ms));
+    line.insert("parts".into(), Value::Array(parts));
+    let mut text = serde_json::to_string(&Value::Object(line)).ok()?;
+    if text.len() > MAX_ENTRY_BYTES {
+        return None;
+    }
+    text.push('\n');
+    Some(text)
+}
+
+/// The message of one line, or `None` when it is not one of ours.
+pub fn decode(line: &str) -> Option<ComposerSnapshot> {
+    let value: Value = serde_json::from_str(line).ok()?;
+    let parts = value.get("parts")?.as_array()?;
+    let mut out = Vec::with_capacity(parts.len());
+    for part in parts {
+        if let Some(text) = part.get("text").and_then(Value::as_str) {
+            out.push(Part::Text(text.to_string()));
+        } else if let Some(text) = part.get("paste").and_then(Value::as_str) {
+            out.push(Part::Paste(text.to_string()));
+        } else if let Some(m) = part.get("mention") {
+            out.push(Part::Mention {
+                session_id: m.get("sessionId")?.as_str()?.to_string(),
+                label: m.get("label")?.as_str()?.to_string(),
+            });
+        } else {
+            return None;
+        }
+    }
+    let snapshot = ComposerSnapshot::from_parts(out);
+    (!snapshot.is_blank()).then_some(snapshot)
+}
+
+/// Appends one sent message. Errors are returned for the caller to log; history is a
+/// convenience, never a reason to fail a send.
+pub fn append(
+    home: &Path,
+    session_id: &str,
+    time_ms: i64,
+    snapshot: &ComposerSnapshot,
+) -> std::io::Result<()> {
+    let Some(line) = encode(session_id, time_ms, snapshot) else {
+        return Ok(());
+    };
+    std::fs::create_dir_all(home)?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path(home))?;
+    file.write_all(line.as_bytes())
+}
+
+/// The newest entries of the home's history, oldest first. A missing or unreadable file is an
+/// empty history.
+pub fn load(home: &Path) -> Vec<ComposerSnapshot> {
+    let Ok(mut file) = std::fs::File::open(path(home)) else {
+        return Vec::new();
+    };
+    let Ok(len) = file.metadata().map(|m| m.len()) else {
+        return Vec::new();
+    };
+    let start = len.saturating_sub(TAIL_BYTES);
+    if file.seek(SeekFrom::Start(start)).is_err() {
+        return Vec::new();
+    }
+    let mut bytes = Vec::new();
+    if file.take(TAIL_BYTES).read_to_end(&mut bytes).is_err() {
+        return Vec::new();
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let mut lines: Vec<&str> = text.lines().collect();
+    if start > 0 && !lines.is_empty() {
+        // The first line read from the middle of the file is a fragment.
+        lines.remove(0);
+    }
+    let mut entries: Vec<ComposerSnapshot> = lines.into_iter().filter_map(decode).collect();
+    if entries.len() > MAX_LOADED {
+        entries.drain(..entries.len() - MAX_LOADED);
+    }
+    entries
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tui::composer::Composer;
+
+    #[test]
+    fn entries_round_trip_with_mentions_and_pastes() {
+        let mut c = Composer::new();
+        c.insert_str("see ");
+        c.insert_mention(&crate::reference::Candidate {
+            session_id: "s\"1".into(),
+            label: "Leap\u{1b} day".into(),
+            cwd: None,
+            created_at: 0,
+        });
+        c.handle_paste(&"x\n".repeat(50));
+        let snapshot = c.snapshot();
+        let line = encode("me", 7, &snapshot).unwrap();
+        assert!(line.starts_with("{\"sessionId\":\"me\",\"time\":7,\"parts\":["));
+        assert_eq!(
+            decode(line.trim_end()).unwrap().submission_text(),
+            snapshot.submission_text()
+        );
+        assert!(encode("me", 7, &ComposerSnapshot::default()).is_none());
+    }
+
+    #[test]
+    fn loading_keeps_the_newest_and_skips_what_is_not_ours() {
+        let home = tempfile::tempdir().unwrap();
+        let mut text = String::from("not json\n{\"parts\":[{\"what\":1}]}\n");
+        for n in 0..MAX_LOADED + 5 {
+            let mut c = Composer::new();
+            c.insert_str(&format!("message {n}"));
+            text.push_str(&encode("s", 0, &c.snapshot()).unwrap());
+        }
+        std::fs::write(path(home.path()), text).unwrap();
+        let loaded = load(home.path());
+        assert_eq!(loaded.len(), MAX_LOADED);
+        assert_eq!(loaded[0].submission_text(), "message 5");
+        assert_eq!(
+            loaded.last().unwrap().submission_text(),
+            format!("message {}", MAX_LOADED + 4)
+        );
+        assert!(load(&home.path().join("missing")).is_empty());
+    }
+}

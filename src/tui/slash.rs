@@ -1,0 +1,350 @@
+//! The `/` command menu (SPEC §5.5): the commands as data, the menu that completes them like
+//! the `@` popup, and the parse of a submitted `/` line.
+//!
+//! Invariants: a line that starts with `/` is never sent to the model unless the user confirms
+//! it names no command (a known command runs locally; an unknown one asks first), and the menu
+//! only lists commands of [`COMMANDS`]. Pure: no I/O. Proof: the unit tests below and the
+//! `slash_*` tests of `tests/tui_app.rs`.
+
+use super::render::{clip, Renderable};
+use super::scroll::ScrollState;
+use super::style;
+use super::text::StyledText;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::widgets::{Block, BorderType, Clear, Widget};
+
+/// A command of the menu.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    Help,
+    New,
+    Resume,
+    Model,
+    Sessions,
+    Quit,
+}
+
+/// Every command: (command, name without `/`, argument hint, what it does).
+pub const COMMANDS: &[(Command, &str, &str, &str)] = &[
+    (Command::Help, "help", "", "keys and commands"),
+    (Command::New, "new", "", "start a new session"),
+    (Command::Resume, "resume", "ID", "continue another session"),
+    (
+        Command::Model,
+        "model",
+        "",
+        "the model and how to change it",
+    ),
+    (Command::Sessions, "sessions", "", "list recent sessions"),
+    (Command::Quit, "quit", "", "leave"),
+];
+
+impl Command {
+    pub fn name(self) -> &'static str {
+        COMMANDS
+            .iter()
+            .find(|(c, ..)| *c == self)
+            .map_or("", |(_, name, ..)| name)
+    }
+
+    fn by_name(name: &str) -> Option<Command> {
+        COMMANDS
+            .iter()
+            .find(|(_, n, ..)| *n == name)
+            .map(|(c, ..)| *c)
+    }
+}
+
+/// What a submitted line that starts with `/` means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlashLine {
+    /// A known command and its argument (trimmed; empty when none).
+    Run(Command, String),
+    /// `/word` that names no command: sent only after confirmation.
+    Unknown(String),
+}
+
+/// `None` for a line that does not start with `/` (or starts with `//`, an escape for text
+/// that begins with a slash, or `/` followed by whitespace).
+pub fn parse_line(text: &str) -> Option<SlashLine> {
+    let rest = text.trim_start().strip_prefix('/')?;
+    let name_end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+    let name = &rest[..name_end];
+    if name.is_empty() || name.starts_with('/') {
+        return None;
+    }
+    let arg = rest[name_end..].trim().to_string();
+    Some(match Command::by_name(name) {
+        Some(command) => SlashLine::Run(command, arg),
+        None => SlashLine::Unknown(name.to_string()),
+    })
+}
+
+/// The menu's state: open while the composer holds `/` plus a partial command name.
+#[derive(Debug, Clone, Default)]
+pub struct SlashMenu {
+    open: bool,
+    query: String,
+    rows: Vec<Command>,
+    scroll: ScrollState,
+    /// The query Esc dismissed: the menu stays closed for it.
+    dismissed: Option<String>,
+}
+
+/// What a key did to the menu.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlashOutcome {
+    Handled,
+    /// Tab: complete the composer to this command.
+    Complete(Command),
+    /// Enter: run this command now.
+    Run(Command),
+    Close,
+    Ignored,
+}
+
+const PAGE: usize = 8;
+
+impl SlashMenu {
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// The commands shown, best first.
+    pub fn rows(&self) -> &[Command] {
+        &self.rows
+    }
+
+    pub fn selected(&self) -> Option<Command> {
+        self.rows.get(self.scroll.selected).copied()
+    }
+
+    /// Follows the composer: `query` is the text after `/` when the whole draft is `/word`,
+    /// `None` otherwise.
+    pub fn sync(&mut self, query: Option<&str>) {
+        let Some(query) = query else {
+            self.open = false;
+            self.dismissed = None;
+            return;
+        };
+        if self.dismissed.as_deref() == Some(query) {
+            return;
+        }
+        self.dismissed = None;
+        if self.open && self.query == query {
+            return;
+        }
+        self.query = query.to_string();
+        let lower = query.to_lowercase();
+        // Prefix matches first, then names that contain the query.
+        let mut rows: Vec<Command> = COMMANDS
+            .iter()
+            .filter(|(_, name, ..)| name.starts_with(&lower))
+            .map(|(c, ..)| *c)
+            .collect();
+        rows.extend(
+            COMMANDS
+                .iter()
+                .filter(|(_, name, ..)| !name.starts_with(&lower) && name.contains(&lower))
+                .map(|(c, ..)| *c),
+        );
+        self.rows = rows;
+        self.scroll.reset();
+        self.open = true;
+    }
+
+    /// Esc: closed until the query changes.
+    pub fn dismiss(&mut self) {
+        self.dismissed = Some(self.query.clone());
+        self.open = false;
+    }
+
+    pub fn close(&mut self) {
+        self.open = false;
+    }
+
+    /// Keys by popup action (the same keys as the `@` popup). With no row, Enter and the
+    /// arrows are left to the composer.
+    pub fn handle_action(&mut self, action: super::keys::Action, enter: bool) -> SlashOutcome {
+        use super::keys::Action;
+        let len = self.rows.len();
+        if len == 0 {
+            return match action {
+                Action::PopupClose => {
+                    self.dismiss();
+                    SlashOutcome::Close
+                }
+                _ => SlashOutcome::Ignored,
+            };
+        }
+        match action {
+            Action::PopupUp => self.scroll.move_up_wrap(len, PAGE),
+            Action::PopupDown => self.scroll.move_down_wrap(len, PAGE),
+            Action::PopupPageUp => self.scroll.page_up(len, PAGE),
+            Action::PopupPageDown => self.scroll.page_down(len, PAGE),
+            Action::PopupAccept => {
+                let command = self.rows[self.scroll.selected.min(len - 1)];
+                self.open = false;
+                return if enter {
+                    SlashOutcome::Run(command)
+                } else {
+                    SlashOutcome::Complete(command)
+                };
+            }
+            Action::PopupClose => {
+                self.dismiss();
+                return SlashOutcome::Close;
+            }
+            _ => return SlashOutcome::Ignored,
+        }
+        SlashOutcome::Handled
+    }
+
+    pub fn view(&self) -> SlashMenuView<'_> {
+        SlashMenuView { state: self }
+    }
+}
+
+/// Draws the menu: one row per command, the selected one highlighted.
+pub struct SlashMenuView<'a> {
+    state: &'a SlashMenu,
+}
+
+impl Renderable for SlashMenuView<'_> {
+    fn render(&self, area: Rect, buf: &mut Buffer) {
+        let area = clip(area, buf);
+        if area.is_empty() {
+            return;
+        }
+        Clear.render(area, buf);
+        let block = Block::bordered()
+            .border_type(BorderType::Rounded)
+            .border_style(style::border())
+            .title(" commands ");
+        let inner = block.inner(area);
+        block.render(area, buf);
+        if inner.is_empty() {
+            return;
+        }
+        let width = usize::from(inner.width);
+        if self.state.rows.is_empty() {
+            let mut t = StyledText::new();
+            t.push(
+                "No command matches; Enter asks before sending it",
+                style::dim(),
+            );
+            buf.set_line(inner.x, inner.y, &t.truncate(width).to_line(), inner.width);
+            return;
+        }
+        let height = usize::from(inner.height);
+        let top = super::scroll::visible_top(
+            self.state.scroll.top,
+            self.state.scroll.selected,
+            height,
+            self.state.rows.len(),
+        );
+        let name_w = COMMANDS
+            .iter()
+            .map(|(_, n, a, _)| n.len() + 2 + a.len())
+            .max()
+            .unwrap_or(0);
+        for (n, command) in self.state.rows.iter().enumerate().skip(top).take(height) {
+            let Some((_, name, arg, what)) = COMMANDS.iter().find(|(c, ..)| c == command) else {
+                continue;
+            };
+            let selected = n == self.state.scroll.selected;
+            let base = if selected {
+                Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED)
+            } else {
+                Style::new()
+            };
+            let mut t = StyledText::new();
+            t.push(if selected { "› " } else { "  " }, base);
+            t.push("/", base);
+            t.push(name, base);
+            if !arg.is_empty() {
+                t.push(" ", base);
+                t.push(arg, base.patch(style::dim()));
+            }
+            let used = name.len() + 1 + if arg.is_empty() { 0 } else { arg.len() + 1 };
+            t.push(&" ".repeat(name_w.saturating_sub(used) + 2), base);
+            t.push(what, base.patch(style::dim()));
+            let y = inner.y + u16::try_from(n - top).unwrap_or(0);
+            buf.set_line(inner.x, y, &t.truncate(width).to_line(), inner.width);
+        }
+    }
+
+    fn desired_height(&self, _width: u16) -> u16 {
+        let rows = self.state.rows.len().clamp(1, PAGE);
+        u16::try_from(rows + 2).unwrap_or(u16::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tui::keys::Action;
+
+    #[test]
+    fn lines_that_start_with_a_slash() {
+        assert_eq!(
+            parse_line("/help"),
+            Some(SlashLine::Run(Command::Help, "".into()))
+        );
+        assert_eq!(
+            parse_line("  /resume  abc "),
+            Some(SlashLine::Run(Command::Resume, "abc".into()))
+        );
+        assert_eq!(
+            parse_line("/hlep me"),
+            Some(SlashLine::Unknown("hlep".into()))
+        );
+        assert_eq!(parse_line("hello /help"), None);
+        assert_eq!(parse_line("//not a command"), None);
+        assert_eq!(parse_line("/ spaced"), None);
+        assert_eq!(
+            parse_line("/usr/bin is a path"),
+            Some(SlashLine::Unknown("usr/bin".into()))
+        );
+    }
+
+    #[test]
+    fn the_menu_completes_by_prefix_then_substring() {
+        let mut menu = SlashMenu::default();
+        menu.sync(Some(""));
+        assert_eq!(menu.rows().len(), COMMANDS.len());
+        menu.sync(Some("s"));
+        assert_eq!(menu.rows(), [Command::Sessions, Command::Resume]);
+        assert_eq!(
+            menu.handle_action(Action::PopupDown, false),
+            SlashOutcome::Handled
+        );
+        assert_eq!(
+            menu.handle_action(Action::PopupAccept, true),
+            SlashOutcome::Run(Command::Resume)
+        );
+        menu.sync(Some("qu"));
+        assert_eq!(
+            menu.handle_action(Action::PopupAccept, false),
+            SlashOutcome::Complete(Command::Quit)
+        );
+        menu.sync(Some("zz"));
+        assert!(menu.rows().is_empty());
+        assert_eq!(
+            menu.handle_action(Action::PopupAccept, true),
+            SlashOutcome::Ignored,
+            "Enter with nothing to offer goes to the composer"
+        );
+        assert_eq!(
+            menu.handle_action(Action::PopupClose, false),
+            SlashOutcome::Close
+        );
+        menu.sync(Some("zz"));
+        assert!(!menu.is_open(), "stays dismissed for the same query");
+        menu.sync(None);
+        menu.sync(Some("zz"));
+        assert!(menu.is_open());
+    }
+}

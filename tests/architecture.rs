@@ -1,0 +1,517 @@
+//! The layers of the crate, kept by a test instead of by review.
+//!
+//! Bottom up: `session/` (the log, the store, `SessionQuery`) knows nothing above it;
+//! `reference/` and `agent/` use only `session/`; `discovery/` (the search index) uses
+//! `session/` and the reference projection; `tui/` uses those four but never the command line; `cli/` wires everything; nothing reaches the binary (`main.rs`). The neutral root
+//! modules (`escape`, `test_rng`) sit below every layer and anyone may use them; `demo` (the
+//! embedded demo home) is for the front ends only.
+//!
+//! The checker reads every `src/**/*.rs`, drops comments and string literals, and resolves each
+//! `crate::…` path (grouped `use crate::{a, b}` included) and each `super::…` chain that climbs
+//! out of its layer to the top-level module it names. Invariant: a source tree passes only when
+//! no file names a module its layer may not use. Proof: `the_crate_keeps_its_layers` on the real
+//! tree, and `planted_violations_are_caught` on in-memory trees (one per forbidden edge, plus the
+//! two the tree had before the command implementations moved to `cli/`).
+//!
+//! `DSH_ARCH_ROOT=<dir>` checks `<dir>/src` instead of this crate's (to show an old tree fails).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The top-level modules of the library that have a layer.
+const LAYERS: &[&str] = &["session", "reference", "agent", "discovery", "tui", "cli"];
+/// Root modules below every layer.
+const NEUTRAL: &[&str] = &["escape", "test_rng"];
+
+/// Which top-level modules a layer may name besides itself and the neutral ones.
+fn allowed(layer: &str) -> &'static [&'static str] {
+    match layer {
+        "session" => &[],
+        "reference" | "agent" => &["session"],
+        // Discovery indexes what the store serves, projected as references project it.
+        "discovery" => &["session", "reference"],
+        "tui" => &["session", "reference", "agent", "discovery", "demo"],
+        "cli" => &["session", "reference", "agent", "discovery", "tui", "demo"],
+        // `demo` and the other root modules: only the neutral ones.
+        _ => &[],
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Violation {
+    file: String,
+    line: usize,
+    from: String,
+    to: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}: the {} layer names `{}`, which it may not use",
+            self.file, self.line, self.from, self.to
+        )
+    }
+}
+
+/// The module path of a file relative to `src/` (`session/external/mod.rs` → `session::external`).
+/// `None` for the binary's root.
+fn module_path(relative: &str) -> Option<Vec<String>> {
+    let trimmed = relative.strip_suffix(".rs")?;
+    let mut parts: Vec<String> = trimmed.split('/').map(str::to_string).collect();
+    match parts.last().map(String::as_str) {
+        Some("mod") => {
+            parts.pop();
+        }
+        Some("lib") if parts.len() == 1 => parts.clear(),
+        Some("main") if parts.len() == 1 => return None,
+        _ => {}
+    }
+    Some(parts)
+}
+
+/// `source` with comments and the contents of string and char literals blanked (line breaks
+/// kept, so line numbers still hold).
+fn code_only(source: &str) -> String {
+    let bytes = source.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    let blank = |b: u8| if b == b'\n' { b'\n' } else { b' ' };
+    while i < bytes.len() {
+        let rest = &bytes[i..];
+        if rest.starts_with(b"//") {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                out.push(b' ');
+                i += 1;
+            }
+        } else if rest.starts_with(b"/*") {
+            let mut depth = 0usize;
+            while i < bytes.len() {
+                if bytes[i..].starts_with(b"/*") {
+                    depth += 1;
+                    out.extend_from_slice(b"  ");
+                    i += 2;
+                } else if bytes[i..].starts_with(b"*/") {
+                    depth -= 1;
+                    out.extend_from_slice(b"  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(bytes[i]));
+                    i += 1;
+                }
+            }
+        } else if let Some(len) = raw_string_opening(rest) {
+            // r"…", r#"…"#, br#"…"#: ends at a quote followed by as many hashes.
+            let hashes = len - rest.iter().take(len).filter(|&&b| b != b'#').count();
+            out.extend(std::iter::repeat_n(b' ', len));
+            i += len;
+            let mut close = vec![b'"'];
+            close.extend(std::iter::repeat_n(b'#', hashes));
+            while i < bytes.len() && !bytes[i..].starts_with(&close) {
+                out.push(blank(bytes[i]));
+                i += 1;
+            }
+            let end = close.len().min(bytes.len() - i);
+            out.extend(std::iter::repeat_n(b' ', end));
+            i += end;
+        } else if bytes[i] == b'"' {
+            out.push(b' ');
+            i += 1;
+            while i < bytes.len() && bytes[i] != b'"' {
+                let step = if bytes[i] == b'\\' { 2 } else { 1 };
+                for _ in 0..step.min(bytes.len() - i) {
+                    out.push(blank(bytes[i]));
+                    i += 1;
+                }
+            }
+            if i < bytes.len() {
+                out.push(b' ');
+                i += 1;
+            }
+        } else if bytes[i] == b'\'' && char_literal_len(rest).is_some() {
+            let len = char_literal_len(rest).unwrap_or(1);
+            out.extend(std::iter::repeat_n(b' ', len));
+            i += len;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The length of a raw string's opening (`r"`, `r##"`, `br#"`), if `rest` starts one that is
+/// not the tail of an identifier.
+fn raw_string_opening(rest: &[u8]) -> Option<usize> {
+    let start = if rest.starts_with(b"br") {
+        2
+    } else if rest.starts_with(b"r") {
+        1
+    } else {
+        return None;
+    };
+    let hashes = rest[start..].iter().take_while(|&&b| b == b'#').count();
+    (rest.get(start + hashes) == Some(&b'"')).then_some(start + hashes + 1)
+}
+
+/// The length of a char literal (`'a'`, `'\n'`, `'\u{1F600}'`, `'"'`) at the start of `rest`;
+/// `None` for a lifetime.
+fn char_literal_len(rest: &[u8]) -> Option<usize> {
+    let text = std::str::from_utf8(&rest[..rest.len().min(16)])
+        .unwrap_or_else(|e| std::str::from_utf8(&rest[..e.valid_up_to()]).unwrap_or_default());
+    let mut chars = text.char_indices().skip(1);
+    let (_, first) = chars.next()?;
+    if first == '\\' {
+        let close = text[2..].find('\'')?;
+        return Some(close + 3);
+    }
+    let (at, next) = chars.next()?;
+    (next == '\'').then_some(at + 1)
+}
+
+fn is_ident(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// The top-level modules named by `crate::` paths and by `super::` chains that climb to the
+/// crate root, each with its line number.
+fn named_modules(code: &str, module: &[String]) -> Vec<(usize, String)> {
+    let bytes = code.as_bytes();
+    let mut found = Vec::new();
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    let mut i = 0;
+    while i < bytes.len() {
+        let starts_word = i == 0 || !is_ident(bytes[i - 1]) && bytes[i - 1] != b':';
+        if starts_word && bytes[i..].starts_with(b"crate") && after_ident(bytes, i + 5) {
+            let path_at = skip_space(bytes, i + 5);
+            if bytes[path_at..].starts_with(b"::") {
+                for name in path_heads(bytes, skip_space(bytes, path_at + 2)) {
+                    found.push((line_of(i), name));
+                }
+            }
+            i += 5;
+        } else if starts_word && bytes[i..].starts_with(b"super") && after_ident(bytes, i + 5) {
+            // Count the chain: super::super::x climbs two levels from this file's module.
+            let mut depth = 0;
+            let mut at = i;
+            while bytes[at..].starts_with(b"super") && after_ident(bytes, at + 5) {
+                let next = skip_space(bytes, at + 5);
+                if !bytes[next..].starts_with(b"::") {
+                    break;
+                }
+                depth += 1;
+                at = skip_space(bytes, next + 2);
+            }
+            if depth > 0 {
+                let remaining = module.len().saturating_sub(depth);
+                if remaining == 0 {
+                    for name in path_heads(bytes, at) {
+                        found.push((line_of(i), name));
+                    }
+                }
+            }
+            i = at.max(i + 5);
+        } else {
+            i += 1;
+        }
+    }
+    found
+}
+
+fn after_ident(bytes: &[u8], at: usize) -> bool {
+    bytes.get(at).is_none_or(|&b| !is_ident(b))
+}
+
+fn skip_space(bytes: &[u8], mut at: usize) -> usize {
+    while at < bytes.len() && bytes[at].is_ascii_whitespace() {
+        at += 1;
+    }
+    at
+}
+
+/// The first segment of the path at `at`, or every first segment of a `{a, b::c, d}` group.
+fn path_heads(bytes: &[u8], at: usize) -> Vec<String> {
+    if bytes.get(at) == Some(&b'{') {
+        let mut heads = Vec::new();
+        let mut depth = 0usize;
+        let mut expect_head = true;
+        let mut i = at;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'{' => {
+                    depth += 1;
+                    expect_head = depth == 1;
+                    i += 1;
+                }
+                b'}' => {
+                    depth -= 1;
+                    i += 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                b',' => {
+                    expect_head = depth == 1;
+                    i += 1;
+                }
+                b if is_ident(b) => {
+                    let start = i;
+                    while i < bytes.len() && is_ident(bytes[i]) {
+                        i += 1;
+                    }
+                    if expect_head {
+                        heads.push(String::from_utf8_lossy(&bytes[start..i]).into_owned());
+                        expect_head = false;
+                    }
+                }
+                _ => i += 1,
+            }
+        }
+        return heads;
+    }
+    let start = at;
+    let mut end = at;
+    while end < bytes.len() && is_ident(bytes[end]) {
+        end += 1;
+    }
+    if end == start {
+        return Vec::new();
+    }
+    vec![String::from_utf8_lossy(&bytes[start..end]).into_owned()]
+}
+
+/// Every layer violation in `files` (paths relative to `src/`, with their sources).
+fn check(files: &[(String, String)]) -> Vec<Violation> {
+    let mut violations = BTreeSet::new();
+    for (relative, source) in files {
+        let code = code_only(source);
+        let Some(module) = module_path(relative) else {
+            continue; // The binary's root wires everything.
+        };
+        // Nothing pulls in the binary's root: no `mod main`, no `#[path]` or `include!` of it.
+        for (index, (code_line, raw_line)) in code.lines().zip(source.lines()).enumerate() {
+            let names_main = code_line
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .windows(2)
+                .any(|w| w[0] == "mod" && w[1].trim_end_matches([';', '{']) == "main")
+                || ((code_line.contains("#[path") || code_line.contains("include!"))
+                    && raw_line.contains("main.rs"));
+            if names_main {
+                violations.insert(Violation {
+                    file: relative.clone(),
+                    line: index + 1,
+                    from: module.first().cloned().unwrap_or_else(|| "crate".into()),
+                    to: "main".into(),
+                });
+            }
+        }
+        let Some(top) = module.first() else {
+            continue; // lib.rs declares the modules.
+        };
+        let layer = top.as_str();
+        for (line, name) in named_modules(&code, &module) {
+            let ok = name == layer
+                || NEUTRAL.contains(&name.as_str())
+                || allowed(layer).contains(&name.as_str())
+                || !(LAYERS.contains(&name.as_str()) || name == "demo");
+            if !ok {
+                violations.insert(Violation {
+                    file: relative.clone(),
+                    line,
+                    from: layer.to_string(),
+                    to: name,
+                });
+            }
+        }
+    }
+    violations.into_iter().collect()
+}
+
+fn read_tree(src: &Path) -> Vec<(String, String)> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+            .map(|entry| entry.expect("directory entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let relative = path
+                    .strip_prefix(root)
+                    .expect("under src")
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                let source = std::fs::read_to_string(&path)
+                    .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+                out.push((relative, source));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(src, src, &mut files);
+    files
+}
+
+#[test]
+fn the_crate_keeps_its_layers() {
+    let root = std::env::var_os("DSH_ARCH_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let files = read_tree(&root.join("src"));
+    assert!(
+        files.iter().any(|(p, _)| p == "session/store.rs"),
+        "the checker must see the session layer"
+    );
+    let violations = check(&files);
+    let report: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    assert!(
+        report.is_empty(),
+        "layer violations:\n{}",
+        report.join("\n")
+    );
+}
+
+fn tree(files: &[(&str, &str)]) -> Vec<(String, String)> {
+    files
+        .iter()
+        .map(|(p, s)| (p.to_string(), s.to_string()))
+        .collect()
+}
+
+fn edges(files: &[(&str, &str)]) -> Vec<(String, String)> {
+    check(&tree(files))
+        .into_iter()
+        .map(|v| (v.file, v.to))
+        .collect()
+}
+
+#[test]
+fn planted_violations_are_caught() {
+    let pair = |f: &str, t: &str| (f.to_string(), t.to_string());
+    // The two edges the tree had before the command implementations moved to `cli/`.
+    assert_eq!(
+        edges(&[("session/commands.rs", "use crate::tui::escape;\n")]),
+        vec![pair("session/commands.rs", "tui")]
+    );
+    assert_eq!(
+        edges(&[(
+            "reference/commands.rs",
+            "use super::json::stringify;\nuse crate::cli::{Command, MentionCommand};\n"
+        )]),
+        vec![pair("reference/commands.rs", "cli")]
+    );
+    // One per forbidden direction.
+    let planted = [
+        (
+            "session/store.rs",
+            "fn f() { crate::reference::uri::x(); }",
+            "reference",
+        ),
+        ("session/writer.rs", "use crate::agent::Agent;", "agent"),
+        (
+            "reference/service.rs",
+            "use crate::agent::AgentEvent;",
+            "agent",
+        ),
+        (
+            "agent/runtime.rs",
+            "use crate::reference::Candidate;",
+            "reference",
+        ),
+        ("agent/mod.rs", "pub use crate::tui::mount;", "tui"),
+        ("tui/app.rs", "use crate::cli::TuiArgs;", "cli"),
+        ("reference/render.rs", "use crate::demo::DEMO_HOME;", "demo"),
+        ("escape.rs", "use crate::session::Record;", "session"),
+    ];
+    for (file, source, to) in planted {
+        assert_eq!(edges(&[(file, source)]), vec![pair(file, to)], "{source}");
+    }
+    // Grouped imports, spaced paths and `super` chains that climb out of the layer.
+    assert_eq!(
+        edges(&[(
+            "session/external/claude.rs",
+            "use crate::{escape, session::format, tui::{app, popup}};\n"
+        )]),
+        vec![pair("session/external/claude.rs", "tui")]
+    );
+    assert_eq!(
+        edges(&[("agent/hooks.rs", "use crate :: tui::text;")]),
+        vec![pair("agent/hooks.rs", "tui")]
+    );
+    assert_eq!(
+        edges(&[(
+            "session/external/codex.rs",
+            "use super::super::format::Record;\nuse super::super::super::tui::app;\n"
+        )]),
+        vec![pair("session/external/codex.rs", "tui")]
+    );
+    // Nothing reaches the binary.
+    assert_eq!(
+        edges(&[("tui/mod.rs", "#[path = \"../main.rs\"]\nmod entry;")]),
+        vec![pair("tui/mod.rs", "main")]
+    );
+    assert_eq!(
+        edges(&[("cli/mod.rs", "include!(\"../main.rs\");")]),
+        vec![pair("cli/mod.rs", "main")]
+    );
+    assert_eq!(
+        edges(&[("tui/mod.rs", "mod main;")]),
+        vec![pair("tui/mod.rs", "main")]
+    );
+}
+
+#[test]
+fn allowed_edges_comments_and_strings_pass() {
+    let clean = [
+        (
+            "session/commands.rs",
+            "use crate::escape;\nuse crate::test_rng::TestRng;\n",
+        ),
+        (
+            "reference/service.rs",
+            "use crate::session::SessionQuery;\nuse super::uri;\n",
+        ),
+        (
+            "agent/runtime.rs",
+            "use crate::session::{DiskStore, SessionWriter};",
+        ),
+        (
+            "tui/mount.rs",
+            "use crate::{agent::Agent, reference::Candidate, session::Record};",
+        ),
+        (
+            "cli/exec.rs",
+            "use crate::tui::mount::SessionReferenceMount;\nuse crate::demo;",
+        ),
+        ("main.rs", "use dsh_session_references::cli::Cli;"),
+        ("lib.rs", "pub mod cli;\npub mod tui;"),
+        (
+            "session/skim.rs",
+            "//! Unlike [`crate::tui::text`], this is pure.\n/* crate::cli */\n\
+             const S: &str = \"crate::tui::x\";\nconst R: &str = r#\"crate::agent\"#;\n\
+             fn f<'a>(x: &'a str) -> char { let _ = x; '\"' }\nuse crate::session::format;\n",
+        ),
+    ];
+    assert!(edges(&clean).is_empty(), "{:?}", edges(&clean));
+    // A `super` chain inside the layer stays inside it.
+    assert!(edges(&[(
+        "session/external/scan.rs",
+        "use super::super::store::DiskStore;"
+    )])
+    .is_empty());
+}
+
+#[test]
+fn line_numbers_survive_blanking() {
+    let source = "/* one\n two */\n// three\nconst S: &str = \"a\nb\";\nuse crate::tui::app;\n";
+    let found = check(&tree(&[("session/x.rs", source)]));
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].line, 6, "{}", found[0]);
+}
