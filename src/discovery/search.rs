@@ -53,6 +53,9 @@ pub struct SessionInfo {
     id_lower: String,
     own_start: usize,
     cwd_lower: Option<String>,
+    /// Which characters title, id and cwd hold ([`char_mask`]): a row whose fields lack one of
+    /// the query's characters cannot match in memory and is skipped without matching.
+    masks: [u64; 3],
 }
 
 /// A search request.
@@ -282,8 +285,9 @@ impl Searcher {
             _ => None,
         };
         let mut matched_here: Vec<u32> = Vec::new();
+        let need = query_mask(text);
         let mut visit = |i: usize, info: &SessionInfo, m: &mut Matches, matcher: &mut Matcher| {
-            if text.is_empty() {
+            if text.is_empty() || info.masks.iter().all(|have| have & need != need) {
                 return;
             }
             let mut any = false;
@@ -419,6 +423,39 @@ impl Searcher {
     }
 }
 
+/// A set of the characters `text` holds, as bits: ASCII letters (case-folded) and digits one bit
+/// each, other ASCII characters sharing the rest. Text with any other character may match
+/// anything after normalization (`é` matches `e`), so it holds every bit.
+fn char_mask(text: &str) -> u64 {
+    let mut mask = 0u64;
+    for c in text.bytes() {
+        if !c.is_ascii() {
+            return u64::MAX;
+        }
+        mask |= 1 << char_bit(c);
+    }
+    mask
+}
+
+fn char_bit(c: u8) -> u32 {
+    match c.to_ascii_lowercase() {
+        c @ b'a'..=b'z' => u32::from(c - b'a'),
+        c @ b'0'..=b'9' => 26 + u32::from(c - b'0'),
+        c => 36 + u32::from(c) % 28,
+    }
+}
+
+/// The characters every in-memory match of `text` needs (whitespace only separates words);
+/// 0 (no filtering) for text outside plain ASCII or with escapes.
+fn query_mask(text: &str) -> u64 {
+    if !text.is_ascii() || text.contains('\\') {
+        return 0;
+    }
+    text.bytes()
+        .filter(|c| !c.is_ascii_whitespace())
+        .fold(0, |mask, c| mask | 1 << char_bit(c))
+}
+
 /// A one-line excerpt of at most 80 characters.
 fn short(text: &str) -> String {
     let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -448,11 +485,17 @@ fn load_rows(conn: &Connection, rowid: Option<i64>) -> rusqlite::Result<Vec<Sess
             id_lower: String::new(),
             own_start: 0,
             cwd_lower: None,
+            masks: [0; 3],
         })
         .map(|mut info: SessionInfo| {
             info.id_lower = info.id.to_lowercase();
             info.own_start = info.id_lower.find(':').map_or(0, |i| i + 1);
             info.cwd_lower = info.cwd.as_deref().map(str::to_lowercase);
+            info.masks = [
+                info.title.as_deref().map_or(0, char_mask),
+                char_mask(&info.id_lower),
+                info.cwd_lower.as_deref().map_or(0, char_mask),
+            ];
             info
         })
     };
@@ -630,6 +673,25 @@ mod tests {
         assert_eq!(cwd_match("/home/dev/parser", "parser"), 0.7);
         assert_eq!(cwd_match("/home/dev/parser", "dev"), 0.5);
         assert_eq!(cwd_match("/home/dev/parser", "web"), 0.0);
+    }
+
+    #[test]
+    fn character_masks_only_ever_let_matches_through() {
+        let need = query_mask("Dark m");
+        assert_eq!(need & char_mask("add a dark mode toggle"), need);
+        assert_ne!(need & char_mask("tokenizer"), need);
+        assert_eq!(
+            query_mask("résumé"),
+            0,
+            "non-ASCII queries are not filtered"
+        );
+        assert_eq!(
+            char_mask("café"),
+            u64::MAX,
+            "normalization may match anything"
+        );
+        assert_eq!(query_mask("a\\ b"), 0);
+        assert_eq!(query_mask(""), 0);
     }
 
     #[test]
