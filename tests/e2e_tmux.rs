@@ -1,75 +1,11 @@
 //! End to end: the real `dsh-refs` binary in tmux, typed at like a person, checked on disk.
 
+mod tmux_support;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-struct Tmux {
-    session: String,
-}
-
-impl Tmux {
-    fn start(name: &str, command: &str, width: u16, height: u16) -> Tmux {
-        let session = format!("dshrefs-e2e-{name}-{}", std::process::id());
-        let status = Command::new("tmux")
-            .args(["new-session", "-d", "-s", &session])
-            .args(["-x", &width.to_string(), "-y", &height.to_string()])
-            .arg(command)
-            .status()
-            .expect("tmux must be installed (CI installs it in .ci/run)");
-        assert!(status.success());
-        Tmux { session }
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
-            .args(["send-keys", "-t", &self.session])
-            .args(keys)
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// Types literal text.
-    fn type_text(&self, text: &str) {
-        let status = Command::new("tmux")
-            .args(["send-keys", "-t", &self.session, "-l", text])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .args(["capture-pane", "-t", &self.session, "-p"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn wait_for_screen(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if pred(&screen) {
-                return screen;
-            }
-            if start.elapsed() > Duration::from_secs(20) {
-                panic!("timed out waiting for {what}; screen:\n{screen}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.session])
-            .status();
-    }
-}
+use tmux_support::Tmux;
 
 fn write_source(home: &Path) {
     let dir = home.join("sessions/--proj-api--/src-session-1");

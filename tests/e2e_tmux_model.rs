@@ -2,68 +2,13 @@
 //! OpenAI-compatible server (the `ollama` preset: no key), typed at like a person.
 
 mod model_support;
+mod tmux_support;
 
 use model_support::{answer, chunked, delta, Part, Reply, Server};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
-
-struct Tmux {
-    session: String,
-}
-
-impl Tmux {
-    fn start(command: &str) -> Tmux {
-        let session = format!("dshrefs-e2e-model-{}", std::process::id());
-        let status = Command::new("tmux")
-            .args(["new-session", "-d", "-s", &session, "-x", "120", "-y", "30"])
-            .arg(command)
-            .status()
-            .expect("tmux must be installed (CI installs it in .ci/run)");
-        assert!(status.success());
-        Tmux { session }
-    }
-
-    fn send(&self, args: &[&str]) {
-        let status = Command::new("tmux")
-            .args(["send-keys", "-t", &self.session])
-            .args(args)
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .args(["capture-pane", "-t", &self.session, "-p"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if pred(&screen) {
-                return screen;
-            }
-            if start.elapsed() > Duration::from_secs(20) {
-                panic!("timed out waiting for {what}; screen:\n{screen}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.session])
-            .status();
-    }
-}
+use std::time::Duration;
+use tmux_support::Tmux;
 
 fn log_records(home: &Path) -> Vec<Value> {
     fn find(dir: &Path) -> Option<PathBuf> {
@@ -110,23 +55,23 @@ fn chat_with_a_loopback_model_then_interrupt_it() {
         home.path().display(),
         server.base_url()
     );
-    let tmux = Tmux::start(&command);
-    tmux.wait_for("the composer and the model", |s| {
+    let tmux = Tmux::start("model", &command, 120, 30);
+    tmux.wait_for_screen("the composer and the model", |s| {
         s.contains("type @ to reference") && s.contains("ollama/e2e-model")
     });
-    tmux.send(&["-l", "hello model"]);
-    tmux.send(&["Enter"]);
-    let screen = tmux.wait_for("the answer", |s| {
+    tmux.type_text("hello model");
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for_screen("the answer", |s| {
         s.contains("Hello from the loopback model.") && s.contains("idle")
     });
     assert!(screen.contains("thinking · 2 words"), "{screen}");
     assert!(screen.contains("ctx 120"), "{screen}");
 
-    tmux.send(&["-l", "tell me more"]);
-    tmux.send(&["Enter"]);
-    tmux.wait_for("the partial answer", |s| s.contains("Partial reply"));
-    tmux.send(&["Escape"]);
-    let screen = tmux.wait_for("the interruption", |s| s.contains("reply interrupted"));
+    tmux.type_text("tell me more");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_screen("the partial answer", |s| s.contains("Partial reply"));
+    tmux.keys(&["Escape"]);
+    let screen = tmux.wait_for_screen("the interruption", |s| s.contains("reply interrupted"));
     assert!(screen.contains("Partial reply"), "{screen}");
     assert!(rt.block_on(server.wait_disconnect(Duration::from_secs(5))));
 

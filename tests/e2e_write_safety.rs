@@ -2,95 +2,11 @@
 //! as it was (a repeated seq, a torn tail just written), and a second TUI on a session keeps its
 //! typed text until it may write, then takes the session over.
 
+mod tmux_support;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-struct Tmux {
-    session: String,
-}
-
-impl Tmux {
-    fn start(name: &str, command: &str) -> Tmux {
-        let session = format!("dshrefs-write-{name}-{}", std::process::id());
-        let status = Command::new("tmux")
-            .args(["new-session", "-d", "-s", &session, "-x", "120", "-y", "30"])
-            .arg(command)
-            .status()
-            .expect("tmux must be installed (CI installs it in .ci/run)");
-        assert!(status.success());
-        Tmux { session }
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
-            .args(["send-keys", "-t", &self.session])
-            .args(keys)
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    fn type_text(&self, text: &str) {
-        self.keys(&["-l", text]);
-    }
-
-    fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .args(["capture-pane", "-t", &self.session, "-p"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn wait_for_screen(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if pred(&screen) {
-                return screen;
-            }
-            if start.elapsed() > Duration::from_secs(20) {
-                panic!("timed out waiting for {what}; screen:\n{screen}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn alive(&self) -> bool {
-        Command::new("tmux")
-            .args(["has-session", "-t", &self.session])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .unwrap()
-            .success()
-    }
-
-    /// Ctrl-C twice (an idle, empty composer), then waits for the process to end.
-    fn quit(&self) {
-        self.keys(&["C-c"]);
-        std::thread::sleep(Duration::from_millis(100));
-        self.keys(&["C-c"]);
-        let start = Instant::now();
-        while self.alive() {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "dsh-refs did not quit; screen:\n{}",
-                self.screen()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.session])
-            .stderr(std::process::Stdio::null())
-            .status();
-    }
-}
+use tmux_support::Tmux;
 
 fn command(home: &Path, id: &str) -> String {
     format!(
@@ -158,7 +74,7 @@ fn resume_then_quit_keeps_every_byte() {
     );
     for (id, path, shown) in [("dup", &dup, "Read-only"), ("torn", &torn, "hello")] {
         let before = std::fs::read(path).unwrap();
-        let tmux = Tmux::start(id, &command(home.path(), id));
+        let tmux = Tmux::start(id, &command(home.path(), id), 120, 30);
         tmux.wait_for_screen("the resumed session", |s| s.contains(shown));
         tmux.quit();
         assert_eq!(std::fs::read(path).unwrap(), before, "{id}: resume + quit");
@@ -170,9 +86,9 @@ fn a_second_tui_keeps_its_text_then_takes_over() {
     let home = tempfile::tempdir().unwrap();
     let log = header("shared") + &turn_start(0, 1) + &user(1, "first question") + &turn_end(2, 1);
     let path = place(home.path(), "shared", log.as_bytes());
-    let first = Tmux::start("first", &command(home.path(), "shared"));
+    let first = Tmux::start("first", &command(home.path(), "shared"), 120, 30);
     first.wait_for_screen("the first TUI", |s| s.contains("first question"));
-    let second = Tmux::start("second", &command(home.path(), "shared"));
+    let second = Tmux::start("second", &command(home.path(), "shared"), 120, 30);
     second.wait_for_screen("the read-only notice", |s| s.contains("Read-only"));
     second.type_text("typed in the second");
     second.keys(&["Enter"]);

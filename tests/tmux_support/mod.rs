@@ -1,5 +1,7 @@
 //! The real `dsh-refs` binary in a tmux pane: start it, type at it, read the screen.
-//! Shared by the end-to-end tests that need only these basics.
+//! Shared by the end-to-end tests (each test binary uses the part it needs).
+
+#![allow(dead_code)]
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -47,6 +49,32 @@ impl Tmux {
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Whether the pane's program still runs (the tmux session ends with it).
+    pub fn alive(&self) -> bool {
+        Command::new("tmux")
+            .args(["has-session", "-t", &self.session])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+    }
+
+    /// Ctrl-C twice (an idle, empty composer), then waits for the program to end.
+    pub fn quit(&self) {
+        self.keys(&["C-c"]);
+        std::thread::sleep(Duration::from_millis(100));
+        self.keys(&["C-c"]);
+        let start = Instant::now();
+        while self.alive() {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "dsh-refs did not quit; screen:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Polls the screen until `pred` holds; panics with the screen after 20 s.
