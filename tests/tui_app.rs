@@ -646,3 +646,29 @@ async fn the_popup_previews_the_highlighted_session() {
     app.handle(key(KeyCode::Esc));
     assert!(!screen(&app).contains("preview · "));
 }
+
+/// A multi-line message reads as one line in the preview: breaks become spaces, not escapes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_preview_reads_line_breaks_as_spaces() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("sessions/--proj-api--/multi-line-1");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lines = [
+        r#"{"type":"session","version":0,"id":"multi-line-1","createdAt":1780000000000,"cwd":"/proj/api","delegationDepth":0}"#,
+        r#"{"type":"turn/start","seq":0,"time":1780000000001,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}"#,
+        r#"{"type":"user/message","seq":1,"time":1780000000002,"data":{"content":[{"type":"text","text":"List the steps."}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#,
+        r#"{"type":"assistant/message","seq":2,"time":1780000000004,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[{"type":"text","text":"Fixed.\n\n- first step\n- second step"}],"source":{"kind":"model","provider":"p","model":"m"},"id":"a1"}},"surfaceOp":"append"}"#,
+        r#"{"type":"turn/end","seq":3,"time":1780000000005,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    ];
+    std::fs::write(dir.join("session.jsonl"), lines.join("\n") + "\n").unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("see @multi-li") {
+        app.handle(event);
+    }
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("assistant: Fixed. - first step - second step")
+    })
+    .await;
+    assert!(!screen(&app).contains("\\x0A"));
+}

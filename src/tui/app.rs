@@ -839,9 +839,11 @@ impl App {
                 );
                 line.push(": ", super::style::dim());
             }
-            // One row per message: its text on one line, cut to the width.
+            // One row per message: its text on one line (line breaks and runs of blanks read as
+            // one space, not as escapes), cut to the width.
+            let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
             line.push_untrusted(
-                text,
+                &one_line,
                 super::escape::EscapeMode::SingleLine,
                 super::style::dim(),
             );
