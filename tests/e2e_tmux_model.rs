@@ -45,6 +45,10 @@ fn chat_with_a_loopback_model_then_interrupt_it() {
             &["Hello ", "from the loopback model."],
         ))),
         Reply::sse(hanging),
+        Reply::sse(chunked(&answer(
+            &["Switching."],
+            &["Now on the other model."],
+        ))),
     ]));
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
@@ -98,4 +102,29 @@ fn chat_with_a_loopback_model_then_interrupt_it() {
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[0].authorization, None, "ollama needs no key");
+
+    // `/model NAME` reopens this session with the provider's other model; the next request
+    // logs a change header and goes to that model.
+    tmux.type_text("/model e2e-other");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_screen("the switch", |s| s.contains("Model: ollama/e2e-other"));
+    tmux.type_text("and now?");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_screen("the answer of the other model", |s| {
+        s.contains("Now on the other model.") && s.contains("idle")
+    });
+    let records = log_records(home.path());
+    let headers: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["type"] == "request/header")
+        .collect();
+    assert_eq!(headers.len(), 2, "one log, continued: {headers:?}");
+    assert_eq!(headers[1]["data"]["reason"], "change");
+    assert_eq!(
+        headers[1]["data"]["header"]["config"],
+        json!({"provider": "ollama", "model": "e2e-other"})
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2].body["model"], "e2e-other");
 }

@@ -133,6 +133,8 @@ struct BadgeSlot {
 pub enum NextSession {
     New,
     Resume(String),
+    /// `/model NAME`: this session again, with the configured provider's model `NAME`.
+    Model(String),
 }
 
 /// The app state: pure enough to drive from tests with a `TestBackend`.
@@ -568,14 +570,19 @@ impl App {
                 "Usage: /resume ID (/sessions lists them; @ finds one by id or cwd)",
             ),
             Command::Resume => self.resolve_resume(arg),
-            Command::Model => self.transcript.push_notice(
+            Command::Model if arg.is_empty() => self.transcript.push_notice(
                 NoticeLevel::Info,
                 format!(
-                    "Model: {}. To change it, set the [provider] table of config.toml in the \
-                     home, or start with --provider NAME [--model M]",
+                    "Model: {}. /model NAME switches this session to another model of the \
+                     provider; the [provider] table of config.toml in the home or --provider \
+                     NAME changes the provider",
                     self.model
                 ),
             ),
+            Command::Model => {
+                self.next = Some(NextSession::Model(arg.to_string()));
+                self.should_quit = true;
+            }
             Command::Sessions => {
                 let mount = self.mount.clone();
                 let tx = self.tx.clone();
@@ -1257,6 +1264,8 @@ pub struct Wiring {
     pub model_label: String,
     /// The keys (the standard ones, or with the user's `[keys]` overrides).
     pub keymap: Arc<Keymap>,
+    /// The configuration the model came from, when known (`/model` derives another from it).
+    pub choice: Option<ModelChoice>,
 }
 
 impl Wiring {
@@ -1268,6 +1277,7 @@ impl Wiring {
             model,
             model_label: label,
             keymap: Arc::new(Keymap::standard()),
+            choice: None,
         }
     }
 
@@ -1275,7 +1285,29 @@ impl Wiring {
     pub fn for_choice(options: &AppOptions, choice: &ModelChoice) -> Result<Wiring, AppError> {
         let (model, label) =
             crate::agent::model_for(choice, options.offline_delay).map_err(AppError::Other)?;
-        Ok(Wiring::new(&options.home, model, label))
+        let mut wiring = Wiring::new(&options.home, model, label);
+        wiring.choice = Some(choice.clone());
+        Ok(wiring)
+    }
+
+    /// The same wiring with the configured provider's model `name` (SPEC §7: the next request
+    /// logs a `request/header` with reason `change`). The offline model has no other models.
+    pub fn with_model(&self, options: &AppOptions, name: &str) -> Result<Wiring, String> {
+        let Some(ModelChoice::Remote(settings)) = &self.choice else {
+            return Err(
+                "the offline model has no other models: configure a provider \
+                        (--provider NAME, or the [provider] table of config.toml)"
+                    .to_string(),
+            );
+        };
+        let mut settings = settings.clone();
+        settings.model = name.to_string();
+        let choice = ModelChoice::Remote(settings);
+        let mut wiring = Wiring::for_choice(options, &choice).map_err(|e| e.to_string())?;
+        wiring.keymap = self.keymap.clone();
+        wiring.store = self.store.clone();
+        wiring.live = self.live.clone();
+        Ok(wiring)
     }
 }
 
@@ -1291,6 +1323,7 @@ pub fn build(
         model,
         model_label,
         keymap,
+        choice: _,
     } = wiring;
     let mut resumed_log = None;
     let (agent, history) = match &options.resume {
@@ -1420,7 +1453,7 @@ pub async fn run_loop<B: Backend>(
 /// Opens the TUI on the real terminal with what `wiring` provides; `/new` and `/resume` open
 /// the next session on the same terminal. Answers the id of the last session it ran (to tell
 /// the user how to come back to it).
-pub async fn run_terminal(mut options: AppOptions, wiring: Wiring) -> Result<String, AppError> {
+pub async fn run_terminal(mut options: AppOptions, mut wiring: Wiring) -> Result<String, AppError> {
     terminal::install_panic_hook();
     // Discovery indexes on its own thread from now on; it stops when the TUI returns.
     let discovery = crate::discovery::Discovery::for_home(&options.home, &options.sources);
@@ -1432,6 +1465,7 @@ pub async fn run_terminal(mut options: AppOptions, wiring: Wiring) -> Result<Str
     let input: Arc<std::sync::Mutex<Option<mpsc::UnboundedSender<AppEvent>>>> =
         Arc::new(std::sync::Mutex::new(None));
     let mut notice: Option<String> = None;
+    let mut info: Option<String> = None;
     let mut guard = None;
     let mut term: Option<Terminal<ratatui::backend::CrosstermBackend<std::io::Stdout>>> = None;
     loop {
@@ -1450,6 +1484,9 @@ pub async fn run_terminal(mut options: AppOptions, wiring: Wiring) -> Result<Str
         };
         if let Some(text) = notice.take() {
             app.transcript.push_notice(NoticeLevel::Error, text);
+        }
+        if let Some(text) = info.take() {
+            app.transcript.push_notice(NoticeLevel::Info, text);
         }
         let session_id = app.agent.info().session_id.clone();
         app.set_discovery(discovery.clone());
@@ -1501,6 +1538,18 @@ pub async fn run_terminal(mut options: AppOptions, wiring: Wiring) -> Result<Str
         match run_loop(terminal, app, rx).await? {
             Some(NextSession::New) => options.resume = None,
             Some(NextSession::Resume(id)) => options.resume = Some(id),
+            Some(NextSession::Model(name)) => {
+                // The same session if it was written (a new one otherwise), with the new model.
+                let written = wiring.store.log_path(&session_id).is_ok();
+                options.resume = written.then(|| session_id.clone());
+                match wiring.with_model(&options, &name) {
+                    Ok(switched) => {
+                        wiring = switched;
+                        info = Some(format!("Model: {}", wiring.model_label));
+                    }
+                    Err(e) => notice = Some(format!("Could not switch to {name}: {e}")),
+                }
+            }
             None => return Ok(session_id),
         }
     }

@@ -34,8 +34,8 @@ pub const COMMANDS: &[(Command, &str, &str, &str)] = &[
     (
         Command::Model,
         "model",
-        "",
-        "the model and how to change it",
+        "[NAME]",
+        "show the model, or switch this session to NAME",
     ),
     (Command::Sessions, "sessions", "", "list recent sessions"),
     (Command::Quit, "quit", "", "leave"),
