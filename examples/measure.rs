@@ -337,18 +337,7 @@ async fn external(sessions: usize, rounds: usize) {
             queries.push(word[..end].to_string());
         }
     }
-    let mut samples = Vec::new();
-    for _ in 0..rounds {
-        for q in &queries {
-            let started = Instant::now();
-            let rows = service
-                .list_candidates(&agent, q, None, &cancel)
-                .await
-                .unwrap();
-            samples.push(started.elapsed());
-            std::hint::black_box(rows);
-        }
-    }
+    let mut samples = keystroke_times(&service, &agent, &queries, rounds).await;
     percentiles(
         &format!("warm per-keystroke list_candidates over {sessions} Claude + {sessions} Codex sessions (+ live)"),
         &mut samples,
@@ -444,18 +433,7 @@ async fn candidates(sessions: usize, rounds: usize, live: bool) {
         first.len()
     );
     let queries = typed_queries();
-    let mut samples = Vec::new();
-    for _ in 0..rounds {
-        for q in &queries {
-            let started = Instant::now();
-            let rows = service
-                .list_candidates(&agent, q, None, &cancel)
-                .await
-                .unwrap();
-            samples.push(started.elapsed());
-            std::hint::black_box(rows);
-        }
-    }
+    let mut samples = keystroke_times(&service, &agent, &queries, rounds).await;
     percentiles(
         &format!("warm per-keystroke list_candidates over {sessions} sessions (live={live})"),
         &mut samples,
@@ -792,4 +770,27 @@ fn hostile(case: Case, home: &std::path::Path, mb: u64) -> std::io::Result<()> {
         "/usr/bin/time -v {bin} --home {h} prepare --as agent --cwd /w \"$({bin} mention format src) what happened?\""
     );
     Ok(())
+}
+
+/// The time of each `list_candidates` call as a user types `queries`, `rounds` times over.
+async fn keystroke_times(
+    service: &SessionReferences,
+    agent: &AgentIdentity,
+    queries: &[String],
+    rounds: usize,
+) -> Vec<Duration> {
+    let cancel = CancellationToken::new();
+    let mut samples = Vec::new();
+    for _ in 0..rounds {
+        for q in queries {
+            let started = Instant::now();
+            let rows = service
+                .list_candidates(agent, q, None, &cancel)
+                .await
+                .unwrap();
+            samples.push(started.elapsed());
+            std::hint::black_box(rows);
+        }
+    }
+    samples
 }

@@ -6,6 +6,15 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tmux_support::Tmux;
+/// The shell command that starts the TUI in `workdir` on `home` (plain logs), with `extra` flags.
+fn tui_command(workdir: &Path, home: &Path, extra: &str) -> String {
+    format!(
+        "cd {} && {} --home {} --compression none {extra}",
+        workdir.display(),
+        env!("CARGO_BIN_EXE_dsh-refs"),
+        home.display()
+    )
+}
 
 fn write_source(home: &Path) {
     let dir = home.join("sessions/--proj-api--/src-session-1");
@@ -81,12 +90,7 @@ fn mention_a_session_idle_then_while_running() {
     let home = tempfile::tempdir().unwrap();
     write_source(home.path());
     let workdir = tempfile::tempdir().unwrap();
-    let command = format!(
-        "cd {} && {} --home {} --compression none --offline-delay-ms 120",
-        workdir.path().display(),
-        env!("CARGO_BIN_EXE_dsh-refs"),
-        home.path().display()
-    );
+    let command = tui_command(workdir.path(), home.path(), "--offline-delay-ms 120");
     let tmux = Tmux::start("main", &command, 110, 32);
     tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
 
@@ -201,12 +205,7 @@ fn keys_sent_with_enter_and_while_preparing_are_kept_and_emoji_edit_whole() {
     let home = tempfile::tempdir().unwrap();
     write_source(home.path());
     let workdir = tempfile::tempdir().unwrap();
-    let command = format!(
-        "cd {} && {} --home {} --compression none --offline-delay-ms 0",
-        workdir.path().display(),
-        env!("CARGO_BIN_EXE_dsh-refs"),
-        home.path().display()
-    );
+    let command = tui_command(workdir.path(), home.path(), "--offline-delay-ms 0");
     let tmux = Tmux::start("burst", &command, 110, 32);
     tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
 
@@ -263,12 +262,7 @@ fn slash_menu_help_overlay_and_ctrl_c_semantics() {
     let home = tempfile::tempdir().unwrap();
     write_source(home.path());
     let workdir = tempfile::tempdir().unwrap();
-    let command = format!(
-        "cd {} && {} --home {} --compression none",
-        workdir.path().display(),
-        env!("CARGO_BIN_EXE_dsh-refs"),
-        home.path().display()
-    );
+    let command = tui_command(workdir.path(), home.path(), "");
     let tmux = Tmux::start("slash", &command, 100, 30);
     tmux.wait_for_screen("the welcome header", |s| {
         s.contains("cross-session references") && s.contains("tip")
@@ -337,12 +331,7 @@ fn an_at_file_reaches_the_log() {
         "fn parse_leap_day() -> bool {\n    true\n}\n",
     )
     .unwrap();
-    let command = format!(
-        "cd {} && {} --home {} --compression none",
-        workdir.path().display(),
-        env!("CARGO_BIN_EXE_dsh-refs"),
-        home.path().display()
-    );
+    let command = tui_command(workdir.path(), home.path(), "");
     let tmux = Tmux::start("file", &command, 110, 32);
     tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
     // Picked from the popup's file rows, then sent.
@@ -381,12 +370,7 @@ fn a_badge_appears_when_a_mention_is_inserted() {
     let home = tempfile::tempdir().unwrap();
     write_source(home.path());
     let workdir = tempfile::tempdir().unwrap();
-    let command = format!(
-        "cd {} && {} --home {} --compression none",
-        workdir.path().display(),
-        env!("CARGO_BIN_EXE_dsh-refs"),
-        home.path().display()
-    );
+    let command = tui_command(workdir.path(), home.path(), "");
     let tmux = Tmux::start("badge", &command, 110, 32);
     tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
     tmux.type_text("compare @src-ses");
@@ -408,12 +392,7 @@ fn a_badge_appears_when_a_mention_is_inserted() {
 fn slash_new_then_slash_resume_on_the_same_terminal() {
     let home = tempfile::tempdir().unwrap();
     let workdir = tempfile::tempdir().unwrap();
-    let command = format!(
-        "cd {} && {} --home {} --compression none",
-        workdir.path().display(),
-        env!("CARGO_BIN_EXE_dsh-refs"),
-        home.path().display()
-    );
+    let command = tui_command(workdir.path(), home.path(), "");
     let tmux = Tmux::start("new", &command, 110, 32);
     tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
     tmux.type_text("the first session speaks");
