@@ -54,6 +54,7 @@ impl Shown {
         }
     }
 
+    /// Whether the character is shown as an escape (`\xNN` or `\u{XXXX}`), not as itself.
     pub fn is_escaped(self) -> bool {
         matches!(self, Shown::Hex(_) | Shown::Unicode(_))
     }

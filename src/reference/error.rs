@@ -9,12 +9,21 @@ use std::fmt;
 /// What went wrong, as a stable machine-readable code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
+    /// `SESSION_REFERENCE_INVALID_CONFIG`: a configuration value out of range (SPEC §3.1).
     InvalidConfig,
+    /// `SESSION_REFERENCE_INVALID_REFERENCE`: a malformed `dsh-session:` URI or mention, or a
+    /// candidate `limit` of 0.
     InvalidReference,
+    /// `SESSION_REFERENCE_SELF_REFERENCE`: a message mentions the agent's own session.
     SelfReference,
+    /// `SESSION_REFERENCE_TOO_MANY`: more distinct sessions than `max_references`.
     TooMany,
+    /// `SESSION_REFERENCE_READ_FAILED`: reading a source failed (the cause is the storage error).
     ReadFailed,
+    /// `SESSION_REFERENCE_BUDGET_EXCEEDED`: a source cannot fit in `max_reference_bytes` even
+    /// after retention; no context is returned.
     BudgetExceeded,
+    /// `SESSION_REFERENCE_CANCELLED`: the caller's cancellation token fired first.
     Cancelled,
 }
 
@@ -50,6 +59,7 @@ pub struct SessionReferenceError {
 }
 
 impl SessionReferenceError {
+    /// An error with `code` and a human message, without a cause.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         SessionReferenceError {
             code,
@@ -76,6 +86,7 @@ impl SessionReferenceError {
         Self::new(ErrorCode::Cancelled, format!("{what} was cancelled"))
     }
 
+    /// The code as an enum, for matching.
     pub fn kind(&self) -> ErrorCode {
         self.code
     }
@@ -110,6 +121,7 @@ impl std::error::Error for SessionReferenceError {
     }
 }
 
+/// The reference layer's result: [`SessionReferenceError`] unless said otherwise.
 pub type Result<T, E = SessionReferenceError> = std::result::Result<T, E>;
 
 #[cfg(test)]

@@ -20,15 +20,19 @@ use std::ops::Range;
 /// One reference found by [`parse_session_reference_text`], in order of appearance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ParsedReference {
+    /// `sessionId`: the decoded id.
     #[serde(rename = "sessionId")]
     pub session_id: String,
+    /// The label: an explicit mention's LABEL with its escapes removed, or a bare URI's id.
     pub label: String,
 }
 
 /// The readable text (`@label` in place of each mention) and the references in it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct ParsedText {
+    /// The text with each mention and bare URI replaced by `@` + its label.
     pub text: String,
+    /// One entry per match, in order of appearance; duplicates kept (the service dedupes).
     pub references: Vec<ParsedReference>,
 }
 

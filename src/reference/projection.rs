@@ -14,11 +14,14 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// A person: direct prompts, steering and compaction checkpoints.
     User,
+    /// The model: assistant text.
     Assistant,
 }
 
 impl Role {
+    /// The `role` string of the context JSON: `"user"` or `"assistant"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Role::User => "user",
@@ -30,7 +33,10 @@ impl Role {
 /// One projected message of a source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConversationItem {
+    /// Who spoke (`role` in the context JSON).
     pub role: Role,
+    /// The `text` blocks joined with `\n` (a prompt's display content when it carries baked
+    /// context); never empty.
     pub text: String,
     /// A compaction checkpoint: retention never drops it.
     pub checkpoint: bool,

@@ -12,7 +12,9 @@ use serde_json::{Map, Value};
 
 /// The heading line of the context message.
 pub const CONTEXT_HEADING: &str = "## Referenced sessions";
+/// The line that opens the JSON frame.
 pub const OPEN_TAG: &str = "<referenced-sessions>";
+/// The line that closes the JSON frame; no source text can spell it (every `<` is `\u003c`).
 pub const CLOSE_TAG: &str = "</referenced-sessions>";
 
 /// Our warning to the model about the snapshot that follows.
@@ -25,21 +27,26 @@ user repeats them.";
 /// `{role, text}` inside `conversation`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ConversationEntry {
+    /// `role`: `"user"` or `"assistant"`.
     pub role: Role,
+    /// `text`: the retained text (possibly cut in the middle, with the omitted-bytes note).
     pub text: String,
 }
 
 /// One source's data object, with keys in the §3.7 order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SourceData {
+    /// `sessionId`: the source's id.
     #[serde(rename = "sessionId")]
     pub session_id: String,
+    /// `label`: the mention's label (the id when the mention gave none).
     pub label: String,
     /// `null` when the source has no cwd.
     pub cwd: Option<String>,
     /// `null` for an empty log.
     #[serde(rename = "capturedThroughSeq")]
     pub captured_through_seq: Option<u64>,
+    /// `conversation`: the retained items, in surface order.
     pub conversation: Vec<ConversationEntry>,
 }
 
@@ -60,11 +67,17 @@ pub(crate) fn entry_size(role: Role, text: &str) -> usize {
 /// Retention statistics of one source (SPEC §3.6 step 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RetentionStats {
+    /// `compacted`: some projected item was a compaction checkpoint.
     pub compacted: bool,
+    /// `originalMessages`: items the projection gave, before retention.
     pub original_messages: usize,
+    /// `retainedMessages`: items in the rendered conversation (some may be cut).
     pub retained_messages: usize,
+    /// `omittedMessages`: items dropped whole by retention step 1.
     pub omitted_messages: usize,
+    /// `omittedBytes`: UTF-8 bytes of text left out, dropped items and cuts together.
     pub omitted_bytes: usize,
+    /// `truncated`: `omittedMessages > 0 || omittedBytes > 0`.
     pub truncated: bool,
 }
 

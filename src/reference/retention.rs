@@ -14,16 +14,22 @@ use super::render::{entry_size, ConversationEntry, RetentionStats, SourceData};
 /// Identity fields of a source's data object (everything but the conversation).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceMeta {
+    /// `sessionId` of the data object.
     pub session_id: String,
+    /// `label` of the data object.
     pub label: String,
+    /// `cwd` of the data object (`null` when `None`).
     pub cwd: Option<String>,
+    /// `capturedThroughSeq` of the data object (`null` for an empty log).
     pub captured_through_seq: Option<u64>,
 }
 
 /// A source after retention: the data object to render and its statistics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retained {
+    /// The data object as it fits under the budget.
     pub data: SourceData,
+    /// What retention did to it (the source's §3.9 metadata).
     pub stats: RetentionStats,
 }
 

@@ -31,11 +31,14 @@ use tokio_util::sync::CancellationToken;
 /// The session on whose behalf the service works.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentIdentity {
+    /// The agent's own session id: never a candidate, and mentioning it is `SELF_REFERENCE`.
     pub id: String,
+    /// The agent's working directory; sessions with the same cwd rank first. `None`: no cwd.
     pub cwd: Option<String>,
 }
 
 impl AgentIdentity {
+    /// The agent of session `id` working in `cwd`.
     pub fn new(id: impl Into<String>, cwd: Option<String>) -> Self {
         AgentIdentity { id: id.into(), cwd }
     }
@@ -44,11 +47,14 @@ impl AgentIdentity {
 /// One requested source, as mentioned (label defaults to the id).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReferenceInput {
+    /// The id of the session to snapshot.
     pub session_id: String,
+    /// The label the model sees for it; `None` means the id.
     pub label: Option<String>,
 }
 
 impl ReferenceInput {
+    /// A reference to `session_id`, labelled `label` (the id when `None`).
     pub fn new(session_id: impl Into<String>, label: Option<String>) -> Self {
         ReferenceInput {
             session_id: session_id.into(),
@@ -109,10 +115,12 @@ impl SessionReferences {
         })
     }
 
+    /// The configuration the service was built with (already validated).
     pub fn config(&self) -> &SessionReferenceConfig {
         &self.config
     }
 
+    /// The store the service reads sources and candidates from.
     pub fn query(&self) -> &Arc<dyn SessionQuery> {
         &self.query
     }

@@ -2,61 +2,126 @@
 
 use std::path::PathBuf;
 
+/// Every failure of the session layer: reading, listing, folding or writing a log. The
+/// `Display` text names the file (and line, or seq) and what was wrong; I/O causes are kept as
+/// the `source`.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
+    /// No session with this id is known to the store, the live sessions or the external sources.
     #[error("session not found: {id:?}")]
-    NotFound { id: String },
+    NotFound {
+        /// The id asked for, exactly as given.
+        id: String,
+    },
+    /// An operating-system error on a file or directory of the home.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory the failing call was about.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
+    /// A defect before the log's torn tail: a line that does not parse, a seq gap, a bad zstd
+    /// frame (SPEC §1.2). The valid prefix is not returned.
     #[error("{path}: line {line}: {reason}")]
     Corrupt {
+        /// The log file.
         path: PathBuf,
+        /// 1-based line of the logical (decompressed) JSON Lines text; the header is line 1.
         line: u64,
+        /// What was wrong with that line.
         reason: String,
     },
+    /// The header's `version` is not 0, the only dsh format version this build reads.
     #[error("{path}: unsupported session log version {version} (this build reads version 0)")]
-    UnsupportedVersion { path: PathBuf, version: u64 },
+    UnsupportedVersion {
+        /// The log file.
+        path: PathBuf,
+        /// The `version` the header carries.
+        version: u64,
+    },
+    /// Line 0 is not a `{"type":"session",…}` header this build can read (missing `id`, not
+    /// JSON, wrong `type`).
     #[error("{path}: invalid session header: {reason}")]
-    InvalidHeader { path: PathBuf, reason: String },
+    InvalidHeader {
+        /// The log file.
+        path: PathBuf,
+        /// What was wrong with the header line.
+        reason: String,
+    },
+    /// A `surfaceOp` the surface fold refuses (SPEC §1.5): a `replace` whose `start`/`end` seqs
+    /// are not current surface nodes in order, or whose `sourceEventSeqs` leave out a shadowed
+    /// node.
     #[error("{}session {id:?}: event seq {seq}: invalid surfaceOp: {reason}", log_location(.log))]
     InvalidSurfaceOp {
+        /// The session being folded.
         id: String,
+        /// The `seq` of the event carrying the bad `surfaceOp`.
         seq: u64,
+        /// What the fold found wrong.
         reason: String,
         /// The log file and 1-based line of the event, when it was read from one.
         log: Option<(PathBuf, u64)>,
     },
+    /// An id that cannot be stored (the empty id: `encodeSegment` has no directory for it).
     #[error("invalid session id {id:?}: {reason}")]
-    InvalidId { id: String, reason: String },
+    InvalidId {
+        /// The refused id.
+        id: String,
+        /// Why it cannot be stored.
+        reason: String,
+    },
+    /// Creating a session whose directory already holds a log (of either encoding); nothing
+    /// was written.
     #[error("session {id:?} already exists at {path}")]
-    AlreadyExists { id: String, path: PathBuf },
+    AlreadyExists {
+        /// The id of the session being created.
+        id: String,
+        /// The log file that is already there.
+        path: PathBuf,
+    },
     /// The writer refused to append (nothing was written): another writer is active, the log
     /// is damaged past its valid prefix, or it changed in a way this writer will not guess at.
     #[error("{path}: not written: {reason}")]
-    NotWritable { path: PathBuf, reason: String },
+    NotWritable {
+        /// The log file.
+        path: PathBuf,
+        /// Which of those it was, in words.
+        reason: String,
+    },
+    /// A reader gave up waiting for the shared lock on a log that a writer keeps locked (an
+    /// append batch in flight for longer than the wait).
     #[error(
         "{path}: session busy: another process has held its lock for over {} ms; try again",
         waited.as_millis()
     )]
     Busy {
+        /// The log file.
         path: PathBuf,
+        /// How long the reader waited before giving up.
         waited: std::time::Duration,
     },
     /// A scan that ended inside an unterminated line was asked to continue.
     #[error("{path}: a scan ending in an unterminated line cannot be resumed")]
-    UnresumableScan { path: PathBuf },
+    UnresumableScan {
+        /// The log file.
+        path: PathBuf,
+    },
     /// The log is shorter than the valid prefix read before: someone truncated it.
     #[error("{path}: the log shrank below its valid prefix")]
-    Shrank { path: PathBuf },
+    Shrank {
+        /// The log file.
+        path: PathBuf,
+    },
     /// A batch does not continue the log's seqs (nothing was written).
     #[error("{path}: cannot append seq {seq} where {expected} is next")]
     SeqGap {
+        /// The log file.
         path: PathBuf,
+        /// The first seq of the refused batch.
         seq: u64,
+        /// The seq the log needs next (one past its last record).
         expected: u64,
     },
     /// A new session asked for the other encoding than the home's logs have.
@@ -66,25 +131,37 @@ pub enum SessionError {
          that mixes them); leave the compression choice out to use the home's own"
     )]
     MixedEncoding {
+        /// The encoding asked for, in words with its file name (`"zstd (session.jsonl.zstd)"`).
         asked: &'static str,
+        /// The encoding the home's logs already have (`"zstd"` or `"uncompressed"`).
         held: &'static str,
+        /// The dsh home.
         home: PathBuf,
+        /// One log of the other encoding found there.
         example: PathBuf,
     },
     /// A blocking read or write task stopped before answering (it panicked or was cancelled).
     #[error("{what} failed: {source}")]
     TaskFailed {
+        /// The operation the task ran (`"store task"`, `"external session read"`).
         what: &'static str,
+        /// Why the task stopped.
         #[source]
         source: tokio::task::JoinError,
     },
     /// The log was let go (its agent was shut down) or its writer is gone.
     #[error("the session log is closed: {why}")]
-    Closed { why: &'static str },
+    Closed {
+        /// Which of the two, in words.
+        why: &'static str,
+    },
     /// A failure of a host's own [`super::SessionQuery`] implementation. This crate never
     /// returns it; hosts that have no closer variant use it.
     #[error("{0}")]
-    Other(String),
+    Other(
+        /// The host's message, shown as it is.
+        String,
+    ),
 }
 
 impl SessionError {
@@ -107,6 +184,7 @@ impl SessionError {
         }
     }
 
+    /// An [`SessionError::Io`] about `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         SessionError::Io {
             path: path.into(),
@@ -115,6 +193,7 @@ impl SessionError {
     }
 }
 
+/// The session layer's result: [`SessionError`] unless said otherwise.
 pub type Result<T, E = SessionError> = std::result::Result<T, E>;
 
 fn log_location(log: &Option<(PathBuf, u64)>) -> String {

@@ -20,7 +20,9 @@ use std::path::Path;
 /// Whether the last path component may be a symlink (to a regular file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Symlinks {
+    /// A symlink is followed; its target must be a regular file.
     Follow,
+    /// A symlink is refused (`InvalidInput`, "a symbolic link, not a regular file").
     Refuse,
 }
 

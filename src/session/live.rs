@@ -25,6 +25,7 @@ struct LiveState {
 }
 
 impl LiveSession {
+    /// A live session with an empty surface, not yet persisted; feed it with [`LiveSession::record`].
     pub fn new(header: SessionHeader) -> Self {
         let id = header.id.clone();
         LiveSession {
@@ -36,6 +37,7 @@ impl LiveSession {
         }
     }
 
+    /// The session's header (shared, never changed after creation).
     pub fn header(&self) -> &Arc<SessionHeader> {
         &self.header
     }
@@ -63,15 +65,19 @@ impl LiveSession {
         self.state.lock().expect("live session lock").persisted = persisted;
     }
 
+    /// Whether the log exists on disk (as last set by [`LiveSession::set_persisted`]).
     pub fn persisted(&self) -> bool {
         self.state.lock().expect("live session lock").persisted
     }
 
+    /// The title of the last `session/title` event recorded; `None` before the first.
     pub fn title(&self) -> Option<String> {
         let state = self.state.lock().expect("live session lock");
         state.surface.title().map(str::to_string)
     }
 
+    /// The folded current surface and the highest seq recorded (`None` before any event): what
+    /// `read_surface` answers for this session.
     pub fn snapshot(&self) -> SurfaceSnapshot {
         let state = self.state.lock().expect("live session lock");
         SurfaceSnapshot {
@@ -89,6 +95,7 @@ pub struct LiveSessions {
 }
 
 impl LiveSessions {
+    /// Adds (or replaces) the session under its header's id.
     pub fn insert(&self, session: Arc<LiveSession>) {
         let id = session.header.id.clone();
         self.sessions
@@ -97,14 +104,17 @@ impl LiveSessions {
             .insert(id, session);
     }
 
+    /// Takes the session with `id` out of the registry, handing it back; `None` if it was not there.
     pub fn remove(&self, id: &str) -> Option<Arc<LiveSession>> {
         self.sessions.write().expect("live lock").remove(id)
     }
 
+    /// The session with `id`, if one is live.
     pub fn get(&self, id: &str) -> Option<Arc<LiveSession>> {
         self.sessions.read().expect("live lock").get(id).cloned()
     }
 
+    /// Every live session, in no particular order.
     pub fn all(&self) -> Vec<Arc<LiveSession>> {
         self.sessions
             .read()
@@ -114,6 +124,7 @@ impl LiveSessions {
             .collect()
     }
 
+    /// Whether no session is live.
     pub fn is_empty(&self) -> bool {
         self.sessions.read().expect("live lock").is_empty()
     }
@@ -127,7 +138,9 @@ impl LiveSessions {
 /// answer is the same `Arc`, which lets callers cache work derived from it.
 #[derive(Clone)]
 pub struct HostSessions {
+    /// The on-disk store, consulted for every session that is not live.
     pub disk: DiskStore,
+    /// The sessions live in this process; they win over their persisted copies.
     pub live: LiveSessions,
     merged: Arc<Mutex<Option<Merged>>>,
 }
@@ -141,6 +154,7 @@ struct Merged {
 }
 
 impl HostSessions {
+    /// Serves `live` over `disk`, with an empty list cache.
     pub fn new(disk: DiskStore, live: LiveSessions) -> Self {
         HostSessions {
             disk,

@@ -51,7 +51,9 @@ impl SourceClass {
 /// A message's source class and its `text` blocks joined with `\n`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageText {
+    /// Whether the message is a direct prompt, a compaction checkpoint or anything else.
     pub source: SourceClass,
+    /// The `text` blocks' strings joined with `\n`, as [`super::format::join_text`] joins them.
     pub text: String,
 }
 

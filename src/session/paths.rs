@@ -5,9 +5,13 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+/// The directory under the home holding every project directory: `<home>/sessions`.
 pub const SESSIONS_DIR: &str = "sessions";
+/// The project directory of sessions without a cwd: `<home>/sessions/_no-cwd`.
 pub const NO_CWD_DIR: &str = "_no-cwd";
+/// File name of an uncompressed log.
 pub const PLAIN_LOG: &str = "session.jsonl";
+/// File name of a zstd log (a concatenation of independent frames; the upstream default).
 pub const ZSTD_LOG: &str = "session.jsonl.zstd";
 
 /// `--home`, else `$DSH_HOME` (blank counts as unset), else `~/.dsh`.

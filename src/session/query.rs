@@ -9,11 +9,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+/// The boxed, `Send` future every [`SessionQuery`] method returns (keeps the trait object-safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One row of [`SessionQuery::list_sessions`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionSummary {
+    /// The session's header (shared with the store's cached list).
     pub header: Arc<SessionHeader>,
     /// Held by an agent in this process.
     pub live: bool,
@@ -22,12 +24,15 @@ pub struct SessionSummary {
 }
 
 impl SessionSummary {
+    /// The session's id (from the header, never from a directory name).
     pub fn id(&self) -> &str {
         &self.header.id
     }
+    /// The session's working directory; `None` when the header has none.
     pub fn cwd(&self) -> Option<&str> {
         self.header.cwd.as_deref()
     }
+    /// When the session was created, in epoch milliseconds.
     pub fn created_at(&self) -> i64 {
         self.header.created_at
     }
@@ -36,6 +41,7 @@ impl SessionSummary {
 /// The folded current surface of one session at one moment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SurfaceSnapshot {
+    /// The header of the session read.
     pub session: SessionHeader,
     /// The highest raw-log seq of any event type; `None` for an empty log.
     pub captured_through_seq: Option<u64>,

@@ -35,6 +35,7 @@ pub enum Encoding {
 }
 
 impl Encoding {
+    /// The encoding a log file name implies: `.zstd` is zstd, anything else plain.
     pub fn of_path(path: &Path) -> Encoding {
         if path.extension().is_some_and(|ext| ext == "zstd") {
             Encoding::Zstd
@@ -42,6 +43,7 @@ impl Encoding {
             Encoding::Plain
         }
     }
+    /// The log's file name in a session directory (`session.jsonl` or `session.jsonl.zstd`).
     pub fn file_name(self) -> &'static str {
         match self {
             Encoding::Plain => super::paths::PLAIN_LOG,
@@ -55,13 +57,17 @@ impl Encoding {
 pub struct TornTail {
     /// 1-based logical line number (the header is line 1).
     pub line: u64,
+    /// What was wrong with the first line that did not continue the log (as a corruption would
+    /// name it).
     pub reason: String,
 }
 
 /// What a full scan learned about a log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogScan {
+    /// The log's header (line 0).
     pub header: SessionHeader,
+    /// The encoding the file was read as (from its name).
     pub encoding: Encoding,
     /// Bytes of the file that hold valid, complete batches.
     pub valid_len: u64,
@@ -75,6 +81,8 @@ pub struct LogScan {
     pub has_events: bool,
     /// Whether a plain log's valid prefix lacks its final newline.
     pub missing_final_newline: bool,
+    /// The torn tail after the valid prefix, if any; `None` when the whole file is valid. Nothing
+    /// is derived from it and reading never cuts it (SPEC §1.2).
     pub torn_tail: Option<TornTail>,
 }
 
@@ -87,6 +95,7 @@ impl LogScan {
 
 /// Receives validated records in log order.
 pub trait RecordSink {
+    /// Takes the next record, in seq order. An error stops the scan and is returned from it as it is.
     fn accept(&mut self, record: Record) -> Result<()>;
 
     /// Whether records of type `kind` must be decoded for [`RecordSink::accept`]. A sink that

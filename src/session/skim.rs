@@ -30,7 +30,9 @@ pub struct Envelope<'a> {
     pub time: i64,
     /// A packed chunk row (`text-chunks`, `reasoning-chunks`, `tool-call-chunks`).
     pub packed: bool,
+    /// `surfaceOp`; `None` when absent (always for a packed row).
     pub surface_op: Option<SurfaceOp>,
+    /// `sourceEventSeqs`; `None` when absent.
     pub source_event_seqs: Option<Vec<u64>>,
 }
 

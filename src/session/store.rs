@@ -347,6 +347,8 @@ impl Resume {
 }
 
 impl DiskStore {
+    /// A store over the dsh home `home` (logs under `<home>/sessions`). Touches nothing until
+    /// asked; a home without a `sessions` directory lists no sessions.
     pub fn new(home: impl Into<PathBuf>) -> DiskStore {
         DiskStore {
             inner: Arc::new(Inner {
@@ -358,14 +360,17 @@ impl DiskStore {
         }
     }
 
+    /// The dsh home this store reads.
     pub fn home(&self) -> &Path {
         &self.inner.home
     }
 
+    /// `<home>/sessions`, where the project directories live.
     pub fn sessions_dir(&self) -> PathBuf {
         self.inner.home.join(SESSIONS_DIR)
     }
 
+    /// The cache counters so far (see [`StoreStats`]).
     pub fn stats(&self) -> StoreStats {
         self.inner.index.lock().expect("index lock").stats
     }

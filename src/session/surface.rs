@@ -49,6 +49,7 @@ pub struct SurfaceFold {
 }
 
 impl SurfaceFold {
+    /// An empty surface for the session `session_id` (named in its errors).
     pub fn new(session_id: impl Into<String>) -> Self {
         SurfaceFold {
             session_id: session_id.into(),
@@ -83,10 +84,12 @@ impl SurfaceFold {
         }
     }
 
+    /// The current surface, in surface order.
     pub fn events(&self) -> &[Event] {
         &self.events
     }
 
+    /// The current surface, taken.
     pub fn into_events(self) -> Vec<Event> {
         self.events
     }
@@ -243,10 +246,12 @@ impl TitleFold {
         TitleFold { title }
     }
 
+    /// The title of the last `session/title` event seen; `None` if none was.
     pub fn title(&self) -> Option<&str> {
         self.title.as_deref()
     }
 
+    /// The title, taken.
     pub fn into_title(self) -> Option<String> {
         self.title
     }
@@ -277,6 +282,7 @@ pub struct SurfaceBuilder {
 }
 
 impl SurfaceBuilder {
+    /// An empty builder that keeps every surface event whole.
     pub fn new(session_id: &str) -> Self {
         SurfaceBuilder {
             surface: SurfaceFold::new(session_id),
@@ -294,14 +300,17 @@ impl SurfaceBuilder {
         }
     }
 
+    /// The title of the last `session/title` event seen; `None` if none was.
     pub fn title(&self) -> Option<&str> {
         self.title.as_deref()
     }
 
+    /// The seq of the last event seen (packed members included); `None` before the first.
     pub fn last_seq(&self) -> Option<u64> {
         self.last_seq
     }
 
+    /// The current surface, in surface order.
     pub fn surface(&self) -> &[Event] {
         self.surface.events()
     }
@@ -315,6 +324,7 @@ impl SurfaceBuilder {
         self.surface.apply(event)
     }
 
+    /// The snapshot of what was seen: the surface, with `captured_through_seq` the last seq.
     pub fn into_snapshot(self, session: SessionHeader) -> SurfaceSnapshot {
         SurfaceSnapshot {
             session,

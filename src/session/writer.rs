@@ -47,15 +47,18 @@ const ZSTD_LEVEL: i32 = 3;
 /// An event to append; seq is assigned by the writer.
 #[derive(Debug, Clone)]
 pub struct NewEvent {
+    /// The typed payload, written in the identified shape.
     pub data: EventData,
     /// `None`: `append` for surface types, absent for others.
     pub surface_op: Option<SurfaceOp>,
+    /// `sourceEventSeqs`; `None`: not written.
     pub source_event_seqs: Option<Vec<u64>>,
     /// Epoch ms; `None`: now.
     pub time: Option<i64>,
 }
 
 impl NewEvent {
+    /// An event with the writer's defaults: `append` for surface types, no provenance, time now.
     pub fn new(data: EventData) -> Self {
         NewEvent {
             data,
@@ -64,6 +67,7 @@ impl NewEvent {
             time: None,
         }
     }
+    /// Gives the event this `surfaceOp` instead of the default.
     pub fn with_surface_op(mut self, op: SurfaceOp) -> Self {
         self.surface_op = Some(op);
         self
@@ -83,6 +87,7 @@ impl From<EventData> for NewEvent {
     }
 }
 
+/// Now, in epoch milliseconds (0 if the clock is before 1970).
 pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -301,12 +306,15 @@ impl SessionWriter {
         ))
     }
 
+    /// The log file this writer appends to.
     pub fn path(&self) -> &Path {
         &self.path
     }
+    /// The header of the session (line 0 of the log).
     pub fn header(&self) -> &SessionHeader {
         &self.header
     }
+    /// The log's encoding (fixed when the log was created).
     pub fn encoding(&self) -> Encoding {
         self.encoding
     }

@@ -252,6 +252,8 @@ impl super::scan::LineSink for TitleScan {
 }
 
 impl TitleScan {
+    /// The title: the last `custom-title`, else the last `ai-title` (first non-empty line, at most
+    /// 120 characters), else the first typed prompt; `None` when there is none of them.
     pub fn title(&self) -> Option<String> {
         self.custom
             .as_deref()
@@ -357,6 +359,8 @@ impl super::scan::LineSink for ConversationScan {
 }
 
 impl ConversationScan {
+    /// The main chain from the newest leaf back to the latest compaction boundary, in order; an
+    /// assistant reply split over records of one message id becomes one item.
     pub fn finish(mut self) -> Conversation {
         let mut chain = Vec::new();
         let mut at = self.leaf.take();

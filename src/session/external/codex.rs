@@ -133,6 +133,9 @@ impl super::scan::LineSink for HeadScan {
 }
 
 impl HeadScan {
+    /// The head the first record gave; `None` for an empty file (or one whose first line is still
+    /// being written). A first record that is not a valid `session_meta` is
+    /// [`SessionError::Corrupt`] naming line 1 and what was wrong: the file is not a Codex rollout.
     pub fn finish(self, path: &Path) -> Result<Option<Head>> {
         match self.wrong {
             Some(reason) => Err(SessionError::Corrupt {
@@ -179,6 +182,8 @@ impl super::scan::LineSink for TitleScan {
 }
 
 impl TitleScan {
+    /// The title: the last thread name (first non-empty line, at most 120 characters), else the
+    /// first typed prompt; `None` when there is neither.
     pub fn title(&self) -> Option<String> {
         self.name
             .as_deref()
@@ -199,6 +204,7 @@ fn request(message: &str) -> &str {
 /// `session_index.jsonl`: the last non-empty `thread_name` per id.
 #[derive(Default)]
 pub struct IndexScan {
+    /// Thread id → its last non-empty `thread_name`.
     pub names: HashMap<String, String>,
 }
 
@@ -313,6 +319,7 @@ impl ConversationScan {
         }
     }
 
+    /// The conversation read so far, with the last complete line and the newest record time.
     pub fn finish(self) -> Conversation {
         Conversation {
             items: self.items,

@@ -33,7 +33,9 @@ pub use scan::ExternalSessions;
 /// Which agent wrote a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Agent {
+    /// Claude Code (`~/.claude/projects/**/<uuid>.jsonl`; ids `claude:<uuid>`).
     Claude,
+    /// Codex (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`; ids `codex:<uuid>`).
     Codex,
 }
 
@@ -64,6 +66,8 @@ impl Agent {
         }
     }
 
+    /// The agent named `name` as `--sources` and the header's `source` key spell it (`claude`,
+    /// `codex`); `None` for anything else (`dsh` included).
     pub fn parse(name: &str) -> Option<Agent> {
         match name {
             "claude" => Some(Agent::Claude),
@@ -90,22 +94,30 @@ pub fn source_of(header: &SessionHeader) -> Option<Agent> {
 pub struct Head {
     /// The agent's own id (without the namespace).
     pub id: String,
+    /// When the session started, in epoch milliseconds (its earliest record time, or the
+    /// session metadata's timestamp).
     pub created_at: i64,
+    /// The working directory the session ran in; `None` when the file never names one.
     pub cwd: Option<String>,
 }
 
 /// One projected message of an external session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
+    /// Who said it.
     pub kind: ItemKind,
+    /// The text, as the projection keeps it (text parts joined; tool calls and thinking left out).
     pub text: String,
     /// Epoch milliseconds of the record (0 when it had none).
     pub time: i64,
 }
 
+/// The role of a projected external message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ItemKind {
+    /// A prompt the person typed.
     User,
+    /// The assistant's text.
     Assistant,
     /// A compaction summary standing in for the history it replaced.
     Summary,
@@ -114,6 +126,7 @@ pub enum ItemKind {
 /// A session's projected conversation, as parsed from its file.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Conversation {
+    /// The projected messages, in file order.
     pub items: Vec<Item>,
     /// 0-based index of the last complete line read (`None` for an empty file).
     pub last_line: Option<u64>,
@@ -265,6 +278,7 @@ struct MergedList {
 }
 
 impl WithExternal {
+    /// Serves `host`'s sessions (listed only when `list_host`) beside `sources`.
     pub fn new(
         host: Arc<dyn SessionQuery>,
         list_host: bool,
@@ -278,6 +292,7 @@ impl WithExternal {
         }
     }
 
+    /// The external sources served, in the order given.
     pub fn sources(&self) -> &[ExternalSessions] {
         &self.sources
     }
@@ -391,8 +406,11 @@ pub fn resolve_agent_home(agent: Agent, flag: Option<&Path>) -> Option<PathBuf> 
 /// Which sources `--sources` selected; `None` means every one that exists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceChoice {
+    /// `dsh`: list this host's own sessions.
     pub dsh: bool,
+    /// `claude`: list Claude Code sessions.
     pub claude: bool,
+    /// `codex`: list Codex sessions.
     pub codex: bool,
 }
 
@@ -450,7 +468,9 @@ pub fn external_sources(
 /// (dsh) sessions are listed at all. The default is the host alone, unchanged.
 #[derive(Clone, Default)]
 pub struct SourceSet {
+    /// The host's own sessions are left out of the listing (`--sources` without `dsh`).
     pub hide_dsh: bool,
+    /// The external sources to serve beside (or instead of) the host's sessions.
     pub external: Vec<ExternalSessions>,
 }
 

@@ -126,6 +126,8 @@ enum TitleState {
 const SETTLE: Duration = Duration::from_secs(2);
 
 impl ExternalSessions {
+    /// A read-only source over `agent`'s home (`~/.claude` or `~/.codex`, or the flag's directory).
+    /// Reads nothing until asked; nothing under the home is ever written.
     pub fn new(agent: Agent, home: impl Into<PathBuf>) -> ExternalSessions {
         ExternalSessions {
             inner: Arc::new(Inner {
@@ -138,10 +140,12 @@ impl ExternalSessions {
         }
     }
 
+    /// Which agent's sessions this source serves.
     pub fn agent(&self) -> Agent {
         self.inner.agent
     }
 
+    /// The agent's home directory this source reads.
     pub fn home(&self) -> &Path {
         &self.inner.home
     }

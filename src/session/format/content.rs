@@ -8,30 +8,50 @@ use serde_json::{Map, Value};
 /// A content block (SPEC §1.3). Unknown block types are kept whole.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ContentBlock {
+    /// `{"type":"text","text"}`: text the model sees (the only kind a snapshot projects).
     Text {
+        /// The text, as written.
         text: String,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// `{"type":"reasoning","text"}`: the model's reasoning (never projected).
     Reasoning {
+        /// The reasoning text.
         text: String,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// `{"type":"tool-call","id","name","arguments"}`: a call the model asked for.
     ToolCall {
+        /// The call id a `tool-result` answers with `toolCallId`.
         id: String,
+        /// The tool's name.
         name: String,
+        /// The arguments as written (any JSON; `null` when the block had none).
         arguments: Value,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// `{"type":"tool-result","toolCallId","content":[…],"isError"?}`: a tool's answer.
     ToolResult {
+        /// The `id` of the `tool-call` this answers.
         tool_call_id: String,
+        /// The result's own content blocks (empty when the block had none).
         content: Vec<ContentBlock>,
+        /// `isError`; `None` when the block did not carry it (then it is not written either).
         is_error: Option<bool>,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// Any other block type, or a known type whose fields have the wrong JSON types: the whole
+    /// object, `type` included, kept and written back as read (a non-object block is kept as
+    /// `{"value": …}`).
     Other(Map<String, Value>),
 }
 
 impl ContentBlock {
+    /// A `text` block with no extra fields.
     pub fn text(text: impl Into<String>) -> ContentBlock {
         ContentBlock::Text {
             text: text.into(),
@@ -39,6 +59,7 @@ impl ContentBlock {
         }
     }
 
+    /// The text of a `text` block; `None` for every other kind (reasoning included).
     pub fn as_text(&self) -> Option<&str> {
         match self {
             ContentBlock::Text { text, .. } => Some(text),

@@ -11,76 +11,134 @@ use serde_json::{Map, Value};
 /// identified shape; flat (older) messages get the id `legacy-message:<sessionId>:<seq>`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventData {
+    /// `user/message`: data is the message itself (SPEC §1.3).
     UserMessage(Message),
+    /// `steering/message`: data `{turn, message}` (flat: `{turn, content, source}`).
     SteeringMessage {
+        /// `turn` as written (any JSON; `null` when absent).
         turn: Value,
+        /// The message added to the running turn.
         message: Message,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// `assistant/message`: data `{turn, step, message, …}` (flat: `{turn, step, content,
+    /// provenance}`).
     AssistantMessage {
+        /// `turn` as written (any JSON; `null` when absent).
         turn: Value,
+        /// `step` as written (any JSON; `null` when absent).
         step: Value,
+        /// The assistant's message of that step.
         message: Message,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// `tool/result`: data `{turn, step, message, …}` (flat: `{turn, step, callId, content,
+    /// isError}`).
     ToolResult {
+        /// `turn` as written (any JSON; `null` when absent).
         turn: Value,
+        /// `step` as written (any JSON; `null` when absent).
         step: Value,
+        /// The tool's result message (its source names the call).
         message: Message,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// `turn/start`: data `{turn, trigger}`.
     TurnStart {
+        /// The turn number; required, a non-negative integer.
         turn: u64,
+        /// What started the turn, as written (`null` when absent).
         trigger: Value,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// `turn/end`: data `{turn, reason}`.
     TurnEnd {
+        /// The turn number; required, a non-negative integer.
         turn: u64,
+        /// Why the turn ended, as written (`null` when absent).
         reason: Value,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// `step/start`: data `{turn, step}`.
     StepStart {
+        /// The turn number; required, a non-negative integer.
         turn: u64,
+        /// The step number within the turn; required, a non-negative integer.
         step: u64,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// `step/end`: data `{turn, step}`.
     StepEnd {
+        /// The turn number; required, a non-negative integer.
         turn: u64,
+        /// The step number within the turn; required, a non-negative integer.
         step: u64,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// `assistant/chunk`: data `{turn, step, chunk}`, one streamed delta (in a log usually a
+    /// member of a packed chunk row).
     AssistantChunk {
+        /// `turn` as written (any JSON; `null` when absent).
         turn: Value,
+        /// `step` as written (any JSON; `null` when absent).
         step: Value,
+        /// The delta as written (`null` when absent).
         chunk: Value,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// `tool/call`: data `{turn, step, callId, name, arguments}`.
     ToolCall {
+        /// `turn` as written (any JSON; `null` when absent).
         turn: Value,
+        /// `step` as written (any JSON; `null` when absent).
         step: Value,
+        /// `callId`; required, a string.
         call_id: String,
+        /// The tool's name (`name`); required, a string.
         name: String,
+        /// The arguments as written (`null` when absent).
         arguments: Value,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// `session/title`: data `{title, messageSeqs, source}`.
     SessionTitle {
+        /// The title; required, a string. The last one in the raw log is the session's title.
         title: String,
+        /// `messageSeqs`: seqs of the messages the title was made from (empty when absent).
         message_seqs: Vec<u64>,
+        /// Who made the title, as written (`null` when absent).
         source: Value,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// `compact/start`: the whole data object, kept as read.
     CompactStart(Map<String, Value>),
+    /// `compact/summary`: the whole data object, kept as read.
     CompactSummary(Map<String, Value>),
+    /// `compact/end`: the whole data object, kept as read.
     CompactEnd(Map<String, Value>),
+    /// `request/header`: the whole data object, kept as read.
     RequestHeader(Map<String, Value>),
     /// Any other event type, kept as it was.
     Other {
+        /// The event's `type`.
         kind: String,
+        /// The event's `data`, as read.
         data: Value,
     },
 }
 
 impl EventData {
+    /// The event type this payload belongs to (the wire string, such as `"user/message"`).
     pub fn kind(&self) -> &str {
         match self {
             EventData::UserMessage(_) => USER_MESSAGE,
@@ -201,6 +259,7 @@ impl EventData {
         }
     }
 
+    /// [`EventData::to_value`] as raw JSON text, for an [`Event`]'s `data`.
     pub fn to_raw(&self) -> Box<RawValue> {
         RawValue::from_string(self.to_value().to_string()).expect("serde_json writes valid JSON")
     }

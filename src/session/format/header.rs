@@ -9,16 +9,25 @@ use serde_json::{Map, Value};
 /// Line 0 of every log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionHeader {
+    /// `version`: the dsh format version; a missing or `null` one reads as 0, and only 0 is read.
     pub version: u64,
+    /// `id`: the session's id, the truth about it (directory names are not).
     pub id: String,
+    /// `createdAt`: when the session was created, in epoch milliseconds.
     pub created_at: i64,
+    /// `cwd`: the working directory the session ran in; `None` when absent or `null` (not written
+    /// then; such a session lives under `sessions/_no-cwd/`).
     pub cwd: Option<String>,
+    /// `delegationDepth`: how many delegations deep the session was started (0 for a session a
+    /// human started; a missing or `null` one reads as 0).
     pub delegation_depth: i64,
     /// Header fields this crate does not know, kept in their original order.
     pub extra: Map<String, Value>,
 }
 
 impl SessionHeader {
+    /// A version-0 header with delegation depth 0 and no extra fields. `created_at` is in epoch
+    /// milliseconds.
     pub fn new(id: impl Into<String>, created_at: i64, cwd: Option<String>) -> Self {
         SessionHeader {
             version: FORMAT_VERSION,

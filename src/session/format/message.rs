@@ -10,28 +10,45 @@ use serde_json::{Map, Value};
 pub enum MessageSource {
     /// A direct human prompt. Extra fields such as `rpcId` are kept.
     User {
+        /// Fields beside `kind` (such as `rpcId`), in the order read; written back after it.
         extra: Map<String, Value>,
     },
+    /// `{kind:"plugin",plugin}`: a message a plugin generated. `plugin:"compact"` is the
+    /// compaction checkpoint marker ([`COMPACT_PLUGIN`]).
     Plugin {
+        /// The plugin's name.
         plugin: String,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// `{kind:"model",provider,model}`: written by a model.
     Model {
+        /// The model provider's name, as the agent that wrote the message configured it.
         provider: String,
+        /// The model's name at that provider.
         model: String,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// `{kind:"tool",callId}`: a tool's result.
     Tool {
+        /// The `callId` of the tool call this answers.
         call_id: String,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
     /// A session-reference context (SPEC §3.9). The fields stay as JSON so that a malformed
     /// source written by someone else still round-trips.
     SessionReference {
+        /// `version` as written (1 for ours; `null` when absent).
         version: Value,
+        /// `references` as written: one metadata object per source (`null` when absent).
         references: Value,
+        /// Fields beyond the known ones, in the order read; written back after them.
         extra: Map<String, Value>,
     },
+    /// Any other `kind`, or a known kind whose fields have the wrong JSON types: the whole
+    /// object, `kind` included, kept and written back as read.
     Other(Map<String, Value>),
 }
 
@@ -39,15 +56,18 @@ pub enum MessageSource {
 pub const COMPACT_PLUGIN: &str = "compact";
 
 impl MessageSource {
+    /// `{kind:"user"}`: a direct human prompt.
     pub fn user() -> MessageSource {
         MessageSource::User { extra: Map::new() }
     }
+    /// `{kind:"plugin",plugin:name}`.
     pub fn plugin(name: impl Into<String>) -> MessageSource {
         MessageSource::Plugin {
             plugin: name.into(),
             extra: Map::new(),
         }
     }
+    /// `{kind:"model",provider,model}`.
     pub fn model(provider: impl Into<String>, model: impl Into<String>) -> MessageSource {
         MessageSource::Model {
             provider: provider.into(),
@@ -56,6 +76,8 @@ impl MessageSource {
         }
     }
 
+    /// The wire `kind` (`"user"`, `"plugin"`, …); for [`MessageSource::Other`] its `kind` field,
+    /// `None` when that is missing or not a string.
     pub fn kind(&self) -> Option<&str> {
         match self {
             MessageSource::User { .. } => Some("user"),
@@ -178,19 +200,25 @@ impl<'de> Deserialize<'de> for MessageSource {
 /// A message in the identified shape `{role?, content, source, id, …}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
+    /// `role` (`"user"`, `"assistant"`, `"tool"`); `None` when absent (then not written).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    /// `content`: the model-visible content blocks.
     pub content: Vec<ContentBlock>,
+    /// `source`: who wrote the message (SPEC §1.3).
     pub source: MessageSource,
+    /// `id`: the message id; a flat (older) message read gets `legacy-message:<sessionId>:<seq>`.
     pub id: String,
     /// Baked prefix context of a direct prompt (SPEC §1.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub envelope: Option<Envelope>,
+    /// Fields beyond the known ones, in the order read; written back after them.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
 impl Message {
+    /// A message with `role`, no envelope and no extra fields.
     pub fn new(role: &str, content: Vec<ContentBlock>, source: MessageSource, id: String) -> Self {
         Message {
             role: Some(role.to_string()),
@@ -221,6 +249,8 @@ impl Message {
     }
 }
 
+/// The `text` blocks' strings joined with `\n` (reasoning, tool calls and unknown blocks
+/// dropped): the text a snapshot projects (SPEC §3.5).
 pub fn join_text(blocks: &[ContentBlock]) -> String {
     let mut out = String::new();
     let mut first = true;
@@ -237,19 +267,25 @@ pub fn join_text(blocks: &[ContentBlock]) -> String {
 /// `envelope: {displayContent, prefixContexts}` beside a prompt's model-visible content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
+    /// `displayContent`: the prompt as the person typed it, without the baked context; `None`
+    /// when absent.
     #[serde(
         rename = "displayContent",
         default,
         skip_serializing_if = "Option::is_none"
     )]
     pub display_content: Option<DisplayContent>,
+    /// The other envelope fields (`prefixContexts`, …), kept and written back as read.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
+/// An envelope's `displayContent`: a plain string or content blocks, as written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum DisplayContent {
+    /// A plain string.
     Text(String),
+    /// Content blocks (only their `text` blocks are shown).
     Blocks(Vec<ContentBlock>),
 }

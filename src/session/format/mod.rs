@@ -42,20 +42,39 @@ pub use record::{Event, Record, SurfaceOp};
 /// The only format version this crate reads and writes.
 pub const FORMAT_VERSION: u64 = 0;
 
+/// `type` of a direct prompt or other user-role message (a surface event, SPEC §1.4).
 pub const USER_MESSAGE: &str = "user/message";
+/// `type` of a message added while a turn runs (a surface event; data `{turn, message}`).
 pub const STEERING_MESSAGE: &str = "steering/message";
+/// `type` of a finished assistant message of one step (a surface event).
 pub const ASSISTANT_MESSAGE: &str = "assistant/message";
+/// `type` of a tool's result message (a surface event; never projected into a snapshot).
 pub const TOOL_RESULT: &str = "tool/result";
+/// `type` of the start of a turn: data `{turn, trigger}` (log-only).
 pub const TURN_START: &str = "turn/start";
+/// `type` of the end of a turn: data `{turn, reason}` (log-only). A torn tail is only possible
+/// after the last one.
 pub const TURN_END: &str = "turn/end";
+/// `type` of the start of a model step within a turn: data `{turn, step}` (log-only).
 pub const STEP_START: &str = "step/start";
+/// `type` of the end of a model step: data `{turn, step}` (log-only).
 pub const STEP_END: &str = "step/end";
+/// `type` of one streamed delta of an assistant step (log-only; runs of them are stored as
+/// packed chunk rows, see [`PackedKind`]).
 pub const ASSISTANT_CHUNK: &str = "assistant/chunk";
+/// `type` of a tool call the model asked for: data `{turn, step, callId, name, arguments}`.
 pub const TOOL_CALL: &str = "tool/call";
+/// `type` of a title record: data `{title, messageSeqs, source}`; the last one in the raw log is
+/// the session's title (SPEC §1.5).
 pub const SESSION_TITLE: &str = "session/title";
+/// `type` that opens a compaction (its seq leads a checkpoint's `sourceEventSeqs`).
 pub const COMPACT_START: &str = "compact/start";
+/// `type` of a compaction's summary, written before the checkpoint `user/message`.
 pub const COMPACT_SUMMARY: &str = "compact/summary";
+/// `type` that closes a compaction, written after the checkpoint.
 pub const COMPACT_END: &str = "compact/end";
+/// `type` of the record of the request sent to the model provider (which model, and why it
+/// changed); log-only.
 pub const REQUEST_HEADER: &str = "request/header";
 
 /// Event types that carry a `surfaceOp` and take part in the surface fold.

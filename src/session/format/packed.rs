@@ -10,30 +10,45 @@ use serde_json::{Map, Value};
 /// `tool-call-chunks`). Member `k` has `seq0 + k` and `time0 + sum(dt[..k])`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PackedChunks {
+    /// Which row `type` this is (and so which delta type its members unpack to).
     pub kind: PackedKind,
+    /// `seq0`: the seq of the first member; member `k` has `seq0 + k`.
     pub seq0: u64,
+    /// `time0`: the time of the first member, in epoch milliseconds.
     pub time0: i64,
+    /// `data.turn`, as written; every member's `turn`.
     pub turn: Value,
+    /// `data.step`, as written; every member's `step`.
     pub step: Value,
+    /// `data.index`, as written; every member's chunk `index`.
     pub index: Value,
+    /// `data.dt`: milliseconds from each member to the next (a missing entry counts as 0).
     pub dt: Vec<i64>,
     /// `texts` (text, reasoning) or `args` (tool calls).
     pub pieces: Vec<String>,
     /// Tool call id and name (tool-call rows only).
     pub id: Option<String>,
+    /// The tool call's `name` (tool-call rows only; `None` when absent).
     pub name: Option<String>,
+    /// Fields of `data` beyond the known ones, in the order read; written back after them.
     pub extra: Map<String, Value>,
+    /// Fields of the row beyond `type`, `seq0`, `time0` and `data`, in the order read.
     pub row_extra: Map<String, Value>,
 }
 
+/// The three packed row types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PackedKind {
+    /// `text-chunks`: members unpack to `text-delta` chunks.
     Text,
+    /// `reasoning-chunks`: members unpack to `reasoning-delta` chunks.
     Reasoning,
+    /// `tool-call-chunks`: members unpack to `tool-call-delta` chunks (`argumentsDelta`).
     ToolCall,
 }
 
 impl PackedKind {
+    /// The kind of a row `type`; `None` when `kind` is not a packed row type (an event's `type`).
     pub fn from_type(kind: &str) -> Option<PackedKind> {
         match kind {
             "text-chunks" => Some(PackedKind::Text),
@@ -42,6 +57,7 @@ impl PackedKind {
             _ => None,
         }
     }
+    /// The row `type` (`"text-chunks"`, `"reasoning-chunks"`, `"tool-call-chunks"`).
     pub fn type_name(self) -> &'static str {
         match self {
             PackedKind::Text => "text-chunks",
@@ -52,9 +68,11 @@ impl PackedKind {
 }
 
 impl PackedChunks {
+    /// How many members (delta events) the row stands for.
     pub fn len(&self) -> usize {
         self.pieces.len()
     }
+    /// A row with no members (it stands for no event and takes no seq).
     pub fn is_empty(&self) -> bool {
         self.pieces.is_empty()
     }

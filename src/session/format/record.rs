@@ -11,11 +11,14 @@ use std::fmt;
 /// How a surface event changes the current surface (SPEC §1.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SurfaceOp {
+    /// `"append"`: push the event onto the end of the current surface.
     Append,
     /// Splice the current surface nodes whose event seqs are `start` through `end` (inclusive, in
     /// surface order) out, put this event there. Seqs, not positions (see [`crate::session::surface`]).
     Replace {
+        /// Seq of the first shadowed node.
         start: u64,
+        /// Seq of the last shadowed node (equal to `start` for one node).
         end: u64,
     },
 }
@@ -59,12 +62,19 @@ impl<'de> Deserialize<'de> for SurfaceOp {
 /// One event record: `{"type","seq","time","data","sourceEventSeqs"?,"surfaceOp"?}`.
 #[derive(Debug, Clone)]
 pub struct Event {
+    /// `type`: the event type (`"user/message"`, …; see the constants in [`super`]).
     pub kind: String,
+    /// `seq`: the event's sequence number, from 0 and contiguous over the whole log (packed members
+    /// included).
     pub seq: u64,
+    /// `time`: when the event happened, in epoch milliseconds.
     pub time: i64,
     /// The `data` payload exactly as it was read (or as it was encoded when written).
     pub data: Box<RawValue>,
+    /// `sourceEventSeqs`: the seqs this event was made from (a replace must list every node it
+    /// shadows); `None` when absent (then not written).
     pub source_event_seqs: Option<Vec<u64>>,
+    /// `surfaceOp`: `None` for log-only events; required on surface events.
     pub surface_op: Option<SurfaceOp>,
     /// Top-level fields this crate does not know.
     pub extra: Map<String, Value>,
@@ -99,6 +109,7 @@ impl Event {
         }
     }
 
+    /// Whether the event's type is one of the four surface types (it then carries a `surfaceOp`).
     pub fn is_surface(&self) -> bool {
         is_surface_type(&self.kind)
     }
@@ -141,7 +152,9 @@ impl Serialize for Event {
 /// One line after the header.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Record {
+    /// An event record.
     Event(Event),
+    /// A packed chunk row standing for a run of `assistant/chunk` events.
     Packed(Box<PackedChunks>),
 }
 
@@ -160,6 +173,7 @@ impl Record {
             Record::Packed(p) => p.len() as u64,
         }
     }
+    /// The record's `type`: the event type, or the packed row type.
     pub fn kind(&self) -> &str {
         match self {
             Record::Event(e) => &e.kind,
