@@ -7,7 +7,7 @@ use std::path::PathBuf;
 /// the `source`.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    /// No session with this id is known to the store, the live sessions or the external sources.
+    /// No session has this id in the backend asked (SPEC §1.6).
     #[error("session not found: {id:?}")]
     NotFound {
         /// The id asked for, exactly as given.
@@ -22,13 +22,14 @@ pub enum SessionError {
         #[source]
         source: std::io::Error,
     },
-    /// A defect before the log's torn tail: a line that does not parse, a seq gap, a bad zstd
-    /// frame (SPEC §1.2). The valid prefix is not returned.
+    /// A defect that cannot be a torn tail because a `turn/end` follows it (SPEC §1.2): a line
+    /// that does not parse, a seq gap, a bad zstd frame. Also an external file that is not that
+    /// agent's format (then `line` is 1). Nothing of the log is returned.
     #[error("{path}: line {line}: {reason}")]
     Corrupt {
         /// The log file.
         path: PathBuf,
-        /// 1-based line of the logical (decompressed) JSON Lines text; the header is line 1.
+        /// 1-based line of the decompressed JSON Lines text; a dsh log's header is line 1.
         line: u64,
         /// What was wrong with that line.
         reason: String,
@@ -41,8 +42,8 @@ pub enum SessionError {
         /// The `version` the header carries.
         version: u64,
     },
-    /// Line 0 is not a `{"type":"session",…}` header this build can read (missing `id`, not
-    /// JSON, wrong `type`).
+    /// The first line is not a `{"type":"session",…}` header this build can read (the log is
+    /// empty, the line is not JSON or longer than 4 MiB, `type` or `id` is wrong or missing).
     #[error("{path}: invalid session header: {reason}")]
     InvalidHeader {
         /// The log file.
@@ -64,7 +65,7 @@ pub enum SessionError {
         /// The log file and 1-based line of the event, when it was read from one.
         log: Option<(PathBuf, u64)>,
     },
-    /// An id that cannot be stored (the empty id: `encodeSegment` has no directory for it).
+    /// An id a new session cannot have: the empty id (`encodeSegment` has no directory for it).
     #[error("invalid session id {id:?}: {reason}")]
     InvalidId {
         /// The refused id.

@@ -25,7 +25,7 @@ struct LiveState {
 }
 
 impl LiveSession {
-    /// A live session with an empty surface, not yet persisted; feed it with [`LiveSession::record`].
+    /// A live session with an empty surface, not yet persisted; [`LiveSession::record`] feeds it.
     pub fn new(header: SessionHeader) -> Self {
         let id = header.id.clone();
         LiveSession {
@@ -104,7 +104,7 @@ impl LiveSessions {
             .insert(id, session);
     }
 
-    /// Takes the session with `id` out of the registry, handing it back; `None` if it was not there.
+    /// Takes the session with `id` out of the registry and hands it back; `None` if it was absent.
     pub fn remove(&self, id: &str) -> Option<Arc<LiveSession>> {
         self.sessions.write().expect("live lock").remove(id)
     }

@@ -95,7 +95,7 @@ impl LogScan {
 
 /// Receives validated records in log order.
 pub trait RecordSink {
-    /// Takes the next record, in seq order. An error stops the scan and is returned from it as it is.
+    /// Takes the next record, in seq order. An error stops the scan, which returns it as it is.
     fn accept(&mut self, record: Record) -> Result<()>;
 
     /// Whether records of type `kind` must be decoded for [`RecordSink::accept`]. A sink that

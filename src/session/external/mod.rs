@@ -94,8 +94,8 @@ pub fn source_of(header: &SessionHeader) -> Option<Agent> {
 pub struct Head {
     /// The agent's own id (without the namespace).
     pub id: String,
-    /// When the session started, in epoch milliseconds (its earliest record time, or the
-    /// session metadata's timestamp).
+    /// When the session started, in epoch milliseconds (Claude: the earliest record time read
+    /// for the head; Codex: the `session_meta` timestamp).
     pub created_at: i64,
     /// The working directory the session ran in; `None` when the file never names one.
     pub cwd: Option<String>,

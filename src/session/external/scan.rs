@@ -126,8 +126,8 @@ enum TitleState {
 const SETTLE: Duration = Duration::from_secs(2);
 
 impl ExternalSessions {
-    /// A read-only source over `agent`'s home (`~/.claude` or `~/.codex`, or the flag's directory).
-    /// Reads nothing until asked; nothing under the home is ever written.
+    /// A read-only source over `agent`'s home (`~/.claude`, `~/.codex`, or the directory a flag
+    /// or the environment named). Reads nothing until asked; never writes under the home.
     pub fn new(agent: Agent, home: impl Into<PathBuf>) -> ExternalSessions {
         ExternalSessions {
             inner: Arc::new(Inner {

@@ -200,7 +200,8 @@ impl<'de> Deserialize<'de> for MessageSource {
 /// A message in the identified shape `{role?, content, source, id, …}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
-    /// `role` (`"user"`, `"assistant"`, `"tool"`); `None` when absent (then not written).
+    /// `role` (this crate writes `"user"` or `"assistant"`; any other is kept); `None` when
+    /// absent (then not written).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
     /// `content`: the model-visible content blocks.

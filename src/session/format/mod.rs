@@ -73,8 +73,8 @@ pub const COMPACT_START: &str = "compact/start";
 pub const COMPACT_SUMMARY: &str = "compact/summary";
 /// `type` that closes a compaction, written after the checkpoint.
 pub const COMPACT_END: &str = "compact/end";
-/// `type` of the record of the request sent to the model provider (which model, and why it
-/// changed); log-only.
+/// `type` of the model request header: data `{header:{config:{provider, model, …}}, reason}`,
+/// logged before a session's first request and whenever the provider or model changes (SPEC §7).
 pub const REQUEST_HEADER: &str = "request/header";
 
 /// Event types that carry a `surfaceOp` and take part in the surface fold.
