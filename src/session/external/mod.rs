@@ -126,7 +126,7 @@ pub enum ItemKind {
 /// A session's projected conversation, as parsed from its file.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Conversation {
-    /// The projected messages, in file order.
+    /// The projected messages, oldest first (Claude: along the main chain).
     pub items: Vec<Item>,
     /// 0-based index of the last complete line read (`None` for an empty file).
     pub last_line: Option<u64>,
