@@ -125,11 +125,15 @@ impl ModelArgs {
 }
 
 /// `--compression`: the log encoding of new sessions.
+// The variants' docs are for hosts. `help = None` keeps them out of `--help`: clap would show
+// them as per-value help, which switches every command's `--help` to the long layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Compression {
     /// Plain `session.jsonl`.
+    #[value(help = None::<&'static str>)]
     None,
     /// zstd-compressed `session.jsonl.zstd`.
+    #[value(help = None::<&'static str>)]
     Zstd,
 }
 
