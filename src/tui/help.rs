@@ -16,8 +16,8 @@ use ratatui::layout::Rect;
 use ratatui::widgets::{Block, BorderType, Clear, Widget};
 use std::sync::Arc;
 
-/// What the one-line key help under the composer depends on: the app's state and the keys in
-/// effect. It shows the keys that do something now.
+/// What the one-line key help at the bottom of the screen depends on: the app's state and the
+/// keys in effect. It shows the keys that do something now.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyHelp {
     /// The `@` popup or the `/` menu is open.
