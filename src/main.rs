@@ -1,3 +1,8 @@
+//! `dsh-refs` (SPEC §6): parses the command line, runs a subcommand of the library's `cli`
+//! module, or resolves the home, the model and the session to start and opens the TUI. Exits 0
+//! on success, 1 with a clear error on stderr (or a JSON error on stdout for the reference
+//! commands), 2 on a usage error.
+
 use clap::Parser;
 use dsh_session_references::cli::lifecycle::{recent_sessions, resolve_start, resume_hint, Start};
 use dsh_session_references::cli::{Cli, Command, Compression, ModelArgs, TuiArgs};

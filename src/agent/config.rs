@@ -22,7 +22,9 @@ use std::time::Duration;
 /// A preset only fills in the base URL, the key variable and a default model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Preset {
+    /// The name `--provider`, `DSH_PROVIDER` and `kind` take; also the recorded provider name.
     pub name: &'static str,
+    /// The API root; requests go to `{base_url}/chat/completions`.
     pub base_url: &'static str,
     /// `None`: a local server that needs no key.
     pub api_key_env: Option<&'static str>,
@@ -72,8 +74,10 @@ pub const PRESETS: &[Preset] = &[
 
 /// The generic kind: no defaults.
 pub const OPENAI_COMPATIBLE: &str = "openai-compatible";
+/// The kind that selects the offline model: no network, no key.
 pub const OFFLINE: &str = "offline";
 
+/// The preset called `name`; `None` for an unknown name and for `offline` and `openai-compatible`.
 pub fn preset(name: &str) -> Option<&'static Preset> {
     PRESETS.iter().find(|p| p.name == name)
 }
@@ -83,6 +87,7 @@ pub fn preset(name: &str) -> Option<&'static Preset> {
 pub struct ApiKey(String);
 
 impl ApiKey {
+    /// Wraps a key's value, as read from its environment variable.
     pub fn new(value: impl Into<String>) -> ApiKey {
         ApiKey(value.into())
     }
@@ -116,13 +121,20 @@ impl fmt::Display for ApiKey {
 pub struct ProviderSettings {
     /// Recorded as `source.provider` and `request/header.config.provider`.
     pub provider: String,
+    /// The API root without a trailing `/`; requests go to `{base_url}/chat/completions`.
     pub base_url: String,
+    /// The model name, sent as `model` and recorded as `source.model`.
     pub model: String,
     /// The variable the key came from (named in errors), if any.
     pub api_key_env: Option<String>,
+    /// The key, sent as `Authorization: Bearer …`; `None` for a server that needs none.
     pub api_key: Option<ApiKey>,
+    /// Sent as `reasoning_effort` (for `deepseek`, `off` disables thinking instead); `None`: not
+    /// sent.
     pub reasoning_effort: Option<String>,
+    /// Sent as `max_tokens`; `None`: the server's default.
     pub max_tokens: Option<u64>,
+    /// The longest wait for the connection to be made (default 10 s).
     pub connect_timeout: Duration,
     /// No byte from the server for this long ends the request.
     pub idle_timeout: Duration,
@@ -148,7 +160,9 @@ impl ProviderSettings {
 /// The outcome of resolution.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelChoice {
+    /// The offline model (`kind = "offline"`, `--demo`, or nothing configured).
     Offline,
+    /// An OpenAI-compatible provider with these settings.
     Remote(Box<ProviderSettings>),
 }
 
@@ -156,16 +170,27 @@ pub enum ModelChoice {
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderTable {
+    /// A preset name, `openai-compatible` or `offline`.
     pub kind: Option<String>,
     /// Recorded provider name for `openai-compatible` (default: the kind).
     pub name: Option<String>,
+    /// The API root (`http://` or `https://`); overrides the preset's.
     pub base_url: Option<String>,
+    /// The model name; overrides the preset's default.
     pub model: Option<String>,
+    /// The environment variable that holds the key; overrides the preset's. The key itself never
+    /// goes in the file.
     pub api_key_env: Option<String>,
+    /// Passed through as `reasoning_effort` (e.g. `low`, `high`; `off` turns DeepSeek's thinking
+    /// off).
     pub reasoning_effort: Option<String>,
+    /// The most tokens an answer may have, sent as `max_tokens`.
     pub max_tokens: Option<u64>,
+    /// Seconds to wait for the connection, in (0, 86400]; default 10.
     pub connect_timeout_secs: Option<f64>,
+    /// Seconds without a byte from the server before the request ends, in (0, 86400]; default 120.
     pub idle_timeout_secs: Option<f64>,
+    /// Retries of 429 and 5xx answers; default 3, at most 10.
     pub max_retries: Option<u32>,
 }
 
@@ -226,31 +251,60 @@ pub fn load_keys(home: &std::path::Path) -> Result<Vec<(String, Vec<String>)>, C
 /// Command-line overrides.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelFlags {
+    /// `--provider NAME`: a preset, `openai-compatible` or `offline`; wins over `DSH_PROVIDER` and
+    /// the file.
     pub provider: Option<String>,
+    /// `--model NAME`; wins over `DSH_MODEL`, the file and the preset.
     pub model: Option<String>,
+    /// `--base-url URL`; wins over `DSH_BASE_URL`, the file and the preset.
     pub base_url: Option<String>,
     /// `--demo`: only an explicit `--provider` leaves the offline model.
     pub demo: bool,
 }
 
+/// Why the model configuration cannot be used. Each message names what is wrong: the file, the key
+/// or the variable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
+    /// `config.toml` could not be read or is not valid TOML of the expected shape.
     #[error("{file}: {message}")]
-    File { file: String, message: String },
+    File {
+        /// The config file's path, as shown.
+        file: String,
+        /// The reader's or the TOML parser's message.
+        message: String,
+    },
+    /// The kind names no preset, `openai-compatible` or `offline`.
     #[error("unknown provider \"{0}\" (known: offline, openai-compatible, deepseek, openai, openrouter, ollama, llama-cpp, vllm)")]
     UnknownProvider(String),
+    /// The provider's key variable is unset or blank.
     #[error("provider \"{provider}\" needs an API key: the environment variable {var} is not set")]
-    MissingKey { provider: String, var: String },
+    MissingKey {
+        /// The provider (preset or kind) that needs the key.
+        provider: String,
+        /// The unset environment variable.
+        var: String,
+    },
+    /// No model from flag, environment, `[provider]` table or preset.
     #[error("provider \"{0}\" has no model: pass --model or set model in the [provider] table")]
     MissingModel(String),
+    /// `openai-compatible` with no base URL from flag, environment or table.
     #[error(
         "provider \"{0}\" has no base URL: pass --base-url or set base_url in the [provider] table"
     )]
     MissingBaseUrl(String),
+    /// The base URL does not start with `http://` or `https://`.
     #[error("invalid base URL \"{0}\": it must start with http:// or https://")]
     InvalidBaseUrl(String),
+    /// A `[provider]` value is out of range (e.g. a timeout).
     #[error("invalid {key}: {message}")]
-    Invalid { key: String, message: String },
+    Invalid {
+        /// The `[provider]` key, e.g. `idle_timeout_secs`.
+        key: String,
+        /// What is wrong with its value.
+        message: String,
+    },
+    /// `--model` or `--base-url` was given but no provider; holds the config file's path.
     #[error("--model and --base-url need a provider: pass --provider (e.g. deepseek) or add a [provider] table to {0}")]
     NoProvider(String),
 }

@@ -16,14 +16,20 @@ pub enum PromptDecision {
     /// Admit the prompt; `content` replaces its content when set; `additional_contexts` are
     /// logged as context `user/message`s right before it, in order.
     Allow {
+        /// Replacement content for the prompt; `None` keeps what was typed.
         content: Option<Vec<crate::session::ContentBlock>>,
+        /// Context `user/message`s logged right before the prompt, in this order.
         additional_contexts: Vec<Message>,
     },
     /// Log nothing for this prompt.
-    Block { reason: String },
+    Block {
+        /// Why, for the user.
+        reason: String,
+    },
 }
 
 impl PromptDecision {
+    /// An Allow that changes nothing: the prompt as typed, no contexts (the innermost decision).
     pub fn allow() -> Self {
         PromptDecision::Allow {
             content: None,
@@ -35,7 +41,9 @@ impl PromptDecision {
 /// Facts about the agent a listener may want.
 #[derive(Debug, Clone)]
 pub struct AgentInfo {
+    /// The id of the agent's own session.
     pub session_id: String,
+    /// The session's working directory (header `cwd`), if it has one.
     pub cwd: Option<String>,
 }
 
@@ -47,7 +55,10 @@ pub enum HookError {
     Cancelled,
     /// A listener could not decide; `reason` says why, for the user.
     #[error("{reason}")]
-    Failed { reason: String },
+    Failed {
+        /// The listener's explanation, for the user.
+        reason: String,
+    },
 }
 
 /// What a `prompt-submit` listener returns.
@@ -55,6 +66,8 @@ pub type HookResult = Result<PromptDecision, HookError>;
 
 /// One `prompt-submit` listener.
 pub trait PromptSubmitListener: Send + Sync {
+    /// Decides for `message`: call `next.run(..)` for the inner listeners' decision, then change,
+    /// block or pass it on. Return [`HookError::Cancelled`] when `cancel` fires.
     fn on_prompt_submit<'a>(
         &'a self,
         agent: &'a AgentInfo,
@@ -100,6 +113,8 @@ impl<'a> Next<'a> {
     }
 }
 
+/// A registered listener's handle, from [`PromptSubmitHooks::prepend`] or
+/// [`PromptSubmitHooks::append`], for [`PromptSubmitHooks::remove`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ListenerId(u64);
 
@@ -135,6 +150,7 @@ impl PromptSubmitHooks {
         id
     }
 
+    /// Removes the listener `id`; `false` when it was not registered (already removed or released).
     pub fn remove(&self, id: ListenerId) -> bool {
         let mut listeners = self.listeners.lock().expect("hooks lock");
         let before = listeners.len();
@@ -150,10 +166,12 @@ impl PromptSubmitHooks {
         before - listeners.len()
     }
 
+    /// How many listeners are registered.
     pub fn len(&self) -> usize {
         self.listeners.lock().expect("hooks lock").len()
     }
 
+    /// No listener is registered: admission allows every prompt unchanged.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -178,6 +196,7 @@ pub struct ContextWrapper {
 }
 
 impl ContextWrapper {
+    /// A wrapper for the message whose id is `message_id`, adding `contexts` in this order.
     pub fn new(message_id: impl Into<String>, contexts: Vec<Message>) -> Self {
         ContextWrapper {
             message_id: message_id.into(),

@@ -160,8 +160,11 @@ pub fn map_usage(usage: &Value) -> Option<Usage> {
 /// Turns SSE `data:` payloads into events. Pure: no I/O.
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
+    /// The answer so far: text, reasoning and usage.
     pub output: ModelOutput,
+    /// `data: [DONE]` arrived; a stream that ends without it was cut off.
     pub done: bool,
+    /// The last `choices[0].finish_reason` seen (e.g. `stop`, `length`).
     pub finish_reason: Option<String>,
 }
 
@@ -413,6 +416,7 @@ pub struct OpenAiProvider {
 }
 
 impl OpenAiProvider {
+    /// A provider for `settings`; the error says why the HTTP client could not be built.
     pub fn new(settings: ProviderSettings) -> Result<OpenAiProvider, String> {
         let client = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
@@ -422,6 +426,7 @@ impl OpenAiProvider {
         Ok(OpenAiProvider { settings, client })
     }
 
+    /// The settings it was built with.
     pub fn settings(&self) -> &ProviderSettings {
         &self.settings
     }

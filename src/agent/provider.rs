@@ -15,12 +15,16 @@ use tokio_util::sync::CancellationToken;
 /// What the model is asked to continue: the model-visible conversation, oldest first.
 #[derive(Debug, Clone)]
 pub struct ModelRequest {
+    /// The session whose conversation this is.
     pub session_id: String,
+    /// The model-visible surface (SPEC §1.5), oldest first; the provider maps it to chat messages.
     pub messages: Vec<Message>,
 }
 
+/// Why a model request ended without an answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ModelError {
+    /// The request was cancelled (Esc or shutdown); recorded as `ABORTED`.
     #[error("model request cancelled")]
     Cancelled,
     /// The task running the model request stopped without an answer (it panicked).
@@ -30,7 +34,12 @@ pub enum ModelError {
     /// `SERVER`, `TRANSPORT`, `TLS`, `TIMEOUT`, `STREAM_CLOSED`, `MALFORMED_RESPONSE`, …), as
     /// dsh records it in `turn/end.reason.failure`.
     #[error("{message}")]
-    Provider { code: String, message: String },
+    Provider {
+        /// The stable code, e.g. `RATE_LIMIT`.
+        code: String,
+        /// What happened, for the user (the key never appears in it).
+        message: String,
+    },
 }
 
 impl ModelError {
@@ -47,9 +56,13 @@ impl ModelError {
 /// Token counts as dsh logs them: disjoint (`inputTokens` excludes cache reads).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// `inputTokens`: prompt tokens not read from the cache.
     pub input_tokens: u64,
+    /// `outputTokens`: completion tokens, reasoning included.
     pub output_tokens: u64,
+    /// `cacheReadTokens`: prompt tokens served from the provider's cache; `None` when not reported.
     pub cache_read_tokens: Option<u64>,
+    /// `reasoningTokens`: the part of the output spent reasoning; `None` when not reported.
     pub reasoning_tokens: Option<u64>,
 }
 
@@ -77,14 +90,21 @@ impl Usage {
 /// What a provider reports while it answers.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelEvent {
+    /// A piece of the answer's text, in order.
     Text(String),
+    /// A piece of reasoning (`delta.reasoning_content`): shown and logged, never sent back.
     Reasoning(String),
+    /// The request's token usage (once, near the end of the stream).
     Usage(Usage),
     /// A retryable failure; the next attempt starts after `delay`.
     Retrying {
+        /// This retry's number, counting from 1.
         attempt: u32,
+        /// The most retries allowed (the provider settings' `max_retries`).
         max: u32,
+        /// The wait before the next attempt: the server's `Retry-After`, else the backoff.
         delay: Duration,
+        /// What failed, e.g. `HTTP 503`.
         reason: String,
     },
 }
@@ -92,11 +112,17 @@ pub enum ModelEvent {
 /// A completed answer.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelOutput {
+    /// The whole answer text.
     pub text: String,
+    /// The whole reasoning text; empty when the model gave none.
     pub reasoning: String,
+    /// Token usage, when the provider reported it.
     pub usage: Option<Usage>,
 }
 
+/// A model the runtime can ask for an answer. Implement [`ModelProvider::respond`] for text only,
+/// or [`ModelProvider::stream`] for reasoning, usage and retries too; either resolves with
+/// [`ModelError::Cancelled`] once `cancel` fires.
 pub trait ModelProvider: Send + Sync {
     /// `(provider, model)` as recorded in assistant message sources.
     fn identity(&self) -> (String, String);
@@ -150,10 +176,12 @@ pub trait ModelProvider: Send + Sync {
 /// Describes, in plain words, what it received; streamed word by word.
 #[derive(Debug, Clone)]
 pub struct OfflineModel {
+    /// The pause between streamed words (`--offline-delay-ms`); zero streams the answer at once.
     pub delay: Duration,
 }
 
 impl OfflineModel {
+    /// An offline model that pauses `delay` between words.
     pub fn new(delay: Duration) -> Self {
         OfflineModel { delay }
     }

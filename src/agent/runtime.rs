@@ -50,10 +50,15 @@ use tokio_util::sync::CancellationToken;
 
 /// Everything an agent needs to run.
 pub struct AgentConfig {
+    /// The dsh home (SPEC §1.1); the log is created under it on the first append.
     pub home: PathBuf,
+    /// The new session's header (id, cwd, …), the log's first record.
     pub header: SessionHeader,
+    /// Plain `session.jsonl` or zstd `session.jsonl.zstd`.
     pub encoding: Encoding,
+    /// The model that answers turns.
     pub model: Arc<dyn ModelProvider>,
+    /// The registry the agent's live session joins, so references see it while it runs.
     pub live: LiveSessions,
 }
 
@@ -70,22 +75,32 @@ pub enum AgentEvent {
     Usage(Usage),
     /// The model request failed in a retryable way; the next attempt starts after `delay`.
     Retrying {
+        /// This retry's number, counting from 1.
         attempt: u32,
+        /// The most retries allowed.
         max: u32,
+        /// The wait before the next attempt.
         delay: std::time::Duration,
+        /// What failed, e.g. `HTTP 429`.
         reason: String,
     },
+    /// The admission state changed (turn, window, queue or outbox).
     Status(AgentStatus),
     /// Admission refused a prompt; nothing was logged for it.
     PromptBlocked {
+        /// The id of the blocked prompt's message.
         message_id: String,
+        /// The listener's reason, for the user.
         reason: String,
     },
+    /// A log write or a model request failed.
     Error(AgentError),
     /// Messages that were taken in (queued or staged) but could not be written to the log, so
     /// they were neither logged nor sent: the UI gives their text back to the user.
     Unsent {
+        /// The ids of the messages that were not written, in the order they were taken in.
         message_ids: Vec<String>,
+        /// The store's error.
         reason: String,
     },
 }
@@ -95,19 +110,25 @@ pub enum AgentEvent {
 pub enum AgentError {
     /// A batch could not be written to the session log; `reason` is the store's error.
     #[error("could not write the session log: {reason}")]
-    LogWrite { reason: String },
+    LogWrite {
+        /// The store's error.
+        reason: String,
+    },
     /// The model request of a step failed; the turn ended with this failure.
     #[error("{}", .0.failure().1)]
     Model(ModelError),
 }
 
+/// The agent's admission state at one moment, for the status line and the submit path.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AgentStatus {
     /// A turn is open.
     pub running: bool,
     /// The next-step acceptance window is open.
     pub window_open: bool,
+    /// Prompts queued by `followup` and not yet claimed.
     pub queued_prompts: usize,
+    /// Steering messages staged in the outbox for the next safe boundary.
     pub staged_steering: usize,
 }
 
@@ -398,18 +419,22 @@ impl Agent {
         Agent { inner }
     }
 
+    /// The session id and cwd that `prompt-submit` listeners see.
     pub fn info(&self) -> &AgentInfo {
         &self.inner.info
     }
 
+    /// The session's header, the first record of its log.
     pub fn header(&self) -> &SessionHeader {
         &self.inner.header
     }
 
+    /// The `prompt-submit` listeners; prepend or remove them at any time.
     pub fn hooks(&self) -> &PromptSubmitHooks {
         &self.inner.hooks
     }
 
+    /// The agent's live session: its in-memory surface, served to references.
     pub fn live(&self) -> &Arc<LiveSession> {
         &self.inner.live
     }
@@ -464,6 +489,7 @@ impl Agent {
         rx
     }
 
+    /// The admission state now.
     pub fn status(&self) -> AgentStatus {
         status_of(&self.inner.state.lock().expect("state lock"))
     }
@@ -623,6 +649,7 @@ fn status_of(state: &State) -> AgentStatus {
     }
 }
 
+/// A fresh message id: a random UUID v4.
 pub fn new_message_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }

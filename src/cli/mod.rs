@@ -16,6 +16,7 @@ pub mod reference;
 pub mod search;
 pub mod sessions;
 
+/// The `dsh-refs` command line: global options, the TUI's options and an optional subcommand.
 #[derive(Debug, Parser)]
 #[command(
     name = "dsh-refs",
@@ -26,12 +27,16 @@ pub struct Cli {
     /// Home directory holding `sessions/` (else $DSH_HOME, else ~/.dsh).
     #[arg(long, global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
+    /// Which other agents' sessions are listed and referenced (SPEC §9).
     #[command(flatten)]
     pub sources: SourceArgs,
+    /// Which model answers (SPEC §7).
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Options of the TUI (no subcommand).
     #[command(flatten)]
     pub tui: TuiArgs,
+    /// The subcommand; `None` opens the TUI.
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -51,6 +56,8 @@ pub struct SourceArgs {
 }
 
 impl SourceArgs {
+    /// The sources these flags select, with the homes they name (else the environment, else the
+    /// defaults).
     pub fn source_set(&self) -> SourceSet {
         SourceSet::from_flags(
             self.sources.as_ref(),
@@ -106,6 +113,7 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
+    /// These flags for model resolution; `demo` is whether `--demo` was given.
     pub fn flags(&self, demo: bool) -> crate::agent::config::ModelFlags {
         crate::agent::config::ModelFlags {
             provider: self.provider.clone(),
@@ -116,12 +124,20 @@ impl ModelArgs {
     }
 }
 
+/// `--compression`: the log encoding of new sessions.
+// The variants' docs are for hosts. `help = None` keeps them out of `--help`: clap would show
+// them as per-value help, which switches every command's `--help` to the long layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Compression {
+    /// Plain `session.jsonl`.
+    #[value(help = None::<&'static str>)]
     None,
+    /// zstd-compressed `session.jsonl.zstd`.
+    #[value(help = None::<&'static str>)]
     Zstd,
 }
 
+/// The subcommands (SPEC §6).
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one turn without the TUI and stream the answer to stdout.
@@ -148,19 +164,25 @@ pub enum Command {
         /// The agent's cwd (default: the header cwd of session ID, if stored).
         #[arg(long, value_name = "DIR")]
         cwd: Option<String>,
+        /// Keep sessions whose id or cwd contains this text, case-insensitively (empty: all).
         #[arg(long, default_value = "")]
         query: String,
+        /// At most N candidates (default: the service's candidate_limit, 50); N must be at least 1.
         #[arg(long, value_name = "N")]
         limit: Option<i64>,
     },
     /// Parse a message and prepare its session-reference context.
     Prepare {
+        /// The agent's own session id.
         #[arg(long = "as", value_name = "ID")]
         agent: String,
+        /// The agent's cwd (default: the header cwd of session ID, if stored).
         #[arg(long, value_name = "DIR")]
         cwd: Option<String>,
+        /// At most N references per message, 1 to 3 (default 3).
         #[arg(long, value_name = "N")]
         max_references: Option<i64>,
+        /// At most N bytes of snapshot per referenced session (default 65536).
         #[arg(long, value_name = "N")]
         max_reference_bytes: Option<i64>,
         /// The message (read from stdin when absent).
@@ -184,24 +206,37 @@ pub struct ExecArgs {
     pub prompt: String,
 }
 
+/// `dsh-refs uri`: session ids to and from `dsh-session:` URIs (SPEC §2).
 #[derive(Debug, Subcommand)]
 pub enum UriCommand {
     /// Print the URI of a session id.
-    Encode { id: String },
+    Encode {
+        /// The session id.
+        id: String,
+    },
     /// Print the session id of a URI as a JSON string.
-    Decode { uri: String },
+    Decode {
+        /// The `dsh-session:` URI.
+        uri: String,
+    },
 }
 
+/// `dsh-refs mention`: `@[label](dsh-session:…)` mentions (SPEC §2).
 #[derive(Debug, Subcommand)]
 pub enum MentionCommand {
     /// Print `@[label](uri)` for a session id.
     Format {
+        /// The session id.
         id: String,
+        /// The label shown (default: the id).
         #[arg(long)]
         label: Option<String>,
     },
     /// Parse mentions out of TEXT (stdin when absent).
-    Parse { text: Option<String> },
+    Parse {
+        /// The text to parse (stdin when absent).
+        text: Option<String>,
+    },
 }
 
 /// Opens (creating it if absent) the diagnostics log `<home>/logs/dsh-refs.log` for appending.

@@ -17,6 +17,7 @@ use std::path::Path;
 /// Default number of hits printed.
 pub const DEFAULT_LIMIT: usize = 20;
 
+/// `dsh-refs search`: the query and how to print the hits (SPEC §8).
 #[derive(Debug, Clone, clap::Args)]
 pub struct SearchArgs {
     /// Words from the title, the first prompt, the conversation, the cwd or the id's start.

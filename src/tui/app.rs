@@ -58,8 +58,11 @@ use tokio_util::sync::CancellationToken;
 /// How the TUI should start.
 #[derive(Debug, Clone)]
 pub struct AppOptions {
+    /// The dsh home the sessions live in (SPEC §1.1).
     pub home: PathBuf,
+    /// The id of the session to continue; `None` starts a new one.
     pub resume: Option<String>,
+    /// The offline model's pause between streamed words.
     pub offline_delay: Duration,
     /// Encoding for a new session's log; `None`: the home's existing one, else zstd.
     pub encoding: Option<Encoding>,
@@ -69,12 +72,16 @@ pub struct AppOptions {
     pub sources: crate::session::external::SourceSet,
 }
 
+/// Why the TUI could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
+    /// The session store failed (opening, resuming or creating the log).
     #[error("{0}")]
     Session(#[from] SessionError),
+    /// The terminal could not be set up, drawn to or restored.
     #[error("terminal: {0}")]
     Terminal(#[from] std::io::Error),
+    /// Anything else, e.g. the model could not be built; the text says what.
     #[error("{0}")]
     Other(String),
 }
@@ -82,12 +89,17 @@ pub enum AppError {
 /// Everything the loop reacts to.
 #[derive(Debug)]
 pub enum AppEvent {
+    /// A key, paste, mouse or resize event from the terminal.
     Input(TermEvent),
+    /// Something the agent reported (logged batch, delta, status, error).
     Agent(AgentEvent),
+    /// The popup rows for one lookup, or why there are none; a stale lookup's are dropped.
     Lookup(QueryId, Result<Vec<Candidate>, String>),
     /// Discovery's details for the rows of a lookup (SPEC §8), sent before its `Lookup`.
     Discovered(QueryId, Option<Arc<super::discovery::SessionDetails>>),
+    /// The end of a submit transaction (SPEC §5.3).
     Submitted(Result<Submitted, SubmitError>),
+    /// The cwd's file index, for `@path` rows.
     Files(Arc<FileIndex>),
     /// A mention's badge: (session id, serial of the preview, its result).
     Badge(String, u64, Result<Preview, String>),
@@ -131,7 +143,9 @@ struct BadgeSlot {
 /// The session to open after this one closes (`/new`, `/resume ID`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NextSession {
+    /// Start a new session.
     New,
+    /// Continue the session with this id.
     Resume(String),
     /// `/model NAME`: this session again, with the configured provider's model `NAME`.
     Model(String),
@@ -139,10 +153,15 @@ pub enum NextSession {
 
 /// The app state: pure enough to drive from tests with a `TestBackend`.
 pub struct App {
+    /// The agent of the open session.
     pub agent: Agent,
+    /// The reference mount: popup lookups and the submit transaction.
     pub mount: SessionReferenceMount,
+    /// The message being written.
     pub composer: Composer,
+    /// The `@` popup's state.
     pub popup: PopupState,
+    /// What the transcript shows.
     pub transcript: Transcript,
     status: AgentStatus,
     model: String,
@@ -181,6 +200,7 @@ pub struct App {
     badge_serial: u64,
     /// The preview of the session highlighted in the popup (SPEC §5.6).
     popup_preview: Option<PopupPreview>,
+    /// Set once the loop should end (a second Ctrl-C, `/quit`, or a session switch in `next`).
     pub should_quit: bool,
     tx: mpsc::UnboundedSender<AppEvent>,
     /// The composer text of each sent message not yet seen in the log, by message id: given back
@@ -198,6 +218,8 @@ pub struct App {
 const MAX_UNLOGGED: usize = 64;
 
 impl App {
+    /// An app for `agent`, with `model` as the status line's model label; events for the loop go to
+    /// `tx`.
     pub fn new(
         agent: Agent,
         mount: SessionReferenceMount,
@@ -295,6 +317,7 @@ impl App {
         }
     }
 
+    /// Reacts to one event: updates the state and starts any background work it asks for.
     pub fn handle(&mut self, event: AppEvent) {
         self.handle_event(event);
         self.sync_popup_preview();
@@ -363,6 +386,7 @@ impl App {
         self.keymap = keymap;
     }
 
+    /// The keys in force.
     pub fn keymap(&self) -> &Keymap {
         &self.keymap
     }
@@ -1258,9 +1282,13 @@ struct AppAreas {
 /// process, and the model that answers (with its status-line label).
 #[derive(Clone)]
 pub struct Wiring {
+    /// The session store.
     pub store: DiskStore,
+    /// The sessions held by agents in this process.
     pub live: LiveSessions,
+    /// The model that answers turns.
     pub model: Arc<dyn ModelProvider>,
+    /// The model's status-line label, e.g. `deepseek/deepseek-v4-flash`.
     pub model_label: String,
     /// The keys (the standard ones, or with the user's `[keys]` overrides).
     pub keymap: Arc<Keymap>,

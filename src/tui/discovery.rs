@@ -31,7 +31,9 @@ pub const POPUP_LIMIT: usize = 50;
 pub struct RowDetail {
     /// Epoch ms of the last event.
     pub last_activity: i64,
+    /// Conversation items (SPEC §3.5) in the session.
     pub messages: u64,
+    /// UTF-8 bytes of the text of those items.
     pub conversation_bytes: u64,
     /// The first direct prompt, shown when the session has no title.
     pub first_prompt: Option<String>,
@@ -44,6 +46,7 @@ pub struct RowDetail {
 /// Details for the rows of one lookup.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SessionDetails {
+    /// The details, by session id.
     pub rows: HashMap<String, RowDetail>,
     /// How many sessions matched in all (more than the rows when the list is truncated).
     pub total: usize,
@@ -52,7 +55,10 @@ pub struct SessionDetails {
 /// The merged answer of one lookup.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Merged {
+    /// The popup's session rows: discovery's hits first, then the contract's other candidates, at
+    /// most `limit`.
     pub candidates: Vec<Candidate>,
+    /// What discovery knows about those rows.
     pub details: SessionDetails,
 }
 

@@ -72,9 +72,11 @@ fn workers() -> usize {
 pub struct FileRows {
     /// The query these rows answer.
     pub query: String,
+    /// The matching files, best first.
     pub rows: Vec<FileRow>,
     /// Files found so far, and how many of them the query matches.
     pub indexed: u32,
+    /// How many of the indexed files the query matches (may be more than `rows`).
     pub matched: u32,
     /// Bumped on every publication.
     pub version: u64,

@@ -16,6 +16,7 @@ pub struct FileRow {
     pub path: String,
     /// `char` indices of `path` that matched, ascending.
     pub indices: Vec<u32>,
+    /// The matcher's score (higher is better); rows are sorted by it.
     pub score: u32,
 }
 
@@ -26,6 +27,7 @@ pub struct FileIndex {
 }
 
 impl FileIndex {
+    /// An index of `paths`, each a path relative to the cwd, in the order given.
     pub fn new<I, S>(paths: I) -> FileIndex
     where
         I: IntoIterator<Item = S>,
@@ -46,10 +48,12 @@ impl FileIndex {
         FileIndex { entries }
     }
 
+    /// How many paths it holds.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether it holds no path.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

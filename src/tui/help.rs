@@ -16,9 +16,13 @@ use ratatui::layout::Rect;
 use ratatui::widgets::{Block, BorderType, Clear, Widget};
 use std::sync::Arc;
 
+/// What the one-line key help at the bottom of the screen depends on: the app's state and the
+/// keys in effect. It shows the keys that do something now.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyHelp {
+    /// The `@` popup or the `/` menu is open.
     pub popup_open: bool,
+    /// A turn is open (Esc and Ctrl+C interrupt it).
     pub running: bool,
     /// A submit transaction is preparing a snapshot.
     pub preparing: bool,
@@ -156,14 +160,19 @@ pub enum OverlayRow {
     Heading(&'static str),
     /// An action with every key bound to it.
     Binding {
+        /// The action.
         action: Action,
+        /// Its keys as written in `[keys]` (e.g. `ctrl+j`), in the keymap's order.
         keys: Vec<String>,
     },
     /// A `/` command and what it does.
     Command {
+        /// `/name`, with its argument hint when it takes one.
         name: String,
+        /// What the command does.
         what: &'static str,
     },
+    /// An empty separator row.
     Blank,
 }
 
@@ -219,11 +228,14 @@ pub struct KeyOverlay {
 /// What a key did to the overlay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OverlayOutcome {
+    /// The key scrolled the overlay; it stays open.
     Handled,
+    /// The overlay closed.
     Close,
 }
 
 impl KeyOverlay {
+    /// An overlay scrolled to its first row.
     pub fn new() -> KeyOverlay {
         KeyOverlay::default()
     }
@@ -252,6 +264,7 @@ impl KeyOverlay {
         }
     }
 
+    /// The widget that draws the overlay with `keymap`'s bindings.
     pub fn view<'a>(&'a self, keymap: &'a Keymap) -> KeyOverlayView<'a> {
         KeyOverlayView {
             state: self,

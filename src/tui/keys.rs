@@ -29,6 +29,7 @@ pub enum KeyContext {
 }
 
 impl KeyContext {
+    /// Every context, in the overlay's order.
     pub const ALL: [KeyContext; 4] = [
         KeyContext::Composer,
         KeyContext::Popup,
@@ -52,7 +53,7 @@ macro_rules! actions {
         /// Everything a key can do.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum Action {
-            $($variant,)+
+            $(#[doc = $description] $variant,)+
         }
 
         impl Action {
@@ -66,6 +67,8 @@ macro_rules! actions {
                 }
             }
 
+            /// Where the action applies: the handler that reads it and the overlay heading it is
+            /// listed under.
             pub fn context(self) -> KeyContext {
                 match self {
                     $(Action::$variant => KeyContext::$context,)+
@@ -127,11 +130,15 @@ actions! {
 /// One key with its modifiers, as a keymap compares them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct KeyBinding {
+    /// The key; Shift+Tab (BackTab) is stored as Tab with Shift.
     pub code: KeyCode,
+    /// Only Ctrl, Alt and Shift are kept, and Shift is dropped for character keys (it is part of
+    /// the character).
     pub modifiers: KeyModifiers,
 }
 
 impl KeyBinding {
+    /// A binding for `code` with `modifiers`, normalized as the fields say.
     pub fn new(code: KeyCode, modifiers: KeyModifiers) -> KeyBinding {
         KeyBinding { code, modifiers }.normalized()
     }
@@ -154,6 +161,7 @@ impl KeyBinding {
         KeyBinding { code, modifiers }
     }
 
+    /// The binding a terminal key event presses.
     pub fn of(key: &KeyEvent) -> KeyBinding {
         KeyBinding::new(key.code, key.modifiers)
     }

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The agent operations the mount needs.
 pub trait AgentSurface: Send + Sync {
+    /// The agent's session id and cwd, as the reference service sees them.
     fn identity(&self) -> AgentIdentity;
     /// `steer` inside the acceptance window, else `followup`.
     fn dispatch(&self, message: Message) -> Admission;
@@ -40,15 +41,19 @@ impl AgentSurface for Agent {
 /// Why a submission did not go out. The composer keeps (or gets back) its text in every case.
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
+    /// The text does not parse as references (SPEC §2); shown as `Invalid session reference: …`.
     #[error("Invalid session reference: {}", .0.message())]
     InvalidReference(SessionReferenceError),
+    /// The text mentions sessions but no reference service is mounted.
     #[error("Session reference capability unavailable")]
     Unavailable,
+    /// `prepare` failed or was cancelled; shown as `Session reference failed: …`.
     #[error("Session reference failed: {}", .0.message())]
     Failed(SessionReferenceError),
 }
 
 impl SubmitError {
+    /// Whether the user cancelled the preparation (Esc), which needs no error shown.
     pub fn was_cancelled(&self) -> bool {
         matches!(self, SubmitError::Failed(e) if e.kind() == ErrorCode::Cancelled)
     }
@@ -57,7 +62,9 @@ impl SubmitError {
 /// What a successful submission did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Submitted {
+    /// How the message was taken in (queued, staged or appended).
     pub admission: Admission,
+    /// The id of the sent message.
     pub message_id: String,
     /// Distinct sessions whose snapshot went with the message.
     pub referenced: usize,
@@ -68,8 +75,11 @@ pub struct Submitted {
 pub struct Preview {
     /// UTF-8 bytes of the context message it alone would add.
     pub bytes: u64,
+    /// Messages the source had (`originalMessages`).
     pub original: u64,
+    /// Messages kept after retention (`retainedMessages`).
     pub retained: u64,
+    /// Retention dropped some of the source (`truncated`).
     pub truncated: bool,
     /// The last few messages of what would be sent, `(role, text)`, oldest first.
     pub last: Vec<(String, String)>,
@@ -99,13 +109,19 @@ impl Preview {
 
 /// A parsed submission: either ready to dispatch, or needing preparation.
 pub enum Submission {
+    /// No references: dispatch as it is.
     Plain(Message),
+    /// References to prepare before dispatch.
     WithReferences {
+        /// The message to send, its text as parsed.
         message: Message,
+        /// The references parsed from its text (SPEC §2), in order.
         references: Vec<ReferenceInput>,
     },
 }
 
+/// The reference mount: candidate lookups for the popup and the submit transaction, over one agent
+/// and, optionally, the reference service.
 #[derive(Clone)]
 pub struct SessionReferenceMount {
     service: Option<SessionReferences>,
@@ -113,14 +129,17 @@ pub struct SessionReferenceMount {
 }
 
 impl SessionReferenceMount {
+    /// A mount over `agent`; with `service` `None`, a message that mentions sessions is refused.
     pub fn new(service: Option<SessionReferences>, agent: Arc<dyn AgentSurface>) -> Self {
         SessionReferenceMount { service, agent }
     }
 
+    /// Whether a reference service is mounted.
     pub fn has_service(&self) -> bool {
         self.service.is_some()
     }
 
+    /// The agent messages go to.
     pub fn agent(&self) -> &Arc<dyn AgentSurface> {
         &self.agent
     }

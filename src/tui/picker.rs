@@ -29,9 +29,12 @@ pub enum PickerOutcome {
     Picked(String),
     /// Esc or Ctrl-C: start nothing.
     Cancelled,
+    /// Not a picker key (e.g. a key release).
     Ignored,
 }
 
+/// The picker's state: the query line, the hits of the latest search, the selection. Pure: the
+/// caller runs the searches it asks for.
 #[derive(Debug, Clone, Default)]
 pub struct PickerState {
     query: String,
@@ -44,6 +47,7 @@ pub struct PickerState {
 }
 
 impl PickerState {
+    /// An empty picker; call [`PickerState::start`] for the first search.
     pub fn new() -> PickerState {
         PickerState::default()
     }
@@ -54,14 +58,17 @@ impl PickerState {
         PickerOutcome::Search(self.generation, String::new())
     }
 
+    /// The query typed so far.
     pub fn query(&self) -> &str {
         &self.query
     }
 
+    /// The hits of the latest applied search, best first.
     pub fn hits(&self) -> &[Hit] {
         &self.hits
     }
 
+    /// The highlighted hit, if there is any.
     pub fn selected(&self) -> Option<&Hit> {
         self.hits.get(self.selected)
     }
@@ -88,6 +95,7 @@ impl PickerState {
         true
     }
 
+    /// Reacts to one key: edits the query, moves the selection, picks or cancels.
     pub fn handle_key(&mut self, key: KeyEvent) -> PickerOutcome {
         if key.kind == KeyEventKind::Release {
             return PickerOutcome::Ignored;
@@ -135,6 +143,7 @@ impl PickerState {
         PickerOutcome::Search(self.generation, self.query.clone())
     }
 
+    /// The widget that draws the picker, with ages measured from `now_ms` (Unix milliseconds).
     pub fn view(&self, now_ms: i64) -> PickerView<'_> {
         PickerView {
             state: self,
@@ -150,6 +159,7 @@ pub struct PickerView<'a> {
 }
 
 impl PickerView<'_> {
+    /// Draws the query line, the hits and the selection into `area` (clipped to `buf`).
     pub fn render(&self, area: Rect, buf: &mut Buffer) {
         let area = clip(area, buf);
         if area.is_empty() {

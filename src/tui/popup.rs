@@ -35,7 +35,9 @@ pub struct QueryId(u64);
 /// [`PopupState::apply_results`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LookupRequest {
+    /// Matches the answer to this request; older ids are stale and dropped.
     pub id: QueryId,
+    /// The text after `@` (or `@"`) that the lookup is for.
     pub query: String,
 }
 
@@ -79,6 +81,8 @@ const FILE_LIMIT: usize = 50;
 /// Below this inner width the row tags shrink to one letter.
 const NARROW: usize = 48;
 
+/// The `@` popup's state: the token it follows, the session and file rows and the selection. Pure:
+/// the caller runs the lookups it asks for.
 #[derive(Debug, Clone)]
 pub struct PopupState {
     open: bool,
@@ -114,6 +118,7 @@ impl Default for PopupState {
 }
 
 impl PopupState {
+    /// A closed popup with no rows and an empty file index.
     pub fn new() -> PopupState {
         PopupState {
             open: false,
@@ -163,10 +168,12 @@ impl PopupState {
         self.rebuild_rows();
     }
 
+    /// Replaces the file index `@path` rows are matched against, and rematches them.
     pub fn is_open(&self) -> bool {
         self.open
     }
 
+    /// Whether the popup is showing.
     pub fn query(&self) -> &str {
         &self.query
     }
@@ -176,10 +183,12 @@ impl PopupState {
         self.paths_only
     }
 
+    /// The query: the token's text after `@` (or `@"`).
     pub fn is_loading(&self) -> bool {
         self.lookup == Lookup::Loading
     }
 
+    /// Whether the lookup for the current query is still running.
     pub fn error(&self) -> Option<&str> {
         match &self.lookup {
             Lookup::Failed(e) => Some(e),
@@ -192,10 +201,12 @@ impl PopupState {
         self.rows.len()
     }
 
+    /// The last lookup's error message, raw (escaped when drawn), if it failed.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
 
+    /// Whether there is no row to select.
     pub fn selected_index(&self) -> Option<usize> {
         (!self.rows.is_empty()).then_some(self.scroll.selected)
     }
@@ -349,24 +360,28 @@ impl PopupState {
         self.close();
     }
 
+    /// Moves the selection up one row, from the first to the last.
     pub fn move_up(&mut self) {
         let (len, cap) = (self.rows.len(), self.list_capacity());
         self.scroll.move_up_wrap(len, cap);
         self.moved();
     }
 
+    /// Moves the selection down one row, from the last to the first.
     pub fn move_down(&mut self) {
         let (len, cap) = (self.rows.len(), self.list_capacity());
         self.scroll.move_down_wrap(len, cap);
         self.moved();
     }
 
+    /// Moves the selection up one page, stopping at the first row.
     pub fn page_up(&mut self) {
         let (len, cap) = (self.rows.len(), self.list_capacity());
         self.scroll.page_up(len, cap);
         self.moved();
     }
 
+    /// Moves the selection down one page, stopping at the last row.
     pub fn page_down(&mut self) {
         let (len, cap) = (self.rows.len(), self.list_capacity());
         self.scroll.page_down(len, cap);

@@ -16,6 +16,7 @@ use serde_json::{json, Map, Value};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+/// The history file's name in the home: `<home>/history.jsonl`.
 pub const FILE_NAME: &str = "history.jsonl";
 /// Entries loaded at start.
 pub const MAX_LOADED: usize = 500;
@@ -24,6 +25,7 @@ pub const TAIL_BYTES: u64 = 4 << 20;
 /// A message larger than this (a huge paste) is not kept in the file.
 pub const MAX_ENTRY_BYTES: usize = 256 << 10;
 
+/// The history file of `home`.
 pub fn path(home: &Path) -> PathBuf {
     home.join(FILE_NAME)
 }

@@ -8,6 +8,8 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Position, Rect};
 
+/// A widget of the bundle: it borrows its state, draws into a buffer and says how tall it wants to
+/// be and where the cursor goes. It never owns the terminal.
 pub trait Renderable {
     /// Draws into `area`. Never panics, whatever the size (including zero).
     fn render(&self, area: Rect, buf: &mut Buffer);

@@ -18,11 +18,17 @@ use ratatui::widgets::{Block, BorderType, Clear, Widget};
 /// A command of the menu.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Command {
+    /// `/help`: open the key-help overlay.
     Help,
+    /// `/new`: start a new session.
     New,
+    /// `/resume ID`: continue another session (by id or unique prefix).
     Resume,
+    /// `/model [NAME]`: show the model, or switch this session to model `NAME`.
     Model,
+    /// `/sessions`: list recent sessions.
     Sessions,
+    /// `/quit`: leave.
     Quit,
 }
 
@@ -42,6 +48,7 @@ pub const COMMANDS: &[(Command, &str, &str, &str)] = &[
 ];
 
 impl Command {
+    /// The command's name without the `/`, e.g. `resume`.
     pub fn name(self) -> &'static str {
         COMMANDS
             .iter()
@@ -96,18 +103,22 @@ pub struct SlashMenu {
 /// What a key did to the menu.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlashOutcome {
+    /// The key moved the selection; the menu stays open.
     Handled,
     /// Tab: complete the composer to this command.
     Complete(Command),
     /// Enter: run this command now.
     Run(Command),
+    /// Esc: the menu closed and stays closed until the query changes.
     Close,
+    /// The key is not the menu's; the composer takes it.
     Ignored,
 }
 
 const PAGE: usize = 8;
 
 impl SlashMenu {
+    /// Whether the menu is showing.
     pub fn is_open(&self) -> bool {
         self.open
     }
@@ -117,6 +128,7 @@ impl SlashMenu {
         &self.rows
     }
 
+    /// The highlighted command, if any row is shown.
     pub fn selected(&self) -> Option<Command> {
         self.rows.get(self.scroll.selected).copied()
     }
@@ -161,6 +173,7 @@ impl SlashMenu {
         self.open = false;
     }
 
+    /// Closes the menu; it reopens as soon as the composer holds a `/word` again.
     pub fn close(&mut self) {
         self.open = false;
     }
@@ -202,6 +215,7 @@ impl SlashMenu {
         SlashOutcome::Handled
     }
 
+    /// The widget that draws the menu.
     pub fn view(&self) -> SlashMenuView<'_> {
         SlashMenuView { state: self }
     }

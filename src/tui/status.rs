@@ -12,13 +12,19 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 
+/// What the status line under the composer shows. Text from logs (title, id, cwd) is escaped when
+/// drawn.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StatusLine {
+    /// The open session's id.
     pub session_id: String,
     /// The latest title; the id is shown when there is none.
     pub title: Option<String>,
+    /// The session's cwd, if it has one.
     pub cwd: Option<String>,
+    /// The model's label, e.g. `deepseek/deepseek-v4-flash`.
     pub model: String,
+    /// A turn is open.
     pub running: bool,
     /// Steering messages staged for the next safe boundary.
     pub queued_steering: usize,

@@ -40,6 +40,7 @@ pub fn cluster_cells(s: &str) -> usize {
 }
 
 const TAB: &str = "    ";
+/// What stands in for text cut to fit a width.
 pub const ELLIPSIS: char = '…';
 
 /// Characters with their styles. Every character in here is safe to draw except `\n`, which
@@ -50,14 +51,17 @@ pub struct StyledText {
 }
 
 impl StyledText {
+    /// An empty text.
     pub fn new() -> Self {
         StyledText::default()
     }
 
+    /// No characters at all.
     pub fn is_empty(&self) -> bool {
         self.cells.is_empty()
     }
 
+    /// Terminal columns the text takes when drawn on one line (wide characters count two).
     pub fn width(&self) -> usize {
         units(&self.cells).map(|u| u.width).sum()
     }
@@ -103,6 +107,7 @@ impl StyledText {
         self
     }
 
+    /// Appends `other`, its styles kept.
     pub fn append(&mut self, other: StyledText) -> &mut Self {
         self.cells.extend(other.cells);
         self

@@ -24,6 +24,8 @@ pub struct ActiveToken {
 /// What the popup offers for insertion.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PopupItem {
+    /// A session row: insert a mention of it.
     Session(Candidate),
+    /// A file row: insert `@path` (`@"path"` when it holds whitespace).
     File(FileRow),
 }

@@ -25,7 +25,9 @@ use std::cell::{Cell, RefCell};
 /// One referenced session named on a reference card.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReferencedSession {
+    /// The referenced session's id, raw (escaped when drawn).
     pub session_id: String,
+    /// The label the mention gave it, raw (escaped when drawn).
     pub label: String,
     /// The agent that wrote it, for another agent's session (SPEC §9).
     pub source: Option<Agent>,
@@ -37,8 +39,11 @@ pub struct ReferencedSession {
 /// left out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Kept {
+    /// Messages the source had (`originalMessages`).
     pub original: u64,
+    /// Messages the snapshot kept (`retainedMessages`).
     pub retained: u64,
+    /// Bytes of the source left out by retention (`omittedBytes`).
     pub omitted_bytes: u64,
 }
 
@@ -60,69 +65,98 @@ impl Kept {
     }
 }
 
+/// How a notice is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoticeLevel {
+    /// Plain information, drawn dim.
     Info,
+    /// A failure, drawn in the error style.
     Error,
 }
 
+/// One entry of the transcript. Items from logs hold raw text; drawing escapes it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TranscriptItem {
     /// A direct prompt.
     User {
+        /// What the user wrote: the display text when the log keeps one, else the text.
         text: String,
     },
     /// A prompt that steered a running turn.
     Steer {
+        /// What the user wrote: the display text when the log keeps one, else the text.
         text: String,
     },
     /// Model output; `streaming` while deltas still arrive.
     Assistant {
+        /// The answer's text so far.
         text: String,
+        /// The names of the tools the answer called, in order.
         tool_calls: Vec<String>,
+        /// Deltas are still arriving.
         streaming: bool,
     },
     /// The model's reasoning: a dim, collapsible block (one line while collapsed, showing the
     /// latest words while it streams). Never sent back to the model.
     Reasoning {
+        /// The reasoning text so far.
         text: String,
+        /// Deltas are still arriving.
         streaming: bool,
+        /// Shown whole rather than as one line.
         expanded: bool,
     },
     /// A session-reference context: one dim line saying what was sent, expandable to the
     /// snapshot read role by role; once more to the exact text the model received.
     ReferenceCard {
+        /// The sessions the snapshot names, in its order.
         sessions: Vec<ReferencedSession>,
+        /// The exact context text the model received.
         context: String,
+        /// Opened past the one-line summary.
         expanded: bool,
         /// Expanded to the exact text rather than the readable view.
         raw: bool,
     },
     /// Any other context message (including a malformed session-reference one).
     ContextCard {
+        /// What the card says it is, e.g. `file src/main.rs · 2.0 KiB` or the source's kind.
         kind: String,
+        /// The context message's text.
         text: String,
+        /// Opened past the one-line head.
         expanded: bool,
     },
     /// A compaction checkpoint: a dim marker, expandable to the summary.
     Compaction {
+        /// The checkpoint's summary text.
         summary: String,
+        /// Opened to show the summary.
         expanded: bool,
     },
+    /// What a tool returned.
     ToolResult {
+        /// The tool's output text.
         text: String,
+        /// The tool reported a failure.
         is_error: bool,
     },
     /// The header of a new session: what runs where, and how to start.
     Welcome {
+        /// This crate's version.
         version: String,
+        /// The model's status-line label.
         model: String,
+        /// The session's cwd, if it has one.
         cwd: Option<String>,
+        /// The home the session lives in, as shown.
         home: String,
     },
     /// Our own messages, e.g. `Session reference failed: …`.
     Notice {
+        /// Whether it is information or an error.
         level: NoticeLevel,
+        /// The notice's text.
         text: String,
     },
 }
@@ -216,6 +250,7 @@ impl TranscriptItem {
         self.set_expanded(!self.is_expanded())
     }
 
+    /// Whether an expandable item is open; always false for the others.
     pub fn is_expanded(&self) -> bool {
         match self {
             TranscriptItem::ReferenceCard { expanded, .. }
@@ -226,6 +261,7 @@ impl TranscriptItem {
         }
     }
 
+    /// Opens or closes an expandable item; false (and no change) for the others.
     pub fn set_expanded(&mut self, value: bool) -> bool {
         match self {
             TranscriptItem::ReferenceCard { expanded, .. }
@@ -511,8 +547,12 @@ fn context_card(message: &Message) -> TranscriptItem {
 /// One source of a snapshot, read back from the context text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadableSource {
+    /// The source's mention label.
     pub label: String,
+    /// The source's session id.
     pub session_id: String,
+    /// The last event seq of the source that the snapshot covers (`capturedThroughSeq`), when
+    /// given.
     pub captured_through_seq: Option<u64>,
     /// `(role, text)` in order.
     pub conversation: Vec<(String, String)>,
@@ -648,10 +688,12 @@ struct Wrapped {
 }
 
 impl Transcript {
+    /// An empty transcript, following the newest output.
     pub fn new() -> Transcript {
         Transcript::default()
     }
 
+    /// The items, oldest first.
     pub fn items(&self) -> &[TranscriptItem] {
         &self.items
     }
@@ -669,6 +711,7 @@ impl Transcript {
         }
     }
 
+    /// Appends `item` as it is.
     pub fn push(&mut self, item: TranscriptItem) {
         self.items.push(item);
     }
@@ -720,6 +763,7 @@ impl Transcript {
         });
     }
 
+    /// Appends a notice of ours (never from a log).
     pub fn push_notice(&mut self, level: NoticeLevel, text: impl Into<String>) {
         self.items.push(TranscriptItem::Notice {
             level,
@@ -879,6 +923,7 @@ impl Transcript {
         }
     }
 
+    /// Opens or closes every expandable item.
     pub fn set_all_expanded(&mut self, expanded: bool) {
         for item in &mut self.items {
             item.set_expanded(expanded);
@@ -886,6 +931,7 @@ impl Transcript {
         self.cache.get_mut().clear();
     }
 
+    /// Removes every item and scrolls back to the bottom.
     pub fn clear(&mut self) {
         self.selected = None;
         self.items.clear();
@@ -900,6 +946,7 @@ impl Transcript {
         self.scroll.get()
     }
 
+    /// Scrolls `rows` rows toward older output, no further than the top.
     pub fn scroll_up(&mut self, rows: usize) {
         let scroll = self
             .scroll
@@ -909,10 +956,12 @@ impl Transcript {
         self.scroll.set(scroll);
     }
 
+    /// Scrolls `rows` rows toward newer output, no further than the bottom.
     pub fn scroll_down(&mut self, rows: usize) {
         self.scroll.set(self.scroll.get().saturating_sub(rows));
     }
 
+    /// Follows the newest output again.
     pub fn scroll_to_bottom(&mut self) {
         self.scroll.set(0);
     }

@@ -16,6 +16,7 @@ use unicode_segmentation::UnicodeSegmentation;
 impl Composer {
     // ----- editing -----
 
+    /// Inserts one character at the cursor.
     pub fn insert_char(&mut self, c: char) {
         self.splice(self.cursor..self.cursor, vec![Elem::Char(c)]);
     }
@@ -26,6 +27,7 @@ impl Composer {
         self.splice(self.cursor..self.cursor, elems);
     }
 
+    /// Inserts a line break at the cursor.
     pub fn insert_newline(&mut self) {
         self.insert_char('\n');
     }
@@ -36,6 +38,8 @@ impl Composer {
         self.insert_mention_element(MentionElement::from_candidate(candidate));
     }
 
+    /// Replaces the active `@` token (or inserts at the cursor when there is none) with `mention`
+    /// and one space.
     pub fn insert_mention_element(&mut self, mention: MentionElement) {
         let range = self.token_range();
         self.splice(
@@ -149,6 +153,7 @@ impl Composer {
 
     // ----- movement -----
 
+    /// Moves one grapheme cluster (or mention) left; false at the start.
     pub fn move_left(&mut self) -> bool {
         self.preferred_x = None;
         if self.cursor == 0 {
@@ -158,6 +163,7 @@ impl Composer {
         true
     }
 
+    /// Moves one grapheme cluster (or mention) right; false at the end.
     pub fn move_right(&mut self) -> bool {
         self.preferred_x = None;
         if self.cursor >= self.elems.len() {
@@ -167,12 +173,16 @@ impl Composer {
         true
     }
 
+    /// Moves to the start of the word before the cursor (whitespace-separated); false when it did
+    /// not move.
     pub fn move_word_left(&mut self) -> bool {
         self.preferred_x = None;
         let to = self.word_start(self.cursor);
         std::mem::replace(&mut self.cursor, to) != to
     }
 
+    /// Moves past the end of the word after the cursor (whitespace-separated); false when it did
+    /// not move.
     pub fn move_word_right(&mut self) -> bool {
         self.preferred_x = None;
         let mut i = self.cursor;

@@ -87,6 +87,8 @@ impl PastedText {
 /// A paste with more lines than this, or more characters than [`PASTE_COLLAPSE_CHARS`], is
 /// shown collapsed.
 pub const PASTE_COLLAPSE_LINES: usize = 10;
+/// A paste with more characters than this (or more lines than [`PASTE_COLLAPSE_LINES`]) is shown
+/// collapsed.
 pub const PASTE_COLLAPSE_CHARS: usize = 2000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,8 +142,16 @@ impl ComposerSnapshot {
 /// One piece of a saved message, as prompt history stores it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Part {
+    /// A run of plain text.
     Text(String),
-    Mention { session_id: String, label: String },
+    /// A mention, by the raw session id and the label it shows.
+    Mention {
+        /// The mentioned session's id, raw.
+        session_id: String,
+        /// The label, as inserted (escaped).
+        label: String,
+    },
+    /// A collapsed paste's whole text.
     Paste(String),
 }
 
@@ -203,8 +213,11 @@ pub enum ComposerOutcome {
 
 const TAB_WIDTH: usize = 4;
 const GUTTER: u16 = 2;
+/// Text rows shown before the composer scrolls, unless [`Composer::set_max_rows`] says otherwise.
 pub const DEFAULT_MAX_ROWS: u16 = 8;
 
+/// The message being written: text, mentions (one element each) and collapsed pastes, with the
+/// cursor, the prompt history and the layout cache. Edits are by grapheme cluster.
 #[derive(Debug, Clone)]
 pub struct Composer {
     elems: Vec<Elem>,
@@ -233,6 +246,7 @@ impl Default for Composer {
     }
 }
 impl Composer {
+    /// An empty composer with the standard keys and the default placeholder.
     pub fn new() -> Composer {
         Composer {
             elems: Vec::new(),
@@ -250,6 +264,7 @@ impl Composer {
         }
     }
 
+    /// The dim text shown while the composer is empty.
     pub fn set_placeholder(&mut self, placeholder: impl Into<String>) {
         self.placeholder = placeholder.into();
     }
@@ -279,6 +294,7 @@ impl Composer {
         out
     }
 
+    /// Nothing typed at all (not even whitespace).
     pub fn is_empty(&self) -> bool {
         self.elems.is_empty()
     }
@@ -320,6 +336,7 @@ impl Composer {
         self.cursor
     }
 
+    /// The content, mentions and cursor, to restore later or keep in history.
     pub fn snapshot(&self) -> ComposerSnapshot {
         ComposerSnapshot {
             elems: self.elems.clone(),
@@ -341,6 +358,7 @@ impl Composer {
         self.after_edit();
     }
 
+    /// Empties the composer; the cursor goes to the start.
     pub fn clear(&mut self) {
         self.elems.clear();
         self.cursor = 0;
