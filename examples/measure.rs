@@ -185,6 +185,9 @@ enum Command {
         /// Reuse the index of an earlier run (skips the build measurement).
         #[arg(long)]
         keep_index: bool,
+        /// Only the warm searches (implies --keep-index): for profiling them.
+        #[arg(long)]
+        searches_only: bool,
     },
     /// Popup over N sessions: frame render and keystroke-to-frame times.
     Tui {
@@ -256,7 +259,8 @@ fn main() {
             rounds,
             appends,
             keep_index,
-        } => measure_discovery::run(sessions, kb, rounds, appends, keep_index),
+            searches_only,
+        } => measure_discovery::run(sessions, kb, rounds, appends, keep_index, searches_only),
         Command::HomeEncoding {
             home,
             requested,

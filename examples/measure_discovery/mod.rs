@@ -201,6 +201,16 @@ fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
+/// CPU time of the calling thread so far: what one search costs, apart from waiting for a core
+/// on a shared machine (a search runs on the thread that asks).
+#[allow(unsafe_code)] // clock_gettime has no safe wrapper in std
+fn thread_cpu() -> Duration {
+    // SAFETY: clock_gettime only writes the struct it is given.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 fn dir_size(path: &Path) -> u64 {
     std::fs::read_dir(path)
         .map(|entries| {
@@ -213,7 +223,15 @@ fn dir_size(path: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize, keep_index: bool) {
+pub fn run(
+    sessions: usize,
+    kb: usize,
+    rounds: usize,
+    appends: usize,
+    keep_index: bool,
+    searches_only: bool,
+) {
+    let keep_index = keep_index || searches_only;
     let started = Instant::now();
     let (home, log_bytes) = cached_search_home(sessions, kb).unwrap();
     println!(
@@ -229,6 +247,18 @@ pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize, keep_index
 
     // Cold build, on this thread (the indexer is single-threaded).
     let discovery = Discovery::for_home(&home, &SourceSet::default());
+    if !searches_only {
+        build(&discovery, &index_dir, log_bytes);
+    }
+    searches(&discovery, sessions, rounds, searches_only);
+    if searches_only {
+        return;
+    }
+    popup(&home, &discovery, sessions, rounds.min(10));
+    appended(&home, &discovery, sessions, appends);
+}
+
+fn build(discovery: &Discovery, index_dir: &Path, log_bytes: u64) {
     let started = Instant::now();
     let cpu0 = cpu_time();
     let stats = discovery.refresh_blocking().unwrap();
@@ -245,7 +275,7 @@ pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize, keep_index
         log_bytes as f64 / 1e6 / took.as_secs_f64(),
         stats.text_bytes as f64 / 1e6 / cpu.as_secs_f64(),
         stats.text_bytes as f64 / 1e6,
-        dir_size(&index_dir) as f64 / 1e6
+        dir_size(index_dir) as f64 / 1e6
     );
     let started = Instant::now();
     let again = discovery.refresh_blocking().unwrap();
@@ -254,8 +284,10 @@ pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize, keep_index
         started.elapsed(),
         again.listed
     );
+}
 
-    // Warm searches.
+/// Warm searches of every query kind, and typing (each keystroke a search extending the last).
+fn searches(discovery: &Discovery, sessions: usize, rounds: usize, quiet_typing: bool) {
     let mut rng = gen::Rng::new(99);
     let queries: Vec<(&str, String)> = vec![
         ("common word", "the".into()),
@@ -289,50 +321,76 @@ pub fn run(sessions: usize, kb: usize, rounds: usize, appends: usize, keep_index
     for (_, q) in &queries {
         search(q);
     }
-    // Typing: each keystroke a search that extends the last one (the popup's case).
-    let typed = format!("{} {}", word(40), word(900));
-    let mut typing = Vec::new();
-    for _ in 0..rounds.min(10) {
-        for end in 1..=typed.len() {
-            let started = Instant::now();
-            search(&typed[..end]);
-            typing.push(started.elapsed());
+    if !quiet_typing {
+        // Typing: each keystroke a search that extends the last one (the popup's case).
+        let typed = format!("{} {}", word(40), word(900));
+        let mut typing = Vec::new();
+        for _ in 0..rounds.min(10) {
+            for end in 1..=typed.len() {
+                let started = Instant::now();
+                search(&typed[..end]);
+                typing.push(started.elapsed());
+            }
+            search("");
         }
-        search("");
+        percentiles(
+            &format!("search while typing {typed:?} per keystroke"),
+            &mut typing,
+        );
     }
-    percentiles(
-        &format!("search while typing {typed:?} per keystroke"),
-        &mut typing,
-    );
     let mut all = Vec::new();
-    let mut kinds: Vec<(&str, Vec<Duration>, usize)> = Vec::new();
+    let mut all_cpu = Vec::new();
+    let mut kinds: Vec<(&str, Vec<Duration>, usize, Vec<Duration>)> = Vec::new();
     for (kind, q) in &queries {
         let mut samples = Vec::with_capacity(rounds);
+        let mut cpu_samples = Vec::with_capacity(rounds);
         let mut total = 0;
         for _ in 0..rounds {
             // An unrelated query first, so nothing is narrowed from the same query before.
             search("");
+            let cpu = thread_cpu();
             let started = Instant::now();
             total = search(q).total;
             samples.push(started.elapsed());
+            cpu_samples.push(thread_cpu() - cpu);
         }
         all.extend_from_slice(&samples);
+        all_cpu.extend_from_slice(&cpu_samples);
         match kinds.iter_mut().find(|k| k.0 == *kind) {
             Some(k) => {
                 k.1.extend(samples);
                 k.2 = k.2.max(total);
+                k.3.extend(cpu_samples);
             }
-            None => kinds.push((kind, samples, total)),
+            None => kinds.push((kind, samples, total, cpu_samples)),
         }
     }
-    for (kind, mut samples, total) in kinds {
+    for (kind, mut samples, total, mut cpu) in kinds {
         percentiles(&format!("search {kind} (≤{total} matches)"), &mut samples);
+        percentiles("  thread CPU time", &mut cpu);
     }
     percentiles("search all queries", &mut all);
+    percentiles("search all queries, thread CPU time", &mut all_cpu);
+}
 
-    popup(&home, &discovery, sessions, rounds.min(10));
-
-    // Append → visible, with the background indexer running as in the TUI.
+/// Append → visible, with the background indexer running as in the TUI.
+fn appended(home: &Path, discovery: &Discovery, sessions: usize, appends: usize) {
+    let now = 1_700_000_000_000 + sessions as i64 * 60_000;
+    let search = |text: &str| {
+        discovery
+            .search_blocking(
+                &SearchQuery {
+                    text: text.into(),
+                    agent: None,
+                    cwd: Some(gen::project_cwd(3)),
+                    limit: 50,
+                    now_ms: now,
+                    snippets: true,
+                },
+                None,
+            )
+            .unwrap()
+    };
     let _thread = discovery.spawn_indexer();
     std::thread::sleep(Duration::from_millis(200));
     let mut latencies = Vec::new();

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The schema this build writes (`PRAGMA user_version`); anything else is rebuilt.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 /// The application id stamped in the database header (`PRAGMA application_id`): "dshD".
 const APPLICATION_ID: i64 = 0x6473_6844;
 /// The index directory under a home, and the database in it.
@@ -50,6 +50,9 @@ const LOCK_FILE: &str = "rebuild.lock";
 /// Conversation text is stored in chunks of about this many bytes (cut at message boundaries; a
 /// longer message is its own chunk).
 pub const CHUNK_BYTES: usize = 64 << 10;
+/// FTS5 keeps this many bytes of a transaction's new terms in memory before it writes a
+/// segment: fewer, larger segments are fewer merges during a build (the default is 1 MiB).
+const HASH_BYTES: usize = 16 << 20;
 /// The first prompt kept per session (bytes, cut at a character boundary).
 const FIRST_PROMPT_BYTES: usize = 512;
 /// How long a statement waits for another connection's write lock.
@@ -302,6 +305,7 @@ fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
             body,
             tokenize = 'unicode61 remove_diacritics 2'
         );
+        INSERT INTO doc(doc, rank) VALUES('hashsize', {HASH_BYTES});
         CREATE TABLE owner(
             row INTEGER PRIMARY KEY,
             sid INTEGER NOT NULL,
@@ -791,21 +795,20 @@ fn chunk_text(items: &[ConversationItem]) -> String {
 fn delete_rows(conn: &Connection, sid: i64, kind: Option<i64>) -> rusqlite::Result<()> {
     match kind {
         Some(kind) => {
-            conn.execute(
+            conn.prepare_cached(
                 "DELETE FROM doc WHERE rowid IN (SELECT row FROM owner WHERE sid = ?1 AND kind = ?2)",
-                [sid, kind],
-            )?;
-            conn.execute(
-                "DELETE FROM owner WHERE sid = ?1 AND kind = ?2",
-                [sid, kind],
-            )?;
+            )?
+            .execute([sid, kind])?;
+            conn.prepare_cached("DELETE FROM owner WHERE sid = ?1 AND kind = ?2")?
+                .execute([sid, kind])?;
         }
         None => {
-            conn.execute(
+            conn.prepare_cached(
                 "DELETE FROM doc WHERE rowid IN (SELECT row FROM owner WHERE sid = ?1)",
-                [sid],
-            )?;
-            conn.execute("DELETE FROM owner WHERE sid = ?1", [sid])?;
+            )?
+            .execute([sid])?;
+            conn.prepare_cached("DELETE FROM owner WHERE sid = ?1")?
+                .execute([sid])?;
         }
     }
     Ok(())
@@ -839,20 +842,19 @@ fn write_session(
     let chains = chain(items);
     let total_chain = chains.last().copied().unwrap_or(0);
     let old: Option<Indexed> = conn
-        .query_row(
+        .prepare_cached(
             "SELECT rowid, items, chain, tail_chunk, tail_items, title FROM sessions WHERE id = ?1",
-            [&doc.id],
-            |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            },
-        )
+        )?
+        .query_row([&doc.id], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })
         .optional()?;
     // Where writing starts: after the indexed prefix if it is still a prefix (minus the last,
     // partial chunk, rewritten with the new items), else from scratch.
@@ -864,8 +866,10 @@ fn write_session(
                 && tail_chunk.is_some() =>
         {
             let tail = tail_chunk.expect("checked");
-            conn.execute("DELETE FROM doc WHERE rowid = ?1", [tail])?;
-            conn.execute("DELETE FROM owner WHERE row = ?1", [tail])?;
+            conn.prepare_cached("DELETE FROM doc WHERE rowid = ?1")?
+                .execute([tail])?;
+            conn.prepare_cached("DELETE FROM owner WHERE row = ?1")?
+                .execute([tail])?;
             delete_rows(conn, rowid, Some(0))?;
             (rowid, (n - tail_items) as usize, true)
         }
@@ -874,11 +878,11 @@ fn write_session(
             (rowid, 0, false)
         }
         None => {
-            conn.execute(
+            conn.prepare_cached(
                 "INSERT INTO sessions(id, created_at, last_activity, messages, conversation_bytes,
                     items, chain, tail_items) VALUES (?1, 0, 0, 0, 0, 0, 0, 0)",
-                [&doc.id],
-            )?;
+            )?
+            .execute([&doc.id])?;
             (conn.last_insert_rowid(), 0, false)
         }
     };
@@ -906,28 +910,28 @@ fn write_session(
         tail = Some((row, (end - start) as i64));
     }
     let (tail_chunk, tail_items) = tail.map_or((None, 0), |(row, n)| (Some(row), n));
-    conn.execute(
+    conn.prepare_cached(
         "UPDATE sessions SET title = ?2, cwd = ?3, created_at = ?4, last_activity = ?5,
             messages = ?6, conversation_bytes = ?7, first_prompt = ?8, source = ?9, stamp = ?10,
             items = ?11, chain = ?12, tail_chunk = ?13, tail_items = ?14, error = NULL
          WHERE rowid = ?1",
-        params![
-            rowid,
-            doc.title,
-            doc.cwd,
-            doc.created_at,
-            doc.last_activity,
-            doc.messages as i64,
-            doc.conversation_bytes as i64,
-            doc.first_prompt,
-            doc.source,
-            stamp,
-            items.len() as i64,
-            total_chain,
-            tail_chunk,
-            tail_items,
-        ],
-    )?;
+    )?
+    .execute(params![
+        rowid,
+        doc.title,
+        doc.cwd,
+        doc.created_at,
+        doc.last_activity,
+        doc.messages as i64,
+        doc.conversation_bytes as i64,
+        doc.first_prompt,
+        doc.source,
+        stamp,
+        items.len() as i64,
+        total_chain,
+        tail_chunk,
+        tail_items,
+    ])?;
     Ok(Outcome { appended, bytes })
 }
 

@@ -103,7 +103,8 @@ fn clamp01(v: f64) -> f64 {
 /// Recency in `0..=RECENCY_WEIGHT`: halved every [`RECENCY_HALF_LIFE_DAYS`].
 pub fn recency(last_activity_ms: i64, now_ms: i64) -> f64 {
     let age_days = (now_ms.saturating_sub(last_activity_ms)).max(0) as f64 / 86_400_000.0;
-    RECENCY_WEIGHT * 0.5f64.powf(age_days / RECENCY_HALF_LIFE_DAYS)
+    // 0.5^(age / half-life), as an exponential (cheaper than `powf`, once per row and search).
+    RECENCY_WEIGHT * (-std::f64::consts::LN_2 * age_days / RECENCY_HALF_LIFE_DAYS).exp()
 }
 
 /// The whole score of a hit.

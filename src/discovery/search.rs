@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 /// The in-memory copy of the session rows is reloaded after another connection committed, at
 /// most every ten times what the last load took, and at least this often.
 pub const RELOAD_EVERY: Duration = Duration::from_millis(500);
+/// The `cwd_key` of a row without an interned cwd.
+const NO_CWD: u32 = u32::MAX;
 /// Full-text rows considered per query (best bm25 first).
 const FTS_ROWS: usize = 1000;
 /// A fuzzy title or first-prompt match below this quality does not count.
@@ -53,6 +55,9 @@ pub struct SessionInfo {
     id_lower: String,
     own_start: usize,
     cwd_lower: Option<String>,
+    /// Which of the searcher's distinct cwds this row's is ([`NO_CWD`] for none, or for a row
+    /// fetched outside the in-memory copy): a cwd is matched once per search, not once per row.
+    cwd_key: u32,
     /// Which characters title, id and cwd hold ([`char_mask`]): a row whose fields lack one of
     /// the query's characters cannot match in memory and is skipped without matching.
     masks: [u64; 3],
@@ -111,6 +116,10 @@ pub struct Searcher {
     /// The (device, inode) of the file `conn` reads.
     file: Option<(u64, u64)>,
     rows: Arc<Vec<SessionInfo>>,
+    /// Where each session rowid sits in `rows`.
+    at: Arc<HashMap<i64, u32>>,
+    /// The distinct cwds of `rows` (as written, and lower-cased), by `cwd_key`.
+    cwds: Arc<Vec<(String, String)>>,
     data_version: Option<i64>,
     loaded_at: Option<Instant>,
     /// How long the last load of the rows took.
@@ -129,6 +138,8 @@ impl Searcher {
             conn: None,
             file: None,
             rows: Arc::new(Vec::new()),
+            at: Arc::new(HashMap::new()),
+            cwds: Arc::new(Vec::new()),
             data_version: None,
             loaded_at: None,
             load_cost: Duration::ZERO,
@@ -185,6 +196,9 @@ impl Searcher {
         }
         .map_err(|e| self.sql(e))?;
         self.load_cost = started.elapsed();
+        let (rows, at, cwds) = arrange(rows);
+        self.at = Arc::new(at);
+        self.cwds = Arc::new(cwds);
         self.rows = Arc::new(rows);
         self.data_version = Some(version);
         self.loaded_at = Some(Instant::now());
@@ -208,7 +222,17 @@ impl Searcher {
         query: &SearchQuery,
         listed: Option<&HashSet<String>>,
     ) -> Result<SearchResult> {
-        let result = self.search_inner(query, listed);
+        // One read transaction: every statement sees one snapshot, and the WAL read lock is
+        // taken once instead of once per statement (a common word reads a thousand rows).
+        let began = match self.connection() {
+            Ok(conn) => conn.execute_batch("BEGIN").map_err(|e| self.sql(e)),
+            Err(e) => Err(e),
+        };
+        let result = began.and_then(|()| self.search_inner(query, listed));
+        if let Some(conn) = &self.conn {
+            // Ends the read transaction (none is open when a rebuilt file was reopened).
+            let _ = conn.execute_batch("COMMIT");
+        }
         if result.is_err() {
             // A rebuilt database is another file: open it afresh next time.
             self.conn = None;
@@ -225,6 +249,7 @@ impl Searcher {
     ) -> Result<SearchResult> {
         self.refresh_rows()?;
         let rows = self.rows.clone();
+        let at = self.at.clone();
         let text = query.text.trim();
         let keep = |info: &SessionInfo| {
             query.agent.as_deref() != Some(info.id.as_str())
@@ -232,8 +257,7 @@ impl Searcher {
         };
         // Full text first: (conversation quality, title-row quality, best chunk) per session.
         let mut fts: HashMap<i64, (f64, f64, i64)> = HashMap::new();
-        let fts_expr = fts_expression(text);
-        if let Some(expr) = &fts_expr {
+        if let Some(expr) = &fts_expression(text) {
             let path = self.path.clone();
             let conn = self.connection()?;
             let hits = fts_hits(conn, expr).map_err(|e| IndexError::Sql { path, source: e })?;
@@ -250,6 +274,24 @@ impl Searcher {
                 }
             }
         }
+        // The full-text hits by position in `rows` (one flag per row, so the scans below look
+        // up nothing per row), and those on sessions indexed after `rows` was loaded.
+        let mut fts_here: Vec<bool> = Vec::new();
+        let mut fts_positions: Vec<u32> = Vec::new();
+        let mut fts_unknown: Vec<i64> = Vec::new();
+        if !fts.is_empty() {
+            fts_here = vec![false; rows.len()];
+            for sid in fts.keys() {
+                match at.get(sid) {
+                    Some(&i) => {
+                        fts_here[i as usize] = true;
+                        fts_positions.push(i);
+                    }
+                    None => fts_unknown.push(*sid),
+                }
+            }
+        }
+        let is_fts = |i: usize| fts_here.get(i).copied().unwrap_or(false);
         let lower = text.to_lowercase();
         // Words are matched as plain fuzzy atoms: no operator syntax, so narrowing holds.
         let pattern = Pattern::new(
@@ -260,8 +302,18 @@ impl Searcher {
         );
         let perfect = perfect_score(&pattern, text, &mut self.matcher);
         let mut buf = Vec::new();
-        let mut seen_fts = 0usize;
-        let mut scored: Vec<(f64, &SessionInfo, Matches)> = Vec::new();
+        // Each distinct cwd matched once: (substring score, whether it is the agent's).
+        let cwd_scores: Vec<(f64, bool)> = self
+            .cwds
+            .iter()
+            .map(|(cwd, cwd_lower)| {
+                (
+                    cwd_match(cwd_lower, &lower),
+                    query.cwd.as_deref() == Some(cwd.as_str()),
+                )
+            })
+            .collect();
+        let mut scored = TopK::new(query.limit);
         let score_row = |info: &SessionInfo, m: Matches| {
             if !text.is_empty() && !m.any() {
                 return None;
@@ -269,7 +321,11 @@ impl Searcher {
             if !keep(info) {
                 return None;
             }
-            let same_cwd = query.cwd.is_some() && info.cwd == query.cwd;
+            let same_cwd = query.cwd.is_some()
+                && match cwd_scores.get(info.cwd_key as usize) {
+                    Some(&(_, same)) => same,
+                    None => info.cwd == query.cwd,
+                };
             Some(rank::score(&m, info.last_activity, query.now_ms, same_cwd))
         };
         // Rows to look at in memory: all, or those the previous query matched when this one
@@ -287,60 +343,38 @@ impl Searcher {
         let mut matched_here: Vec<u32> = Vec::new();
         let need = query_mask(text);
         let mut visit = |i: usize, info: &SessionInfo, m: &mut Matches, matcher: &mut Matcher| {
-            if text.is_empty() || info.masks.iter().all(|have| have & need != need) {
+            if text.is_empty() {
                 return;
             }
+            // A field lacking one of the query's characters cannot match: not even tried.
+            let [title_mask, id_mask, cwd_mask] = info.masks.map(|have| have & need == need);
             let mut any = false;
-            if let Some(title) = &info.title {
+            if let (Some(title), true) = (&info.title, title_mask) {
                 let (q, hit) = fuzzy(&pattern, title, perfect, matcher, &mut buf);
                 m.title = q;
                 any |= hit;
             }
-            let (id, id_hit) = id_prefix(&info.id_lower, info.own_start, &lower);
-            m.id = id;
-            any |= id_hit;
-            if let Some(cwd) = &info.cwd_lower {
-                m.cwd = cwd_match(cwd, &lower);
+            if id_mask {
+                let (id, id_hit) = id_prefix(&info.id_lower, info.own_start, &lower);
+                m.id = id;
+                any |= id_hit;
+            }
+            if let (Some(cwd), true) = (&info.cwd_lower, cwd_mask) {
+                m.cwd = match cwd_scores.get(info.cwd_key as usize) {
+                    Some(&(score, _)) => score,
+                    None => cwd_match(cwd, &lower),
+                };
                 any |= m.cwd > 0.0;
             }
             if any {
                 matched_here.push(i as u32);
             }
         };
-        let mut in_memory: Vec<(usize, Matches)> = Vec::new();
-        match &narrow {
-            Some(indices) => {
-                for &i in indices {
-                    let mut m = Matches::default();
-                    visit(i as usize, &rows[i as usize], &mut m, &mut self.matcher);
-                    in_memory.push((i as usize, m));
-                }
-            }
-            None => {
-                for (i, info) in rows.iter().enumerate() {
-                    let mut m = Matches::default();
-                    visit(i, info, &mut m, &mut self.matcher);
-                    if m.any() || text.is_empty() || fts.contains_key(&info.rowid) {
-                        in_memory.push((i, m));
-                    }
-                }
-            }
-        }
-        self.narrowed = Some((text.to_string(), rows.clone(), matched_here));
-        // Full-text hits outside the narrowed rows still count.
-        if narrow.is_some() && !fts.is_empty() {
-            let listed_here: HashSet<usize> = in_memory.iter().map(|(i, _)| *i).collect();
-            for (i, info) in rows.iter().enumerate() {
-                if fts.contains_key(&info.rowid) && !listed_here.contains(&i) {
-                    in_memory.push((i, Matches::default()));
-                }
-            }
-        }
-        for (i, mut m) in in_memory {
+        // A row's in-memory matches completed with its full-text ones, scored and offered.
+        let mut offer = |i: usize, mut m: Matches| {
             let info = &rows[i];
-            if !text.is_empty() {
+            if is_fts(i) {
                 if let Some(&(conversation, heading, _)) = fts.get(&info.rowid) {
-                    seen_fts += 1;
                     m.conversation = conversation;
                     // The heading row holds the title and the first prompt: a word match
                     // there that fuzzy title matching missed is the first prompt's.
@@ -350,17 +384,51 @@ impl Searcher {
                 }
             }
             if let Some(score) = score_row(info, m) {
-                scored.push((score, info, m));
+                scored.push(Ranked {
+                    score,
+                    info,
+                    matches: m,
+                });
+            }
+        };
+        match &narrow {
+            Some(indices) => {
+                for &i in indices {
+                    let mut m = Matches::default();
+                    visit(i as usize, &rows[i as usize], &mut m, &mut self.matcher);
+                    offer(i as usize, m);
+                }
+                // Full-text hits outside the narrowed rows still count.
+                if !fts_positions.is_empty() {
+                    let mut listed_here = vec![false; rows.len()];
+                    for &i in indices {
+                        listed_here[i as usize] = true;
+                    }
+                    for &i in &fts_positions {
+                        if !listed_here[i as usize] {
+                            offer(i as usize, Matches::default());
+                        }
+                    }
+                }
+            }
+            None => {
+                for (i, info) in rows.iter().enumerate() {
+                    let mut m = Matches::default();
+                    visit(i, info, &mut m, &mut self.matcher);
+                    if m.any() || text.is_empty() || is_fts(i) {
+                        offer(i, m);
+                    }
+                }
             }
         }
+        self.narrowed = Some((text.to_string(), rows.clone(), matched_here));
         // Full-text hits on sessions indexed after the in-memory copy was taken.
         let mut fetched = Vec::new();
-        if seen_fts < fts.len() {
-            let known: HashSet<i64> = rows.iter().map(|r| r.rowid).collect();
+        if !fts_unknown.is_empty() {
             let path = self.path.clone();
             let conn = self.connection()?;
-            for rowid in fts.keys().filter(|r| !known.contains(r)) {
-                let found = load_rows(conn, Some(*rowid)).map_err(|e| IndexError::Sql {
+            for rowid in fts_unknown {
+                let found = load_rows(conn, Some(rowid)).map_err(|e| IndexError::Sql {
                     path: path.clone(),
                     source: e,
                 })?;
@@ -375,25 +443,25 @@ impl Searcher {
                 ..Matches::default()
             };
             if let Some(score) = score_row(info, m) {
-                scored.push((score, info, m));
+                scored.push(Ranked {
+                    score,
+                    info,
+                    matches: m,
+                });
             }
         }
-        let order = |a: &(f64, &SessionInfo, Matches), b: &(f64, &SessionInfo, Matches)| {
-            b.0.total_cmp(&a.0)
-                .then(b.1.last_activity.cmp(&a.1.last_activity))
-                .then(a.1.id.cmp(&b.1.id))
-        };
-        let total = scored.len();
-        if scored.len() > query.limit && query.limit > 0 {
-            scored.select_nth_unstable_by(query.limit - 1, order);
-        }
-        scored.truncate(query.limit);
-        scored.sort_by(order);
+        let total = scored.offered;
+        let scored = scored.into_best_first();
         let mut hits = Vec::with_capacity(scored.len());
-        for (score, info, m) in scored {
+        for Ranked {
+            score,
+            info,
+            matches: m,
+        } in scored
+        {
             let fields = m.fields();
             let snippet = match fields.first() {
-                Some(Field::Conversation) => match (&fts_expr, fts.get(&info.rowid)) {
+                Some(Field::Conversation) => match (&fts_expression(text), fts.get(&info.rowid)) {
                     (Some(expr), Some(&(_, _, row))) if query.snippets => {
                         let path = self.path.clone();
                         let conn = self.connection()?;
@@ -420,6 +488,105 @@ impl Searcher {
             });
         }
         Ok(SearchResult { hits, total })
+    }
+}
+
+/// The in-memory copy as searches walk it: most recent activity first (the best hits by recency
+/// come first, so the top-k keeps them and turns the rest away cheaply), where each rowid sits,
+/// and the distinct cwds with each row's key into them.
+#[allow(clippy::type_complexity)]
+fn arrange(
+    mut rows: Vec<SessionInfo>,
+) -> (Vec<SessionInfo>, HashMap<i64, u32>, Vec<(String, String)>) {
+    rows.sort_by(|a, b| {
+        b.last_activity
+            .cmp(&a.last_activity)
+            .then_with(|| b.rowid.cmp(&a.rowid))
+    });
+    let at = rows
+        .iter()
+        .enumerate()
+        .map(|(i, info)| (info.rowid, i as u32))
+        .collect();
+    let mut keys: HashMap<String, u32> = HashMap::new();
+    let mut cwds = Vec::new();
+    for info in &mut rows {
+        if let (Some(cwd), Some(lower)) = (&info.cwd, &info.cwd_lower) {
+            info.cwd_key = *keys.entry(cwd.clone()).or_insert_with(|| {
+                cwds.push((cwd.clone(), lower.clone()));
+                (cwds.len() - 1) as u32
+            });
+        }
+    }
+    (rows, at, cwds)
+}
+
+/// A scored hit before it becomes a [`Hit`].
+struct Ranked<'a> {
+    score: f64,
+    info: &'a SessionInfo,
+    matches: Matches,
+}
+
+impl Ranked<'_> {
+    /// Best first: higher score, then more recent activity, then id.
+    fn order(&self, other: &Self) -> std::cmp::Ordering {
+        other
+            .score
+            .total_cmp(&self.score)
+            .then_with(|| other.info.last_activity.cmp(&self.info.last_activity))
+            .then_with(|| self.info.id.cmp(&other.info.id))
+    }
+}
+
+impl PartialEq for Ranked<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.order(other).is_eq()
+    }
+}
+impl Eq for Ranked<'_> {}
+impl PartialOrd for Ranked<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Ranked<'_> {
+    /// Worse is greater, so a max-heap's top is the worst hit kept.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.order(other)
+    }
+}
+
+/// The best `limit` hits offered and how many were offered: memory and work in proportion to
+/// what is shown, not to how many sessions matched (a common word matches all of them).
+struct TopK<'a> {
+    limit: usize,
+    heap: std::collections::BinaryHeap<Ranked<'a>>,
+    offered: usize,
+}
+
+impl<'a> TopK<'a> {
+    fn new(limit: usize) -> TopK<'a> {
+        TopK {
+            limit,
+            heap: std::collections::BinaryHeap::with_capacity(limit.min(4096) + 1),
+            offered: 0,
+        }
+    }
+
+    fn push(&mut self, hit: Ranked<'a>) {
+        self.offered += 1;
+        if self.heap.len() < self.limit {
+            self.heap.push(hit);
+        } else if let Some(mut worst) = self.heap.peek_mut() {
+            if hit.order(&worst).is_lt() {
+                *worst = hit;
+            }
+        }
+    }
+
+    fn into_best_first(self) -> Vec<Ranked<'a>> {
+        self.heap.into_sorted_vec()
     }
 }
 
@@ -485,6 +652,7 @@ fn load_rows(conn: &Connection, rowid: Option<i64>) -> rusqlite::Result<Vec<Sess
             id_lower: String::new(),
             own_start: 0,
             cwd_lower: None,
+            cwd_key: NO_CWD,
             masks: [0; 3],
         })
         .map(|mut info: SessionInfo| {
@@ -543,27 +711,20 @@ pub fn fts_expression(text: &str) -> Option<String> {
 /// activity first (and appended chunks last), so the newest rows are the recently active
 /// sessions; bm25 is computed for these rows only, which bounds a query for a common word.
 fn fts_hits(conn: &Connection, expr: &str) -> rusqlite::Result<Vec<(i64, i64, i64, f64)>> {
-    // No join here: FTS5 walks its lists newest row first and stops at the limit only when it
-    // alone answers the ORDER BY.
+    // The owner join sits outside the limited subquery: FTS5 walks its lists newest row first
+    // and stops at the limit only when it alone answers the ORDER BY.
     let mut stmt = conn.prepare_cached(
-        "SELECT rowid, bm25(doc) FROM doc WHERE doc MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
+        "SELECT f.rowid, o.sid, o.kind, f.score FROM
+            (SELECT rowid, bm25(doc) AS score FROM doc WHERE doc MATCH ?1
+             ORDER BY rowid DESC LIMIT ?2) AS f
+         JOIN owner AS o ON o.row = f.rowid",
     )?;
-    let found: Vec<(i64, f64)> = stmt
+    let found = stmt
         .query_map(params![expr, FTS_ROWS as i64], |r| {
-            Ok((r.get(0)?, r.get(1)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
-    let mut owner = conn.prepare_cached("SELECT sid, kind FROM owner WHERE row = ?1")?;
-    let mut out = Vec::with_capacity(found.len());
-    for (row, bm25) in found {
-        let who: Option<(i64, i64)> = owner
-            .query_row([row], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        if let Some((sid, kind)) = who {
-            out.push((row, sid, kind, bm25));
-        }
-    }
-    Ok(out)
+    Ok(found)
 }
 
 /// The snippet of row `row` (a conversation chunk that matched).
