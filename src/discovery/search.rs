@@ -257,10 +257,10 @@ impl Searcher {
         };
         // Full text first: (conversation quality, title-row quality, best chunk) per session.
         let mut fts: HashMap<i64, (f64, f64, i64)> = HashMap::new();
-        if let Some(expr) = &fts_expression(text) {
+        {
             let path = self.path.clone();
             let conn = self.connection()?;
-            let hits = fts_hits(conn, expr).map_err(|e| IndexError::Sql { path, source: e })?;
+            let hits = fts_hits(conn, text).map_err(|e| IndexError::Sql { path, source: e })?;
             for (row, sid, kind, bm25) in hits {
                 let q = rank::conversation_quality(bm25);
                 let entry = fts.entry(sid).or_default();
@@ -681,51 +681,114 @@ fn load_rows(conn: &Connection, rowid: Option<i64>) -> rusqlite::Result<Vec<Sess
     }
 }
 
-/// The words of a query as an FTS5 expression: each a quoted prefix term, all required.
-/// `None` when the query has no word characters.
-pub fn fts_expression(text: &str) -> Option<String> {
+/// The words of a query as full-text terms: lower-cased, at most 16, each with whether it is
+/// matched as a prefix (only the word being typed, and only from three characters on: a short
+/// prefix expands to thousands of terms whose lists FTS5 must merge).
+pub fn query_terms(text: &str) -> Vec<(String, bool)> {
     let words: Vec<&str> = text
         .split(|c: char| !c.is_alphanumeric())
         .filter(|t| !t.is_empty())
         .take(16)
         .collect();
-    let last = words.len().checked_sub(1)?;
-    let terms: Vec<String> = words
+    let last = words.len().saturating_sub(1);
+    words
         .iter()
         .enumerate()
-        .map(|(i, word)| {
-            // Only the word being typed is a prefix, and only from three characters on: a short
-            // prefix expands to thousands of terms whose lists FTS5 must merge.
-            let prefix = i == last && word.chars().count() >= 3;
-            format!(
-                "\"{}\"{}",
-                word.to_lowercase(),
-                if prefix { "*" } else { "" }
-            )
-        })
+        .map(|(i, word)| (word.to_lowercase(), i == last && word.chars().count() >= 3))
+        .collect()
+}
+
+/// Terms as an FTS5 expression: each quoted (a prefix marked `*`), all required. `None` when
+/// there are none.
+fn expression(terms: &[(String, bool)]) -> Option<String> {
+    if terms.is_empty() {
+        return None;
+    }
+    let quoted: Vec<String> = terms
+        .iter()
+        .map(|(word, prefix)| format!("\"{word}\"{}", if *prefix { "*" } else { "" }))
         .collect();
-    Some(terms.join(" AND "))
+    Some(quoted.join(" AND "))
+}
+
+/// The words of a query as an FTS5 expression (see [`query_terms`]). `None` when the query has
+/// no word characters.
+pub fn fts_expression(text: &str) -> Option<String> {
+    expression(&query_terms(text))
 }
 
 /// (row, session rowid, row kind, bm25) of the newest matching rows. Rows are written oldest
 /// activity first (and appended chunks last), so the newest rows are the recently active
-/// sessions; bm25 is computed for these rows only, which bounds a query for a common word.
-fn fts_hits(conn: &Connection, expr: &str) -> rusqlite::Result<Vec<(i64, i64, i64, f64)>> {
+/// sessions.
+///
+/// FTS5's `bm25()` first counts, for every term of the expression, all the rows that hold it
+/// (its inverse document frequency), which for a word in every session is a walk over 100,000
+/// rows per query. So the rows are found without it, and bm25 is computed over the query's
+/// selective terms only: whole words held by fewer than [`FTS_ROWS`] rows. A word held by more
+/// weighs next to nothing in bm25 anyway (FTS5 floors the weight of a word in half the rows at
+/// ~0); when no term is selective every row gets that floor (a match, ranked by recency).
+fn fts_hits(conn: &Connection, text: &str) -> rusqlite::Result<Vec<(i64, i64, i64, f64)>> {
+    let terms = query_terms(text);
+    let Some(expr) = expression(&terms) else {
+        return Ok(Vec::new());
+    };
     // The owner join sits outside the limited subquery: FTS5 walks its lists newest row first
     // and stops at the limit only when it alone answers the ORDER BY.
     let mut stmt = conn.prepare_cached(
-        "SELECT f.rowid, o.sid, o.kind, f.score FROM
-            (SELECT rowid, bm25(doc) AS score FROM doc WHERE doc MATCH ?1
-             ORDER BY rowid DESC LIMIT ?2) AS f
+        "SELECT f.rowid, o.sid, o.kind FROM
+            (SELECT rowid FROM doc WHERE doc MATCH ?1 ORDER BY rowid DESC LIMIT ?2) AS f
          JOIN owner AS o ON o.row = f.rowid",
     )?;
-    let found = stmt
+    let found: Vec<(i64, i64, i64)> = stmt
         .query_map(params![expr, FTS_ROWS as i64], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
-    Ok(found)
+    let Some(oldest) = found.iter().map(|f| f.0).min() else {
+        return Ok(Vec::new());
+    };
+    let mut selective = Vec::new();
+    for (word, prefix) in &terms {
+        if *prefix {
+            continue;
+        }
+        let one = expression(&[(word.clone(), false)]).expect("a word");
+        let mut count = conn.prepare_cached(
+            "SELECT count(*) FROM (SELECT rowid FROM doc WHERE doc MATCH ?1 LIMIT ?2)",
+        )?;
+        let held: i64 = count.query_row(params![one, FTS_ROWS as i64], |r| r.get(0))?;
+        if (held as usize) < FTS_ROWS {
+            selective.push((word.clone(), false));
+        }
+    }
+    let mut ranks: HashMap<i64, f64> = HashMap::new();
+    if let Some(rare) = expression(&selective) {
+        // Fewer than FTS_ROWS rows hold these words: their bm25 is cheap to compute.
+        let mut stmt = conn.prepare_cached(
+            "SELECT rowid, bm25(doc) FROM doc WHERE doc MATCH ?1 AND rowid >= ?2",
+        )?;
+        let rows = stmt.query_map(params![rare, oldest], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        for row in rows {
+            let (rowid, bm25): (i64, f64) = row?;
+            ranks.insert(rowid, bm25);
+        }
+    }
+    Ok(found
+        .into_iter()
+        .map(|(row, sid, kind)| {
+            (
+                row,
+                sid,
+                kind,
+                ranks.get(&row).copied().unwrap_or(BM25_FLOOR),
+            )
+        })
+        .collect())
 }
+
+/// The bm25 of a row matched only by words most rows hold (FTS5's own floor for such a word's
+/// weight, 1e-6, times a typical term-frequency factor).
+const BM25_FLOOR: f64 = -1e-6;
 
 /// The snippet of row `row` (a conversation chunk that matched).
 fn snippet(conn: &Connection, expr: &str, row: i64) -> rusqlite::Result<Option<String>> {
