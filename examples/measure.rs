@@ -189,6 +189,18 @@ enum Command {
         #[arg(long)]
         searches_only: bool,
     },
+    /// Discovery index build over the big-log home (three logs of MB MB each, mostly tool
+    /// output as real dsh logs are): MB/s of log per CPU-second.
+    IndexBig {
+        #[arg(long, default_value_t = 100)]
+        mb: u64,
+    },
+    /// Discovery index build over COPIES copies of the 105 real dsh logs in tests/data (each
+    /// copy under new session ids): MB/s of real log per CPU-second.
+    IndexReal {
+        #[arg(long, default_value_t = 20)]
+        copies: usize,
+    },
     /// Popup over N sessions: frame render and keystroke-to-frame times.
     Tui {
         #[arg(long)]
@@ -261,6 +273,37 @@ fn main() {
             keep_index,
             searches_only,
         } => measure_discovery::run(sessions, kb, rounds, appends, keep_index, searches_only),
+        Command::IndexReal { copies } => {
+            let (home, log_bytes) = measure_discovery::real_home(copies).unwrap();
+            println!(
+                "home {}: {copies} copies of the real dsh logs, {:.1} MB of log",
+                home.display(),
+                log_bytes as f64 / 1e6
+            );
+            let _ = std::fs::remove_dir_all(home.join("index"));
+            let discovery = dsh_session_references::discovery::Discovery::for_home(
+                &home,
+                &dsh_session_references::session::external::SourceSet::default(),
+            );
+            measure_discovery::build(&discovery, &home.join("index"), log_bytes);
+        }
+        Command::IndexBig { mb } => {
+            let (home, logs) = gen::cached_big_home(mb, Encoding::Plain).unwrap();
+            let conversation: u64 = logs.iter().map(|l| l.conversation_bytes).sum();
+            println!(
+                "home {}: {} logs, {:.1} MB of conversation in them",
+                home.display(),
+                logs.len(),
+                conversation as f64 / 1e6
+            );
+            let _ = std::fs::remove_dir_all(home.join("index"));
+            let discovery = dsh_session_references::discovery::Discovery::for_home(
+                &home,
+                &dsh_session_references::session::external::SourceSet::default(),
+            );
+            let log_bytes: u64 = logs.iter().map(|l| l.file_bytes).sum();
+            measure_discovery::build(&discovery, &home.join("index"), log_bytes);
+        }
         Command::HomeEncoding {
             home,
             requested,

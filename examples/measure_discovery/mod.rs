@@ -258,7 +258,51 @@ pub fn run(
     appended(&home, &discovery, sessions, appends);
 }
 
-fn build(discovery: &Discovery, index_dir: &Path, log_bytes: u64) {
+/// A home of `copies` copies of the real dsh logs in `tests/data/fixtures/dsh-logs`, each copy's
+/// header under a new id (and a cwd of its own per copy), reused across runs.
+pub fn real_home(copies: usize) -> std::io::Result<(PathBuf, u64)> {
+    let home = gen::data_dir(&format!("real-{copies}"));
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures/dsh-logs");
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&source)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    logs.sort();
+    let _ = std::fs::remove_dir_all(&home);
+    let mut bytes = 0u64;
+    for copy in 0..copies {
+        let cwd = gen::project_cwd(copy);
+        let project = format!(
+            "--{}--",
+            dsh_session_references::session::paths::project_key(&cwd)
+        );
+        for (n, log) in logs.iter().enumerate() {
+            let plain = std::fs::read(log)?;
+            let Some(end) = plain.iter().position(|&b| b == b'\n') else {
+                continue;
+            };
+            let Ok(mut header) =
+                serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&plain[..end])
+            else {
+                continue;
+            };
+            let id = format!("{:08x}-real-{copy:04}-{n:04}", copy * 1000 + n);
+            header.insert("id".into(), id.clone().into());
+            header.insert("cwd".into(), cwd.clone().into());
+            let mut out = serde_json::to_vec(&header)?;
+            out.extend_from_slice(&plain[end..]);
+            let dir = home.join("sessions").join(&project).join(&id);
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join("session.jsonl"), &out)?;
+            bytes += out.len() as u64;
+        }
+    }
+    Ok((home, bytes))
+}
+
+/// A full index build, timed in wall and CPU time, then an idle pass.
+pub fn build(discovery: &Discovery, index_dir: &Path, log_bytes: u64) {
     let started = Instant::now();
     let cpu0 = cpu_time();
     let stats = discovery.refresh_blocking().unwrap();

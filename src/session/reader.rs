@@ -713,7 +713,12 @@ impl<R: Read> LineSource<R> {
             line_no: 0,
             last_line_unterminated: false,
             buf: match encoding {
-                Encoding::Plain => vec![0; buffer],
+                // No bigger than what is left to read (a small log is not read through, nor
+                // zeroed, a 256 KiB buffer); it grows for a long line as any buffer does.
+                Encoding::Plain => {
+                    let left = usize::try_from(limit.saturating_add(1)).unwrap_or(usize::MAX);
+                    vec![0; buffer.min(left.max(HEADER_BUFFER))]
+                }
                 Encoding::Zstd => Vec::new(),
             },
             pos: 0,
