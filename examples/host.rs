@@ -56,11 +56,16 @@ pub struct HostAgent {
 /// One message as the host's agent received it, with the contexts that went along.
 #[derive(Debug, Clone)]
 pub struct Dispatched {
+    /// The user's message, its content as `prepare` rewrote it when it referenced sessions.
     pub message: Message,
+    /// The context messages dispatched with it at the same boundary: the session-reference
+    /// context (all its snapshots in one message) when it referenced sessions, else none.
     pub contexts: Vec<Message>,
 }
 
 impl HostAgent {
+    /// An agent that is the host's session `session_id`, working in `cwd`; nothing dispatched
+    /// yet.
     pub fn new(session_id: &str, cwd: Option<&str>) -> HostAgent {
         HostAgent {
             session_id: session_id.to_string(),
@@ -152,6 +157,7 @@ pub struct HostApp {
     /// Background work not applied yet.
     pending: usize,
     lookup_cancel: Option<CancellationToken>,
+    /// Set by Ctrl-C, or Esc with the popup closed: the event loop ends after this key.
     pub should_quit: bool,
 }
 
@@ -184,6 +190,7 @@ impl HostApp {
         })
     }
 
+    /// The host's agent, to read what the submit transaction dispatched to it.
     pub fn agent(&self) -> &Arc<HostAgent> {
         &self.agent
     }

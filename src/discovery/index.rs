@@ -45,6 +45,7 @@ pub const SCHEMA_VERSION: i64 = 3;
 const APPLICATION_ID: i64 = 0x6473_6844;
 /// The index directory under a home, and the database in it.
 pub const INDEX_DIR: &str = "index";
+/// The database file in [`INDEX_DIR`] (its WAL and shared-memory files sit beside it).
 pub const DB_FILE: &str = "discovery.sqlite3";
 const LOCK_FILE: &str = "rebuild.lock";
 /// Conversation text is stored in chunks of about this many bytes (cut at message boundaries; a
@@ -63,24 +64,37 @@ const COMMIT_EVERY: Duration = Duration::from_millis(1000);
 /// ...or after this much text (FTS5 keeps a transaction's terms in memory until it commits).
 const COMMIT_BYTES: u64 = 32 << 20;
 
+/// Why an indexing pass or a search failed. Callers fall back to the contract listing; the
+/// index itself is rebuilt when the failure was a damaged or foreign database.
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
+    /// SQLite refused a statement on the database (busy past [`BUSY_TIMEOUT`], damaged, or, for
+    /// a search connection, of another schema version: an indexer has not rebuilt it yet).
     #[error("discovery index {path}: {source}")]
     Sql {
+        /// The database file.
         path: PathBuf,
+        /// SQLite's error.
         #[source]
         source: rusqlite::Error,
     },
+    /// A file-system error: creating the index directory, taking the rebuild lock, removing a
+    /// broken database, or starting the indexer's runtime.
     #[error("discovery index {path}: {source}")]
     Io {
+        /// The file or directory the operation was on (the database for the runtime).
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
+    /// The session store failed: listing the sessions, or a search task that did not finish
+    /// (a session that cannot be read is recorded in the index, never an error of a pass).
     #[error("discovery index: {0}")]
     Store(#[from] crate::session::SessionError),
 }
 
+/// A result of the discovery index, failing with an [`IndexError`].
 pub type Result<T> = std::result::Result<T, IndexError>;
 
 /// Where the index of `home` lives.
@@ -101,7 +115,9 @@ pub trait Stamper: Send + Sync {
 /// Stamps from the log files of a dsh store and of other agents' homes.
 #[derive(Clone)]
 pub struct FileStamper {
+    /// The dsh store whose logs stamp dsh sessions (ids without an agent namespace).
     pub store: DiskStore,
+    /// The other agents' session homes; a session is stamped from the one of its source.
     pub external: Vec<ExternalSessions>,
 }
 
@@ -413,6 +429,10 @@ impl Drop for Indexer {
 }
 
 impl Indexer {
+    /// An indexer of the sessions `query` lists into the database at `path`, stamped by
+    /// `stamper`; `covers` says which ids it is responsible for (an unlisted row of another id
+    /// is kept). The database is opened (made, or rebuilt) by the first [`Indexer::refresh`];
+    /// this fails only when the indexer's own single-thread runtime cannot be started.
     pub fn new(
         path: PathBuf,
         query: Arc<dyn SessionQuery>,
@@ -435,6 +455,7 @@ impl Indexer {
         })
     }
 
+    /// The database this indexer writes.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -692,17 +713,26 @@ struct Outcome {
     bytes: u64,
 }
 
-/// The per-session fields of the index.
+/// The per-session fields of the index (one row of `sessions`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionDoc {
+    /// The whole session id (`claude:<uuid>` / `codex:<uuid>` for other agents' sessions).
     pub id: String,
+    /// The session's current title; `None` when it has none or it could not be read.
     pub title: Option<String>,
+    /// The working directory of the session header; `None` when the header has none.
     pub cwd: Option<String>,
+    /// Creation time from the header, epoch milliseconds.
     pub created_at: i64,
+    /// The time of the latest event, epoch milliseconds; never before `created_at`.
     pub last_activity: i64,
+    /// Projected conversation items (SPEC §3.5), checkpoints included.
     pub messages: u64,
+    /// UTF-8 bytes of the projected items' text, summed.
     pub conversation_bytes: u64,
+    /// The first direct user prompt (not a checkpoint), trimmed and cut to at most 512 bytes.
     pub first_prompt: Option<String>,
+    /// The other agent it came from (`claude`, `codex`); `None` for a dsh session.
     pub source: Option<&'static str>,
 }
 

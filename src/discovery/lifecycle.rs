@@ -10,17 +10,26 @@ use crate::session::SessionSummary;
 /// Candidates shown in an ambiguous-prefix error.
 pub const SHOWN_CANDIDATES: usize = 10;
 
+/// Why `--resume PREFIX` names no one session; the message is printed as the command's error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
+    /// No listed session id is, or starts with, the prefix.
     #[error("no session id is or starts with {prefix:?}")]
-    NotFound { prefix: String },
+    NotFound {
+        /// The prefix as given.
+        prefix: String,
+    },
+    /// More than one listed session id starts with the prefix (and none is it exactly).
     #[error("{}", ambiguous_message(prefix, candidates, *total))]
     Ambiguous {
+        /// The prefix as given.
         prefix: String,
         /// Up to [`SHOWN_CANDIDATES`] whole ids, newest first.
         candidates: Vec<String>,
+        /// How many ids start with the prefix (the message says how many are not shown).
         total: usize,
     },
+    /// The prefix was empty.
     #[error("an empty id cannot name a session")]
     Empty,
 }

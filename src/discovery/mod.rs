@@ -98,6 +98,8 @@ impl Discovery {
         Discovery::new(index::db_path(home), query, stamper, covers)
     }
 
+    /// The index database this discovery writes and searches (`<home>/index/discovery.sqlite3`
+    /// for [`Discovery::for_home`]); it need not exist before the first pass.
     pub fn db_path(&self) -> &Path {
         &self.shared.path
     }

@@ -18,27 +18,39 @@
 
 use serde::Serialize;
 
+/// What match quality (`0..=2`, [`Matches::quality`]) is multiplied by in a score.
 pub const MATCH_WEIGHT: f64 = 1.0;
+/// The recency part of a score for a session active just now.
 pub const RECENCY_WEIGHT: f64 = 0.3;
+/// Days of inactivity after which the recency part is halved.
 pub const RECENCY_HALF_LIFE_DAYS: f64 = 7.0;
+/// Added to a score when the session's cwd is the agent's.
 pub const AFFINITY_WEIGHT: f64 = 0.15;
 
 /// A field a hit matched in (JSON names in `matched`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum Field {
+    /// `title`: a fuzzy match on the session's title.
     #[serde(rename = "title")]
     Title,
+    /// `id`: the id (or its part after an agent namespace) starts with the query, of at least
+    /// two characters.
     #[serde(rename = "id")]
     Id,
+    /// `cwd`: the query is a substring of the working directory.
     #[serde(rename = "cwd")]
     Cwd,
+    /// `firstPrompt`: the query's words are in the heading row (title and first prompt) while
+    /// the fuzzy title match did not count.
     #[serde(rename = "firstPrompt")]
     FirstPrompt,
+    /// `conversation`: the query's words are in the projected conversation text.
     #[serde(rename = "conversation")]
     Conversation,
 }
 
 impl Field {
+    /// The JSON name, as serialized in `matched`.
     pub fn name(self) -> &'static str {
         match self {
             Field::Title => "title",
@@ -53,10 +65,16 @@ impl Field {
 /// How well each field matched, each in `0..=1` (0: no match).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Matches {
+    /// Fuzzy title quality relative to a perfect match ([`fuzzy_quality`]).
     pub title: f64,
+    /// 1 for an id prefix of at least two characters.
     pub id: f64,
+    /// 0.7 when the cwd's last component contains the query, 0.5 for elsewhere in it.
     pub cwd: f64,
+    /// Full-text quality of the heading row (title and first prompt), when the fuzzy title
+    /// match did not count.
     pub first_prompt: f64,
+    /// Full-text quality of the best conversation chunk ([`conversation_quality`]).
     pub conversation: f64,
 }
 
@@ -79,6 +97,7 @@ impl Matches {
         fields.into_iter().map(|(f, _)| f).collect()
     }
 
+    /// Whether any field matched (is above 0).
     pub fn any(&self) -> bool {
         self.all().iter().any(|(_, v)| *v > 0.0)
     }

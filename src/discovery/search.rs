@@ -40,15 +40,26 @@ const SNIPPET_TOKENS: i64 = 16;
 /// One session as the index describes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionInfo {
+    /// The row's SQLite rowid in `sessions` (stable until the session is removed or the
+    /// database rebuilt; full-text rows name their session by it).
     pub rowid: i64,
+    /// The whole session id.
     pub id: String,
+    /// The indexed title; `None` when the session had none (or its read failed).
     pub title: Option<String>,
+    /// The session's working directory, as its header wrote it.
     pub cwd: Option<String>,
+    /// Creation time, epoch milliseconds.
     pub created_at: i64,
+    /// Time of the latest event, epoch milliseconds (what recency ranks by).
     pub last_activity: i64,
+    /// Projected conversation items (SPEC §3.5); 0 for a session whose read failed.
     pub messages: u64,
+    /// UTF-8 bytes of projected conversation text; 0 for a session whose read failed.
     pub conversation_bytes: u64,
+    /// The first user prompt, at most 512 bytes.
     pub first_prompt: Option<String>,
+    /// The other agent it came from (`claude`, `codex`); `None` for a dsh session.
     pub source: Option<String>,
     /// The id and cwd lower-cased once, for matching, and where the id's own part starts
     /// (after an agent namespace).
@@ -66,11 +77,13 @@ pub struct SessionInfo {
 /// A search request.
 #[derive(Debug, Clone, Default)]
 pub struct SearchQuery {
+    /// What was typed (trimmed before matching); empty matches every session.
     pub text: String,
     /// The agent's own session: never a hit.
     pub agent: Option<String>,
     /// The agent's cwd, for affinity.
     pub cwd: Option<String>,
+    /// At most this many hits are returned (0: none, though `total` still counts them).
     pub limit: usize,
     /// Epoch ms "now" for recency.
     pub now_ms: i64,
@@ -83,29 +96,45 @@ pub struct SearchQuery {
 /// `snippet` (`title`, `firstPrompt`, `cwd`, `source` and `snippet` are `null` when absent).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Hit {
+    /// `sessionId`: the whole session id.
     #[serde(rename = "sessionId")]
     pub session_id: String,
+    /// `title`: the indexed title.
     pub title: Option<String>,
+    /// `firstPrompt`: the first user prompt, at most 512 bytes.
     #[serde(rename = "firstPrompt")]
     pub first_prompt: Option<String>,
+    /// `cwd`: the session's working directory.
     pub cwd: Option<String>,
+    /// `createdAt`: creation time, epoch milliseconds.
     #[serde(rename = "createdAt")]
     pub created_at: i64,
+    /// `lastActivity`: time of the latest event, epoch milliseconds.
     #[serde(rename = "lastActivity")]
     pub last_activity: i64,
+    /// `messages`: projected conversation items.
     pub messages: u64,
+    /// `conversationBytes`: UTF-8 bytes of projected conversation text.
     #[serde(rename = "conversationBytes")]
     pub conversation_bytes: u64,
+    /// `source`: `claude` or `codex` for another agent's session, `null` for dsh.
     pub source: Option<String>,
+    /// `score`: the ranking blend of [`rank::score`], rounded to three decimals; higher is
+    /// better.
     pub score: f64,
+    /// `matched`: the fields the query matched, strongest first; empty only for an empty query.
     pub matched: Vec<Field>,
+    /// `snippet`: a one-line excerpt of the best match, when it was the conversation (only if
+    /// [`SearchQuery::snippets`] asked) or the first prompt; `null` otherwise.
     pub snippet: Option<String>,
 }
 
 /// Hits, best first, and how many sessions matched in all.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SearchResult {
+    /// At most [`SearchQuery::limit`] hits, best first (ties: latest activity, then id).
     pub hits: Vec<Hit>,
+    /// Sessions that matched in all, before the limit (for "50 of 312").
     pub total: usize,
 }
 
@@ -132,6 +161,9 @@ pub struct Searcher {
 }
 
 impl Searcher {
+    /// A searcher of the index database at `path`. Nothing is opened until the first search,
+    /// so the database need not exist yet (searching before it does fails with
+    /// [`IndexError::Sql`]).
     pub fn new(path: PathBuf) -> Searcher {
         Searcher {
             path,
@@ -148,6 +180,7 @@ impl Searcher {
         }
     }
 
+    /// The database this searcher reads.
     pub fn path(&self) -> &Path {
         &self.path
     }
