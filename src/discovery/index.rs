@@ -115,7 +115,7 @@ pub trait Stamper: Send + Sync {
 /// Stamps from the log files of a dsh store and of other agents' homes.
 #[derive(Clone)]
 pub struct FileStamper {
-    /// The dsh store whose logs stamp dsh sessions (ids without an agent namespace).
+    /// The dsh store whose logs stamp dsh sessions (those no other agent is the source of).
     pub store: DiskStore,
     /// The other agents' session homes; a session is stamped from the one of its source.
     pub external: Vec<ExternalSessions>,

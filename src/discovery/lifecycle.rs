@@ -10,7 +10,8 @@ use crate::session::SessionSummary;
 /// Candidates shown in an ambiguous-prefix error.
 pub const SHOWN_CANDIDATES: usize = 10;
 
-/// Why `--resume PREFIX` names no one session; the message is printed as the command's error.
+/// Why `--resume PREFIX` names no one session; its text is the error the command line (which
+/// words a not-found prefix its own way) and the TUI's resume show.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
     /// No listed session id is, or starts with, the prefix.

@@ -77,7 +77,8 @@ pub struct SessionInfo {
 /// A search request.
 #[derive(Debug, Clone, Default)]
 pub struct SearchQuery {
-    /// What was typed (trimmed before matching); empty matches every session.
+    /// What was typed (trimmed before matching); an empty or blank text makes every listed
+    /// session but the agent's a hit.
     pub text: String,
     /// The agent's own session: never a hit.
     pub agent: Option<String>,
