@@ -72,6 +72,9 @@ pub struct SessionInfo {
     /// Which characters title, id and cwd hold ([`char_mask`]): a row whose fields lack one of
     /// the query's characters cannot match in memory and is skipped without matching.
     masks: [u64; 3],
+    /// The title lower-cased, when it is plain ASCII: a query's words are first tried on it as
+    /// plain subsequences ([`subsequences`]), and only a title holding them all is scored.
+    title_ascii: Option<Box<[u8]>>,
 }
 
 /// A search request.
@@ -376,6 +379,7 @@ impl Searcher {
         };
         let mut matched_here: Vec<u32> = Vec::new();
         let need = query_mask(text);
+        let words = fuzzy_words(text);
         let mut visit = |i: usize, info: &SessionInfo, m: &mut Matches, matcher: &mut Matcher| {
             if text.is_empty() {
                 return;
@@ -384,9 +388,16 @@ impl Searcher {
             let [title_mask, id_mask, cwd_mask] = info.masks.map(|have| have & need == need);
             let mut any = false;
             if let (Some(title), true) = (&info.title, title_mask) {
-                let (q, hit) = fuzzy(&pattern, title, perfect, matcher, &mut buf);
-                m.title = q;
-                any |= hit;
+                // An ASCII title that lacks one of the words in order cannot match: not scored.
+                let possible = match (&info.title_ascii, &words) {
+                    (Some(hay), Some(words)) => subsequences(hay, words),
+                    _ => true,
+                };
+                if possible {
+                    let (q, hit) = fuzzy(&pattern, title, perfect, matcher, &mut buf);
+                    m.title = q;
+                    any |= hit;
+                }
             }
             if id_mask {
                 let (id, id_hit) = id_prefix(&info.id_lower, info.own_start, &lower);
@@ -688,11 +699,17 @@ fn load_rows(conn: &Connection, rowid: Option<i64>) -> rusqlite::Result<Vec<Sess
             cwd_lower: None,
             cwd_key: NO_CWD,
             masks: [0; 3],
+            title_ascii: None,
         })
         .map(|mut info: SessionInfo| {
             info.id_lower = info.id.to_lowercase();
             info.own_start = info.id_lower.find(':').map_or(0, |i| i + 1);
             info.cwd_lower = info.cwd.as_deref().map(str::to_lowercase);
+            info.title_ascii = info
+                .title
+                .as_deref()
+                .filter(|t| t.is_ascii())
+                .map(|t| t.to_ascii_lowercase().into_bytes().into_boxed_slice());
             info.masks = [
                 info.title.as_deref().map_or(0, char_mask),
                 char_mask(&info.id_lower),
@@ -846,6 +863,29 @@ fn perfect_score(pattern: &Pattern, text: &str, matcher: &mut Matcher) -> u32 {
     pattern.score(hay, matcher).unwrap_or(0)
 }
 
+/// The query's words as the fuzzy pattern splits them (at whitespace), lower-cased, when the
+/// query is plain ASCII without escapes; `None` otherwise (no prefilter).
+fn fuzzy_words(text: &str) -> Option<Vec<Vec<u8>>> {
+    if !text.is_ascii() || text.contains('\\') {
+        return None;
+    }
+    let words: Vec<Vec<u8>> = text
+        .split_ascii_whitespace()
+        .map(|w| w.to_ascii_lowercase().into_bytes())
+        .collect();
+    (!words.is_empty()).then_some(words)
+}
+
+/// Whether every word's characters occur in `hay` in order (each word on its own, as the fuzzy
+/// matcher needs them): a title for which this fails is no fuzzy match, so it is not scored.
+/// Both sides are lower-cased ASCII.
+fn subsequences(hay: &[u8], words: &[Vec<u8>]) -> bool {
+    words.iter().all(|word| {
+        let mut rest = hay.iter();
+        word.iter().all(|c| rest.any(|h| h == c))
+    })
+}
+
 /// The quality of a fuzzy match (0 below [`FUZZY_FLOOR`]) and whether it matched at all.
 fn fuzzy(
     pattern: &Pattern,
@@ -931,6 +971,51 @@ mod tests {
         assert_eq!(cwd_match("/home/dev/parser", "parser"), 0.7);
         assert_eq!(cwd_match("/home/dev/parser", "dev"), 0.5);
         assert_eq!(cwd_match("/home/dev/parser", "web"), 0.0);
+    }
+
+    #[test]
+    fn the_subsequence_prefilter_only_ever_lets_matches_through() {
+        let words = fuzzy_words("Si CUNA").unwrap();
+        assert!(subsequences(b"speed up the sicunar", &words));
+        assert!(
+            !subsequences(b"speed up the anucis", &words),
+            "letters present, order wrong"
+        );
+        assert!(fuzzy_words("café").is_none());
+        assert!(fuzzy_words("a\\ b").is_none());
+        assert!(fuzzy_words("   ").is_none());
+        // Agreement with the fuzzy matcher on generated titles and queries: whenever the
+        // prefilter says no, nucleo finds no match either.
+        let mut rng = crate::test_rng::TestRng::new(7);
+        let mut matcher = Matcher::new(Config::DEFAULT);
+        let mut buf = Vec::new();
+        let alphabet = b"abcdeSTU -";
+        for _ in 0..5000 {
+            let title: String = (0..rng.below(24))
+                .map(|_| alphabet[rng.below(alphabet.len())] as char)
+                .collect();
+            let query: String = (0..1 + rng.below(5))
+                .map(|_| alphabet[rng.below(alphabet.len())] as char)
+                .collect();
+            let Some(words) = fuzzy_words(&query) else {
+                continue;
+            };
+            let pattern = Pattern::new(
+                &query,
+                CaseMatching::Ignore,
+                Normalization::Smart,
+                AtomKind::Fuzzy,
+            );
+            let nucleo = pattern
+                .score(Utf32Str::new(&title, &mut buf), &mut matcher)
+                .is_some();
+            let lower = title.to_ascii_lowercase();
+            assert_eq!(
+                subsequences(lower.as_bytes(), &words),
+                nucleo,
+                "title {title:?} query {query:?}"
+            );
+        }
     }
 
     #[test]
