@@ -24,6 +24,8 @@ use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
 #[path = "../../src/test_rng.rs"]
+#[allow(clippy::duplicate_mod)]
+// One file, one generator: a test binary may also load it through the demo-home generator.
 mod test_rng;
 
 /// The project's one seeded generator (`src/test_rng.rs`, SplitMix64): benchmarks must not

@@ -34,6 +34,8 @@ pub const MODEL: &str = "deepseek-v4-flash";
 const DT_CHOICES: [i64; 13] = [0, 0, 0, 1, 1, 1, 24, 27, 28, 28, 29, 30, 31];
 
 #[path = "../../src/test_rng.rs"]
+#[allow(clippy::duplicate_mod)]
+// One file, one generator: the demo-home test binary also loads it through the test support.
 mod test_rng;
 
 /// The project's one seeded generator (`src/test_rng.rs`); each script seeds it by its id.

@@ -368,8 +368,8 @@ fn run(runner: &mut TestRunner) -> usize {
 #[test]
 fn unmutated_logs_skim_and_agree() {
     for bytes in corpus() {
-        check(&bytes, Encoding::Plain);
-        check(&support::to_zstd_frames(&bytes, 2), Encoding::Zstd);
+        check(bytes, Encoding::Plain);
+        check(&support::to_zstd_frames(bytes, 2), Encoding::Zstd);
     }
 }
 
