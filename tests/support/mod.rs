@@ -1,5 +1,6 @@
 //! The one support tree of the integration tests, shared by every test binary (each group's
-//! `main.rs` and the standalone files declare it with `mod support;` and use the parts they need):
+//! `main.rs` declares it with `#[path = "../support/mod.rs"] mod support;`, a standalone file with
+//! `mod support;`; each uses the parts it needs):
 //!
 //! - here: the test data under `tests/data` (fixture logs, conformance vectors), log re-encoding,
 //!   homes laid out on disk, and the name a test re-executes itself under;
