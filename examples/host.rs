@@ -17,7 +17,7 @@
 //!   submit transaction ([`SessionReferenceMount::submit`]) and the reference card
 //!   ([`TranscriptItem::ReferenceCard`]).
 //!
-//! `tests/host_example.rs` drives this application headless through ratatui's `TestBackend`.
+//! `tests/tui/host_example.rs` drives this application headless through ratatui's `TestBackend`.
 
 use crossterm::event::{self, Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use dsh_session_references::agent::Admission;

@@ -746,7 +746,7 @@ fn hostile(case: Case, home: &std::path::Path, mb: u64) -> std::io::Result<()> {
             std::fs::create_dir_all(&src_dir)?;
             let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&src)?);
             out.write_all(header_line("src").as_bytes())?;
-            let mut rng = gen::Rng::new(7);
+            let mut rng = gen::TestRng::new(7);
             let mut seq = 0;
             let mut written = 0u64;
             let bad_at = if matches!(case, Case::BadLine) {

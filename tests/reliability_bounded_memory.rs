@@ -2,8 +2,12 @@
 //! near the start of a huge log used to read everything after it into one buffer.
 //!
 //! The logs here are generated lazily by a `Read` (nothing on disk), and a counting global
-//! allocator records the peak of live heap bytes while one scan runs.
+//! allocator records the peak of live heap bytes while one scan runs. The file is a test binary
+//! of its own: a global allocator counts the whole process, so no other group's tests may share
+//! it (and its own tests take turns through `SERIAL`).
 #![allow(unsafe_code)] // The counting global allocator.
+
+mod support;
 
 use dsh_session_references::session::reader::{scan_reader, Encoding, MAX_BATCH_BYTES};
 use dsh_session_references::session::SessionError;
@@ -181,16 +185,11 @@ fn zstd_frames_after_a_bad_frame_are_decided_in_bounded_memory() {
     let mut log = zstd::bulk::compress(HEADER.as_bytes(), 3).unwrap();
     log.extend(b"\x28\xb5\x2f\xfd not a frame at all");
     // Many frames of incompressible-ish tool output, then a turn/end frame.
-    let mut seed = 1u64;
+    let mut rng = support::TestRng::new(1);
     let mut frames = Vec::new();
     while frames.len() < 24 * MIB {
         let text: String = (0..60_000)
-            .map(|_| {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                char::from(b'a' + (seed >> 59) as u8)
-            })
+            .map(|_| char::from(b'a' + (rng.next_u64() >> 59) as u8))
             .collect();
         let line = event(3, "tool/result", &format!("{{\"output\":\"{text}\"}}"));
         frames.extend(zstd::bulk::compress(line.as_bytes(), 1).unwrap());

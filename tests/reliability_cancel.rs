@@ -4,7 +4,8 @@
 //! The mount's submit transaction runs against two kinds of stuck storage: a read future that
 //! never completes, and a read blocked in a worker thread (as a hung disk or network mount would
 //! block `spawn_blocking`). Each round starts a submit, lets it get stuck, cancels (what Esc does)
-//! and measures the time until the submit settles. The figures go to RELIABILITY.md.
+//! and measures the time until the submit settles. The figures go to RELIABILITY.md. The file
+//! is a test binary of its own so that no other test shares the two cores while it measures.
 
 use dsh_session_references::agent::Admission;
 use dsh_session_references::reference::{

@@ -4,7 +4,7 @@
 //! `message.id`, a tool call and its result, and sometimes an `ai-title`; a Codex rollout is a
 //! `session_meta`, injected context, a `user_message`, reasoning, a tool call and a reply.
 
-use super::gen::{age, data_dir, prose, Rng};
+use super::gen::{age, data_dir, prose, TestRng};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -42,7 +42,7 @@ pub fn claude_session(
     out: &mut impl Write,
     i: usize,
     bytes: usize,
-    rng: &mut Rng,
+    rng: &mut TestRng,
 ) -> std::io::Result<()> {
     let sid = uuid(0xc1a0de, i);
     let cwd = format!("/home/dev/project-{}", i % PROJECTS);
@@ -113,7 +113,7 @@ pub fn codex_rollout(
     out: &mut impl Write,
     i: usize,
     bytes: usize,
-    rng: &mut Rng,
+    rng: &mut TestRng,
 ) -> std::io::Result<()> {
     let id = uuid(0xc0de, i);
     let ts = time(i, 0);
@@ -194,7 +194,7 @@ pub fn cached_external_homes(sessions: usize) -> std::io::Result<(PathBuf, PathB
         if root.exists() {
             std::fs::remove_dir_all(&root)?;
         }
-        let mut rng = Rng::new(14);
+        let mut rng = TestRng::new(14);
         for i in 0..sessions {
             let dir = claude
                 .join("projects")
@@ -239,7 +239,7 @@ pub fn cached_big_external(mb: u64) -> std::io::Result<(PathBuf, PathBuf)> {
         if root.exists() {
             std::fs::remove_dir_all(&root)?;
         }
-        let mut rng = Rng::new(41);
+        let mut rng = TestRng::new(41);
         let bytes = (mb * 1024 * 1024) as usize;
         let dir = claude.join("projects/-home-dev-big");
         std::fs::create_dir_all(&dir)?;

@@ -23,29 +23,14 @@ use dsh_session_references::session::{
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
-/// A small deterministic PRNG (SplitMix64): benchmarks must not depend on `rand`.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
+#[path = "../../src/test_rng.rs"]
+#[allow(clippy::duplicate_mod)]
+// One file, one generator: a test binary may also load it through the demo-home generator.
+mod test_rng;
 
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
+/// The project's one seeded generator (`src/test_rng.rs`, SplitMix64): benchmarks must not
+/// depend on `rand`, and a spec's seed must give the same data on every run.
+pub use test_rng::TestRng;
 
 const WORDS: &[&str] = &[
     "fn", "let", "mut", "self", "impl", "struct", "return", "match", "Some", "None", "Ok", "Err",
@@ -56,7 +41,7 @@ const WORDS: &[&str] = &[
 ];
 
 /// Source-code-like text of about `bytes` bytes: words, indentation and newlines.
-pub fn prose(rng: &mut Rng, bytes: usize) -> String {
+pub fn prose(rng: &mut TestRng, bytes: usize) -> String {
     let mut out = String::with_capacity(bytes + 16);
     let mut line = 0usize;
     while out.len() < bytes {
@@ -68,7 +53,7 @@ pub fn prose(rng: &mut Rng, bytes: usize) -> String {
         let word = rng.pick(WORDS);
         out.push_str(word);
         line += word.len() + 1;
-        if line > 60 + rng.below(30) as usize {
+        if line > 60 + rng.below(30) {
             out.push('\n');
             line = 0;
         } else {
@@ -153,7 +138,7 @@ impl HomeSpec {
 
 /// The id of generated session `i`: uuid-like, as dsh ids are.
 pub fn session_id(i: usize) -> String {
-    let mut rng = Rng::new(i as u64);
+    let mut rng = TestRng::new(i as u64);
     format!(
         "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
         rng.next_u64() as u32,
@@ -181,7 +166,7 @@ pub fn project_cwd(p: usize) -> String {
 /// Writes `spec.sessions` small sessions under `<home>/sessions` (newest is session 0's
 /// neighbour: `createdAt` grows with `i`). Returns the ids in creation order.
 pub fn generate_home(home: &Path, spec: &HomeSpec) -> std::io::Result<Vec<String>> {
-    let mut rng = Rng::new(spec.seed);
+    let mut rng = TestRng::new(spec.seed);
     let mut ids = Vec::with_capacity(spec.sessions);
     let base = 1_700_000_000_000i64;
     for i in 0..spec.sessions {
@@ -189,7 +174,7 @@ pub fn generate_home(home: &Path, spec: &HomeSpec) -> std::io::Result<Vec<String
         let cwd = if spec.no_cwd_every > 0 && i % spec.no_cwd_every == spec.no_cwd_every - 1 {
             None
         } else {
-            Some(project_cwd(rng.below(spec.projects as u64) as usize))
+            Some(project_cwd(rng.below(spec.projects)))
         };
         let created = base + (i as i64) * 60_000;
         let header = SessionHeader::new(id.clone(), created, cwd);
@@ -268,7 +253,7 @@ pub fn generate_big_log(
     spec: &BigLogSpec,
 ) -> std::io::Result<BigLog> {
     let io = std::io::Error::other;
-    let mut rng = Rng::new(spec.seed ^ id.len() as u64);
+    let mut rng = TestRng::new(spec.seed ^ id.len() as u64);
     let header = SessionHeader::new(id, 1_700_000_000_000, cwd.map(str::to_string));
     let mut writer = SessionWriter::create(home, header, spec.encoding).map_err(io)?;
     let mut logical: u64 = 0;
@@ -301,7 +286,7 @@ pub fn generate_big_log(
     while logical < spec.bytes {
         turn += 1;
         time += 1_000;
-        let len = 40 + rng.below(80) as usize;
+        let len = 40 + rng.below(80);
         let prompt = format!("turn {turn}: {}", prose(&mut rng, len));
         conversation += prompt.len() as u64;
         append(
@@ -313,7 +298,7 @@ pub fn generate_big_log(
             &mut logical,
             &mut surface,
         )?;
-        let steps = 2 + rng.below(3);
+        let steps = 2 + rng.below(3) as u64;
         for step in 1..=steps {
             append(
                 &mut writer,
@@ -364,7 +349,7 @@ pub fn generate_big_log(
                 arguments: serde_json::json!({ "path": path }),
                 extra: Map::new(),
             };
-            let size = spec.tool_output / 2 + rng.below(spec.tool_output as u64) as usize;
+            let size = spec.tool_output / 2 + rng.below(spec.tool_output);
             let output = prose(&mut rng, size);
             let result = Message::new(
                 "user",

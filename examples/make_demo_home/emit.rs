@@ -33,44 +33,22 @@ pub const MODEL: &str = "deepseek-v4-flash";
 /// Inter-chunk gaps (ms) a streamed reply draws from: bursts and pauses, as real streams show.
 const DT_CHOICES: [i64; 13] = [0, 0, 0, 1, 1, 1, 24, 27, 28, 28, 29, 30, 31];
 
-/// SplitMix64: small, fast and the same everywhere.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
+#[path = "../../src/test_rng.rs"]
+#[allow(clippy::duplicate_mod)]
+// One file, one generator: the demo-home test binary also loads it through the test support.
+mod test_rng;
 
-impl Rng {
-    /// Seeded by the FNV-1a hash of `seed`.
-    pub fn new(seed: &str) -> Rng {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in seed.bytes() {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
-        Rng(hash)
-    }
+/// The project's one seeded generator (`src/test_rng.rs`); each script seeds it by its id.
+pub use test_rng::TestRng;
 
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `lo..=hi` (`lo <= hi`).
-    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        let span = (hi - lo) as u64 + 1;
-        lo + (self.next_u64() % span) as i64
-    }
-
-    /// A version-4 UUID.
-    pub fn uuid(&mut self) -> String {
-        let mut bytes = [0u8; 16];
-        bytes[..8].copy_from_slice(&self.next_u64().to_le_bytes());
-        bytes[8..].copy_from_slice(&self.next_u64().to_le_bytes());
-        uuid::Builder::from_random_bytes(bytes)
-            .into_uuid()
-            .to_string()
-    }
+/// A version-4 UUID drawn from `rng`.
+pub fn uuid(rng: &mut TestRng) -> String {
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
+    bytes[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .to_string()
 }
 
 /// Splits text into model-token-sized pieces whose concatenation is the text: leading
@@ -164,7 +142,7 @@ pub struct Emitter<'p> {
     cwd: Option<String>,
     /// The time of the last event (ms).
     t: i64,
-    rng: Rng,
+    rng: TestRng,
     turn: u64,
     /// Current surface nodes `(seq, estimated tokens)`, in order.
     surface: Vec<(u64, i64)>,
@@ -195,7 +173,7 @@ impl<'p> Emitter<'p> {
             id: script.id.clone(),
             cwd: script.cwd.clone(),
             t: script.created_at,
-            rng: Rng::new(&format!("dsh-session-references/demo-home/{}", script.id)),
+            rng: TestRng::from_text(&format!("dsh-session-references/demo-home/{}", script.id)),
             turn: 0,
             surface: Vec::new(),
             context_tokens: 2800,
@@ -245,7 +223,7 @@ impl<'p> Emitter<'p> {
     }
 
     fn new_id(&mut self) -> String {
-        self.rng.uuid()
+        uuid(&mut self.rng)
     }
 
     /// Stages one event in the current batch and returns its seq.
@@ -763,10 +741,21 @@ mod tests {
 
     #[test]
     fn the_rng_is_stable() {
-        let mut a = Rng::new("x");
-        let mut b = Rng::new("x");
+        // SplitMix64's published first output from state 0 (`new` mixes the seed with the
+        // increment, so seed 0x9E37_79B9_7F4A_7C15 is state 0).
+        assert_eq!(
+            TestRng::new(0x9E37_79B9_7F4A_7C15).next_u64(),
+            0xE220_A839_7B1D_CDAF
+        );
+        // The FNV-1a seeding of the scripts' ids.
+        assert_eq!(TestRng::from_text("").next_u64(), {
+            let mut state = TestRng::new(0xcbf2_9ce4_8422_2325 ^ 0x9E37_79B9_7F4A_7C15);
+            state.next_u64()
+        });
+        let mut a = TestRng::from_text("x");
+        let mut b = TestRng::from_text("x");
         assert_eq!(a.next_u64(), b.next_u64());
-        assert_eq!(a.uuid(), b.uuid());
+        assert_eq!(uuid(&mut a), uuid(&mut b));
         assert!((0..100).all(|_| (3..=5).contains(&a.range(3, 5))));
     }
 }

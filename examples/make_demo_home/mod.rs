@@ -5,7 +5,7 @@
 //! scripts ([`script`]), so the demo can never drift from what the crate writes.
 //! Invariant: the same scripts give byte-identical logs on every run (fixed times from the
 //! scripts, everything else from a PRNG seeded by the session id, see [`emit`]).
-//! Proof: `tests/demo_home.rs` generates twice and compares the bytes, compares with the files
+//! Proof: `tests/cli/demo_home.rs` generates twice and compares the bytes, compares with the files
 //! on disk (what `--check` does), and reads every log back through [`verify`].
 
 pub mod emit;

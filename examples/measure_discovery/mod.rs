@@ -42,16 +42,16 @@ fn word(i: usize) -> String {
 }
 
 /// A word drawn Zipf-like: half the draws common words, the rest log-uniform over the vocabulary.
-fn draw(rng: &mut gen::Rng) -> String {
+fn draw(rng: &mut gen::TestRng) -> String {
     if rng.below(2) == 0 {
-        return COMMON[rng.below(COMMON.len() as u64) as usize].to_string();
+        return COMMON[rng.below(COMMON.len())].to_string();
     }
     let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
     let i = ((VOCABULARY as f64).powf(u) as usize).saturating_sub(1);
     word(i.min(VOCABULARY - 1))
 }
 
-fn text(rng: &mut gen::Rng, bytes: usize) -> String {
+fn text(rng: &mut gen::TestRng, bytes: usize) -> String {
     let mut out = String::with_capacity(bytes + 16);
     while out.len() < bytes {
         out.push_str(&draw(rng));
@@ -81,7 +81,7 @@ fn user(text: &str, id: &str) -> serde_json::Value {
            "role": "user", "id": id})
 }
 
-fn write_session(home: &Path, i: usize, kb: usize, rng: &mut gen::Rng) -> std::io::Result<u64> {
+fn write_session(home: &Path, i: usize, kb: usize, rng: &mut gen::TestRng) -> std::io::Result<u64> {
     let id = id(i);
     let project = i % 500;
     let cwd = gen::project_cwd(project);
@@ -167,7 +167,7 @@ pub fn cached_search_home(sessions: usize, kb: usize) -> std::io::Result<(PathBu
         std::fs::remove_dir_all(&home)?;
     }
     std::fs::create_dir_all(&home)?;
-    let mut rng = gen::Rng::new(7);
+    let mut rng = gen::TestRng::new(7);
     let mut bytes = 0;
     for i in 0..sessions {
         bytes += write_session(&home, i, kb, &mut rng)?;
@@ -332,7 +332,7 @@ pub fn build(discovery: &Discovery, index_dir: &Path, log_bytes: u64) {
 
 /// Warm searches of every query kind, and typing (each keystroke a search extending the last).
 fn searches(discovery: &Discovery, sessions: usize, rounds: usize, quiet_typing: bool) {
-    let mut rng = gen::Rng::new(99);
+    let mut rng = gen::TestRng::new(99);
     let queries: Vec<(&str, String)> = vec![
         ("common word", "the".into()),
         ("common word", "error".into()),

@@ -1,6 +1,33 @@
-//! Shared helpers for integration tests: the test data under `tests/data` and temporary homes.
+//! The one support tree of the integration tests, shared by every test binary (each group's
+//! `main.rs` declares it with `#[path = "../support/mod.rs"] mod support;`, a standalone file with
+//! `mod support;`; each uses the parts it needs):
+//!
+//! - here: the test data under `tests/data` (fixture logs, conformance vectors), log re-encoding,
+//!   homes laid out on disk, and the name a test re-executes itself under;
+//! - [`memory_query`]: an in-memory `SessionQuery` double;
+//! - [`model`]: a scripted OpenAI-compatible server on 127.0.0.1;
+//! - [`tmux`]: the real binary in a tmux pane;
+//! - [`gen`]: the benchmarks' generated homes and logs (`benches/support/gen.rs`), whose seeded
+//!   generator is the crate's one [`TestRng`] (`src/test_rng.rs`).
+//!
+//! Randomized property tests use proptest's strategies instead; `TestRng` is for fixed streams
+//! that must replay (a crash child regenerating its parent's batches, generated data).
 #![allow(dead_code)]
 
+pub mod memory_query;
+pub mod model;
+pub mod tmux;
+
+#[path = "../../benches/support/gen.rs"]
+pub mod gen;
+
+// Not every group uses both.
+#[allow(unused_imports)]
+pub use gen::TestRng;
+#[allow(unused_imports)]
+pub use memory_query::MemoryQuery;
+
+use dsh_session_references::session::{Event, Record, SessionHeader, SurfaceSnapshot};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -71,20 +98,76 @@ pub fn with_header_id(plain: &[u8], id: &str) -> Vec<u8> {
     lines.concat()
 }
 
-/// A small deterministic PRNG (SplitMix64): randomized tests replay from their seed.
-pub struct Rng(pub u64);
+pub fn read_conformance(name: &str) -> String {
+    let path = conformance_dir().join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
 
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+/// Non-empty lines of a JSON Lines conformance file, parsed.
+pub fn conformance_jsonl(name: &str) -> Vec<serde_json::Value> {
+    read_conformance(name)
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{name}: {e}: {line}")))
+        .collect()
+}
+
+/// Parses a whole uncompressed log and folds it with the session layer's fold.
+pub fn snapshot_from_log(text: &str) -> SurfaceSnapshot {
+    let mut lines = text.lines().filter(|line| !line.trim().is_empty());
+    let header: SessionHeader = serde_json::from_str(lines.next().expect("header")).unwrap();
+    let mut events: Vec<Event> = Vec::new();
+    let mut last_seq = None;
+    for line in lines {
+        let record: Record = serde_json::from_str(line).unwrap();
+        match record {
+            Record::Event(event) => {
+                last_seq = Some(event.seq);
+                events.push(event);
+            }
+            Record::Packed(packed) => {
+                last_seq = packed.last_seq().or(last_seq);
+            }
+        }
     }
+    let events = dsh_session_references::session::surface::fold(&header.id, events).unwrap();
+    SurfaceSnapshot {
+        session: header,
+        captured_through_seq: last_seq,
+        events,
+    }
+}
 
-    /// Uniform-enough in `0..n` (0 when `n` is 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+/// The conformance source session (`source`, cwd `/source`).
+pub fn conformance_source() -> SurfaceSnapshot {
+    snapshot_from_log(&read_conformance("source-conversation.session.jsonl"))
+}
+
+/// One vector of `prepare-expect.jsonl`.
+#[derive(serde::Deserialize)]
+pub struct PrepareVector {
+    #[serde(rename = "maxReferenceBytes")]
+    pub max_reference_bytes: i64,
+    pub data: Option<Box<serde_json::value::RawValue>>,
+    pub reference: Option<Box<serde_json::value::RawValue>>,
+    pub error: Option<String>,
+}
+
+/// Every vector of `prepare-expect.jsonl`.
+pub fn prepare_vectors() -> Vec<PrepareVector> {
+    read_conformance("prepare-expect.jsonl")
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// The name under which the test `test` of the module at `module_path` (its `module_path!()`)
+/// runs in its binary, for re-executing the binary with `--exact`: the path without the crate
+/// (`session::concurrency` + `writer_child` is `concurrency::writer_child`).
+pub fn test_path(module_path: &str, test: &str) -> String {
+    match module_path.split_once("::") {
+        Some((_, inner)) => format!("{inner}::{test}"),
+        None => test.to_string(),
     }
 }

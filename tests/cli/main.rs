@@ -1,0 +1,12 @@
+//! The command line's test binary: `dsh-refs` subcommands run as a child process (compression,
+//! diagnostics, `reference`), a hostile home, and the bundled demo home checked byte for byte
+//! against its generator.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod compression;
+mod demo_home;
+mod diagnostics;
+mod reference;
+mod reliability_hostile_home;

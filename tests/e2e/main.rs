@@ -1,0 +1,14 @@
+//! The end-to-end test binary: the real `dsh-refs` in tmux panes (`support::tmux`), typed at
+//! and read as a person would — the reference flow, external sessions, the loopback model,
+//! write safety with two TUIs, and the session lifecycle (`--resume`, `--continue`, `--demo`).
+//! CI installs tmux (`.ci/run`); each pane's tmux session is named after its test and this
+//! process, so the tests run in parallel.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cli_lifecycle;
+mod tmux;
+mod tmux_external;
+mod tmux_model;
+mod write_safety;

@@ -1,0 +1,18 @@
+//! The TUI's test binary: every widget and the app drawn on ratatui's `TestBackend` with insta
+//! snapshots (`snapshots/tui__<file>__<name>.snap`), the mount, the model switch, write safety,
+//! and the host example driven headless.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod app;
+mod composer;
+mod host_example;
+mod keys;
+mod model;
+mod mount;
+mod picker;
+mod popup;
+mod status;
+mod transcript;
+mod write_safety;
