@@ -70,7 +70,7 @@
 //! want them: `tui::popup::PopupState` for the `@` rows, `tui::composer::Composer` for mention
 //! editing, `tui::transcript::TranscriptItem` for the reference card. `examples/host.rs` is a
 //! whole application doing this (its own layout, agent and session source), driven headless by
-//! `tests/host_example.rs`.
+//! `tests/tui/host_example.rs`.
 //!
 //! ```no_run
 //! # #[cfg(feature = "tui")]

@@ -20,7 +20,7 @@
 //!   retries are bounded by `max_retries`. The API key only ever goes into the
 //!   `Authorization` header (marked sensitive) and is redacted from any server text we show.
 //!
-//! Proof: unit tests below; `tests/provider_openai.rs` runs the provider against a loopback
+//! Proof: unit tests below; `tests/agent/provider_openai.rs` runs the provider against a loopback
 //! HTTP server for every failure case, retries and cancellation.
 
 use super::config::ProviderSettings;

@@ -14,15 +14,15 @@
 //! batch is written, taken into the in-memory surface and announced, in log order; the
 //! acknowledgement carries the outcome, so failures are reported exactly as before. Proof:
 //! the file I/O paths assert (in debug builds, so in every agent test) that they run on that
-//! thread; order and failures: `tests/agent_runtime.rs`, `tests/agent_write_failures.rs`,
-//! `tests/tui_write_safety.rs`.
+//! thread; order and failures: `tests/agent/runtime.rs`, `tests/agent/write_failures.rs`,
+//! `tests/tui/write_safety.rs`.
 //!
 //! No typed message is lost silently: a prompt or steering message whose batch cannot be written
 //! (full disk, a damaged log, another writer holding the session) is reported as
 //! [`AgentEvent::Unsent`], and nothing of its turn is logged. A resumed session that another
 //! writer of ours holds is read-only until that writer lets go; records other writers append
 //! are adopted into the surface before ours (see [`crate::session::writer`]). Shutting down
-//! releases the log. Proof: `tests/agent_write_failures.rs`, `tests/tui_write_safety.rs`.
+//! releases the log. Proof: `tests/agent/write_failures.rs`, `tests/tui/write_safety.rs`.
 //!
 //! A step logs what dsh logs for a model request (SPEC §7): `request/header` before the first
 //! request of a session, after a resume and on a change of provider or model; the streamed
@@ -30,7 +30,7 @@
 //! `text` blocks, the model source and `usage`. A step that fails or is cancelled after text
 //! arrived still logs that partial answer, marked `"interrupted": true`, and the turn ends
 //! with `{kind:"error", step, failure:{message, code}}` (or `aborted`). Proof:
-//! `tests/provider_openai.rs` (the agent half) and `tests/agent_runtime.rs`.
+//! `tests/agent/provider_openai.rs` (the agent half) and `tests/agent/runtime.rs`.
 
 use super::hooks::{AgentInfo, ContextWrapper, HookError, PromptDecision, PromptSubmitHooks};
 use super::provider::{ModelError, ModelEvent, ModelOutput, ModelProvider, ModelRequest, Usage};

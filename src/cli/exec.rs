@@ -8,7 +8,7 @@
 //! `turn/end` reason is `completed`; every other ending prints a clear error and exits 1.
 //! Ctrl-C cancels the turn (the partial answer is logged, marked interrupted).
 //!
-//! Proof: `tests/exec_openai.rs` runs the binary against a loopback server.
+//! Proof: `tests/agent/exec_openai.rs` runs the binary against a loopback server.
 
 use crate::agent::config::{self, ModelChoice, ModelFlags};
 use crate::agent::{Agent, AgentConfig, AgentEvent, ModelProvider};

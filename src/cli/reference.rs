@@ -11,8 +11,8 @@
 //! `\uXXXX`), stderr lines through [`escape::diagnostic`]. `uri` and `mention` print only a
 //! function of the caller's own argument, in its exact wire form.
 //!
-//! Proof: `tests/cli_reference.rs` (documents, exit codes, stdin), `tests/cli_diagnostics.rs`
-//! and `tests/reliability_hostile_home.rs` (hostile homes reach the terminal inert).
+//! Proof: `tests/cli/reference.rs` (documents, exit codes, stdin), `tests/cli/diagnostics.rs`
+//! and `tests/cli/reliability_hostile_home.rs` (hostile homes reach the terminal inert).
 
 use super::{Command, MentionCommand, UriCommand};
 use crate::escape;

@@ -5,7 +5,7 @@
 //! escaped as on screen (SPEC §5.2): table fields and diagnostics through
 //! [`crate::escape::escape_line`], the JSON listing through [`crate::escape::json_for_terminal`].
 //!
-//! Proof: `tests/cli_diagnostics.rs`, `tests/reliability_hostile_home.rs` and the unit test of
+//! Proof: `tests/cli/diagnostics.rs`, `tests/cli/reliability_hostile_home.rs` and the unit test of
 //! `utc_timestamp` below.
 
 use crate::escape;

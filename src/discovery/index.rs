@@ -26,7 +26,7 @@
 //! and search at once; a session that cannot be read is recorded with its stamp and header only
 //! (never failing the pass) and read again once it changes.
 //!
-//! Proof: `tests/discovery_index.rs` (build, incremental growth, compaction, damaged and foreign
+//! Proof: `tests/discovery/index.rs` (build, incremental growth, compaction, damaged and foreign
 //! databases, two connections and a second process, external sessions); the chunking and the
 //! hash chain are unit-tested below.
 

@@ -3,7 +3,7 @@
 //! Invariant: an exact id always wins; otherwise a prefix must name exactly one session, and an
 //! ambiguous prefix is an error listing the candidates (never a guess); `--continue` picks the
 //! session of the given cwd with the latest activity, ties by newest creation, then id.
-//! Proof: the unit tests below; `tests/cli_lifecycle.rs` runs both flags through the binary.
+//! Proof: the unit tests below; `tests/e2e/cli_lifecycle.rs` runs both flags through the binary.
 
 use crate::session::SessionSummary;
 

@@ -14,7 +14,7 @@
 //! Invariant: indexing runs on its own thread ([`Discovery::spawn_indexer`]) or on the caller's
 //! (the command line), never on an async worker or a UI thread; a failing index never fails a
 //! listing (callers fall back to the contract list).
-//! Proof: `tests/discovery_index.rs`, `tests/discovery_search.rs`, `tests/cli_lifecycle.rs`.
+//! Proof: `tests/discovery/index.rs`, `tests/discovery/search.rs`, `tests/e2e/cli_lifecycle.rs`.
 
 pub mod index;
 pub mod lifecycle;

@@ -14,7 +14,7 @@
 //! for a person who just typed a word from its title.
 //!
 //! Invariant: scores are finite and ordering is total (ties by last activity, then id).
-//! Proof: the unit tests below, and the labelled queries of `tests/discovery_search.rs`.
+//! Proof: the unit tests below, and the labelled queries of `tests/discovery/search.rs`.
 
 use serde::Serialize;
 

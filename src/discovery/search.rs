@@ -11,7 +11,7 @@
 //! Invariant: the agent's own session and sessions the caller's listing does not hold are never
 //! hits; every hit has at least one matched field unless the query is empty (then every
 //! session is a hit, ranked by recency and affinity alone).
-//! Proof: unit tests below (query terms); `tests/discovery_search.rs` (labelled queries over the
+//! Proof: unit tests below (query terms); `tests/discovery/search.rs` (labelled queries over the
 //! demo home and a generated home, exclusion of the agent, snippets).
 
 use super::index::{self, IndexError, Result};

@@ -12,7 +12,7 @@
 //! answers `None` for everything else — unusual but valid lines as well as invalid ones — so that
 //! the reader falls back to the serde parser, which stays the single source of truth for what is
 //! valid and for the error messages. The property that matters is *soundness*: whatever `skim`
-//! accepts, serde accepts with the same envelope. `tests/reliability_skim.rs` and the fuzz target
+//! accepts, serde accepts with the same envelope. `tests/session/reliability_skim.rs` and the fuzz target
 //! `skim_vs_serde` check exactly that.
 
 use super::format::{is_surface_type, PackedKind, SurfaceOp};

@@ -14,7 +14,7 @@
 //! `sourceEventSeqs` key is absent altogether (or `null`) carries no provenance to check and is
 //! accepted; a present list that misses a shadowed node is an error. Proof: [`shadowed_range`]
 //! and [`missing_provenance`] are the only way into a splice and are unit-tested below, with
-//! seqs that differ from positions; `tests/session_compaction.rs` drives the same logs through
+//! seqs that differ from positions; `tests/session/compaction.rs` drives the same logs through
 //! the full reader, the conversation-only read, the store's cached resumed fold and `prepare`.
 //!
 //! Writers build a replace with [`compaction_replace`], which runs the same checks on the

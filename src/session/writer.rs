@@ -29,7 +29,7 @@
 //! valid records from the other writer are adopted ([`SessionWriter::take_adopted`]) and the new
 //! batch continues after them; anything else refuses the append.
 //!
-//! Proof: `tests/session_writer.rs` (byte-identical logs after open, damaged and moving tails
+//! Proof: `tests/session/writer.rs` (byte-identical logs after open, damaged and moving tails
 //! never cut, adoption of another writer's records, a failing write rolled back).
 
 use super::error::{Result, SessionError};

@@ -20,8 +20,8 @@
 //! last the session keys (Esc, scrolling, cards). A `/` line runs here and never reaches the
 //! model. Also off the loop: the file matcher ([`FileFinder`]), the previews behind mention
 //! badges (cancelled when the mention goes; an answer for a mention that left is dropped by
-//! serial), `@path` reads and prompt-history appends. Proof: `tests/tui_app.rs`,
-//! `tests/tui_keys.rs` and the tmux runs in `tests/e2e_tmux.rs`.
+//! serial), `@path` reads and prompt-history appends. Proof: `tests/tui/app.rs`,
+//! `tests/tui/keys.rs` and the tmux runs in `tests/e2e_tmux.rs`.
 
 use super::attach;
 use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};

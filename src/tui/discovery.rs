@@ -13,7 +13,7 @@
 //! it. Each row also gets [`RowDetail`]: last activity, message count, size, first prompt and a
 //! live badge; the total tells the popup to say `50 of 312 · type to narrow`.
 //!
-//! Proof: unit tests below (merge, dedupe, truncation, labels); `tests/tui_popup.rs` snapshots
+//! Proof: unit tests below (merge, dedupe, truncation, labels); `tests/tui/popup.rs` snapshots
 //! the rows with details and the truncated list.
 
 use super::mount::SessionReferenceMount;

@@ -140,11 +140,11 @@ mod tests {
             "src/main.rs",
             "src/tui/popup.rs",
             "README.md",
-            "tests/tui_popup.rs",
+            "tests/tui/popup.rs",
         ]);
         let rows = FileMatcher::default().best(&index, "popup", 10);
         let paths: Vec<&str> = rows.iter().map(|r| r.path.as_str()).collect();
-        assert_eq!(paths, ["src/tui/popup.rs", "tests/tui_popup.rs"]);
+        assert_eq!(paths, ["src/tui/popup.rs", "tests/tui/popup.rs"]);
         assert_eq!(rows[0].indices, vec![8, 9, 10, 11, 12]);
         assert!(FileMatcher::default().best(&index, "", 10).is_empty());
         assert!(FileMatcher::default().best(&index, "zzz", 10).is_empty());

@@ -4,7 +4,7 @@
 //! lists every binding in effect.
 //!
 //! Invariant: every key shown is a key of the named action in the keymap, and the overlay shows
-//! every binding of the keymap. Proof: `tests/tui_keys.rs`.
+//! every binding of the keymap. Proof: `tests/tui/keys.rs`.
 
 use super::keys::{Action, KeyContext, Keymap};
 use super::render::{clip, Renderable};

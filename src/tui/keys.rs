@@ -8,7 +8,7 @@
 //!
 //! Invariants: a context never binds one key to two actions (overrides that would are refused
 //! with an error naming both); every action has a description and at least one default key.
-//! Proof: the unit tests below and `tests/tui_keys.rs` (the overlay lists exactly the bindings
+//! Proof: the unit tests below and `tests/tui/keys.rs` (the overlay lists exactly the bindings
 //! in effect, overrides included, and an overridden key changes what the handlers do).
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};

@@ -5,8 +5,8 @@
 //! [`pick_session`] runs searches on a thread of their own, tagged with a generation number, so
 //! typing never waits for the index and an answer to an older query is dropped.
 //!
-//! Proof: unit tests below (keys, stale answers); `tests/tui_picker.rs` snapshots the view;
-//! `tests/cli_lifecycle.rs` picks a session through the real binary in tmux.
+//! Proof: unit tests below (keys, stale answers); `tests/tui/picker.rs` snapshots the view;
+//! `tests/e2e/cli_lifecycle.rs` picks a session through the real binary in tmux.
 
 use super::escape::EscapeMode;
 use super::render::clip;

@@ -9,7 +9,7 @@
 //! does not parse is skipped, never fatal; an entry larger than [`MAX_ENTRY_BYTES`] is not
 //! stored. This is I/O at the edge: call it off the UI loop (`spawn_blocking`) or at start-up.
 //! Proof: the unit tests below and `history_survives_a_restart_and_a_resume` in
-//! `tests/tui_app.rs`.
+//! `tests/tui/app.rs`.
 
 use super::composer::{ComposerSnapshot, Part};
 use serde_json::{json, Map, Value};

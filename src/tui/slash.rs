@@ -4,7 +4,7 @@
 //! Invariants: a line that starts with `/` is never sent to the model unless the user confirms
 //! it names no command (a known command runs locally; an unknown one asks first), and the menu
 //! only lists commands of [`COMMANDS`]. Pure: no I/O. Proof: the unit tests below and the
-//! `slash_*` tests of `tests/tui_app.rs`.
+//! `slash_*` tests of `tests/tui/app.rs`.
 
 use super::render::{clip, Renderable};
 use super::scroll::ScrollState;

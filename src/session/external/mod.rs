@@ -13,7 +13,7 @@
 //! trailing newline, or not JSON) is never consumed, so it is read again once complete; a file of
 //! the wrong shape is left out of the listing with a warning, never failing the listing.
 //!
-//! Proof: `tests/external_sessions.rs` lists, projects and prepares every fixture and compares
+//! Proof: `tests/session/external_sessions.rs` lists, projects and prepares every fixture and compares
 //! whole trees byte for byte before and after every operation; the parsers are unit-tested here.
 
 pub mod claude;

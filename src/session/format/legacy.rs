@@ -7,7 +7,7 @@
 //! identified shape would give, with the id `legacy-message:<sessionId>:<seq>`. Nothing here
 //! writes: a flat record is rewritten only by whoever rewrites the whole log.
 //!
-//! Proof: `tests/session_store.rs` (`flat_and_identified_shapes_fold_alike`,
+//! Proof: `tests/session/store.rs` (`flat_and_identified_shapes_fold_alike`,
 //! `steering_scenario_concrete_values`) decodes flat shapes to their identified messages.
 
 use super::{ContentBlock, Message, MessageSource};

@@ -15,10 +15,10 @@
 //! SPEC's order, and unknown ones follow in the order they were read.
 //!
 //! Invariant: reading a record and writing it back gives the same JSON value, known fields first
-//! in the SPEC's order. Proof: `tests/session_store.rs` (every fixture log read plain and zstd,
+//! in the SPEC's order. Proof: `tests/session/store.rs` (every fixture log read plain and zstd,
 //! `round_trip_through_the_writer`, `flat_and_identified_shapes_fold_alike`),
-//! `tests/reference_conformance.rs` (the SPEC's vectors, byte for byte) and
-//! `tests/session_versions.rs`.
+//! `tests/reference/conformance.rs` (the SPEC's vectors, byte for byte) and
+//! `tests/session/versions.rs`.
 
 use serde::ser::SerializeMap;
 use serde::Serializer;
