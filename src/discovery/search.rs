@@ -351,6 +351,13 @@ impl Searcher {
             })
             .collect();
         let mut scored = TopK::new(query.limit);
+        let same_cwd = |info: &SessionInfo| {
+            query.cwd.is_some()
+                && match cwd_scores.get(info.cwd_key as usize) {
+                    Some(&(_, same)) => same,
+                    None => info.cwd == query.cwd,
+                }
+        };
         let score_row = |info: &SessionInfo, m: Matches| {
             if !text.is_empty() && !m.any() {
                 return None;
@@ -358,13 +365,16 @@ impl Searcher {
             if !keep(info) {
                 return None;
             }
-            let same_cwd = query.cwd.is_some()
-                && match cwd_scores.get(info.cwd_key as usize) {
-                    Some(&(_, same)) => same,
-                    None => info.cwd == query.cwd,
-                };
-            Some(rank::score(&m, info.last_activity, query.now_ms, same_cwd))
+            Some(rank::score(
+                &m,
+                info.last_activity,
+                query.now_ms,
+                same_cwd(info),
+            ))
         };
+        // An upper bound of the recency of the rows still to come, computed at a row at least as
+        // recent (the rows come newest first) and again every 256 bounds: a bound costs no `exp`.
+        let mut recency_bound: Option<(i64, f64, u32)> = None;
         // Rows to look at in memory: all, or those the previous query matched when this one
         // extends it (same rows).
         let narrow: Option<Vec<u32>> = match &self.narrowed {
@@ -380,6 +390,9 @@ impl Searcher {
         let mut matched_here: Vec<u32> = Vec::new();
         let need = query_mask(text);
         let words = fuzzy_words(text);
+        let finders: Option<Vec<memchr::memmem::Finder<'_>>> = words
+            .as_ref()
+            .map(|words| words.iter().map(memchr::memmem::Finder::new).collect());
         // One row: its in-memory fields matched (`memory`: not for a full-text hit outside the
         // narrowed rows), completed with its full-text ones, scored and offered.
         let mut consider = |i: usize, memory: bool, matcher: &mut Matcher| {
@@ -421,25 +434,35 @@ impl Searcher {
                 // the best hits kept so far, it is counted without being scored (the rows come
                 // newest first, so most old rows stop here for a word every title holds).
                 let certain = matches!(
-                    (&info.title_ascii, &words),
+                    (&info.title_ascii, &finders),
                     (Some(hay), Some(words)) if contains_words(hay, words)
                 );
                 if certain && scored.is_full() {
-                    let best_case = Matches { title: 1.0, ..m };
-                    if let Some(bound) = score_row(info, best_case) {
-                        let ranked = Ranked {
-                            score: bound,
-                            info,
-                            matches: best_case,
-                        };
-                        if !scored.would_take(&ranked) {
-                            matched_here.push(i as u32);
-                            scored.offered += 1;
-                            return;
-                        }
-                    } else {
+                    if !keep(info) {
                         // Never a hit (the agent's own or an unlisted session).
                         matched_here.push(i as u32);
+                        return;
+                    }
+                    let recency = match recency_bound {
+                        Some((at, recency, uses)) if info.last_activity <= at && uses < 256 => {
+                            recency_bound = Some((at, recency, uses + 1));
+                            recency
+                        }
+                        _ => {
+                            let recency = rank::recency(info.last_activity, query.now_ms);
+                            recency_bound = Some((info.last_activity, recency, 0));
+                            recency
+                        }
+                    };
+                    let best_case = Matches { title: 1.0, ..m };
+                    let ranked = Ranked {
+                        score: rank::score_with_recency(&best_case, recency, same_cwd(info)),
+                        info,
+                        matches: best_case,
+                    };
+                    if !scored.would_take(&ranked) {
+                        matched_here.push(i as u32);
+                        scored.offered += 1;
                         return;
                     }
                 }
@@ -995,10 +1018,8 @@ fn subsequences(hay: &[u8], words: &[Vec<u8>]) -> bool {
 /// whose quality is at least [`FUZZY_FLOOR`]: each word's contiguous run scores at least its
 /// plain per-character score, which is more than the floor's share of a perfect match
 /// (property-tested below against nucleo).
-fn contains_words(hay: &[u8], words: &[Vec<u8>]) -> bool {
-    words
-        .iter()
-        .all(|word| word.is_empty() || hay.windows(word.len()).any(|w| w == word.as_slice()))
+fn contains_words(hay: &[u8], words: &[memchr::memmem::Finder<'_>]) -> bool {
+    words.iter().all(|word| word.find(hay).is_some())
 }
 
 /// The quality of a fuzzy match (0 below [`FUZZY_FLOOR`]) and whether it matched at all.
@@ -1159,7 +1180,9 @@ mod tests {
                 continue;
             };
             let lower = title.to_ascii_lowercase();
-            if !contains_words(lower.as_bytes(), &words) {
+            let finders: Vec<memchr::memmem::Finder<'_>> =
+                words.iter().map(memchr::memmem::Finder::new).collect();
+            if !contains_words(lower.as_bytes(), &finders) {
                 continue;
             }
             tried += 1;
