@@ -372,8 +372,7 @@ impl Searcher {
                 same_cwd(info),
             ))
         };
-        // An upper bound of the recency of the rows still to come, computed at a row at least as
-        // recent (the rows come newest first) and again every 256 bounds: a bound costs no `exp`.
+        // See [`recency_at_most`].
         let mut recency_bound: Option<(i64, f64, u32)> = None;
         // Rows to look at in memory: all, or those the previous query matched when this one
         // extends it (same rows).
@@ -400,13 +399,18 @@ impl Searcher {
             let mut m = Matches::default();
             let mut any = false;
             let mut title_pending = false;
+            // The title holds every word as typed: a match above the floor ([`contains_words`]).
+            let mut certain = false;
             if memory && !text.is_empty() {
                 // A field lacking one of the query's characters cannot match: not even tried.
                 let [title_mask, id_mask, cwd_mask] = info.masks.map(|have| have & need == need);
                 if info.title.is_some() && title_mask {
                     // An ASCII title that lacks one of the words in order cannot match.
-                    title_pending = match (&info.title_ascii, &words) {
-                        (Some(hay), Some(words)) => subsequences(hay, words),
+                    title_pending = match (&info.title_ascii, &words, &finders) {
+                        (Some(hay), Some(words), Some(finders)) => {
+                            certain = contains_words(hay, finders);
+                            certain || subsequences(hay, words)
+                        }
                         _ => true,
                     };
                 }
@@ -429,31 +433,17 @@ impl Searcher {
             };
             m.conversation = conversation;
             if title_pending {
-                // A title holding every word as it is typed is a match above the floor
-                // ([`contains_words`]); when even a perfect title could not lift the row into
-                // the best hits kept so far, it is counted without being scored (the rows come
-                // newest first, so most old rows stop here for a word every title holds).
-                let certain = matches!(
-                    (&info.title_ascii, &finders),
-                    (Some(hay), Some(words)) if contains_words(hay, words)
-                );
+                // A title certain to match: when even a perfect title could not lift the row
+                // into the best hits kept so far, it is counted without being scored (the rows
+                // come newest first, so most old rows stop here for a word every title holds).
                 if certain && scored.is_full() {
                     if !keep(info) {
                         // Never a hit (the agent's own or an unlisted session).
                         matched_here.push(i as u32);
                         return;
                     }
-                    let recency = match recency_bound {
-                        Some((at, recency, uses)) if info.last_activity <= at && uses < 256 => {
-                            recency_bound = Some((at, recency, uses + 1));
-                            recency
-                        }
-                        _ => {
-                            let recency = rank::recency(info.last_activity, query.now_ms);
-                            recency_bound = Some((info.last_activity, recency, 0));
-                            recency
-                        }
-                    };
+                    let recency =
+                        recency_at_most(&mut recency_bound, info.last_activity, query.now_ms);
                     let best_case = Matches { title: 1.0, ..m };
                     let ranked = Ranked {
                         score: rank::score_with_recency(&best_case, recency, same_cwd(info)),
@@ -481,6 +471,22 @@ impl Searcher {
             }
             if !(m.any() || text.is_empty()) {
                 return;
+            }
+            if scored.is_full() {
+                // Turned away on a bound when it cannot be kept: no `exp` for most rows.
+                if !keep(info) {
+                    return;
+                }
+                let recency = recency_at_most(&mut recency_bound, info.last_activity, query.now_ms);
+                let bound = Ranked {
+                    score: rank::score_with_recency(&m, recency, same_cwd(info)),
+                    info,
+                    matches: m,
+                };
+                if !scored.would_take(&bound) {
+                    scored.offered += 1;
+                    return;
+                }
             }
             if let Some(score) = score_row(info, m) {
                 scored.push(Ranked {
@@ -614,6 +620,23 @@ fn arrange(
         }
     }
     (rows, at, cwds)
+}
+
+/// An upper bound of the recency of a row active at `last_activity`: the recency of a row at
+/// least as recent, computed at most 256 bounds ago (`slot`), else computed here. Rows mostly
+/// come newest first, so one `exp` serves many rows.
+fn recency_at_most(slot: &mut Option<(i64, f64, u32)>, last_activity: i64, now_ms: i64) -> f64 {
+    match *slot {
+        Some((at, recency, uses)) if last_activity <= at && uses < 256 => {
+            *slot = Some((at, recency, uses + 1));
+            recency
+        }
+        _ => {
+            let recency = rank::recency(last_activity, now_ms);
+            *slot = Some((last_activity, recency, 0));
+            recency
+        }
+    }
 }
 
 /// A scored hit before it becomes a [`Hit`].
