@@ -353,6 +353,11 @@ fn searches(discovery: &Discovery, sessions: usize, rounds: usize, quiet_typing:
         ("title words", format!("speed up {}", draw(&mut rng))),
         ("empty", String::new()),
     ];
+    // `MEASURE_QUERY=TEXT`: that query alone (for profiling one kind).
+    let queries = match std::env::var("MEASURE_QUERY") {
+        Ok(text) => vec![("chosen", text)],
+        Err(_) => queries,
+    };
     let now = 1_700_000_000_000 + sessions as i64 * 60_000;
     let search = |text: &str| {
         discovery

@@ -65,6 +65,8 @@ pub struct SessionInfo {
     /// (after an agent namespace).
     id_lower: String,
     own_start: usize,
+    /// Where `id_lower` sits in the searcher's id arena (start, length), as titles do.
+    id_span: Option<(u32, u32)>,
     cwd_lower: Option<String>,
     /// Which of the searcher's distinct cwds this row's is ([`NO_CWD`] for none, or for a row
     /// fetched outside the in-memory copy): a cwd is matched once per search, not once per row.
@@ -72,9 +74,12 @@ pub struct SessionInfo {
     /// Which characters title, id and cwd hold ([`char_mask`]): a row whose fields lack one of
     /// the query's characters cannot match in memory and is skipped without matching.
     masks: [u64; 3],
-    /// The title lower-cased, when it is plain ASCII: a query's words are first tried on it as
-    /// plain subsequences ([`subsequences`]), and only a title holding them all is scored.
-    title_ascii: Option<Box<[u8]>>,
+    /// Where the title, lower-cased, sits in the searcher's title arena when it is plain ASCII
+    /// (start, length): a query's words are first tried on it as plain subsequences
+    /// ([`subsequences`]), and only a title holding them all is scored. One arena in scan
+    /// order, not a buffer per row: the scan reads it sequentially instead of missing the
+    /// cache on every row.
+    title_span: Option<(u32, u32)>,
 }
 
 /// A search request.
@@ -153,6 +158,10 @@ pub struct Searcher {
     at: Arc<HashMap<i64, u32>>,
     /// The distinct cwds of `rows` (as written, and lower-cased), by `cwd_key`.
     cwds: Arc<Vec<(String, String)>>,
+    /// The ASCII titles of `rows`, lower-cased, one after another (see `title_span`).
+    titles: Arc<Vec<u8>>,
+    /// The ids of `rows`, lower-cased, one after another (see `id_span`).
+    ids: Arc<Vec<u8>>,
     data_version: Option<i64>,
     loaded_at: Option<Instant>,
     /// How long the last load of the rows took.
@@ -176,6 +185,8 @@ impl Searcher {
             rows: Arc::new(Vec::new()),
             at: Arc::new(HashMap::new()),
             cwds: Arc::new(Vec::new()),
+            titles: Arc::new(Vec::new()),
+            ids: Arc::new(Vec::new()),
             data_version: None,
             loaded_at: None,
             load_cost: Duration::ZERO,
@@ -233,7 +244,9 @@ impl Searcher {
         }
         .map_err(|e| self.sql(e))?;
         self.load_cost = started.elapsed();
-        let (rows, at, cwds) = arrange(rows);
+        let (rows, at, cwds, titles, ids) = arrange(rows);
+        self.titles = Arc::new(titles);
+        self.ids = Arc::new(ids);
         self.at = Arc::new(at);
         self.cwds = Arc::new(cwds);
         self.rows = Arc::new(rows);
@@ -287,6 +300,8 @@ impl Searcher {
         self.refresh_rows()?;
         let rows = self.rows.clone();
         let at = self.at.clone();
+        let titles = self.titles.clone();
+        let ids = self.ids.clone();
         let text = query.text.trim();
         let keep = |info: &SessionInfo| {
             query.agent.as_deref() != Some(info.id.as_str())
@@ -389,9 +404,6 @@ impl Searcher {
         let mut matched_here: Vec<u32> = Vec::new();
         let need = query_mask(text);
         let words = fuzzy_words(text);
-        let finders: Option<Vec<memchr::memmem::Finder<'_>>> = words
-            .as_ref()
-            .map(|words| words.iter().map(memchr::memmem::Finder::new).collect());
         // One row: its in-memory fields matched (`memory`: not for a full-text hit outside the
         // narrowed rows), completed with its full-text ones, scored and offered.
         let mut consider = |i: usize, memory: bool, matcher: &mut Matcher| {
@@ -406,16 +418,23 @@ impl Searcher {
                 let [title_mask, id_mask, cwd_mask] = info.masks.map(|have| have & need == need);
                 if info.title.is_some() && title_mask {
                     // An ASCII title that lacks one of the words in order cannot match.
-                    title_pending = match (&info.title_ascii, &words, &finders) {
-                        (Some(hay), Some(words), Some(finders)) => {
-                            certain = contains_words(hay, finders);
+                    let hay = info
+                        .title_span
+                        .map(|(at, len)| &titles[at as usize..(at + len) as usize]);
+                    title_pending = match (hay, &words) {
+                        (Some(hay), Some(words)) => {
+                            certain = contains_words(hay, words);
                             certain || subsequences(hay, words)
                         }
                         _ => true,
                     };
                 }
                 if id_mask {
-                    let (id, id_hit) = id_prefix(&info.id_lower, info.own_start, &lower);
+                    let id = match info.id_span {
+                        Some((at, len)) => &ids[at as usize..(at + len) as usize],
+                        None => info.id_lower.as_bytes(),
+                    };
+                    let (id, id_hit) = id_prefix(id, info.own_start, lower.as_bytes());
                     m.id = id;
                     any |= id_hit;
                 }
@@ -598,7 +617,13 @@ impl Searcher {
 #[allow(clippy::type_complexity)]
 fn arrange(
     mut rows: Vec<SessionInfo>,
-) -> (Vec<SessionInfo>, HashMap<i64, u32>, Vec<(String, String)>) {
+) -> (
+    Vec<SessionInfo>,
+    HashMap<i64, u32>,
+    Vec<(String, String)>,
+    Vec<u8>,
+    Vec<u8>,
+) {
     rows.sort_by(|a, b| {
         b.last_activity
             .cmp(&a.last_activity)
@@ -611,7 +636,21 @@ fn arrange(
         .collect();
     let mut keys: HashMap<String, u32> = HashMap::new();
     let mut cwds = Vec::new();
+    let mut titles = Vec::new();
+    let mut ids = Vec::new();
     for info in &mut rows {
+        if let (Ok(start), Ok(len)) = (u32::try_from(ids.len()), u32::try_from(info.id_lower.len()))
+        {
+            ids.extend_from_slice(info.id_lower.as_bytes());
+            info.id_span = Some((start, len));
+        }
+        if let Some(title) = info.title.as_deref().filter(|t| t.is_ascii()) {
+            if let (Ok(start), Ok(len)) = (u32::try_from(titles.len()), u32::try_from(title.len()))
+            {
+                titles.extend(title.bytes().map(|b| b.to_ascii_lowercase()));
+                info.title_span = Some((start, len));
+            }
+        }
         if let (Some(cwd), Some(lower)) = (&info.cwd, &info.cwd_lower) {
             info.cwd_key = *keys.entry(cwd.clone()).or_insert_with(|| {
                 cwds.push((cwd.clone(), lower.clone()));
@@ -619,7 +658,7 @@ fn arrange(
             });
         }
     }
-    (rows, at, cwds)
+    (rows, at, cwds, titles, ids)
 }
 
 /// An upper bound of the recency of a row active at `last_activity`: the recency of a row at
@@ -784,20 +823,16 @@ fn load_rows(conn: &Connection, rowid: Option<i64>) -> rusqlite::Result<Vec<Sess
             source: r.get(9)?,
             id_lower: String::new(),
             own_start: 0,
+            id_span: None,
             cwd_lower: None,
             cwd_key: NO_CWD,
             masks: [0; 3],
-            title_ascii: None,
+            title_span: None,
         })
         .map(|mut info: SessionInfo| {
             info.id_lower = info.id.to_lowercase();
             info.own_start = info.id_lower.find(':').map_or(0, |i| i + 1);
             info.cwd_lower = info.cwd.as_deref().map(str::to_lowercase);
-            info.title_ascii = info
-                .title
-                .as_deref()
-                .filter(|t| t.is_ascii())
-                .map(|t| t.to_ascii_lowercase().into_bytes().into_boxed_slice());
             info.masks = [
                 info.title.as_deref().map_or(0, char_mask),
                 char_mask(&info.id_lower),
@@ -1041,8 +1076,15 @@ fn subsequences(hay: &[u8], words: &[Vec<u8>]) -> bool {
 /// whose quality is at least [`FUZZY_FLOOR`]: each word's contiguous run scores at least its
 /// plain per-character score, which is more than the floor's share of a perfect match
 /// (property-tested below against nucleo).
-fn contains_words(hay: &[u8], words: &[memchr::memmem::Finder<'_>]) -> bool {
-    words.iter().all(|word| word.find(hay).is_some())
+fn contains_words(hay: &[u8], words: &[Vec<u8>]) -> bool {
+    // Titles are short: a plain scan beats a vectorized searcher's set-up.
+    words.iter().all(|word| match word.split_first() {
+        None => true,
+        Some((&first, rest)) => hay
+            .iter()
+            .enumerate()
+            .any(|(i, &c)| c == first && hay[i + 1..].starts_with(rest)),
+    })
 }
 
 /// The quality of a fuzzy match (0 below [`FUZZY_FLOOR`]) and whether it matched at all.
@@ -1068,7 +1110,7 @@ fn fuzzy(
 
 /// Whether the lower-cased `id` (or its part from `own_start`, after an agent namespace) starts
 /// with the lower-cased query, and the score: 1 for a prefix of at least two characters.
-fn id_prefix(id: &str, own_start: usize, lower: &str) -> (f64, bool) {
+fn id_prefix(id: &[u8], own_start: usize, lower: &[u8]) -> (f64, bool) {
     let hit = id.starts_with(lower) || id[own_start..].starts_with(lower);
     let score = if hit && lower.len() >= 2 { 1.0 } else { 0.0 };
     (score, hit)
@@ -1115,15 +1157,15 @@ mod tests {
 
     #[test]
     fn id_and_cwd_matches() {
-        assert_eq!(id_prefix("claude:abcd-1", 7, "ab"), (1.0, true));
+        assert_eq!(id_prefix(b"claude:abcd-1", 7, b"ab"), (1.0, true));
         assert_eq!(
-            id_prefix("7a712ba3", 0, "7A71"),
+            id_prefix(b"7a712ba3", 0, b"7A71"),
             (0.0, false),
             "callers lower-case both"
         );
-        assert_eq!(id_prefix("7a712ba3", 0, "7a71"), (1.0, true));
+        assert_eq!(id_prefix(b"7a712ba3", 0, b"7a71"), (1.0, true));
         assert_eq!(
-            id_prefix("7a712ba3", 0, "7"),
+            id_prefix(b"7a712ba3", 0, b"7"),
             (0.0, true),
             "too short to score"
         );
@@ -1203,9 +1245,7 @@ mod tests {
                 continue;
             };
             let lower = title.to_ascii_lowercase();
-            let finders: Vec<memchr::memmem::Finder<'_>> =
-                words.iter().map(memchr::memmem::Finder::new).collect();
-            if !contains_words(lower.as_bytes(), &finders) {
+            if !contains_words(lower.as_bytes(), &words) {
                 continue;
             }
             tried += 1;
