@@ -171,6 +171,10 @@ pub struct Searcher {
     /// id prefix, cwd substring), for the rows it was computed over: a query that extends it can
     /// only match among those (every field is monotone under extension), so typing narrows.
     narrowed: Option<(String, Arc<Vec<SessionInfo>>, Vec<u32>)>,
+    /// Buffers kept from one search to the next (a flag per row, a list of rows): a search over
+    /// 100,000 rows does not map fresh pages each time.
+    spare_flags: Vec<bool>,
+    spare_rows: Vec<u32>,
 }
 
 impl Searcher {
@@ -192,6 +196,8 @@ impl Searcher {
             load_cost: Duration::ZERO,
             matcher: Matcher::new(Config::DEFAULT),
             narrowed: None,
+            spare_flags: Vec::new(),
+            spare_rows: Vec::new(),
         }
     }
 
@@ -328,11 +334,12 @@ impl Searcher {
         }
         // The full-text hits by position in `rows` (one flag per row, so the scans below look
         // up nothing per row), and those on sessions indexed after `rows` was loaded.
-        let mut fts_here: Vec<bool> = Vec::new();
+        let mut fts_here: Vec<bool> = std::mem::take(&mut self.spare_flags);
+        fts_here.clear();
         let mut fts_positions: Vec<u32> = Vec::new();
         let mut fts_unknown: Vec<i64> = Vec::new();
         if !fts.is_empty() {
-            fts_here = vec![false; rows.len()];
+            fts_here.resize(rows.len(), false);
             for sid in fts.keys() {
                 match at.get(sid) {
                     Some(&i) => {
@@ -391,17 +398,23 @@ impl Searcher {
         let mut recency_bound: Option<(i64, f64, u32)> = None;
         // Rows to look at in memory: all, or those the previous query matched when this one
         // extends it (same rows).
-        let narrow: Option<Vec<u32>> = match &self.narrowed {
+        let mut spare = std::mem::take(&mut self.spare_rows);
+        let narrow: Option<Vec<u32>> = match self.narrowed.take() {
             Some((before, over, indices))
                 if !before.is_empty()
                     && text.starts_with(before.as_str())
-                    && Arc::ptr_eq(over, &rows) =>
+                    && Arc::ptr_eq(&over, &rows) =>
             {
-                Some(indices.clone())
+                Some(indices)
             }
-            _ => None,
+            Some((_, _, indices)) => {
+                spare = indices;
+                None
+            }
+            None => None,
         };
-        let mut matched_here: Vec<u32> = Vec::new();
+        let mut matched_here: Vec<u32> = spare;
+        matched_here.clear();
         let need = query_mask(text);
         let words = fuzzy_words(text);
         // One row: its in-memory fields matched (`memory`: not for a full-text hit outside the
@@ -540,6 +553,11 @@ impl Searcher {
             }
         }
         self.narrowed = Some((text.to_string(), rows.clone(), matched_here));
+        self.spare_rows = narrow.unwrap_or_default();
+        for &i in &fts_positions {
+            fts_here[i as usize] = false;
+        }
+        self.spare_flags = fts_here;
         // Full-text hits on sessions indexed after the in-memory copy was taken.
         let mut fetched = Vec::new();
         if !fts_unknown.is_empty() {
@@ -1010,11 +1028,25 @@ pub fn snippet_of(body: &str, terms: &[(String, bool)], tokens: usize) -> String
     if let Some(s) = start {
         words.push((s, body.len()));
     }
+    let matches = |word: &str, term: &str, prefix: bool| {
+        if word.is_ascii() {
+            // No allocation for the common case: compared as bytes, case folded.
+            let (word, term) = (word.as_bytes(), term.as_bytes());
+            let head = if prefix {
+                word.get(..term.len())
+            } else {
+                Some(word)
+            };
+            head.is_some_and(|head| head.eq_ignore_ascii_case(term))
+        } else {
+            let word = word.to_lowercase();
+            word == term || (prefix && word.starts_with(term))
+        }
+    };
     let hit = words.iter().position(|&(s, e)| {
-        let word = body[s..e].to_lowercase();
         terms
             .iter()
-            .any(|(term, prefix)| word == *term || (*prefix && word.starts_with(term.as_str())))
+            .any(|(term, prefix)| matches(&body[s..e], term, *prefix))
     });
     let first = hit.map_or(0, |i| i.saturating_sub(3));
     let last = (first + tokens.max(1)).min(words.len());
