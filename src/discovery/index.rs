@@ -750,12 +750,19 @@ impl Indexer {
 
     fn index_one(&mut self, summary: &SessionSummary, stamp: Option<String>) -> Result<Outcome> {
         let id = summary.id().to_string();
-        let snapshot = self.block_on(self.query.read_conversation_surface(&id))?;
-        let title = match self.block_on(self.query.read_title(&id)) {
-            Ok(title) => title,
-            Err(e) => {
-                tracing::warn!(session = %id, error = %e, "title unreadable; indexed without it");
-                None
+        // On this thread when the backend can (no async hand-off per read), else through it.
+        let (snapshot, title) = match self.query.read_for_index_blocking(&id) {
+            Some(read) => read?,
+            None => {
+                let snapshot = self.block_on(self.query.read_conversation_surface(&id))?;
+                let title = match self.block_on(self.query.read_title(&id)) {
+                    Ok(title) => title,
+                    Err(e) => {
+                        tracing::warn!(session = %id, error = %e, "title unreadable; indexed without it");
+                        None
+                    }
+                };
+                (snapshot, title)
             }
         };
         let last_event = snapshot.events.iter().map(|e| e.time).max();

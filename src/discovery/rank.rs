@@ -128,8 +128,13 @@ pub fn recency(last_activity_ms: i64, now_ms: i64) -> f64 {
 
 /// The whole score of a hit.
 pub fn score(matches: &Matches, last_activity_ms: i64, now_ms: i64, same_cwd: bool) -> f64 {
+    score_with_recency(matches, recency(last_activity_ms, now_ms), same_cwd)
+}
+
+/// [`score`] with the recency given (an upper bound of it gives an upper bound of the score).
+pub fn score_with_recency(matches: &Matches, recency: f64, same_cwd: bool) -> f64 {
     let affinity = if same_cwd { AFFINITY_WEIGHT } else { 0.0 };
-    MATCH_WEIGHT * matches.quality() + recency(last_activity_ms, now_ms) + affinity
+    MATCH_WEIGHT * matches.quality() + recency + affinity
 }
 
 /// bm25 (negative: better is lower) mapped to `0..=1`, saturating for strong matches.

@@ -351,6 +351,13 @@ impl Searcher {
             })
             .collect();
         let mut scored = TopK::new(query.limit);
+        let same_cwd = |info: &SessionInfo| {
+            query.cwd.is_some()
+                && match cwd_scores.get(info.cwd_key as usize) {
+                    Some(&(_, same)) => same,
+                    None => info.cwd == query.cwd,
+                }
+        };
         let score_row = |info: &SessionInfo, m: Matches| {
             if !text.is_empty() && !m.any() {
                 return None;
@@ -358,13 +365,15 @@ impl Searcher {
             if !keep(info) {
                 return None;
             }
-            let same_cwd = query.cwd.is_some()
-                && match cwd_scores.get(info.cwd_key as usize) {
-                    Some(&(_, same)) => same,
-                    None => info.cwd == query.cwd,
-                };
-            Some(rank::score(&m, info.last_activity, query.now_ms, same_cwd))
+            Some(rank::score(
+                &m,
+                info.last_activity,
+                query.now_ms,
+                same_cwd(info),
+            ))
         };
+        // See [`recency_at_most`].
+        let mut recency_bound: Option<(i64, f64, u32)> = None;
         // Rows to look at in memory: all, or those the previous query matched when this one
         // extends it (same rows).
         let narrow: Option<Vec<u32>> = match &self.narrowed {
@@ -380,6 +389,9 @@ impl Searcher {
         let mut matched_here: Vec<u32> = Vec::new();
         let need = query_mask(text);
         let words = fuzzy_words(text);
+        let finders: Option<Vec<memchr::memmem::Finder<'_>>> = words
+            .as_ref()
+            .map(|words| words.iter().map(memchr::memmem::Finder::new).collect());
         // One row: its in-memory fields matched (`memory`: not for a full-text hit outside the
         // narrowed rows), completed with its full-text ones, scored and offered.
         let mut consider = |i: usize, memory: bool, matcher: &mut Matcher| {
@@ -387,13 +399,18 @@ impl Searcher {
             let mut m = Matches::default();
             let mut any = false;
             let mut title_pending = false;
+            // The title holds every word as typed: a match above the floor ([`contains_words`]).
+            let mut certain = false;
             if memory && !text.is_empty() {
                 // A field lacking one of the query's characters cannot match: not even tried.
                 let [title_mask, id_mask, cwd_mask] = info.masks.map(|have| have & need == need);
                 if info.title.is_some() && title_mask {
                     // An ASCII title that lacks one of the words in order cannot match.
-                    title_pending = match (&info.title_ascii, &words) {
-                        (Some(hay), Some(words)) => subsequences(hay, words),
+                    title_pending = match (&info.title_ascii, &words, &finders) {
+                        (Some(hay), Some(words), Some(finders)) => {
+                            certain = contains_words(hay, finders);
+                            certain || subsequences(hay, words)
+                        }
                         _ => true,
                     };
                 }
@@ -416,30 +433,26 @@ impl Searcher {
             };
             m.conversation = conversation;
             if title_pending {
-                // A title holding every word as it is typed is a match above the floor
-                // ([`contains_words`]); when even a perfect title could not lift the row into
-                // the best hits kept so far, it is counted without being scored (the rows come
-                // newest first, so most old rows stop here for a word every title holds).
-                let certain = matches!(
-                    (&info.title_ascii, &words),
-                    (Some(hay), Some(words)) if contains_words(hay, words)
-                );
+                // A title certain to match: when even a perfect title could not lift the row
+                // into the best hits kept so far, it is counted without being scored (the rows
+                // come newest first, so most old rows stop here for a word every title holds).
                 if certain && scored.is_full() {
-                    let best_case = Matches { title: 1.0, ..m };
-                    if let Some(bound) = score_row(info, best_case) {
-                        let ranked = Ranked {
-                            score: bound,
-                            info,
-                            matches: best_case,
-                        };
-                        if !scored.would_take(&ranked) {
-                            matched_here.push(i as u32);
-                            scored.offered += 1;
-                            return;
-                        }
-                    } else {
+                    if !keep(info) {
                         // Never a hit (the agent's own or an unlisted session).
                         matched_here.push(i as u32);
+                        return;
+                    }
+                    let recency =
+                        recency_at_most(&mut recency_bound, info.last_activity, query.now_ms);
+                    let best_case = Matches { title: 1.0, ..m };
+                    let ranked = Ranked {
+                        score: rank::score_with_recency(&best_case, recency, same_cwd(info)),
+                        info,
+                        matches: best_case,
+                    };
+                    if !scored.would_take(&ranked) {
+                        matched_here.push(i as u32);
+                        scored.offered += 1;
                         return;
                     }
                 }
@@ -458,6 +471,22 @@ impl Searcher {
             }
             if !(m.any() || text.is_empty()) {
                 return;
+            }
+            if scored.is_full() {
+                // Turned away on a bound when it cannot be kept: no `exp` for most rows.
+                if !keep(info) {
+                    return;
+                }
+                let recency = recency_at_most(&mut recency_bound, info.last_activity, query.now_ms);
+                let bound = Ranked {
+                    score: rank::score_with_recency(&m, recency, same_cwd(info)),
+                    info,
+                    matches: m,
+                };
+                if !scored.would_take(&bound) {
+                    scored.offered += 1;
+                    return;
+                }
             }
             if let Some(score) = score_row(info, m) {
                 scored.push(Ranked {
@@ -591,6 +620,23 @@ fn arrange(
         }
     }
     (rows, at, cwds)
+}
+
+/// An upper bound of the recency of a row active at `last_activity`: the recency of a row at
+/// least as recent, computed at most 256 bounds ago (`slot`), else computed here. Rows mostly
+/// come newest first, so one `exp` serves many rows.
+fn recency_at_most(slot: &mut Option<(i64, f64, u32)>, last_activity: i64, now_ms: i64) -> f64 {
+    match *slot {
+        Some((at, recency, uses)) if last_activity <= at && uses < 256 => {
+            *slot = Some((at, recency, uses + 1));
+            recency
+        }
+        _ => {
+            let recency = rank::recency(last_activity, now_ms);
+            *slot = Some((last_activity, recency, 0));
+            recency
+        }
+    }
 }
 
 /// A scored hit before it becomes a [`Hit`].
@@ -995,10 +1041,8 @@ fn subsequences(hay: &[u8], words: &[Vec<u8>]) -> bool {
 /// whose quality is at least [`FUZZY_FLOOR`]: each word's contiguous run scores at least its
 /// plain per-character score, which is more than the floor's share of a perfect match
 /// (property-tested below against nucleo).
-fn contains_words(hay: &[u8], words: &[Vec<u8>]) -> bool {
-    words
-        .iter()
-        .all(|word| word.is_empty() || hay.windows(word.len()).any(|w| w == word.as_slice()))
+fn contains_words(hay: &[u8], words: &[memchr::memmem::Finder<'_>]) -> bool {
+    words.iter().all(|word| word.find(hay).is_some())
 }
 
 /// The quality of a fuzzy match (0 below [`FUZZY_FLOOR`]) and whether it matched at all.
@@ -1159,7 +1203,9 @@ mod tests {
                 continue;
             };
             let lower = title.to_ascii_lowercase();
-            if !contains_words(lower.as_bytes(), &words) {
+            let finders: Vec<memchr::memmem::Finder<'_>> =
+                words.iter().map(memchr::memmem::Finder::new).collect();
+            if !contains_words(lower.as_bytes(), &finders) {
                 continue;
             }
             tried += 1;

@@ -72,6 +72,19 @@ pub trait SessionQuery: Send + Sync {
     ) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
         self.read_surface(id)
     }
+
+    /// For a reader with a thread of its own (the discovery indexer): the conversation surface
+    /// ([`SessionQuery::read_conversation_surface`]) and the title of one session, read on the
+    /// calling thread, which may block. `None` when this backend has no such path; the caller
+    /// then uses the async methods. The disk store answers it with one scan of the log, without
+    /// an async hand-off (two thread switches per read).
+    fn read_for_index_blocking(
+        &self,
+        id: &str,
+    ) -> Option<Result<(SurfaceSnapshot, Option<String>)>> {
+        let _ = id;
+        None
+    }
 }
 
 impl<T: SessionQuery + ?Sized> SessionQuery for Arc<T> {
@@ -89,6 +102,12 @@ impl<T: SessionQuery + ?Sized> SessionQuery for Arc<T> {
         id: &'a str,
     ) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
         (**self).read_conversation_surface(id)
+    }
+    fn read_for_index_blocking(
+        &self,
+        id: &str,
+    ) -> Option<Result<(SurfaceSnapshot, Option<String>)>> {
+        (**self).read_for_index_blocking(id)
     }
 }
 

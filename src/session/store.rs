@@ -476,6 +476,16 @@ impl DiskStore {
     }
 
     fn read_conversation_at(&self, path: &Path) -> Result<SurfaceSnapshot> {
+        self.read_conversation_titled_at(path)
+            .map(|(snapshot, _)| snapshot)
+    }
+
+    /// The conversation surface and, from the same scan, the title (the last `session/title`
+    /// of the log's valid prefix, as [`DiskStore::read_title_blocking`] folds it).
+    fn read_conversation_titled_at(
+        &self,
+        path: &Path,
+    ) -> Result<(SurfaceSnapshot, Option<String>)> {
         let path = path.to_path_buf();
         let stamp = FileStamp::of(&path)?;
         // Taken out while reading, so the lock is never held across I/O.
@@ -499,15 +509,16 @@ impl DiskStore {
                 (scan, builder)
             }
         };
+        let title = builder.title().map(str::to_string);
         let bytes = conversation_bytes(&builder);
         if bytes > self.conversations().max_entry {
-            return Ok(builder.into_snapshot(scan.header));
+            return Ok((builder.into_snapshot(scan.header), title));
         }
         // Kept under the stamp seen before the scan: a log that grew meanwhile is resumed next
         // time, past the fingerprinted prefix.
         let prefix = PrefixCheck::read(&path, scan.valid_len);
         let Ok(prefix) = prefix else {
-            return Ok(builder.into_snapshot(scan.header));
+            return Ok((builder.into_snapshot(scan.header), title));
         };
         let snapshot = builder.clone().into_snapshot(scan.header.clone());
         let entry = ConversationEntry {
@@ -519,7 +530,7 @@ impl DiskStore {
             used: 0,
         };
         self.conversations().put(path, entry);
-        Ok(snapshot)
+        Ok((snapshot, title))
     }
 
     /// Bounds the conversation cache: `max_bytes` in all, `max_entry` for one conversation
@@ -672,6 +683,14 @@ impl SessionQuery for DiskStore {
     ) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
         let id = id.to_string();
         self.spawn(move |store| store.read_conversation_surface_blocking(&id))
+    }
+
+    fn read_for_index_blocking(
+        &self,
+        id: &str,
+    ) -> Option<Result<(SurfaceSnapshot, Option<String>)>> {
+        // One scan gives both (the conversation builder folds the title as it goes).
+        Some(self.with_log(id, |path| self.read_conversation_titled_at(path)))
     }
 }
 

@@ -338,6 +338,10 @@ impl RecordSink for SurfaceBuilder {
     fn accept(&mut self, record: Record) -> Result<()> {
         match record {
             Record::Event(event) if self.conversation_only => {
+                // The title is kept too (one scan serves an indexer's conversation and title).
+                if let Some(title) = title_of(&event) {
+                    self.title = Some(title);
+                }
                 let event = if is_conversation_type(&event.kind) {
                     if event.data.get().len() > SLIM_ABOVE {
                         slim_message_event(event, &self.surface.session_id)
@@ -365,7 +369,7 @@ impl RecordSink for SurfaceBuilder {
     }
 
     fn wants(&self, kind: &str) -> bool {
-        !self.conversation_only || is_conversation_type(kind)
+        !self.conversation_only || is_conversation_type(kind) || kind == SESSION_TITLE
     }
 
     fn accept_envelope(&mut self, envelope: Envelope<'_>) -> Result<()> {

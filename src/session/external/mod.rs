@@ -371,6 +371,16 @@ impl SessionQuery for WithExternal {
             None => self.host.read_conversation_surface(id),
         }
     }
+
+    fn read_for_index_blocking(
+        &self,
+        id: &str,
+    ) -> Option<Result<(SurfaceSnapshot, Option<String>)>> {
+        match self.source(id) {
+            Some(source) => source.read_for_index_blocking(id),
+            None => self.host.read_for_index_blocking(id),
+        }
+    }
 }
 
 /// Where each agent keeps its sessions, resolved from a flag, else the agent's environment
