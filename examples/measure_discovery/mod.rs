@@ -452,7 +452,11 @@ fn appended(home: &Path, discovery: &Discovery, sessions: usize, appends: usize)
     }
     println!(
         "background indexer: watcher {} after {:.1?}",
-        if thread.watched() { "ready" } else { "not running: polling" },
+        if thread.watched() {
+            "ready"
+        } else {
+            "not running: polling"
+        },
         started.elapsed()
     );
     let mut latencies = Vec::new();
