@@ -447,8 +447,23 @@ fn appended(home: &Path, discovery: &Discovery, sessions: usize, appends: usize)
             )
             .unwrap()
     };
-    let _thread = discovery.spawn_indexer();
+    let started = Instant::now();
+    let thread = discovery.spawn_indexer();
     std::thread::sleep(Duration::from_millis(200));
+    // As in a TUI open for a few seconds: the watcher's watches added and its catch-up pass
+    // done (without a watcher, polling alone, as before).
+    while !thread.watched() && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    println!(
+        "background indexer: watcher {} after {:.1?}",
+        if thread.watched() {
+            "ready"
+        } else {
+            "not running: polling"
+        },
+        started.elapsed()
+    );
     let mut latencies = Vec::new();
     for n in 0..appends {
         let i = (n * 7919) % sessions;
@@ -458,8 +473,9 @@ fn appended(home: &Path, discovery: &Discovery, sessions: usize, appends: usize)
             .map(|p| p.path().join(id(i)).join("session.jsonl"))
             .find(|p| p.exists())
             .unwrap();
-        let marker = format!("zqxappend{n}");
         let seq = RECORDS + count_appends(&path);
+        // Unique across runs on a reused home (an earlier run's words are indexed already).
+        let marker = format!("zqxappend{n}x{seq}");
         let line = record(
             "user/message",
             seq,

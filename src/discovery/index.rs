@@ -18,7 +18,8 @@
 //! a hash chain over the projected items tells whether the indexed items are still the prefix of
 //! the new ones: if so only the last (partial) chunk and the new items are written (a grown log is
 //! indexed from where it stopped); otherwise (a compaction rewrote history) its chunks are
-//! replaced.
+//! replaced. A targeted refresh ([`Indexer::refresh_sessions`], on the watcher's events) applies
+//! the same rule and write path to named sessions of the last listing, without listing.
 //!
 //! Invariants: a database that is not ours, of another schema version, or corrupt is rebuilt
 //! (under a lock file, re-checked once the lock is held, so two processes never both rebuild);
@@ -27,14 +28,15 @@
 //! (never failing the pass) and read again once it changes.
 //!
 //! Proof: `tests/discovery/index.rs` (build, incremental growth, compaction, damaged and foreign
-//! databases, two connections and a second process, external sessions); the chunking and the
+//! databases, two connections and a second process, external sessions), `tests/discovery/watch.rs`
+//! (targeted refreshes under the background indexer); the chunking and the
 //! hash chain are unit-tested below.
 
 use crate::reference::projection::{project_owned, ConversationItem, Role};
 use crate::session::external::{self, ExternalSessions};
 use crate::session::{DiskStore, SessionQuery, SessionSummary};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -394,6 +396,15 @@ pub struct PassStats {
     pub text_bytes: u64,
 }
 
+/// What a targeted refresh ([`Indexer::refresh_sessions`]) did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Targeted {
+    /// `listed` counts the ids found in the last listing; the rest as in a pass.
+    pub stats: PassStats,
+    /// The ids asked for that the last listing did not hold: a full pass finds them.
+    pub unknown: Vec<String>,
+}
+
 /// What the index knows of one session, as far as the indexer needs to decide.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Known {
@@ -414,6 +425,9 @@ pub struct Indexer {
     covers: Arc<dyn Fn(&str) -> bool + Send + Sync>,
     known: HashMap<String, Known>,
     data_version: Option<i64>,
+    /// The last full pass's listing: the summaries a targeted refresh
+    /// ([`Indexer::refresh_sessions`]) stamps and indexes without listing again.
+    listing: Option<Arc<Vec<SessionSummary>>>,
     /// Drives the query's futures on the indexer's own thread; `None` only while dropping.
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -451,6 +465,7 @@ impl Indexer {
             covers,
             known: HashMap::new(),
             data_version: None,
+            listing: None,
             runtime: Some(runtime),
         })
     }
@@ -562,7 +577,77 @@ impl Indexer {
         }
         stats.removed = self.remove_unlisted(&sessions)?;
         self.data_version = Some(self.current_data_version()?);
+        self.listing = Some(sessions);
         Ok(stats)
+    }
+
+    /// A targeted refresh: stamps only the sessions `ids` of the last full pass's listing and
+    /// indexes those whose stamp changed, with the write path and transaction rules of a pass
+    /// (a session that cannot be read is recorded). Nothing is listed and nothing removed: an
+    /// id the last listing did not hold (a new session, or none has run yet) comes back in
+    /// [`Targeted::unknown`] for a full pass to find, and a session whose log is gone is left to
+    /// the next full pass. Errors, a damaged database included, are the caller's cue for one.
+    pub fn refresh_sessions(&mut self, ids: &HashSet<String>) -> Result<Targeted> {
+        let Some(listing) = self.listing.clone() else {
+            return Ok(Targeted {
+                stats: PassStats::default(),
+                unknown: ids.iter().cloned().collect(),
+            });
+        };
+        self.load_known()?;
+        let mut found = HashSet::new();
+        let mut stale = Vec::new();
+        for summary in listing.iter().filter(|s| ids.contains(s.id())) {
+            found.insert(summary.id());
+            let Some(stamp) = self.stamper.stamp(summary) else {
+                continue;
+            };
+            if self.known.get(summary.id()).and_then(|k| k.stamp.as_ref()) != Some(&stamp) {
+                stale.push((summary, Some(stamp)));
+            }
+        }
+        let mut stats = PassStats {
+            listed: found.len(),
+            ..PassStats::default()
+        };
+        let unknown = ids
+            .iter()
+            .filter(|id| !found.contains(id.as_str()))
+            .cloned()
+            .collect();
+        if stale.is_empty() {
+            return Ok(Targeted { stats, unknown });
+        }
+        self.connection()?
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| self.sql(e))?;
+        for (summary, stamp) in stale {
+            match self.index_one(summary, stamp.clone()) {
+                Ok(Outcome { appended, bytes }) => {
+                    stats.indexed += 1;
+                    stats.appended += usize::from(appended);
+                    stats.text_bytes += bytes;
+                }
+                Err(IndexError::Store(e)) => {
+                    stats.failed += 1;
+                    tracing::warn!(session = summary.id(), error = %e, "not indexed");
+                    if let Err(e) = self.record_failure(summary, stamp.clone(), &e.to_string()) {
+                        let _ = self.connection()?.execute_batch("ROLLBACK");
+                        self.known.clear();
+                        return Err(e);
+                    }
+                }
+                Err(e) => {
+                    let _ = self.connection()?.execute_batch("ROLLBACK");
+                    self.known.clear();
+                    return Err(e);
+                }
+            }
+            self.known.insert(summary.id().to_string(), Known { stamp });
+        }
+        self.commit()?;
+        self.data_version = Some(self.current_data_version()?);
+        Ok(Targeted { stats, unknown })
     }
 
     fn commit(&mut self) -> Result<()> {

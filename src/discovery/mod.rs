@@ -11,17 +11,29 @@
 //! projection of [`crate::reference::projection`], so the indexed text is by construction what a
 //! snapshot would carry; nothing below it knows it exists.
 //!
+//! Keeping up: the background indexer ([`Discovery::spawn_indexer`]) runs a full pass (list
+//! everything, stamp every log) at start and then at a [`Cadence`]; with the file watcher of
+//! [`watch`] running on `<home>/sessions`, a write to a log is indexed by a targeted refresh of
+//! its session alone ([`Indexer::refresh_sessions`]) about [`watch::COALESCE`] later, a new
+//! session by a full pass its events ask for, and the polling passes slow to at least
+//! [`WATCHED_MIN_INTERVAL`] apart. A watcher that cannot start or fails leaves the polling as
+//! it was; other agents' homes are polled only.
+//!
 //! Invariant: indexing runs on its own thread ([`Discovery::spawn_indexer`]) or on the caller's
-//! (the command line), never on an async worker or a UI thread; a failing index never fails a
-//! listing (callers fall back to the contract list).
-//! Proof: `tests/discovery/index.rs`, `tests/discovery/search.rs`, `tests/e2e/cli_lifecycle.rs`.
+//! (the command line), never on an async worker or a UI thread, and the watcher's callback
+//! never waits for it; a failing index never fails a listing (callers fall back to the contract
+//! list).
+//! Proof: `tests/discovery/index.rs`, `tests/discovery/search.rs`, `tests/discovery/watch.rs`
+//! (an append and a new session found with polling passes an hour apart),
+//! `tests/e2e/cli_lifecycle.rs`.
 
 pub mod index;
 pub mod lifecycle;
 pub mod rank;
 pub mod search;
+pub mod watch;
 
-pub use index::{FileStamper, IndexError, Indexer, PassStats, Stamper};
+pub use index::{FileStamper, IndexError, Indexer, PassStats, Stamper, Targeted};
 pub use search::{Hit, SearchQuery, SearchResult, Searcher, SessionInfo};
 
 use crate::session::external::{Agent, SourceSet};
@@ -36,6 +48,45 @@ use std::time::{Duration, Instant};
 pub const MIN_INTERVAL: Duration = Duration::from_millis(500);
 /// ...and at most this long, and otherwise four times as long as its last pass took.
 pub const MAX_INTERVAL: Duration = Duration::from_secs(30);
+/// With the file watcher running, full passes only catch what events miss: at least this long
+/// apart (and otherwise as without it).
+pub const WATCHED_MIN_INTERVAL: Duration = Duration::from_secs(5);
+
+/// When the background indexer runs full passes, and whether it watches for changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cadence {
+    /// The shortest wait between full passes without a watcher ([`MIN_INTERVAL`]).
+    pub min: Duration,
+    /// The longest wait between full passes ([`MAX_INTERVAL`]); otherwise four times the last.
+    pub max: Duration,
+    /// The shortest wait between full passes while the watcher runs ([`WATCHED_MIN_INTERVAL`]).
+    pub watched_min: Duration,
+    /// Whether to watch the dsh store's sessions directory ([`watch`]); `false` polls only.
+    pub watch: bool,
+}
+
+impl Default for Cadence {
+    fn default() -> Self {
+        Cadence {
+            min: MIN_INTERVAL,
+            max: MAX_INTERVAL,
+            watched_min: WATCHED_MIN_INTERVAL,
+            watch: true,
+        }
+    }
+}
+
+impl Cadence {
+    /// The wait after a full pass that took `last`.
+    fn after(&self, last: Duration, watching: bool) -> Duration {
+        let min = if watching {
+            self.watched_min.max(self.min)
+        } else {
+            self.min
+        };
+        (last * 4).max(min).min(self.max.max(min))
+    }
+}
 
 /// The discovery service of one home: an index kept up to date and searched.
 #[derive(Clone)]
@@ -50,9 +101,22 @@ struct Shared {
     indexer: Mutex<Option<Indexer>>,
     covers: Arc<dyn Fn(&str) -> bool + Send + Sync>,
     searcher: Mutex<Searcher>,
-    wake: Mutex<bool>,
+    /// The dsh store's sessions directory, watched for changes (`None`: polling only).
+    watch_root: Option<PathBuf>,
+    wake: Mutex<Wake>,
     woken: Condvar,
     passes: AtomicU64,
+}
+
+/// Why the background indexer should wake: a poke, watched events, a failed watcher.
+#[derive(Default)]
+struct Wake {
+    poked: bool,
+    pending: watch::Pending,
+    /// The watcher reported an error: it is dropped and polling goes on alone.
+    watch_failed: Option<String>,
+    /// The watcher runs (set with `poked`, so the pass that takes the poke knows it).
+    watching: bool,
 }
 
 impl Discovery {
@@ -64,6 +128,16 @@ impl Discovery {
         stamper: Arc<dyn Stamper>,
         covers: Arc<dyn Fn(&str) -> bool + Send + Sync>,
     ) -> Discovery {
+        Discovery::with_watch_root(db, query, stamper, covers, None)
+    }
+
+    fn with_watch_root(
+        db: PathBuf,
+        query: Arc<dyn SessionQuery>,
+        stamper: Arc<dyn Stamper>,
+        covers: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+        watch_root: Option<PathBuf>,
+    ) -> Discovery {
         Discovery {
             shared: Arc::new(Shared {
                 searcher: Mutex::new(Searcher::new(db.clone())),
@@ -72,7 +146,8 @@ impl Discovery {
                 stamper,
                 indexer: Mutex::new(None),
                 covers,
-                wake: Mutex::new(false),
+                watch_root,
+                wake: Mutex::new(Wake::default()),
                 woken: Condvar::new(),
                 passes: AtomicU64::new(0),
             }),
@@ -81,9 +156,11 @@ impl Discovery {
 
     /// Discovery of the dsh sessions under `home` and the other agents' sessions `sources`
     /// serves, indexed at `<home>/index/`. Reads through a store of its own, so indexing never
-    /// evicts what `prepare` keeps in the app's conversation cache.
+    /// evicts what `prepare` keeps in the app's conversation cache. The background indexer
+    /// watches `<home>/sessions` unless the dsh sessions are hidden.
     pub fn for_home(home: &Path, sources: &SourceSet) -> Discovery {
         let store = DiskStore::new(home);
+        let watch_root = (!sources.hide_dsh).then(|| store.sessions_dir());
         let query = sources.serve(Arc::new(store.clone()));
         let stamper = Arc::new(FileStamper {
             store,
@@ -95,7 +172,7 @@ impl Discovery {
             Some(agent) => agents.contains(&agent),
             None => dsh,
         });
-        Discovery::new(index::db_path(home), query, stamper, covers)
+        Discovery::with_watch_root(index::db_path(home), query, stamper, covers, watch_root)
     }
 
     /// The index database this discovery writes and searches (`<home>/index/discovery.sqlite3`
@@ -152,36 +229,36 @@ impl Discovery {
 
     /// Asks the background indexer for a pass now (e.g. when the popup opens).
     pub fn poke(&self) {
-        *self.shared.wake.lock().expect("wake lock") = true;
+        self.shared.wake.lock().expect("wake lock").poked = true;
         self.shared.woken.notify_all();
     }
 
-    /// Starts the background indexer: a pass now, then whenever poked or the interval passes.
-    /// It stops when the returned handle is dropped (without waiting for a pass to end).
+    /// Starts the background indexer at the default [`Cadence`] (watching for changes).
     pub fn spawn_indexer(&self) -> IndexerThread {
+        self.spawn_indexer_with(Cadence::default())
+    }
+
+    /// Starts the background indexer: a full pass now, then whenever poked or the interval of
+    /// `cadence` passes; with the watcher running, a targeted refresh of the sessions whose logs
+    /// were written, [`watch::COALESCE`] after a burst of events begins. It stops (watcher
+    /// included) when the returned handle is dropped, without waiting for a pass to end.
+    pub fn spawn_indexer_with(&self, cadence: Cadence) -> IndexerThread {
         let stop = Arc::new(AtomicBool::new(false));
+        let slot = Arc::new(Mutex::new(Slot::Off));
+        let ready = Arc::new(AtomicBool::new(false));
         let shared = self.shared.clone();
-        let stopped = stop.clone();
+        let (stopped, watcher, caught_up) = (stop.clone(), slot.clone(), ready.clone());
         let spawned = std::thread::Builder::new()
             .name("dsh-discovery-index".into())
             .spawn(move || {
-                while !stopped.load(Ordering::SeqCst) {
-                    let started = Instant::now();
-                    if let Err(e) = shared.refresh() {
-                        tracing::warn!(error = %e, "discovery indexing pass failed");
+                if cadence.watch {
+                    if let Some(root) = shared.watch_root.clone() {
+                        start_watcher(&shared, root, &watcher);
                     }
-                    let wait = (started.elapsed() * 4).clamp(MIN_INTERVAL, MAX_INTERVAL);
-                    let mut woken = shared.wake.lock().expect("wake lock");
-                    let deadline = Instant::now() + wait;
-                    while !*woken && !stopped.load(Ordering::SeqCst) {
-                        let left = deadline.saturating_duration_since(Instant::now());
-                        if left.is_zero() {
-                            break;
-                        }
-                        woken = shared.woken.wait_timeout(woken, left).expect("wake lock").0;
-                    }
-                    *woken = false;
                 }
+                run_indexer(&shared, &stopped, cadence, &watcher, &caught_up);
+                // Drops a running watcher; one still starting is dropped when it is made.
+                *watcher.lock().expect("watch slot") = Slot::Stopped;
             });
         if let Err(e) = &spawned {
             tracing::warn!(error = %e, "could not start the discovery indexer");
@@ -189,6 +266,8 @@ impl Discovery {
         IndexerThread {
             stop,
             shared: self.shared.clone(),
+            slot,
+            ready,
         }
     }
 
@@ -198,7 +277,248 @@ impl Discovery {
     }
 }
 
+/// The watcher of one indexer thread.
+enum Slot {
+    /// Not watching (never asked, or failed).
+    Off,
+    /// Adding its watches, on a thread of its own.
+    Starting,
+    /// Running; held only to be dropped (which stops it).
+    Running(#[allow(dead_code)] notify::RecommendedWatcher),
+    /// The indexer thread ended: a watcher made now is dropped at once.
+    Stopped,
+}
+
+/// Starts the watcher of `root` on a thread of its own (adding a watch per directory takes a
+/// while on a big home, and the first pass need not wait for it); its events land in `shared`'s
+/// pending set. Once it runs, a full pass is asked for, to catch what changed before.
+fn start_watcher(shared: &Arc<Shared>, root: PathBuf, slot: &Arc<Mutex<Slot>>) {
+    *slot.lock().expect("watch slot") = Slot::Starting;
+    let (shared, fallback, slot) = (shared.clone(), slot.clone(), slot.clone());
+    let reporter = Arc::downgrade(&shared);
+    let report = move |seen: Result<Vec<watch::Touched>, String>| {
+        let Some(shared) = reporter.upgrade() else {
+            return;
+        };
+        let mut wake = shared.wake.lock().expect("wake lock");
+        match seen {
+            Ok(seen) => {
+                let now = Instant::now();
+                for touched in seen {
+                    wake.pending.add(touched, now);
+                }
+            }
+            Err(e) => {
+                wake.watch_failed.get_or_insert(e);
+            }
+        }
+        drop(wake);
+        shared.woken.notify_all();
+    };
+    let spawned = std::thread::Builder::new()
+        .name("dsh-discovery-watch".into())
+        .spawn(move || {
+            let made = watch::start(&root, report);
+            let mut slot = slot.lock().expect("watch slot");
+            if !matches!(*slot, Slot::Starting) {
+                // The indexer ended, or the watcher failed while its watches were added.
+                return;
+            }
+            match made {
+                Ok(watcher) => {
+                    *slot = Slot::Running(watcher);
+                    let mut wake = shared.wake.lock().expect("wake lock");
+                    wake.watching = true;
+                    wake.poked = true;
+                    drop(wake);
+                    drop(slot);
+                    tracing::debug!(root = %root.display(), "discovery watches the sessions");
+                    shared.woken.notify_all();
+                }
+                Err(e) => {
+                    *slot = Slot::Off;
+                    tracing::warn!(
+                        root = %root.display(),
+                        error = %e,
+                        "cannot watch the sessions for changes; discovery polls them"
+                    );
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        *fallback.lock().expect("watch slot") = Slot::Off;
+        tracing::warn!(error = %e, "cannot start the discovery watcher; discovery polls");
+    }
+}
+
+/// What the indexer thread does next.
+enum Work {
+    /// A full pass (listing and stamping everything); `scheduled` when the interval ran out.
+    Full { scheduled: bool, watching: bool },
+    /// Watched events: a targeted refresh of `ids`, then a full pass if `listing`.
+    Events {
+        ids: HashSet<String>,
+        listing: bool,
+        watching: bool,
+    },
+}
+
+/// At most this many ids that a full pass did not list are remembered so that their events do
+/// not ask for full passes again (until the next scheduled pass).
+const MAX_STRANGERS: usize = 1024;
+
+/// The indexer thread's loop: full passes at `cadence`, targeted refreshes on events.
+///
+/// `ready` turns true once a full pass has begun with the watcher running: from then on every
+/// write to a log is seen by an event (what happened before, that pass found).
+fn run_indexer(
+    shared: &Shared,
+    stopped: &AtomicBool,
+    cadence: Cadence,
+    slot: &Mutex<Slot>,
+    ready: &AtomicBool,
+) {
+    let mut passes = Passes {
+        next: Instant::now(),
+        last_end: Instant::now(),
+        last: Duration::ZERO,
+    };
+    // Ids whose events a full pass could not resolve (a directory named unlike its header's id).
+    let mut strangers: HashSet<String> = HashSet::new();
+    while !stopped.load(Ordering::SeqCst) {
+        let work = {
+            let mut wake = shared.wake.lock().expect("wake lock");
+            loop {
+                if stopped.load(Ordering::SeqCst) {
+                    return;
+                }
+                if let Some(e) = wake.watch_failed.take() {
+                    wake.watching = false;
+                    ready.store(false, Ordering::SeqCst);
+                    drop(wake);
+                    let was = std::mem::replace(&mut *slot.lock().expect("watch slot"), Slot::Off);
+                    if matches!(was, Slot::Running(_) | Slot::Starting) {
+                        tracing::warn!(error = %e, "the sessions watcher failed; discovery polls");
+                    }
+                    let polled = passes.last_end + cadence.after(passes.last, false);
+                    passes.next = passes.next.min(polled);
+                    wake = shared.wake.lock().expect("wake lock");
+                    continue;
+                }
+                let now = Instant::now();
+                if std::mem::take(&mut wake.poked) || now >= passes.next {
+                    break Work::Full {
+                        scheduled: now >= passes.next,
+                        watching: wake.watching,
+                    };
+                }
+                let mut deadline = passes.next;
+                // A full pass asked for by events waits as long as the last one took.
+                if let Some(due) = wake.pending.due(passes.last_end + passes.last) {
+                    if now >= due {
+                        let (ids, listing) = wake.pending.take();
+                        break Work::Events {
+                            ids,
+                            listing,
+                            watching: wake.watching,
+                        };
+                    }
+                    deadline = deadline.min(due);
+                }
+                wake = shared
+                    .woken
+                    .wait_timeout(wake, deadline.saturating_duration_since(now))
+                    .expect("wake lock")
+                    .0;
+            }
+        };
+        match work {
+            Work::Full {
+                scheduled,
+                watching,
+            } => {
+                if scheduled {
+                    strangers.clear();
+                }
+                passes.run(shared, cadence, watching);
+                ready.fetch_or(watching, Ordering::SeqCst);
+            }
+            Work::Events {
+                mut ids,
+                listing,
+                watching,
+            } => {
+                ids.retain(|id| !strangers.contains(id));
+                let unknown = match ids.is_empty() {
+                    true => Vec::new(),
+                    false => match shared.refresh_sessions(&ids) {
+                        Ok(unknown) => unknown,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "discovery: targeted refresh failed");
+                            ids.into_iter().collect()
+                        }
+                    },
+                };
+                if !unknown.is_empty() && !listing {
+                    // New sessions: a full pass finds them (no sooner than the rate limit).
+                    let mut wake = shared.wake.lock().expect("wake lock");
+                    wake.pending.require_listing(unknown, Instant::now());
+                    continue;
+                }
+                if listing {
+                    passes.run(shared, cadence, watching);
+                    ready.fetch_or(watching, Ordering::SeqCst);
+                    if !unknown.is_empty() {
+                        let unknown: HashSet<String> = unknown.into_iter().collect();
+                        for id in shared.refresh_sessions(&unknown).unwrap_or_default() {
+                            if strangers.len() < MAX_STRANGERS {
+                                strangers.insert(id);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// When the indexer thread's full passes ran and the next one is due.
+struct Passes {
+    next: Instant,
+    last_end: Instant,
+    last: Duration,
+}
+
+impl Passes {
+    /// One full pass, timed; the next is due at `cadence` after it.
+    fn run(&mut self, shared: &Shared, cadence: Cadence, watching: bool) {
+        let started = Instant::now();
+        if let Err(e) = shared.refresh() {
+            tracing::warn!(error = %e, "discovery indexing pass failed");
+        }
+        self.last_end = Instant::now();
+        self.last = self.last_end.duration_since(started);
+        self.next = self.last_end + cadence.after(self.last, watching);
+    }
+}
+
 impl Shared {
+    /// A targeted refresh of `ids` ([`Indexer::refresh_sessions`]); the ids it could not do
+    /// (not in the last listing, or no pass yet) are returned for a full pass to find.
+    fn refresh_sessions(&self, ids: &HashSet<String>) -> Result<Vec<String>, IndexError> {
+        let mut slot = self.indexer.lock().expect("indexer lock");
+        let Some(indexer) = slot.as_mut() else {
+            return Ok(ids.iter().cloned().collect());
+        };
+        let done = indexer.refresh_sessions(ids);
+        drop(slot);
+        let done = done?;
+        if done.stats.indexed + done.stats.failed > 0 {
+            self.searcher.lock().expect("searcher lock").invalidate();
+        }
+        Ok(done.unknown)
+    }
+
     fn refresh(&self) -> Result<PassStats, IndexError> {
         let mut slot = self.indexer.lock().expect("indexer lock");
         if slot.is_none() {
@@ -231,6 +551,21 @@ impl Shared {
 pub struct IndexerThread {
     stop: Arc<AtomicBool>,
     shared: Arc<Shared>,
+    slot: Arc<Mutex<Slot>>,
+    ready: Arc<AtomicBool>,
+}
+
+impl IndexerThread {
+    /// Whether the file watcher runs now (else changes are found by polling passes only).
+    pub fn watching(&self) -> bool {
+        matches!(*self.slot.lock().expect("watch slot"), Slot::Running(_))
+    }
+
+    /// Whether the watcher runs and a full pass has run since it started: from now on a write
+    /// to a log is indexed on its event, without waiting for a pass.
+    pub fn watched(&self) -> bool {
+        self.ready.load(Ordering::SeqCst) && self.watching()
+    }
 }
 
 impl Drop for IndexerThread {

@@ -74,6 +74,43 @@ pub fn encode_segment(id: &str) -> Option<String> {
     Some(out)
 }
 
+/// The inverse of [`encode_segment`]: the id a session directory's name stands for. `None` when
+/// the name is not one `encode_segment` makes (a stray character, a malformed or unpaired
+/// `~XXXX` escape), since no id is filed under it.
+pub fn decode_segment(segment: &str) -> Option<String> {
+    if segment.is_empty() {
+        return None;
+    }
+    let mut units = Vec::with_capacity(segment.len());
+    let mut rest = segment.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        if byte == b'~' {
+            let hex = tail.get(..4)?;
+            if !hex
+                .iter()
+                .all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(b))
+            {
+                return None;
+            }
+            let unit = u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+            let plain = char::from_u32(u32::from(unit))
+                .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+            if plain {
+                // `encode_segment` never escapes these: another name would collide.
+                return None;
+            }
+            units.push(unit);
+            rest = &tail[4..];
+        } else if byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-') {
+            units.push(u16::from(byte));
+            rest = tail;
+        } else {
+            return None;
+        }
+    }
+    String::from_utf16(&units).ok()
+}
+
 fn push_utf16_escapes(out: &mut String, ch: char) {
     let mut units = [0u16; 2];
     for unit in ch.encode_utf16(&mut units) {
@@ -116,6 +153,27 @@ mod tests {
             "~007B~007BsessionId~007D~007D"
         );
         assert_eq!(encode_segment(""), None);
+    }
+
+    #[test]
+    fn decode_segment_inverts_encode_segment() {
+        for id in [
+            "session-1_a",
+            "a.b~c",
+            "{{sessionId}}",
+            "x/😀 y",
+            "claude:1234",
+            "~",
+        ] {
+            let segment = encode_segment(id).unwrap();
+            assert_eq!(decode_segment(&segment).as_deref(), Some(id), "{segment}");
+        }
+        // Names no id is filed under.
+        for bad in [
+            "", "a.b", "~00", "~zz00", "~0041", "~d83d", "~D83D", "a b", "~002e",
+        ] {
+            assert_eq!(decode_segment(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Discovery's test binary: the file index and the search over it, in process and through the
-//! real binary.
+//! real binary, and the background indexer's file watcher.
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod index;
 mod search;
+mod watch;

@@ -1,0 +1,166 @@
+//! The background indexer with its file watcher: with polling passes an hour apart, an append
+//! to a log and a brand-new session still become searchable (only events can have done it),
+//! and without the watcher polling alone finds them.
+
+use dsh_session_references::discovery::{Cadence, Discovery, IndexerThread, SearchQuery};
+use dsh_session_references::session::external::SourceSet;
+use dsh_session_references::session::{
+    ContentBlock, Encoding, EventData, Message, MessageSource, NewEvent, SessionHeader,
+    SessionWriter,
+};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Generous: the machine running the tests may be loaded; the point is that without the
+/// watcher nothing would be found for an hour.
+const PATIENCE: Duration = Duration::from_secs(20);
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn user(text: &str) -> NewEvent {
+    EventData::UserMessage(Message::new(
+        "user",
+        vec![ContentBlock::text(text)],
+        MessageSource::user(),
+        format!("u-{text}"),
+    ))
+    .into()
+}
+
+fn session(home: &Path, id: &str, cwd: &str, text: &str, encoding: Encoding) -> PathBuf {
+    let header = SessionHeader::new(id, 1_700_000_000_000, Some(cwd.to_string()));
+    let mut writer = SessionWriter::create(home, header, encoding).unwrap();
+    writer.append(vec![user(text)]).unwrap();
+    writer.path().to_path_buf()
+}
+
+fn found(d: &Discovery, word: &str) -> Vec<String> {
+    d.search_blocking(
+        &SearchQuery {
+            text: word.into(),
+            limit: 10,
+            now_ms: 1_800_000_000_000,
+            ..SearchQuery::default()
+        },
+        None,
+    )
+    .map(|r| r.hits.into_iter().map(|h| h.session_id).collect())
+    .unwrap_or_default()
+}
+
+/// Waits (at most [`PATIENCE`]) until `done` holds.
+fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{what}: not within {PATIENCE:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Polling passes an hour apart: only the watcher can index anything after the first passes.
+fn watched(d: &Discovery) -> IndexerThread {
+    let thread = d.spawn_indexer_with(Cadence {
+        min: HOUR,
+        max: HOUR,
+        watched_min: HOUR,
+        watch: true,
+    });
+    eventually("the watcher runs and its catch-up pass is done", || {
+        thread.watched()
+    });
+    thread
+}
+
+#[test]
+fn an_appended_batch_is_searchable_without_a_polling_pass() {
+    let home = tempfile::tempdir().unwrap();
+    let zstd = session(home.path(), "s-zstd", "/w/a", "first words", Encoding::Zstd);
+    let plain = session(
+        home.path(),
+        "s-plain",
+        "/w/b",
+        "other words",
+        Encoding::Plain,
+    );
+    let d = Discovery::for_home(home.path(), &SourceSet::default());
+    let thread = watched(&d);
+    assert_eq!(found(&d, "first"), ["s-zstd"]);
+    let passes = d.passes();
+
+    for (n, (path, id)) in [(&zstd, "s-zstd"), (&plain, "s-plain"), (&zstd, "s-zstd")]
+        .into_iter()
+        .enumerate()
+    {
+        let word = format!("quokkawatch{n}");
+        let (mut writer, _) = SessionWriter::open(path).unwrap();
+        writer
+            .append(vec![user(&format!("now about the {word}"))])
+            .unwrap();
+        eventually(&format!("append {n} searchable"), || {
+            found(&d, &word) == [id]
+        });
+    }
+    assert_eq!(
+        d.passes(),
+        passes,
+        "found by targeted refreshes, not passes"
+    );
+    assert!(thread.watching());
+    // The earlier text is still there (the grown log was indexed from where it stopped).
+    assert_eq!(found(&d, "first"), ["s-zstd"]);
+}
+
+#[test]
+fn a_new_session_is_found_by_its_events() {
+    let home = tempfile::tempdir().unwrap();
+    let d = Discovery::for_home(home.path(), &SourceSet::default());
+    // An empty home: the sessions directory does not exist before the watcher makes it.
+    let thread = watched(&d);
+    let passes = d.passes();
+
+    session(
+        home.path(),
+        "s-new",
+        "/w/new",
+        "a wombatwatch plan",
+        Encoding::Zstd,
+    );
+    eventually("a new session in a new project", || {
+        found(&d, "wombatwatch") == ["s-new"]
+    });
+    // A second session in the same project directory.
+    session(
+        home.path(),
+        "s-next",
+        "/w/new",
+        "a numbatwatch",
+        Encoding::Plain,
+    );
+    eventually("a new session in a known project", || {
+        found(&d, "numbatwatch") == ["s-next"]
+    });
+    assert!(d.passes() > passes, "new sessions are found by full passes");
+    drop(thread);
+}
+
+#[test]
+fn without_the_watcher_polling_finds_appends() {
+    let home = tempfile::tempdir().unwrap();
+    let path = session(home.path(), "s-poll", "/w/p", "first words", Encoding::Zstd);
+    let d = Discovery::for_home(home.path(), &SourceSet::default());
+    let thread = d.spawn_indexer_with(Cadence {
+        min: Duration::from_millis(20),
+        max: Duration::from_millis(20),
+        watched_min: HOUR,
+        watch: false,
+    });
+    eventually("the first pass", || d.passes() > 0);
+    assert!(!thread.watching() && !thread.watched());
+    let (mut writer, _) = SessionWriter::open(&path).unwrap();
+    writer.append(vec![user("the polledword")]).unwrap();
+    eventually("the append, by a polling pass", || {
+        found(&d, "polledword") == ["s-poll"]
+    });
+}
