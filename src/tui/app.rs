@@ -30,6 +30,7 @@ use super::file_match::FileIndex;
 use super::help::{KeyHelp, KeyOverlay, OverlayOutcome};
 use super::keys::{Action, KeyContext, Keymap};
 use super::mount::{Preview, SessionReferenceMount, SubmitError, Submitted};
+use super::picker::{PickerOutcome, PickerState};
 use super::popup::{LookupRequest, PopupItem, PopupOutcome, PopupState, QueryId};
 use super::prompt_history;
 use super::render::Renderable;
@@ -109,6 +110,8 @@ pub enum AppEvent {
     PopupPreview(String, u64, Result<Preview, String>),
     /// The session `/resume PREFIX` names, or why none.
     Resolved(Result<String, String>),
+    /// The finder's answer to one `/resume` picker query: (its generation, hits and total).
+    Picker(u64, Result<(Vec<crate::discovery::Hit>, usize), String>),
     /// The answer to `/sessions`.
     Listed(Result<Vec<Candidate>, String>),
     /// Periodic wake-up (expiring "press again to quit", ages in the popup).
@@ -183,6 +186,8 @@ pub struct App {
     keymap: Arc<Keymap>,
     /// The `?` key-help overlay, when open.
     overlay: Option<KeyOverlay>,
+    /// The finder as a picker (`/resume` with no id), when open.
+    picker: Option<PickerState>,
     /// The `/` command menu.
     pub slash: SlashMenu,
     /// A `/word` line naming no command, shown once: the same line again is sent.
@@ -247,6 +252,7 @@ impl App {
             esc_armed: None,
             keymap: Arc::new(Keymap::standard()),
             overlay: None,
+            picker: None,
             slash: SlashMenu::default(),
             confirm_unknown: None,
             next: None,
@@ -364,6 +370,11 @@ impl App {
             AppEvent::Resolved(Err(why)) => self
                 .transcript
                 .push_notice(NoticeLevel::Error, format!("/resume: {why}")),
+            AppEvent::Picker(generation, result) => {
+                if let Some(picker) = &mut self.picker {
+                    picker.apply(generation, result);
+                }
+            }
             AppEvent::Badge(id, serial, result) => self.on_badge(id, serial, result),
             AppEvent::FilesChanged => {
                 self.files_pending.store(false, Ordering::SeqCst);
@@ -397,6 +408,19 @@ impl App {
     }
 
     fn on_key(&mut self, key: KeyEvent) {
+        if let Some(picker) = &mut self.picker {
+            match picker.handle_key(key) {
+                PickerOutcome::Search(generation, query) => self.picker_search(generation, query),
+                PickerOutcome::Picked(id) => {
+                    self.picker = None;
+                    self.next = Some(NextSession::Resume(id));
+                    self.should_quit = true;
+                }
+                PickerOutcome::Cancelled => self.picker = None,
+                PickerOutcome::Moved | PickerOutcome::Ignored => {}
+            }
+            return;
+        }
         if let Some(overlay) = &mut self.overlay {
             let action = self.keymap.action(KeyContext::Overlay, &key);
             if overlay.handle_action(action, &self.keymap) == OverlayOutcome::Close {
@@ -588,6 +612,15 @@ impl App {
             Command::New => {
                 self.next = Some(NextSession::New);
                 self.should_quit = true;
+            }
+            Command::Resume if arg.is_empty() && self.discovery.is_some() => {
+                // The finder as a picker, over this home's own sessions.
+                let mut picker = PickerState::new();
+                let first = picker.start();
+                self.picker = Some(picker);
+                if let PickerOutcome::Search(generation, query) = first {
+                    self.picker_search(generation, query);
+                }
             }
             Command::Resume if arg.is_empty() => self.transcript.push_notice(
                 NoticeLevel::Info,
@@ -932,6 +965,44 @@ impl App {
         self.discovery = Some(discovery);
     }
 
+    /// Runs one `/resume` picker query through discovery, off the loop: only this home's own
+    /// sessions (another agent's cannot be resumed), never the open one.
+    fn picker_search(&self, generation: u64, text: String) {
+        let Some(discovery) = self.discovery.clone() else {
+            return;
+        };
+        let tx = self.tx.clone();
+        let info = self.agent.info();
+        let query = crate::discovery::SearchQuery {
+            text,
+            agent: Some(info.session_id.clone()),
+            cwd: info.cwd.clone(),
+            limit: 200,
+            now_ms: now_ms(),
+            snippets: false,
+        };
+        tokio::spawn(async move {
+            let result = discovery
+                .search(query)
+                .await
+                .map(|found| {
+                    let own = |hit: &crate::discovery::Hit| {
+                        crate::session::external::Agent::of_id(&hit.session_id).is_none()
+                    };
+                    let others = found.hits.iter().filter(|h| !own(h)).count();
+                    let hits: Vec<_> = found.hits.into_iter().filter(own).collect();
+                    (hits, found.total.saturating_sub(others))
+                })
+                .map_err(|e| e.to_string());
+            let _ = tx.send(AppEvent::Picker(generation, result));
+        });
+    }
+
+    /// Whether the `/resume` picker is open.
+    pub fn picker_open(&self) -> bool {
+        self.picker.is_some()
+    }
+
     fn start_lookup(&mut self, request: LookupRequest) {
         if let Some(previous) = self.lookup_cancel.take() {
             previous.cancel();
@@ -1241,6 +1312,11 @@ impl App {
                 height,
             };
             view.render(at, buf);
+        }
+        if let Some(picker) = &self.picker {
+            // Over the transcript, the composer and its draft kept below it.
+            picker.view(now_ms()).render(areas.transcript, buf);
+            return None;
         }
         if let Some(overlay) = &self.overlay {
             let view = overlay.view(&self.keymap);

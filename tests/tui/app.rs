@@ -672,3 +672,48 @@ async fn the_preview_reads_line_breaks_as_spaces() {
     .await;
     assert!(!screen(&app).contains("\\x0A"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_resume_without_an_id_opens_the_finder_as_a_picker() {
+    use dsh_session_references::discovery::Discovery;
+    use dsh_session_references::tui::app::NextSession;
+    let home = tempfile::tempdir().unwrap();
+    write_source(home.path());
+    let discovery = Discovery::for_home(home.path(), &Default::default());
+    let indexed = discovery.clone();
+    tokio::task::spawn_blocking(move || indexed.refresh_blocking().unwrap())
+        .await
+        .unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    app.set_discovery(discovery);
+    // Open it, look, and leave with Esc: the session stays, the draft line is empty.
+    for event in typed("/resume") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    assert!(app.picker_open());
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("Leap day parsing")
+    })
+    .await;
+    assert!(screen(&app).contains("src-session-1"));
+    app.handle(key(KeyCode::Esc));
+    assert!(!app.picker_open());
+    assert!(!app.should_quit);
+    // Open it again, narrow by a word of the title, and Enter resumes the highlighted session.
+    for event in typed("/resume") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    for event in typed("leap") {
+        app.handle(event);
+    }
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("Leap day parsing")
+    })
+    .await;
+    app.handle(key(KeyCode::Enter));
+    assert!(app.should_quit);
+    assert_eq!(app.next, Some(NextSession::Resume("src-session-1".into())));
+}
