@@ -358,22 +358,7 @@ fn searches(discovery: &Discovery, sessions: usize, rounds: usize, quiet_typing:
         Ok(text) => vec![("chosen", text)],
         Err(_) => queries,
     };
-    let now = 1_700_000_000_000 + sessions as i64 * 60_000;
-    let search = |text: &str| {
-        discovery
-            .search_blocking(
-                &SearchQuery {
-                    text: text.into(),
-                    agent: None,
-                    cwd: Some(gen::project_cwd(3)),
-                    limit: 50,
-                    now_ms: now,
-                    snippets: true,
-                },
-                None,
-            )
-            .unwrap()
-    };
+    let search = |text: &str| search_at(discovery, sessions, text);
     for (_, q) in &queries {
         search(q);
     }
@@ -429,24 +414,32 @@ fn searches(discovery: &Discovery, sessions: usize, rounds: usize, quiet_typing:
     percentiles("search all queries, thread CPU time", &mut all_cpu);
 }
 
+/// One warm search as the harness asks it: limit 50, snippets on, "now" just after the newest
+/// generated session, the cwd of one project (affinity).
+fn search_at(
+    discovery: &Discovery,
+    sessions: usize,
+    text: &str,
+) -> dsh_session_references::discovery::SearchResult {
+    discovery
+        .search_blocking(
+            &SearchQuery {
+                text: text.into(),
+                agent: None,
+                cwd: Some(gen::project_cwd(3)),
+                limit: 50,
+                now_ms: 1_700_000_000_000 + sessions as i64 * 60_000,
+                snippets: true,
+            },
+            None,
+        )
+        .unwrap()
+}
+
 /// Append → visible, with the background indexer running as in the TUI.
 fn appended(home: &Path, discovery: &Discovery, sessions: usize, appends: usize) {
     let now = 1_700_000_000_000 + sessions as i64 * 60_000;
-    let search = |text: &str| {
-        discovery
-            .search_blocking(
-                &SearchQuery {
-                    text: text.into(),
-                    agent: None,
-                    cwd: Some(gen::project_cwd(3)),
-                    limit: 50,
-                    now_ms: now,
-                    snippets: true,
-                },
-                None,
-            )
-            .unwrap()
-    };
+    let search = |text: &str| search_at(discovery, sessions, text);
     let started = Instant::now();
     let thread = discovery.spawn_indexer();
     std::thread::sleep(Duration::from_millis(200));

@@ -100,12 +100,26 @@ impl Tmux {
 
     /// Ctrl-C twice (an idle, empty composer) in a pane of [`Tmux::start_in_shell`]; waits for
     /// the shell to show the exit status, which must be 0, and returns the screen.
+    ///
+    /// A Ctrl-C that lands while the session still finishes work of its own (the turn's last
+    /// log writes) cancels that work instead of arming the quit, as a person's would; so the
+    /// pair is pressed again, a few times at most, until the program has ended.
     pub fn quit_to_shell(&self) -> String {
-        self.keys(&["C-c"]);
-        self.keys(&["C-c"]);
-        let screen = self.wait_for_screen("the TUI to exit", |s| s.contains("EXITED="));
-        assert!(screen.contains("EXITED=0"), "a clean exit: {screen}");
-        screen
+        for _ in 0..5 {
+            self.keys(&["C-c"]);
+            std::thread::sleep(Duration::from_millis(150));
+            self.keys(&["C-c"]);
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(4) {
+                let screen = self.screen();
+                if screen.contains("EXITED=") {
+                    assert!(screen.contains("EXITED=0"), "a clean exit: {screen}");
+                    return screen;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        panic!("the TUI did not exit; screen:\n{}", self.screen());
     }
 
     /// Polls the screen until `pred` holds; panics with the screen after 30 s.
