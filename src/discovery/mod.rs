@@ -106,6 +106,10 @@ struct Shared {
     wake: Mutex<Wake>,
     woken: Condvar,
     passes: AtomicU64,
+    /// A reload of the searcher's rows runs on a thread of its own ([`Shared::reload_searcher`]);
+    /// `reload_again` asks it for one more when the index changed meanwhile.
+    reloading: AtomicBool,
+    reload_again: AtomicBool,
 }
 
 /// Why the background indexer should wake: a poke, watched events, a failed watcher.
@@ -150,6 +154,8 @@ impl Discovery {
                 wake: Mutex::new(Wake::default()),
                 woken: Condvar::new(),
                 passes: AtomicU64::new(0),
+                reloading: AtomicBool::new(false),
+                reload_again: AtomicBool::new(false),
             }),
         }
     }
@@ -243,6 +249,12 @@ impl Discovery {
     /// were written, [`watch::COALESCE`] after a burst of events begins. It stops (watcher
     /// included) when the returned handle is dropped, without waiting for a pass to end.
     pub fn spawn_indexer_with(&self, cadence: Cadence) -> IndexerThread {
+        // The indexer reloads the searcher's rows after it writes: searches need not.
+        self.shared
+            .searcher
+            .lock()
+            .expect("searcher lock")
+            .set_background_reload(true);
         let stop = Arc::new(AtomicBool::new(false));
         let slot = Arc::new(Mutex::new(Slot::Off));
         let ready = Arc::new(AtomicBool::new(false));
@@ -372,7 +384,7 @@ const MAX_STRANGERS: usize = 1024;
 /// `ready` turns true once a full pass has begun with the watcher running: from then on every
 /// write to a log is seen by an event (what happened before, that pass found).
 fn run_indexer(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     stopped: &AtomicBool,
     cadence: Cadence,
     slot: &Mutex<Slot>,
@@ -491,7 +503,7 @@ struct Passes {
 
 impl Passes {
     /// One full pass, timed; the next is due at `cadence` after it.
-    fn run(&mut self, shared: &Shared, cadence: Cadence, watching: bool) {
+    fn run(&mut self, shared: &Arc<Shared>, cadence: Cadence, watching: bool) {
         let started = Instant::now();
         if let Err(e) = shared.refresh() {
             tracing::warn!(error = %e, "discovery indexing pass failed");
@@ -503,9 +515,64 @@ impl Passes {
 }
 
 impl Shared {
+    /// After this process indexed. Without a background indexer the next search reloads the
+    /// searcher's in-memory rows itself. With one, they are loaded on a thread of their own and
+    /// swapped in under the lock, so neither a search nor the next indexing waits for a reload
+    /// (100,000 rows take ~0.4 s). The copy is marked current as of the database before the load
+    /// began: a commit that lands meanwhile asks for one more reload.
+    fn reload_searcher(self: &Arc<Self>) {
+        let background = self
+            .searcher
+            .lock()
+            .expect("searcher lock")
+            .background_reload();
+        if !background {
+            self.searcher.lock().expect("searcher lock").invalidate();
+            return;
+        }
+        if self.reloading.swap(true, Ordering::SeqCst) {
+            self.reload_again.store(true, Ordering::SeqCst);
+            return;
+        }
+        let shared = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("dsh-discovery-reload".into())
+            .spawn(move || loop {
+                let before = shared
+                    .searcher
+                    .lock()
+                    .expect("searcher lock")
+                    .data_version_now();
+                match (before, Searcher::load(&shared.path)) {
+                    (Ok(version), Ok(loaded)) => shared
+                        .searcher
+                        .lock()
+                        .expect("searcher lock")
+                        .install(loaded, version),
+                    _ => shared.searcher.lock().expect("searcher lock").invalidate(),
+                }
+                if !shared.reload_again.swap(false, Ordering::SeqCst) {
+                    shared.reloading.store(false, Ordering::SeqCst);
+                    // A request that came between the swap and the store runs now.
+                    if !shared.reload_again.swap(false, Ordering::SeqCst)
+                        || shared.reloading.swap(true, Ordering::SeqCst)
+                    {
+                        break;
+                    }
+                }
+            });
+        if spawned.is_err() {
+            self.reloading.store(false, Ordering::SeqCst);
+            self.searcher.lock().expect("searcher lock").invalidate();
+        }
+    }
+
     /// A targeted refresh of `ids` ([`Indexer::refresh_sessions`]); the ids it could not do
     /// (not in the last listing, or no pass yet) are returned for a full pass to find.
-    fn refresh_sessions(&self, ids: &HashSet<String>) -> Result<Vec<String>, IndexError> {
+    fn refresh_sessions(
+        self: &Arc<Self>,
+        ids: &HashSet<String>,
+    ) -> Result<Vec<String>, IndexError> {
         let mut slot = self.indexer.lock().expect("indexer lock");
         let Some(indexer) = slot.as_mut() else {
             return Ok(ids.iter().cloned().collect());
@@ -514,12 +581,12 @@ impl Shared {
         drop(slot);
         let done = done?;
         if done.stats.indexed + done.stats.failed > 0 {
-            self.searcher.lock().expect("searcher lock").invalidate();
+            self.reload_searcher();
         }
         Ok(done.unknown)
     }
 
-    fn refresh(&self) -> Result<PassStats, IndexError> {
+    fn refresh(self: &Arc<Self>) -> Result<PassStats, IndexError> {
         let mut slot = self.indexer.lock().expect("indexer lock");
         if slot.is_none() {
             let indexer = Indexer::new(
@@ -540,7 +607,7 @@ impl Shared {
             .as_ref()
             .is_ok_and(|s| s.indexed + s.failed + s.removed > 0)
         {
-            self.searcher.lock().expect("searcher lock").invalidate();
+            self.reload_searcher();
         }
         self.passes.fetch_add(1, Ordering::SeqCst);
         stats
@@ -570,6 +637,9 @@ impl IndexerThread {
 
 impl Drop for IndexerThread {
     fn drop(&mut self) {
+        if let Ok(mut searcher) = self.shared.searcher.lock() {
+            searcher.set_background_reload(false);
+        }
         self.stop.store(true, Ordering::SeqCst);
         self.shared.woken.notify_all();
     }

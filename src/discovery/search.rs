@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 /// The in-memory copy of the session rows is reloaded after another connection committed, at
 /// most every ten times what the last load took, and at least this often.
 pub const RELOAD_EVERY: Duration = Duration::from_millis(500);
+/// How old the in-memory copy may get while a background indexer keeps it current.
+pub const STALE_AFTER: Duration = Duration::from_secs(10);
 /// The `cwd_key` of a row without an interned cwd.
 const NO_CWD: u32 = u32::MAX;
 /// Full-text rows considered per query (best bm25 first).
@@ -80,6 +82,16 @@ pub struct SessionInfo {
     /// order, not a buffer per row: the scan reads it sequentially instead of missing the
     /// cache on every row.
     title_span: Option<(u32, u32)>,
+}
+
+/// An in-memory copy of the session rows built off the searcher ([`Searcher::load`]).
+pub struct Loaded {
+    rows: Arc<Vec<SessionInfo>>,
+    at: Arc<HashMap<i64, u32>>,
+    cwds: Arc<Vec<(String, String)>>,
+    titles: Arc<Vec<u8>>,
+    ids: Arc<Vec<u8>>,
+    cost: Duration,
 }
 
 /// A search request.
@@ -171,6 +183,8 @@ pub struct Searcher {
     /// id prefix, cwd substring), for the rows it was computed over: a query that extends it can
     /// only match among those (every field is monotone under extension), so typing narrows.
     narrowed: Option<(String, Arc<Vec<SessionInfo>>, Vec<u32>)>,
+    /// A background indexer reloads the rows after it writes (see `refresh_rows`).
+    background_reload: bool,
     /// Buffers kept from one search to the next (a flag per row, a list of rows): a search over
     /// 100,000 rows does not map fresh pages each time.
     spare_flags: Vec<bool>,
@@ -196,6 +210,7 @@ impl Searcher {
             load_cost: Duration::ZERO,
             matcher: Matcher::new(Config::DEFAULT),
             narrowed: None,
+            background_reload: false,
             spare_flags: Vec::new(),
             spare_rows: Vec::new(),
         }
@@ -229,6 +244,16 @@ impl Searcher {
 
     /// Reloads the session rows if the database changed (and the last load is old enough).
     fn refresh_rows(&mut self) -> Result<()> {
+        // With a background indexer reloading after its own writes ([`Searcher::install`]), a
+        // search keeps the copy it has for up to [`STALE_AFTER`]: full-text hits are read from
+        // the database either way, so an append is found at once, and no search waits ~0.4 s
+        // for 100,000 rows. Another process's writes are picked up after that long.
+        if self.background_reload
+            && !self.rows.is_empty()
+            && self.loaded_at.is_some_and(|at| at.elapsed() < STALE_AFTER)
+        {
+            return Ok(());
+        }
         // Throttled in proportion to what a load costs: a small index is always current.
         let pause = (self.load_cost * 10).min(RELOAD_EVERY);
         if self.loaded_at.is_some_and(|at| at.elapsed() < pause) {
@@ -259,6 +284,59 @@ impl Searcher {
         self.data_version = Some(version);
         self.loaded_at = Some(Instant::now());
         Ok(())
+    }
+
+    /// What `PRAGMA data_version` says on this searcher's connection now (it moves when
+    /// another connection commits).
+    pub fn data_version_now(&mut self) -> Result<i64> {
+        let version = self
+            .connection()?
+            .query_row("PRAGMA data_version", [], |r| r.get(0));
+        version.map_err(|e| self.sql(e))
+    }
+
+    /// The in-memory copy of the session rows of the database at `path`, built on the calling
+    /// thread with a connection of its own (no searcher is locked meanwhile).
+    pub fn load(path: &Path) -> Result<Loaded> {
+        let conn = index::open_reader(path)?;
+        let started = Instant::now();
+        let rows = load_rows(&conn, None).map_err(|source| IndexError::Sql {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let (rows, at, cwds, titles, ids) = arrange(rows);
+        Ok(Loaded {
+            rows: Arc::new(rows),
+            at: Arc::new(at),
+            cwds: Arc::new(cwds),
+            titles: Arc::new(titles),
+            ids: Arc::new(ids),
+            cost: started.elapsed(),
+        })
+    }
+
+    /// Takes `loaded` as the in-memory copy, current as of `data_version` (read with
+    /// [`Searcher::data_version_now`] before the load began).
+    pub fn install(&mut self, loaded: Loaded, data_version: i64) {
+        self.rows = loaded.rows;
+        self.at = loaded.at;
+        self.cwds = loaded.cwds;
+        self.titles = loaded.titles;
+        self.ids = loaded.ids;
+        self.load_cost = loaded.cost;
+        self.data_version = Some(data_version);
+        self.loaded_at = Some(Instant::now());
+    }
+
+    /// Whether a background indexer reloads the rows after its writes (then searches reload
+    /// only a copy older than [`STALE_AFTER`]).
+    pub fn set_background_reload(&mut self, on: bool) {
+        self.background_reload = on;
+    }
+
+    /// Whether a background indexer reloads the rows ([`Searcher::set_background_reload`]).
+    pub fn background_reload(&self) -> bool {
+        self.background_reload
     }
 
     /// Forgets the in-memory copy: the next search reloads it (after this process indexed).
