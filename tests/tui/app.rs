@@ -19,7 +19,8 @@ fn offline(options: &AppOptions, tx: UnboundedSender<AppEvent>) -> (App, Vec<Rec
     .unwrap()
 }
 
-fn options(home: &std::path::Path) -> AppOptions {
+/// The app's options over `home` as the app tests run it (also used by `model.rs`).
+pub(crate) fn options(home: &std::path::Path) -> AppOptions {
     AppOptions {
         home: home.to_path_buf(),
         resume: None,
@@ -35,7 +36,12 @@ fn key(code: KeyCode) -> AppEvent {
 }
 
 fn screen(app: &App) -> String {
-    let area = ratatui::layout::Rect::new(0, 0, 100, 24);
+    screen_at(app, 100)
+}
+
+/// The app drawn on a `width` × 24 screen, as text (also used by `model.rs`).
+pub(crate) fn screen_at(app: &App, width: u16) -> String {
+    let area = ratatui::layout::Rect::new(0, 0, width, 24);
     let mut buf = ratatui::buffer::Buffer::empty(area);
     app.render(area, &mut buf);
     (0..area.height)

@@ -2,25 +2,14 @@
 //! answer below it, usage into the status line; Esc interrupts a streaming answer, keeps the
 //! partial text marked as interrupted, and closes the connection (SPEC §7).
 
+use crate::app::options;
 use crate::support::model::{answer, chunked, delta, Part, Reply, Server};
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use dsh_session_references::agent::config::{ApiKey, ModelChoice, ProviderSettings};
-use dsh_session_references::session::Encoding;
-use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions, Wiring};
+use dsh_session_references::tui::app::{build, App, AppEvent, Wiring};
 use serde_json::json;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedReceiver;
-
-fn options(home: &std::path::Path) -> AppOptions {
-    AppOptions {
-        home: home.to_path_buf(),
-        resume: None,
-        offline_delay: Duration::ZERO,
-        encoding: Some(Encoding::Plain),
-        cwd: Some("/work".into()),
-        sources: Default::default(),
-    }
-}
 
 fn choice(base_url: String) -> ModelChoice {
     choice_with_retries(base_url, 0)
@@ -48,17 +37,7 @@ fn key(code: KeyCode, modifiers: KeyModifiers) -> AppEvent {
 }
 
 fn screen(app: &App) -> String {
-    let area = ratatui::layout::Rect::new(0, 0, 140, 24);
-    let mut buf = ratatui::buffer::Buffer::empty(area);
-    app.render(area, &mut buf);
-    (0..area.height)
-        .map(|y| {
-            (0..area.width)
-                .map(|x| buf[(x, y)].symbol())
-                .collect::<String>()
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    crate::app::screen_at(app, 140)
 }
 
 /// What the terminal loop does: agent events into the app's channel.
