@@ -188,6 +188,9 @@ enum Command {
         /// Only the warm searches (implies --keep-index): for profiling them.
         #[arg(long)]
         searches_only: bool,
+        /// Only the cold index build (and the idle pass after it): for profiling it.
+        #[arg(long)]
+        build_only: bool,
     },
     /// Discovery index build over the big-log home (three logs of MB MB each, mostly tool
     /// output as real dsh logs are): MB/s of log per CPU-second.
@@ -272,7 +275,16 @@ fn main() {
             appends,
             keep_index,
             searches_only,
-        } => measure_discovery::run(sessions, kb, rounds, appends, keep_index, searches_only),
+            build_only,
+        } => measure_discovery::run(
+            sessions,
+            kb,
+            rounds,
+            appends,
+            keep_index,
+            searches_only,
+            build_only,
+        ),
         Command::IndexReal { copies } => {
             let (home, log_bytes) = measure_discovery::real_home(copies).unwrap();
             println!(

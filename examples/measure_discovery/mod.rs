@@ -230,6 +230,7 @@ pub fn run(
     appends: usize,
     keep_index: bool,
     searches_only: bool,
+    build_only: bool,
 ) {
     let keep_index = keep_index || searches_only;
     let started = Instant::now();
@@ -249,6 +250,9 @@ pub fn run(
     let discovery = Discovery::for_home(&home, &SourceSet::default());
     if !searches_only {
         build(&discovery, &index_dir, log_bytes);
+    }
+    if build_only {
+        return;
     }
     searches(&discovery, sessions, rounds, searches_only);
     if searches_only {

@@ -5,12 +5,15 @@
 //!
 //! Layout: one row per session in `sessions` (id, title, cwd, created and last-activity time,
 //! message count, conversation bytes, first prompt, source, the change stamp it was indexed at,
-//! and the state of its indexed conversation), and rows in the FTS5 table `doc` (whose session and kind
-//! are in the small table `owner`, so a query never reads text it does not show): one heading row
-//! (`kind` 0, title and first prompt) and conversation chunks (`kind` 1) of at most
-//! [`CHUNK_BYTES`] each, cut at message boundaries. Conversation text is the projection of SPEC
-//! §3.5 ([`crate::reference::projection`]): direct prompts, steering, assistant text and
-//! checkpoints; never tool output or reasoning.
+//! and the state of its indexed conversation), and per session one heading row (`kind` 0, title
+//! and first prompt) and conversation chunks (`kind` 1) of at most [`CHUNK_BYTES`] each, cut at
+//! message boundaries. A row's number is shared by three tables: `owner` (its session and kind,
+//! small, so a query never reads text it does not show), `chunk` (its text, read only for a
+//! hit's snippet) and the contentless FTS5 table `doc`, which indexes the row's distinct words
+//! ([`super::terms`]) rather than its text: the same tokens, a third of the lookups and
+//! positions, and no second copy of the text. Conversation text is the projection of SPEC §3.5
+//! ([`crate::reference::projection`]): direct prompts, steering, assistant text and checkpoints;
+//! never tool output or reasoning.
 //!
 //! Incremental rule: a session is read again only when its change stamp (log length, mtime and
 //! inode, from [`Stamper`]) differs from the one it was indexed at. It is then re-projected
@@ -32,6 +35,7 @@
 //! (targeted refreshes under the background indexer); the chunking and the
 //! hash chain are unit-tested below.
 
+use super::terms::index_terms;
 use crate::reference::projection::{project_owned, ConversationItem, Role};
 use crate::session::external::{self, ExternalSessions};
 use crate::session::{DiskStore, SessionQuery, SessionSummary};
@@ -42,7 +46,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The schema this build writes (`PRAGMA user_version`); anything else is rebuilt.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 /// The application id stamped in the database header (`PRAGMA application_id`): "dshD".
 const APPLICATION_ID: i64 = 0x6473_6844;
 /// The index directory under a home, and the database in it.
@@ -56,6 +60,8 @@ pub const CHUNK_BYTES: usize = 64 << 10;
 /// FTS5 keeps this many bytes of a transaction's new terms in memory before it writes a
 /// segment: fewer, larger segments are fewer merges during a build (the default is 1 MiB).
 const HASH_BYTES: usize = 16 << 20;
+/// The database's page size, set when the file is made.
+const PAGE_BYTES: usize = 8 << 10;
 /// The first prompt kept per session (bytes, cut at a character boundary).
 const FIRST_PROMPT_BYTES: usize = 512;
 /// How long a statement waits for another connection's write lock.
@@ -249,6 +255,11 @@ fn try_open(path: &Path) -> Result<Connection> {
     };
     let conn = Connection::open(path).map_err(sql)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+    // Before anything is written (a no-op on an existing file): 8 KiB pages hold a chunk's
+    // text and FTS5's 4 KB leaves with less overflow than the default 4 KiB (a 100,000-session
+    // build: about 9 % less CPU and 6 % less disk).
+    conn.execute_batch(&format!("PRAGMA page_size = {PAGE_BYTES}"))
+        .map_err(sql)?;
     let mode: String = conn
         .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
         .map_err(sql)?;
@@ -276,6 +287,8 @@ fn try_open(path: &Path) -> Result<Connection> {
         conn.query_row("SELECT count(*) FROM doc WHERE rowid = 0", [], |_| Ok(()))
             .map_err(sql)?;
         conn.query_row("SELECT count(*) FROM owner WHERE row = 0", [], |_| Ok(()))
+            .map_err(sql)?;
+        conn.query_row("SELECT count(*) FROM chunk WHERE row = 0", [], |_| Ok(()))
             .map_err(sql)?;
         return Ok(conn);
     }
@@ -320,8 +333,10 @@ fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
             error TEXT
         );
         CREATE VIRTUAL TABLE doc USING fts5(
-            body,
-            tokenize = 'unicode61 remove_diacritics 2'
+            terms,
+            tokenize = 'unicode61 remove_diacritics 2',
+            content = '',
+            contentless_delete = 1
         );
         INSERT INTO doc(doc, rank) VALUES('hashsize', {HASH_BYTES});
         CREATE TABLE owner(
@@ -330,6 +345,10 @@ fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
             kind INTEGER NOT NULL
         );
         CREATE INDEX owner_sid ON owner(sid, kind);
+        CREATE TABLE chunk(
+            row INTEGER PRIMARY KEY,
+            body TEXT NOT NULL
+        );
         PRAGMA user_version = {SCHEMA_VERSION};
         PRAGMA application_id = {APPLICATION_ID};"
     ));
@@ -921,12 +940,20 @@ fn delete_rows(conn: &Connection, sid: i64, kind: Option<i64>) -> rusqlite::Resu
                 "DELETE FROM doc WHERE rowid IN (SELECT row FROM owner WHERE sid = ?1 AND kind = ?2)",
             )?
             .execute([sid, kind])?;
+            conn.prepare_cached(
+                "DELETE FROM chunk WHERE row IN (SELECT row FROM owner WHERE sid = ?1 AND kind = ?2)",
+            )?
+            .execute([sid, kind])?;
             conn.prepare_cached("DELETE FROM owner WHERE sid = ?1 AND kind = ?2")?
                 .execute([sid, kind])?;
         }
         None => {
             conn.prepare_cached(
                 "DELETE FROM doc WHERE rowid IN (SELECT row FROM owner WHERE sid = ?1)",
+            )?
+            .execute([sid])?;
+            conn.prepare_cached(
+                "DELETE FROM chunk WHERE row IN (SELECT row FROM owner WHERE sid = ?1)",
             )?
             .execute([sid])?;
             conn.prepare_cached("DELETE FROM owner WHERE sid = ?1")?
@@ -990,6 +1017,8 @@ fn write_session(
             let tail = tail_chunk.expect("checked");
             conn.prepare_cached("DELETE FROM doc WHERE rowid = ?1")?
                 .execute([tail])?;
+            conn.prepare_cached("DELETE FROM chunk WHERE row = ?1")?
+                .execute([tail])?;
             conn.prepare_cached("DELETE FROM owner WHERE row = ?1")?
                 .execute([tail])?;
             delete_rows(conn, rowid, Some(0))?;
@@ -1010,12 +1039,14 @@ fn write_session(
     };
     let mut bytes = 0u64;
     let mut tail = None;
-    let mut insert_doc = conn.prepare_cached("INSERT INTO doc(body) VALUES (?1)")?;
+    let mut insert_chunk = conn.prepare_cached("INSERT INTO chunk(body) VALUES (?1)")?;
+    let mut insert_doc = conn.prepare_cached("INSERT INTO doc(rowid, terms) VALUES (?1, ?2)")?;
     let mut insert_owner =
         conn.prepare_cached("INSERT INTO owner(row, sid, kind) VALUES (?1, ?2, ?3)")?;
     let mut insert = |kind: i64, body: &str| -> rusqlite::Result<i64> {
-        insert_doc.execute([body])?;
+        insert_chunk.execute([body])?;
         let row = conn.last_insert_rowid();
+        insert_doc.execute(params![row, index_terms(body)])?;
         insert_owner.execute(params![row, rowid, kind])?;
         Ok(row)
     };

@@ -31,6 +31,7 @@ pub mod index;
 pub mod lifecycle;
 pub mod rank;
 pub mod search;
+pub mod terms;
 pub mod watch;
 
 pub use index::{FileStamper, IndexError, Indexer, PassStats, Stamper, Targeted};

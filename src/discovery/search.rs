@@ -1080,7 +1080,7 @@ fn snippet(
     terms: &[(String, bool)],
     row: i64,
 ) -> rusqlite::Result<Option<String>> {
-    let mut stmt = conn.prepare_cached("SELECT body FROM doc WHERE rowid = ?1")?;
+    let mut stmt = conn.prepare_cached("SELECT body FROM chunk WHERE row = ?1")?;
     let body: Option<String> = stmt.query_row([row], |r| r.get(0)).optional()?;
     Ok(body.map(|body| snippet_of(&body, terms, SNIPPET_TOKENS)))
 }
