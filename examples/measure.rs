@@ -198,6 +198,14 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         mb: u64,
     },
+    /// The file watcher's cost over the generated discovery home of N sessions: the time to add
+    /// its watches, the process's resident memory and the kernel's inotify marks it adds.
+    Watch {
+        #[arg(long)]
+        sessions: usize,
+        #[arg(long, default_value_t = 10)]
+        kb: usize,
+    },
     /// Discovery index build over COPIES copies of the 105 real dsh logs in tests/data (each
     /// copy under new session ids): MB/s of real log per CPU-second.
     IndexReal {
@@ -285,6 +293,7 @@ fn main() {
             searches_only,
             build_only,
         ),
+        Command::Watch { sessions, kb } => measure_discovery::watch_cost(sessions, kb),
         Command::IndexReal { copies } => {
             let (home, log_bytes) = measure_discovery::real_home(copies).unwrap();
             println!(

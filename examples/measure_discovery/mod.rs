@@ -312,6 +312,62 @@ pub fn real_home(copies: usize) -> std::io::Result<(PathBuf, u64)> {
     Ok((home, bytes))
 }
 
+/// This process's resident memory (`VmRSS`), bytes; 0 where `/proc` does not say.
+fn rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kb * 1024)
+        })
+        .unwrap_or(0)
+}
+
+/// The kernel's unreclaimable slab memory (`SUnreclaim` in `/proc/meminfo`, where inotify
+/// marks live), bytes; `None` where `/proc` does not say. Machine-wide, so other activity shows
+/// up too: a rough measure, good for tens of megabytes.
+fn kernel_slab() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("SUnreclaim:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// The watcher over the generated home of `sessions` sessions: how long adding its watches
+/// takes and what memory it holds, in this process and in the kernel.
+pub fn watch_cost(sessions: usize, kb: usize) {
+    let (home, _) = cached_search_home(sessions, kb).unwrap();
+    let dirs = std::fs::read_dir(home.join("sessions"))
+        .unwrap()
+        .flatten()
+        .map(|project| std::fs::read_dir(project.path()).map_or(0, |d| d.count()) + 1)
+        .sum::<usize>()
+        + 1;
+    let rss_before = rss();
+    let slab_before = kernel_slab();
+    let started = Instant::now();
+    let watcher = dsh_session_references::discovery::watch::start(&home.join("sessions"), |_| {})
+        .expect("the watcher starts");
+    let took = started.elapsed();
+    let rss_after = rss();
+    let slab_after = kernel_slab();
+    println!(
+        "watch: {dirs} directories watched in {took:.2?}; resident memory +{:.1} MB ({:.0} bytes per directory)",
+        (rss_after.saturating_sub(rss_before)) as f64 / 1e6,
+        rss_after.saturating_sub(rss_before) as f64 / dirs as f64
+    );
+    match (slab_before, slab_after) {
+        (Some(before), Some(after)) => println!(
+            "kernel: unreclaimable slab +{:.1} MB ({:.0} bytes per directory)",
+            after.saturating_sub(before) as f64 / 1e6,
+            after.saturating_sub(before) as f64 / dirs as f64
+        ),
+        _ => println!("kernel: /proc/meminfo does not say"),
+    }
+    drop(watcher);
+}
+
 /// A full index build, timed in wall and CPU time, then an idle pass.
 pub fn build(discovery: &Discovery, index_dir: &Path, log_bytes: u64) {
     let started = Instant::now();

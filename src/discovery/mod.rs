@@ -257,23 +257,32 @@ impl Discovery {
             .expect("searcher lock")
             .set_background_reload(true);
         let stop = Arc::new(AtomicBool::new(false));
-        let slot = Arc::new(Mutex::new(Slot::Off));
+        let watch_root = cadence
+            .watch
+            .then(|| self.shared.watch_root.clone())
+            .flatten();
+        // Starting from here on, so that `watch_starting` never reads "not starting" before the
+        // attempt has begun.
+        let slot = Arc::new(Mutex::new(if watch_root.is_some() {
+            Slot::Starting
+        } else {
+            Slot::Off
+        }));
         let ready = Arc::new(AtomicBool::new(false));
         let shared = self.shared.clone();
         let (stopped, watcher, caught_up) = (stop.clone(), slot.clone(), ready.clone());
         let spawned = std::thread::Builder::new()
             .name("dsh-discovery-index".into())
             .spawn(move || {
-                if cadence.watch {
-                    if let Some(root) = shared.watch_root.clone() {
-                        start_watcher(&shared, root, &watcher);
-                    }
+                if let Some(root) = watch_root {
+                    start_watcher(&shared, root, &watcher);
                 }
                 run_indexer(&shared, &stopped, cadence, &watcher, &caught_up);
                 // Drops a running watcher; one still starting is dropped when it is made.
                 *watcher.lock().expect("watch slot") = Slot::Stopped;
             });
         if let Err(e) = &spawned {
+            *slot.lock().expect("watch slot") = Slot::Off;
             tracing::warn!(error = %e, "could not start the discovery indexer");
         }
         IndexerThread {
@@ -627,6 +636,13 @@ impl IndexerThread {
     /// Whether the file watcher runs now (else changes are found by polling passes only).
     pub fn watching(&self) -> bool {
         matches!(*self.slot.lock().expect("watch slot"), Slot::Running(_))
+    }
+
+    /// Whether the watcher is still adding its watches (on a big home this takes seconds); once
+    /// it is not, it either runs ([`IndexerThread::watching`]) or could not start (the indexer
+    /// then polls; the reason is logged).
+    pub fn watch_starting(&self) -> bool {
+        matches!(*self.slot.lock().expect("watch slot"), Slot::Starting)
     }
 
     /// Whether the watcher runs and a full pass has run since it started: from now on a write

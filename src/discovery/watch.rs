@@ -19,7 +19,13 @@
 //!
 //! Proof: the mapping and the bound are unit-tested below; `tests/discovery/watch.rs` appends
 //! to a log and creates a session under a running indexer whose polling interval is an hour,
-//! and finds both in search.
+//! and finds both in search; in a user namespace whose inotify watch limit is 2, the watcher
+//! fails to start and polling finds an append.
+//!
+//! Cost (`cargo run --release --example measure -- watch --sessions 100000`): one watch per
+//! directory; 100,501 directories take 1.5–1.7 s to add (7 s with a cold dentry cache), 45 MB
+//! of this process's memory (the `notify` crate's path maps, ~450 bytes a directory) and about
+//! 12 MB of kernel memory.
 
 use crate::session::paths::{decode_segment, PLAIN_LOG, ZSTD_LOG};
 use notify::event::{CreateKind, ModifyKind, RemoveKind, RenameMode};

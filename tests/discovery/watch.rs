@@ -1,7 +1,9 @@
 //! The background indexer with its file watcher: with polling passes an hour apart, an append
-//! to a log and a brand-new session still become searchable (only events can have done it),
-//! and without the watcher polling alone finds them.
+//! to a log and a brand-new session still become searchable (only events can have done it);
+//! without the watcher, and when the inotify watch limit stops it from starting, polling alone
+//! finds them.
 
+use crate::support;
 use dsh_session_references::discovery::{Cadence, Discovery, IndexerThread, SearchQuery};
 use dsh_session_references::session::external::SourceSet;
 use dsh_session_references::session::{
@@ -9,6 +11,7 @@ use dsh_session_references::session::{
     SessionWriter,
 };
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Generous: the machine running the tests may be loaded; the point is that without the
@@ -162,5 +165,81 @@ fn without_the_watcher_polling_finds_appends() {
     writer.append(vec![user("the polledword")]).unwrap();
     eventually("the append, by a polling pass", || {
         found(&d, "polledword") == ["s-poll"]
+    });
+}
+
+/// Set in the child of [`past_the_watch_limit_polling_finds_appends`]: it runs in a user
+/// namespace whose inotify watch limit is [`WATCH_LIMIT`].
+const LIMITED: &str = "DSH_TEST_WATCH_LIMITED";
+/// Fewer watches than the child's home has directories (the sessions directory, two projects
+/// and two sessions).
+const WATCH_LIMIT: u32 = 2;
+
+/// A real watch limit, not a simulated failure: the test re-runs itself in a new user namespace
+/// (`unshare`, util-linux) whose `max_inotify_watches` is 2, where adding the watches fails with
+/// the limit error. The indexer must then poll at its unwatched cadence, so an append is found.
+#[test]
+fn past_the_watch_limit_polling_finds_appends() {
+    let child = support::test_path(module_path!(), "watch_limited_child");
+    let script = format!("echo {WATCH_LIMIT} > /proc/sys/user/max_inotify_watches && exec \"$@\"");
+    let out = Command::new("unshare")
+        .args(["--user", "--map-root-user", "sh", "-c", &script, "sh"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", &child, "--ignored", "--nocapture"])
+        .env(LIMITED, "1")
+        .output()
+        .expect("this test needs `unshare` (util-linux) and user namespaces");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "the limited child failed:\n{text}");
+    assert!(text.contains("1 passed"), "the child did not run:\n{text}");
+}
+
+#[test]
+#[ignore = "run by past_the_watch_limit_polling_finds_appends inside a user namespace"]
+fn watch_limited_child() {
+    assert!(
+        std::env::var_os(LIMITED).is_some(),
+        "run by past_the_watch_limit_polling_finds_appends"
+    );
+    let limit = std::fs::read_to_string("/proc/sys/user/max_inotify_watches").unwrap();
+    assert_eq!(
+        limit.trim(),
+        WATCH_LIMIT.to_string(),
+        "the limit is in force"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let path = session(
+        home.path(),
+        "s-lim",
+        "/w/one",
+        "first words",
+        Encoding::Plain,
+    );
+    session(
+        home.path(),
+        "s-other",
+        "/w/two",
+        "other words",
+        Encoding::Plain,
+    );
+    let d = Discovery::for_home(home.path(), &SourceSet::default());
+    // Watched passes an hour apart: only the fallback to the unwatched cadence finds the append.
+    let thread = d.spawn_indexer_with(Cadence {
+        min: Duration::from_millis(20),
+        max: Duration::from_millis(20),
+        watched_min: HOUR,
+        watch: true,
+    });
+    eventually("the watcher gives up", || !thread.watch_starting());
+    assert!(!thread.watching() && !thread.watched());
+    eventually("the first pass", || d.passes() > 0);
+    let (mut writer, _) = SessionWriter::open(&path).unwrap();
+    writer.append(vec![user("the limitedword")]).unwrap();
+    eventually("the append, by a polling pass", || {
+        found(&d, "limitedword") == ["s-lim"]
     });
 }
