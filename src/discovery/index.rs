@@ -27,18 +27,20 @@
 //! Invariants: a database that is not ours, of another schema version, or corrupt is rebuilt
 //! (under a lock file, re-checked once the lock is held, so two processes never both rebuild);
 //! the database runs in WAL mode with a busy timeout, so two processes on one home can index
-//! and search at once; a session that cannot be read is recorded with its stamp and header only
+//! and search at once; logs are read outside any transaction and written a batch per short
+//! write transaction, so a second indexer waits only for writes; a session that cannot be read is recorded with its stamp and header only
 //! (never failing the pass) and read again once it changes.
 //!
 //! Proof: `tests/discovery/index.rs` (build, incremental growth, compaction, damaged and foreign
-//! databases, two connections and a second process, external sessions), `tests/discovery/watch.rs`
+//! databases, two connections and a second process, the write lock free during a read, external
+//! sessions), `tests/discovery/watch.rs`
 //! (targeted refreshes under the background indexer); the chunking and the
 //! hash chain are unit-tested below.
 
 use super::terms::index_terms;
 use crate::reference::projection::{project_owned, ConversationItem, Role};
 use crate::session::external::{self, ExternalSessions};
-use crate::session::{DiskStore, SessionQuery, SessionSummary};
+use crate::session::{DiskStore, SessionError, SessionQuery, SessionSummary};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -66,10 +68,12 @@ const PAGE_BYTES: usize = 8 << 10;
 const FIRST_PROMPT_BYTES: usize = 512;
 /// How long a statement waits for another connection's write lock.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-/// A write transaction is committed after this much work, so searches see progress and another
-/// process's indexer is not kept waiting.
-const COMMIT_EVERY: Duration = Duration::from_millis(1000);
-/// ...or after this much text (FTS5 keeps a transaction's terms in memory until it commits).
+/// Sessions are read for this long before the batch is written in one transaction (writing
+/// takes about twice as long as reading), so searches see progress about every second and
+/// another process's indexer waits at most about that long for the write lock.
+const COMMIT_EVERY: Duration = Duration::from_millis(400);
+/// ...or until this much text is read (it is held in memory until its batch is written, and
+/// FTS5 keeps a transaction's terms in memory until it commits).
 const COMMIT_BYTES: u64 = 32 << 20;
 
 /// Why an indexing pass or a search failed. Callers fall back to the contract listing; the
@@ -554,46 +558,7 @@ impl Indexer {
                 _ => stale.push((summary.clone(), stamp)),
             }
         }
-        let mut started = Instant::now();
-        let mut open_tx = false;
-        let mut tx_bytes = 0u64;
-        for (summary, stamp) in stale {
-            if !open_tx {
-                self.connection()?
-                    .execute_batch("BEGIN IMMEDIATE")
-                    .map_err(|e| self.sql(e))?;
-                open_tx = true;
-                started = Instant::now();
-                tx_bytes = 0;
-            }
-            let done = self.index_one(&summary, stamp.clone());
-            match done {
-                Ok(Outcome { appended, bytes }) => {
-                    stats.indexed += 1;
-                    stats.appended += usize::from(appended);
-                    stats.text_bytes += bytes;
-                    tx_bytes += bytes;
-                }
-                Err(IndexError::Store(e)) => {
-                    stats.failed += 1;
-                    tracing::warn!(session = summary.id(), error = %e, "not indexed");
-                    self.record_failure(&summary, stamp.clone(), &e.to_string())?;
-                }
-                Err(e) => {
-                    let _ = self.connection()?.execute_batch("ROLLBACK");
-                    self.known.clear();
-                    return Err(e);
-                }
-            }
-            self.known.insert(summary.id().to_string(), Known { stamp });
-            if started.elapsed() >= COMMIT_EVERY || tx_bytes >= COMMIT_BYTES {
-                self.commit()?;
-                open_tx = false;
-            }
-        }
-        if open_tx {
-            self.commit()?;
-        }
+        self.index_stale(stale, &mut stats)?;
         stats.removed = self.remove_unlisted(&sessions)?;
         self.data_version = Some(self.current_data_version()?);
         self.listing = Some(sessions);
@@ -637,34 +602,11 @@ impl Indexer {
         if stale.is_empty() {
             return Ok(Targeted { stats, unknown });
         }
-        self.connection()?
-            .execute_batch("BEGIN IMMEDIATE")
-            .map_err(|e| self.sql(e))?;
-        for (summary, stamp) in stale {
-            match self.index_one(summary, stamp.clone()) {
-                Ok(Outcome { appended, bytes }) => {
-                    stats.indexed += 1;
-                    stats.appended += usize::from(appended);
-                    stats.text_bytes += bytes;
-                }
-                Err(IndexError::Store(e)) => {
-                    stats.failed += 1;
-                    tracing::warn!(session = summary.id(), error = %e, "not indexed");
-                    if let Err(e) = self.record_failure(summary, stamp.clone(), &e.to_string()) {
-                        let _ = self.connection()?.execute_batch("ROLLBACK");
-                        self.known.clear();
-                        return Err(e);
-                    }
-                }
-                Err(e) => {
-                    let _ = self.connection()?.execute_batch("ROLLBACK");
-                    self.known.clear();
-                    return Err(e);
-                }
-            }
-            self.known.insert(summary.id().to_string(), Known { stamp });
-        }
-        self.commit()?;
+        let stale = stale
+            .into_iter()
+            .map(|(summary, stamp)| (summary.clone(), stamp))
+            .collect();
+        self.index_stale(stale, &mut stats)?;
         self.data_version = Some(self.current_data_version()?);
         Ok(Targeted { stats, unknown })
     }
@@ -767,7 +709,34 @@ impl Indexer {
         result.map(drop).map_err(|e| self.sql(e))
     }
 
-    fn index_one(&mut self, summary: &SessionSummary, stamp: Option<String>) -> Result<Outcome> {
+    /// Indexes `stale` sessions in order. Logs are read outside any transaction, a batch at a
+    /// time (until [`COMMIT_EVERY`] has passed or [`COMMIT_BYTES`] of text are read), and each
+    /// batch is written in one short write transaction: another process's indexer waits for our
+    /// writes only, never for our reads, and searches see progress batch by batch.
+    fn index_stale(
+        &mut self,
+        stale: Vec<(SessionSummary, Option<String>)>,
+        stats: &mut PassStats,
+    ) -> Result<()> {
+        let mut batch = Vec::new();
+        let mut batch_bytes = 0u64;
+        let mut started = Instant::now();
+        for (summary, stamp) in stale {
+            let read = self.read_one(&summary);
+            batch_bytes += read.as_ref().map_or(0, Read::text_bytes);
+            batch.push((summary, stamp, read));
+            if started.elapsed() >= COMMIT_EVERY || batch_bytes >= COMMIT_BYTES {
+                self.write_batch(std::mem::take(&mut batch), stats)?;
+                batch_bytes = 0;
+                started = Instant::now();
+            }
+        }
+        self.write_batch(batch, stats)
+    }
+
+    /// Reads and projects one session (no database access): the row and items to write, or
+    /// why the store could not read it.
+    fn read_one(&self, summary: &SessionSummary) -> std::result::Result<Read, SessionError> {
         let id = summary.id().to_string();
         // On this thread when the backend can (no async hand-off per read), else through it.
         let (snapshot, title) = match self.query.read_for_index_blocking(&id) {
@@ -787,13 +756,73 @@ impl Indexer {
         let last_event = snapshot.events.iter().map(|e| e.time).max();
         let (_, _, items) = project_owned(snapshot);
         let doc = SessionDoc::of(summary, title, last_event, &items);
-        let conn = self.connection()?;
-        write_session(conn, &doc, stamp, &items).map_err(|e| IndexError::Sql {
-            path: self.path.clone(),
-            source: e,
-        })
+        Ok(Read { doc, items })
+    }
+
+    /// Writes a batch of read sessions in one write transaction: each read one's row and text,
+    /// each unreadable one's failure; an SQL error rolls the whole batch back (and forgets what
+    /// is known, so the next pass re-reads from the database).
+    fn write_batch(&mut self, batch: Vec<Batched>, stats: &mut PassStats) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.connection()?
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| self.sql(e))?;
+        let mut written = Vec::with_capacity(batch.len());
+        for (summary, stamp, read) in batch {
+            let done = match read {
+                Ok(read) => {
+                    let conn = self.connection()?;
+                    match write_session(conn, &read.doc, stamp.clone(), &read.items) {
+                        Ok(Outcome { appended, bytes }) => {
+                            stats.indexed += 1;
+                            stats.appended += usize::from(appended);
+                            stats.text_bytes += bytes;
+                            Ok(())
+                        }
+                        Err(e) => Err(self.sql(e)),
+                    }
+                }
+                Err(e) => {
+                    stats.failed += 1;
+                    tracing::warn!(session = summary.id(), error = %e, "not indexed");
+                    self.record_failure(&summary, stamp.clone(), &e.to_string())
+                }
+            };
+            if let Err(e) = done {
+                let _ = self.connection()?.execute_batch("ROLLBACK");
+                self.known.clear();
+                return Err(e);
+            }
+            written.push((summary.id().to_string(), stamp));
+        }
+        self.commit()?;
+        for (id, stamp) in written {
+            self.known.insert(id, Known { stamp });
+        }
+        Ok(())
     }
 }
+
+/// One session read for the index: its row and its projected items.
+struct Read {
+    doc: SessionDoc,
+    items: Vec<ConversationItem>,
+}
+
+impl Read {
+    fn text_bytes(&self) -> u64 {
+        self.doc.conversation_bytes
+    }
+}
+
+/// A session of a batch: its summary, the stamp it was read at, and what reading it gave.
+type Batched = (
+    SessionSummary,
+    Option<String>,
+    std::result::Result<Read, SessionError>,
+);
 
 /// Whether an SQLite error means the file itself is damaged (rebuild) rather than busy.
 fn is_damage(error: &rusqlite::Error) -> bool {

@@ -3,15 +3,20 @@
 //! covering other agents' sessions.
 
 use dsh_session_references::discovery::index::{db_path, SCHEMA_VERSION};
-use dsh_session_references::discovery::{Discovery, SearchQuery, SearchResult};
+use dsh_session_references::discovery::{
+    Discovery, FileStamper, Indexer, SearchQuery, SearchResult,
+};
 use dsh_session_references::session::external::{Agent, ExternalSessions, SourceSet};
 use dsh_session_references::session::surface::compaction_replace;
 use dsh_session_references::session::{
-    ContentBlock, Encoding, EventData, Message, MessageSource, NewEvent, SessionHeader,
-    SessionWriter,
+    BoxFuture, ContentBlock, DiskStore, Encoding, EventData, Message, MessageSource, NewEvent,
+    SessionHeader, SessionQuery, SessionSummary, SessionWriter, SurfaceSnapshot,
 };
 use serde_json::Map;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+type SessionResult<T> = Result<T, dsh_session_references::session::SessionError>;
 
 fn user(text: &str) -> NewEvent {
     EventData::UserMessage(Message::new(
@@ -448,4 +453,81 @@ fn a_session_held_by_a_writer_is_live() {
     let (writer, _) = SessionWriter::open(&path).unwrap();
     drop(writer);
     assert!(d.live_elsewhere(&rows).iter().all(|live| !live));
+}
+
+/// A disk store whose read of one session waits, once, until the test lets it go.
+struct HeldRead {
+    store: DiskStore,
+    held: String,
+    reading: std::sync::mpsc::Sender<()>,
+    go: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl SessionQuery for HeldRead {
+    fn list_sessions(&self) -> BoxFuture<'_, SessionResult<Arc<Vec<SessionSummary>>>> {
+        self.store.list_sessions()
+    }
+    fn read_surface<'a>(&'a self, id: &'a str) -> BoxFuture<'a, SessionResult<SurfaceSnapshot>> {
+        self.store.read_surface(id)
+    }
+    fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, SessionResult<Option<String>>> {
+        self.store.read_title(id)
+    }
+    fn read_for_index_blocking(
+        &self,
+        id: &str,
+    ) -> Option<SessionResult<(SurfaceSnapshot, Option<String>)>> {
+        if id == self.held {
+            self.reading.send(()).unwrap();
+            self.go.lock().unwrap().recv().unwrap();
+        }
+        self.store.read_for_index_blocking(id)
+    }
+}
+
+/// Logs are read outside the write transaction: while the indexer is stuck reading a session in
+/// the middle of a pass (after it has read others), another connection takes the write lock at
+/// once. Holding the lock across reads would make a second process's indexer wait for them.
+#[test]
+fn logs_are_read_outside_the_write_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..5 {
+        session(
+            dir.path(),
+            &format!("read-{i}"),
+            "/w/read",
+            1_700_000_400_000 + i,
+            vec![user(&format!("session {i} about wombats"))],
+        );
+    }
+    let (reading, read_started) = std::sync::mpsc::channel();
+    let (let_go, go) = std::sync::mpsc::channel();
+    let store = DiskStore::new(dir.path());
+    let query = Arc::new(HeldRead {
+        store: store.clone(),
+        // The third read of the pass (oldest first).
+        held: "read-2".into(),
+        reading,
+        go: std::sync::Mutex::new(go),
+    });
+    let stamper = Arc::new(FileStamper {
+        store,
+        external: Vec::new(),
+    });
+    let path = db_path(dir.path());
+    let mut indexer = Indexer::new(path.clone(), query, stamper, Arc::new(|_: &str| true)).unwrap();
+    let pass = std::thread::spawn(move || indexer.refresh().unwrap());
+    read_started
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the pass reaches the held read");
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other.busy_timeout(std::time::Duration::ZERO).unwrap();
+    other
+        .execute_batch("BEGIN IMMEDIATE; COMMIT")
+        .expect("the write lock is free while the indexer reads a log");
+    let_go.send(()).unwrap();
+    let stats = pass.join().unwrap();
+    assert_eq!((stats.listed, stats.indexed, stats.failed), (5, 5, 0));
+    let d = Discovery::for_home(dir.path(), &SourceSet::default());
+    assert_eq!(search(&d, "wombats").total, 5);
 }
