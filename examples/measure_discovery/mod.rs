@@ -611,6 +611,8 @@ fn popup(home: &Path, discovery: &Discovery, sessions: usize, rounds: usize) {
     let text = format!("look at @{} please", word(700));
     let mut keystrokes = Vec::new();
     let mut lookups = Vec::new();
+    // The lookup's parts: the contract list, the search (both at once), then merge and frame.
+    let mut parts: [Vec<Duration>; 3] = Default::default();
     for _ in 0..rounds {
         let mut composer = Composer::new();
         let mut popup = PopupState::new();
@@ -622,25 +624,45 @@ fn popup(home: &Path, discovery: &Discovery, sessions: usize, rounds: usize) {
             keystrokes.push(started.elapsed());
             if let Some(request) = request {
                 let started = Instant::now();
+                let timed = |started: Instant| (started.elapsed(), Instant::now());
                 let (contract, found) = rt.block_on(async {
                     tokio::join!(
-                        service.list_candidates(&agent, &request.query, None, &cancel),
-                        discovery.search(SearchQuery {
-                            text: request.query.clone(),
-                            agent: Some(agent.id.clone()),
-                            cwd: agent.cwd.clone(),
-                            limit: 50,
-                            now_ms: now,
-                            snippets: false,
-                        })
+                        async {
+                            let started = Instant::now();
+                            let contract = service
+                                .list_candidates(&agent, &request.query, None, &cancel)
+                                .await;
+                            (contract, started.elapsed())
+                        },
+                        async {
+                            let started = Instant::now();
+                            let found = discovery
+                                .search(SearchQuery {
+                                    text: request.query.clone(),
+                                    agent: Some(agent.id.clone()),
+                                    cwd: agent.cwd.clone(),
+                                    limit: 50,
+                                    now_ms: now,
+                                    snippets: false,
+                                })
+                                .await;
+                            (found, started.elapsed())
+                        }
                     )
                 });
+                let (waited, merging) = timed(started);
+                let (found, search_took) = found;
+                let (contract, contract_took) = contract;
                 let found = found.unwrap();
                 let merged = merge(contract.unwrap(), &found.hits, found.total, 50);
                 popup.set_details(request.id, Some(Arc::new(merged.details)));
                 popup.apply_results(request.id, Ok(merged.candidates));
                 draw(&mut terminal, &composer, &popup);
                 lookups.push(started.elapsed());
+                parts[0].push(contract_took);
+                parts[1].push(search_took);
+                parts[2].push(merging.elapsed());
+                let _ = waited;
             }
         }
     }
@@ -652,6 +674,16 @@ fn popup(home: &Path, discovery: &Discovery, sessions: usize, rounds: usize) {
         "popup lookup answer to frame (list_candidates + search + merge + frame)",
         &mut lookups,
     );
+    let [contract, search, merging] = &mut parts;
+    percentiles(
+        "  of which list_candidates (concurrent with search)",
+        contract,
+    );
+    percentiles(
+        "  of which search (concurrent with list_candidates)",
+        search,
+    );
+    percentiles("  of which merge and frame", merging);
 }
 
 /// Records appended to a generated log by earlier runs (lines past the generated ones).
