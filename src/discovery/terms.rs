@@ -18,6 +18,9 @@
 //! the count: a word found `n` times is written `1 + [n ≥ 3] + [n ≥ 10]` times, so bm25 still
 //! sees which words a chunk is about (its term frequency saturates near there anyway).
 //!
+//! Memory: a text past [`SLICE_BYTES`] (a huge message is one chunk) is counted a slice at a
+//! time, so the word table never outgrows a slice's words, whatever the input.
+//!
 //! Proof: the unit tests below, and a property test that compares the token sets SQLite's own
 //! FTS5 finds in generated texts (ASCII, punctuation, accents, combining marks, other scripts)
 //! and in their terms.
@@ -151,25 +154,55 @@ impl Counter {
     }
 }
 
-/// Texts are indexed in slices of at most this many bytes (positions are kept in `u32`).
-const SLICE_BYTES: usize = 1 << 30;
+/// A text longer than this is counted a slice at a time (each slice's words once), so that the
+/// word table of a huge message stays small; a slice ends at the first separator past this
+/// length, never inside a word.
+const SLICE_BYTES: usize = 1 << 20;
+/// A slice never reaches this length (its positions are kept in `u32`): a single word longer
+/// than that is cut at a character boundary, the one place a word is split.
+const MAX_SLICE: usize = (u32::MAX as usize) - 64;
 
 /// The distinct words of `text`, ASCII lower-cased, in order of first occurrence and separated
-/// by single spaces; a repeated word is written up to three times (see the module doc).
+/// by single spaces; a repeated word is written up to three times (see the module doc). Texts
+/// over [`SLICE_BYTES`] are counted slice by slice (a word is then written once per slice).
 pub fn index_terms(text: &str) -> String {
-    if text.len() > SLICE_BYTES {
-        // Cut at a separator byte (ASCII, so a character boundary), else at any boundary.
-        let bytes = text.as_bytes();
-        let mut cut = SLICE_BYTES;
-        while cut > SLICE_BYTES / 2 && word_byte(bytes[cut]) {
-            cut -= 1;
-        }
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let (first, rest) = text.split_at(cut);
-        return format!("{} {}", index_terms(first), index_terms(rest));
+    sliced_terms(text, SLICE_BYTES)
+}
+
+fn sliced_terms(text: &str, slice_bytes: usize) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let (slice, tail) = rest.split_at(slice_end(rest, slice_bytes));
+        slice_terms(slice, &mut out);
+        rest = tail;
     }
+    out
+}
+
+/// Where the slice at the start of `text` ends: all of it when short; else at the first
+/// separator byte from `slice_bytes` on (an ASCII byte, so a character boundary).
+fn slice_end(text: &str, slice_bytes: usize) -> usize {
+    if text.len() <= slice_bytes {
+        return text.len();
+    }
+    let bytes = text.as_bytes();
+    let end = bytes[slice_bytes..]
+        .iter()
+        .position(|&b| !word_byte(b))
+        .map_or(text.len(), |n| slice_bytes + n);
+    if end < MAX_SLICE {
+        return end;
+    }
+    let mut cut = MAX_SLICE;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    cut
+}
+
+/// Appends the terms of one slice (shorter than [`MAX_SLICE`]) to `out`.
+fn slice_terms(text: &str, out: &mut String) {
     // Lower-cased, then padded with NULs (separators) to whole 64-byte blocks and eight more
     // bytes, so every block and every eight-byte read is in bounds.
     let mut lower = text.to_ascii_lowercase();
@@ -197,7 +230,7 @@ pub fn index_terms(text: &str) -> String {
     if let Some(start) = open {
         counter.add(bytes, start, text.len());
     }
-    let mut out = String::with_capacity(counter.out_len);
+    out.reserve(counter.out_len);
     for s in counter.seen {
         // Cut at ASCII bytes only, so both ends are character boundaries.
         let word = &lower[s.start as usize..(s.start + s.len) as usize];
@@ -208,7 +241,6 @@ pub fn index_terms(text: &str) -> String {
             out.push_str(word);
         }
     }
-    out
 }
 
 /// Whether byte `b` belongs to a word (as [`word_mask`] decides it, one byte at a time).
@@ -255,6 +287,19 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_huge_text_is_counted_in_slices_cut_between_words() {
+        // Past a MiB a new slice begins at the next separator: a word is written once per
+        // slice, and a word that straddles the slice length is never cut.
+        let word = "x".repeat(SLICE_BYTES + 10);
+        let text = format!("alpha {word} beta alpha");
+        assert_eq!(index_terms(&text), format!("alpha {word} beta alpha"));
+        let many = "gamma ".repeat(SLICE_BYTES / 3);
+        assert_eq!(index_terms(&many), "gamma gamma gamma gamma gamma gamma");
+        assert_eq!(sliced_terms("ab cd ab", 3), "ab cd ab");
+        assert_eq!(sliced_terms("ab cd ab", 100), "ab cd");
     }
 
     #[test]
@@ -398,6 +443,16 @@ mod tests {
             );
             for (token, n) in &terms {
                 proptest::prop_assert!(*n <= 3 * original[token], "{} {:?}", token, text);
+            }
+            // Counted in slices of a few bytes (as a huge message is, in slices of a MiB): a
+            // slice ends only at a separator, so the tokens are still the same.
+            for slice in [1, 7, 40] {
+                let sliced = fts_tokens(&conn, &sliced_terms(&text, slice));
+                proptest::prop_assert_eq!(
+                    original.keys().collect::<Vec<_>>(),
+                    sliced.keys().collect::<Vec<_>>(),
+                    "slices of {}: {:?}", slice, text
+                );
             }
         }
     }
