@@ -18,7 +18,7 @@
 //! the count: a word found `n` times is written `1 + [n ≥ 3] + [n ≥ 10]` times, so bm25 still
 //! sees which words a chunk is about (its term frequency saturates near there anyway).
 //!
-//! Memory: a text past [`SLICE_BYTES`] (a huge message is one chunk) is counted a slice at a
+//! Memory: a text past `SLICE_BYTES` (1 MiB; a huge message is one chunk) is counted a slice at a
 //! time, so the word table never outgrows a slice's words, whatever the input.
 //!
 //! Proof: the unit tests below, and a property test that compares the token sets SQLite's own
@@ -164,7 +164,7 @@ const MAX_SLICE: usize = (u32::MAX as usize) - 64;
 
 /// The distinct words of `text`, ASCII lower-cased, in order of first occurrence and separated
 /// by single spaces; a repeated word is written up to three times (see the module doc). Texts
-/// over [`SLICE_BYTES`] are counted slice by slice (a word is then written once per slice).
+/// over 1 MiB are counted slice by slice (a word is then written once per slice).
 pub fn index_terms(text: &str) -> String {
     sliced_terms(text, SLICE_BYTES)
 }

@@ -153,19 +153,28 @@ fn without_the_watcher_polling_finds_appends() {
     let home = tempfile::tempdir().unwrap();
     let path = session(home.path(), "s-poll", "/w/p", "first words", Encoding::Zstd);
     let d = Discovery::for_home(home.path(), &SourceSet::default());
-    let thread = d.spawn_indexer_with(Cadence {
+    let thread = polled(&d, false);
+    assert!(!thread.watching() && !thread.watched());
+    append_and_find(&d, &path, "polledword", "s-poll");
+}
+
+/// An indexer polling every 20 ms while no watcher runs (an hour apart if one does).
+fn polled(d: &Discovery, watch: bool) -> IndexerThread {
+    d.spawn_indexer_with(Cadence {
         min: Duration::from_millis(20),
         max: Duration::from_millis(20),
         watched_min: HOUR,
-        watch: false,
-    });
+        watch,
+    })
+}
+
+/// After the first pass, appends a message holding `word` to the log at `path` and waits for
+/// a search to find it in session `id`.
+fn append_and_find(d: &Discovery, path: &Path, word: &str, id: &str) {
     eventually("the first pass", || d.passes() > 0);
-    assert!(!thread.watching() && !thread.watched());
-    let (mut writer, _) = SessionWriter::open(&path).unwrap();
-    writer.append(vec![user("the polledword")]).unwrap();
-    eventually("the append, by a polling pass", || {
-        found(&d, "polledword") == ["s-poll"]
-    });
+    let (mut writer, _) = SessionWriter::open(path).unwrap();
+    writer.append(vec![user(&format!("the {word}"))]).unwrap();
+    eventually("the append, by a polling pass", || found(d, word) == [id]);
 }
 
 /// Set in the child of [`past_the_watch_limit_polling_finds_appends`]: it runs in a user
@@ -228,18 +237,8 @@ fn watch_limited_child() {
     );
     let d = Discovery::for_home(home.path(), &SourceSet::default());
     // Watched passes an hour apart: only the fallback to the unwatched cadence finds the append.
-    let thread = d.spawn_indexer_with(Cadence {
-        min: Duration::from_millis(20),
-        max: Duration::from_millis(20),
-        watched_min: HOUR,
-        watch: true,
-    });
+    let thread = polled(&d, true);
     eventually("the watcher gives up", || !thread.watch_starting());
     assert!(!thread.watching() && !thread.watched());
-    eventually("the first pass", || d.passes() > 0);
-    let (mut writer, _) = SessionWriter::open(&path).unwrap();
-    writer.append(vec![user("the limitedword")]).unwrap();
-    eventually("the append, by a polling pass", || {
-        found(&d, "limitedword") == ["s-lim"]
-    });
+    append_and_find(&d, &path, "limitedword", "s-lim");
 }
