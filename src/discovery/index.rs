@@ -611,11 +611,6 @@ impl Indexer {
         Ok(Targeted { stats, unknown })
     }
 
-    fn commit(&mut self) -> Result<()> {
-        let result = self.connection()?.execute_batch("COMMIT");
-        result.map_err(|e| self.sql(e))
-    }
-
     fn sql(&self, source: rusqlite::Error) -> IndexError {
         IndexError::Sql {
             path: self.path.clone(),
@@ -682,33 +677,6 @@ impl Indexer {
         Ok(gone.len())
     }
 
-    fn record_failure(
-        &mut self,
-        summary: &SessionSummary,
-        stamp: Option<String>,
-        error: &str,
-    ) -> Result<()> {
-        let conn = self.connection()?;
-        let result = (|| {
-            delete_session(conn, summary.id())?;
-            conn.execute(
-                "INSERT INTO sessions(id, title, cwd, created_at, last_activity, messages,
-                    conversation_bytes, first_prompt, source, stamp, items, chain, tail_chunk,
-                    tail_items, error)
-                 VALUES (?1, NULL, ?2, ?3, ?3, 0, 0, NULL, ?4, ?5, 0, 0, NULL, 0, ?6)",
-                params![
-                    summary.id(),
-                    summary.cwd(),
-                    summary.created_at(),
-                    external::source_of(&summary.header).map(|a| a.name()),
-                    stamp,
-                    error
-                ],
-            )
-        })();
-        result.map(drop).map_err(|e| self.sql(e))
-    }
-
     /// Indexes `stale` sessions in order. Logs are read outside any transaction, a batch at a
     /// time (until [`COMMIT_EVERY`] has passed or [`COMMIT_BYTES`] of text are read), and each
     /// batch is written in one short write transaction: another process's indexer waits for our
@@ -766,42 +734,51 @@ impl Indexer {
         if batch.is_empty() {
             return Ok(());
         }
-        self.connection()?
-            .execute_batch("BEGIN IMMEDIATE")
-            .map_err(|e| self.sql(e))?;
-        let mut written = Vec::with_capacity(batch.len());
-        for (summary, stamp, read) in batch {
-            let done = match read {
-                Ok(read) => {
-                    let conn = self.connection()?;
-                    match write_session(conn, &read.doc, stamp.clone(), &read.items) {
-                        Ok(Outcome { appended, bytes }) => {
+        let path = self.path.clone();
+        // The file is checked once per batch (`connection` stats it), not per statement.
+        let conn = self.connection()?;
+        let written: rusqlite::Result<Vec<(String, Option<String>)>> = (|| {
+            conn.execute_batch("BEGIN IMMEDIATE")?;
+            let mut written = Vec::with_capacity(batch.len());
+            for (summary, stamp, read) in batch {
+                let done = match read {
+                    Ok(read) => write_session(conn, &read.doc, stamp.clone(), &read.items).map(
+                        |Outcome { appended, bytes }| {
                             stats.indexed += 1;
                             stats.appended += usize::from(appended);
                             stats.text_bytes += bytes;
-                            Ok(())
-                        }
-                        Err(e) => Err(self.sql(e)),
+                        },
+                    ),
+                    Err(e) => {
+                        stats.failed += 1;
+                        tracing::warn!(session = summary.id(), error = %e, "not indexed");
+                        record_failure(conn, &summary, stamp.clone(), &e.to_string())
                     }
+                };
+                if let Err(e) = done {
+                    let _ = conn.execute_batch("ROLLBACK");
+                    return Err(e);
                 }
-                Err(e) => {
-                    stats.failed += 1;
-                    tracing::warn!(session = summary.id(), error = %e, "not indexed");
-                    self.record_failure(&summary, stamp.clone(), &e.to_string())
-                }
-            };
-            if let Err(e) = done {
-                let _ = self.connection()?.execute_batch("ROLLBACK");
-                self.known.clear();
+                written.push((summary.id().to_string(), stamp));
+            }
+            if let Err(e) = conn.execute_batch("COMMIT") {
+                let _ = conn.execute_batch("ROLLBACK");
                 return Err(e);
             }
-            written.push((summary.id().to_string(), stamp));
+            Ok(written)
+        })();
+        match written {
+            Ok(written) => {
+                for (id, stamp) in written {
+                    self.known.insert(id, Known { stamp });
+                }
+                Ok(())
+            }
+            Err(source) => {
+                self.known.clear();
+                Err(IndexError::Sql { path, source })
+            }
         }
-        self.commit()?;
-        for (id, stamp) in written {
-            self.known.insert(id, Known { stamp });
-        }
-        Ok(())
     }
 }
 
@@ -823,6 +800,32 @@ type Batched = (
     Option<String>,
     std::result::Result<Read, SessionError>,
 );
+
+/// Records a session the store could not read: its header fields and `error`, no text (it is
+/// read again once its stamp changes).
+fn record_failure(
+    conn: &Connection,
+    summary: &SessionSummary,
+    stamp: Option<String>,
+    error: &str,
+) -> rusqlite::Result<()> {
+    delete_session(conn, summary.id())?;
+    conn.execute(
+        "INSERT INTO sessions(id, title, cwd, created_at, last_activity, messages,
+            conversation_bytes, first_prompt, source, stamp, items, chain, tail_chunk,
+            tail_items, error)
+         VALUES (?1, NULL, ?2, ?3, ?3, 0, 0, NULL, ?4, ?5, 0, 0, NULL, 0, ?6)",
+        params![
+            summary.id(),
+            summary.cwd(),
+            summary.created_at(),
+            external::source_of(&summary.header).map(|a| a.name()),
+            stamp,
+            error
+        ],
+    )
+    .map(drop)
+}
 
 /// Whether an SQLite error means the file itself is damaged (rebuild) rather than busy.
 fn is_damage(error: &rusqlite::Error) -> bool {

@@ -10,7 +10,7 @@ use dsh_session_references::session::external::{Agent, ExternalSessions, SourceS
 use dsh_session_references::session::surface::compaction_replace;
 use dsh_session_references::session::{
     BoxFuture, ContentBlock, DiskStore, Encoding, EventData, Message, MessageSource, NewEvent,
-    SessionHeader, SessionQuery, SessionSummary, SessionWriter, SurfaceSnapshot,
+    SessionError, SessionHeader, SessionQuery, SessionSummary, SessionWriter, SurfaceSnapshot,
 };
 use serde_json::Map;
 use std::path::{Path, PathBuf};
@@ -530,4 +530,86 @@ fn logs_are_read_outside_the_write_transaction() {
     assert_eq!((stats.listed, stats.indexed, stats.failed), (5, 5, 0));
     let d = Discovery::for_home(dir.path(), &SourceSet::default());
     assert_eq!(search(&d, "wombats").total, 5);
+}
+
+/// A store that fails to read one session while `failing` is set (the others are the disk
+/// store's): the error path of a pass, whatever made the log unreadable.
+struct FailingRead {
+    store: DiskStore,
+    id: String,
+    failing: std::sync::atomic::AtomicBool,
+}
+
+impl SessionQuery for FailingRead {
+    fn list_sessions(&self) -> BoxFuture<'_, SessionResult<Arc<Vec<SessionSummary>>>> {
+        self.store.list_sessions()
+    }
+    fn read_surface<'a>(&'a self, id: &'a str) -> BoxFuture<'a, SessionResult<SurfaceSnapshot>> {
+        self.store.read_surface(id)
+    }
+    fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, SessionResult<Option<String>>> {
+        self.store.read_title(id)
+    }
+    fn read_for_index_blocking(
+        &self,
+        id: &str,
+    ) -> Option<SessionResult<(SurfaceSnapshot, Option<String>)>> {
+        if id == self.id && self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Some(Err(SessionError::Other("unreadable on purpose".into())));
+        }
+        self.store.read_for_index_blocking(id)
+    }
+}
+
+/// A session the store cannot read is recorded (header fields and the error, no text) without
+/// failing the pass or its batch, and read again once its log changes.
+#[test]
+fn an_unreadable_session_is_recorded_and_read_again_once_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    small_home(dir.path());
+    let path = session(
+        dir.path(),
+        "broken-1",
+        "/w/broken",
+        1_700_000_500_000,
+        vec![user("numbats live here")],
+    );
+    let store = DiskStore::new(dir.path());
+    let query = Arc::new(FailingRead {
+        store: store.clone(),
+        id: "broken-1".into(),
+        failing: true.into(),
+    });
+    let stamper = Arc::new(FileStamper {
+        store,
+        external: Vec::new(),
+    });
+    let db = db_path(dir.path());
+    let mut indexer =
+        Indexer::new(db.clone(), query.clone(), stamper, Arc::new(|_: &str| true)).unwrap();
+    let stats = indexer.refresh().unwrap();
+    assert_eq!((stats.listed, stats.failed), (4, 1), "{stats:?}");
+    assert_eq!(stats.indexed, 3, "the rest of the batch is written");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let row = |conn: &rusqlite::Connection| -> (Option<String>, i64) {
+        conn.query_row(
+            "SELECT error, messages FROM sessions WHERE id = 'broken-1'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+    };
+    assert_eq!(row(&conn), (Some("unreadable on purpose".into()), 0));
+    // Unchanged: not read again. Changed (and readable): read and indexed.
+    query
+        .failing
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(indexer.refresh().unwrap().indexed, 0);
+    let (mut writer, _) = SessionWriter::open(&path).unwrap();
+    writer.append(vec![user("numbats again")]).unwrap();
+    let stats = indexer.refresh().unwrap();
+    assert_eq!((stats.indexed, stats.failed), (1, 0), "{stats:?}");
+    assert_eq!(row(&conn), (None, 2));
+    let d = Discovery::for_home(dir.path(), &SourceSet::default());
+    assert_eq!(ids(&search(&d, "numbats")), ["broken-1"]);
 }
