@@ -201,6 +201,21 @@ impl PrefixCheck {
     }
 }
 
+/// Which folds a conversation read leaves in the conversation cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Every fold (the reference service's reads: a session referenced once is often
+    /// referenced again).
+    Always,
+    /// A fold already cached, or of a log written in the last [`KEEP_RECENT`] (the indexer's
+    /// reads: a full pass reads every session once, and only a growing log is read again, when
+    /// the cached fold lets the read resume where it stopped).
+    Recent,
+}
+
+/// A log written this recently may still grow: the indexer's read of it is cached.
+const KEEP_RECENT: Duration = Duration::from_secs(600);
+
 /// A log file's identity and size at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct FileStamp {
@@ -476,7 +491,7 @@ impl DiskStore {
     }
 
     fn read_conversation_at(&self, path: &Path) -> Result<SurfaceSnapshot> {
-        self.read_conversation_titled_at(path)
+        self.read_conversation_titled_at(path, Keep::Always)
             .map(|(snapshot, _)| snapshot)
     }
 
@@ -485,6 +500,7 @@ impl DiskStore {
     fn read_conversation_titled_at(
         &self,
         path: &Path,
+        keep: Keep,
     ) -> Result<(SurfaceSnapshot, Option<String>)> {
         let path = path.to_path_buf();
         let stamp = FileStamp::of(&path)?;
@@ -493,6 +509,7 @@ impl DiskStore {
         // A cached fold is reused only for the same file whose folded bytes are still there.
         let cached =
             cached.filter(|entry| entry.stamp.file == stamp.file && entry.prefix.still(&path));
+        let was_cached = cached.is_some();
         let (scan, builder) = match cached {
             Some(entry) if entry.stamp == stamp => (entry.scan, entry.builder),
             Some(entry)
@@ -510,6 +527,14 @@ impl DiskStore {
             }
         };
         let title = builder.title().map(str::to_string);
+        let recent = SystemTime::now()
+            .duration_since(stamp.modified)
+            .map_or(true, |age| age < KEEP_RECENT);
+        if !was_cached && keep == Keep::Recent && !recent {
+            // An old log read once by the indexer: caching it would cost a copy of its fold and
+            // push out what the reference service reads.
+            return Ok((builder.into_snapshot(scan.header), title));
+        }
         let bytes = conversation_bytes(&builder);
         if bytes > self.conversations().max_entry {
             return Ok((builder.into_snapshot(scan.header), title));
@@ -690,7 +715,9 @@ impl SessionQuery for DiskStore {
         id: &str,
     ) -> Option<Result<(SurfaceSnapshot, Option<String>)>> {
         // One scan gives both (the conversation builder folds the title as it goes).
-        Some(self.with_log(id, |path| self.read_conversation_titled_at(path)))
+        Some(self.with_log(id, |path| {
+            self.read_conversation_titled_at(path, Keep::Recent)
+        }))
     }
 }
 
