@@ -455,15 +455,16 @@ fn a_session_held_by_a_writer_is_live() {
     assert!(d.live_elsewhere(&rows).iter().all(|live| !live));
 }
 
-/// A disk store whose read of one session waits, once, until the test lets it go.
-struct HeldRead {
+/// The disk store with a hook run before each indexer read: it may wait, or fail the read.
+struct Hooked {
     store: DiskStore,
-    held: String,
-    reading: std::sync::mpsc::Sender<()>,
-    go: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+    before_read: BeforeRead,
 }
 
-impl SessionQuery for HeldRead {
+/// Runs before the indexer reads session `id`; an error returned fails that read.
+type BeforeRead = Box<dyn Fn(&str) -> Option<SessionError> + Send + Sync>;
+
+impl SessionQuery for Hooked {
     fn list_sessions(&self) -> BoxFuture<'_, SessionResult<Arc<Vec<SessionSummary>>>> {
         self.store.list_sessions()
     }
@@ -477,12 +478,20 @@ impl SessionQuery for HeldRead {
         &self,
         id: &str,
     ) -> Option<SessionResult<(SurfaceSnapshot, Option<String>)>> {
-        if id == self.held {
-            self.reading.send(()).unwrap();
-            self.go.lock().unwrap().recv().unwrap();
+        match (self.before_read)(id) {
+            Some(error) => Some(Err(error)),
+            None => self.store.read_for_index_blocking(id),
         }
-        self.store.read_for_index_blocking(id)
     }
+}
+
+/// An indexer of the home at `dir` reading through `query`.
+fn indexer_of(dir: &Path, query: Arc<Hooked>) -> Indexer {
+    let stamper = Arc::new(FileStamper {
+        store: DiskStore::new(dir),
+        external: Vec::new(),
+    });
+    Indexer::new(db_path(dir), query, stamper, Arc::new(|_: &str| true)).unwrap()
 }
 
 /// Logs are read outside the write transaction: while the indexer is stuck reading a session in
@@ -502,20 +511,20 @@ fn logs_are_read_outside_the_write_transaction() {
     }
     let (reading, read_started) = std::sync::mpsc::channel();
     let (let_go, go) = std::sync::mpsc::channel();
-    let store = DiskStore::new(dir.path());
-    let query = Arc::new(HeldRead {
-        store: store.clone(),
-        // The third read of the pass (oldest first).
-        held: "read-2".into(),
-        reading,
-        go: std::sync::Mutex::new(go),
-    });
-    let stamper = Arc::new(FileStamper {
-        store,
-        external: Vec::new(),
+    let go = std::sync::Mutex::new(go);
+    let query = Arc::new(Hooked {
+        store: DiskStore::new(dir.path()),
+        // The third read of the pass (oldest first) waits until the test lets it go.
+        before_read: Box::new(move |id| {
+            if id == "read-2" {
+                reading.send(()).unwrap();
+                go.lock().unwrap().recv().unwrap();
+            }
+            None
+        }),
     });
     let path = db_path(dir.path());
-    let mut indexer = Indexer::new(path.clone(), query, stamper, Arc::new(|_: &str| true)).unwrap();
+    let mut indexer = indexer_of(dir.path(), query);
     let pass = std::thread::spawn(move || indexer.refresh().unwrap());
     read_started
         .recv_timeout(std::time::Duration::from_secs(30))
@@ -532,35 +541,6 @@ fn logs_are_read_outside_the_write_transaction() {
     assert_eq!(search(&d, "wombats").total, 5);
 }
 
-/// A store that fails to read one session while `failing` is set (the others are the disk
-/// store's): the error path of a pass, whatever made the log unreadable.
-struct FailingRead {
-    store: DiskStore,
-    id: String,
-    failing: std::sync::atomic::AtomicBool,
-}
-
-impl SessionQuery for FailingRead {
-    fn list_sessions(&self) -> BoxFuture<'_, SessionResult<Arc<Vec<SessionSummary>>>> {
-        self.store.list_sessions()
-    }
-    fn read_surface<'a>(&'a self, id: &'a str) -> BoxFuture<'a, SessionResult<SurfaceSnapshot>> {
-        self.store.read_surface(id)
-    }
-    fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, SessionResult<Option<String>>> {
-        self.store.read_title(id)
-    }
-    fn read_for_index_blocking(
-        &self,
-        id: &str,
-    ) -> Option<SessionResult<(SurfaceSnapshot, Option<String>)>> {
-        if id == self.id && self.failing.load(std::sync::atomic::Ordering::SeqCst) {
-            return Some(Err(SessionError::Other("unreadable on purpose".into())));
-        }
-        self.store.read_for_index_blocking(id)
-    }
-}
-
 /// A session the store cannot read is recorded (header fields and the error, no text) without
 /// failing the pass or its batch, and read again once its log changes.
 #[test]
@@ -574,19 +554,17 @@ fn an_unreadable_session_is_recorded_and_read_again_once_it_changes() {
         1_700_000_500_000,
         vec![user("numbats live here")],
     );
-    let store = DiskStore::new(dir.path());
-    let query = Arc::new(FailingRead {
-        store: store.clone(),
-        id: "broken-1".into(),
-        failing: true.into(),
-    });
-    let stamper = Arc::new(FileStamper {
-        store,
-        external: Vec::new(),
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let fails = failing.clone();
+    let query = Arc::new(Hooked {
+        store: DiskStore::new(dir.path()),
+        before_read: Box::new(move |id| {
+            (id == "broken-1" && fails.load(std::sync::atomic::Ordering::SeqCst))
+                .then(|| SessionError::Other("unreadable on purpose".into()))
+        }),
     });
     let db = db_path(dir.path());
-    let mut indexer =
-        Indexer::new(db.clone(), query.clone(), stamper, Arc::new(|_: &str| true)).unwrap();
+    let mut indexer = indexer_of(dir.path(), query);
     let stats = indexer.refresh().unwrap();
     assert_eq!((stats.listed, stats.failed), (4, 1), "{stats:?}");
     assert_eq!(stats.indexed, 3, "the rest of the batch is written");
@@ -601,9 +579,7 @@ fn an_unreadable_session_is_recorded_and_read_again_once_it_changes() {
     };
     assert_eq!(row(&conn), (Some("unreadable on purpose".into()), 0));
     // Unchanged: not read again. Changed (and readable): read and indexed.
-    query
-        .failing
-        .store(false, std::sync::atomic::Ordering::SeqCst);
+    failing.store(false, std::sync::atomic::Ordering::SeqCst);
     assert_eq!(indexer.refresh().unwrap().indexed, 0);
     let (mut writer, _) = SessionWriter::open(&path).unwrap();
     writer.append(vec![user("numbats again")]).unwrap();
