@@ -4,12 +4,20 @@
 //! A pane either runs the program alone (the tmux session ends with it: [`Tmux::start`]) or in a
 //! shell that stays open afterwards, so what the program printed on exit stays readable
 //! ([`Tmux::start_in_shell`], whose screen joins wrapped lines).
+//!
+//! Every pane has a tmux server of its own (`-L <socket>`, no config file), torn down with it.
+//! Tests run in parallel: on one shared server, a test whose session was the last one could
+//! stop the server just as another test's `new-session` connected to it ("server exited
+//! unexpectedly"), and a user's own tmux configuration would change what the tests see.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub struct Tmux {
+    /// The session's name, which is also its server's socket name.
     session: String,
+    /// The server's socket file, removed with it.
+    socket_path: Option<std::path::PathBuf>,
     /// Read the screen with wrapped lines joined (`capture-pane -J`).
     joined: bool,
 }
@@ -18,15 +26,23 @@ impl Tmux {
     /// Starts `command` (a shell command line) in a detached tmux session of the given size.
     pub fn start(name: &str, command: &str, width: u16, height: u16) -> Tmux {
         let session = format!("dshrefs-{name}-{}", std::process::id());
-        let status = Command::new("tmux")
-            .args(["new-session", "-d", "-s", &session])
+        let status = tmux_on(&session)
+            .args(["-f", "/dev/null", "new-session", "-d", "-s", &session])
             .args(["-x", &width.to_string(), "-y", &height.to_string()])
             .arg(command)
             .status()
             .expect("tmux must be installed (CI installs it in .ci/run)");
         assert!(status.success(), "tmux new-session failed");
+        let socket_path = tmux_on(&session)
+            .args(["display-message", "-p", "#{socket_path}"])
+            .output()
+            .ok()
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+            .filter(|path| !path.is_empty())
+            .map(std::path::PathBuf::from);
         Tmux {
             session,
+            socket_path,
             joined: false,
         }
     }
@@ -44,9 +60,15 @@ impl Tmux {
         tmux
     }
 
+    /// A tmux command on this pane's own server.
+    fn tmux(&self) -> Command {
+        tmux_on(&self.session)
+    }
+
     /// Sends tmux key names (`Enter`, `Tab`, `C-c`).
     pub fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
+        let status = self
+            .tmux()
             .args(["send-keys", "-t", &self.session])
             .args(keys)
             .status()
@@ -56,7 +78,8 @@ impl Tmux {
 
     /// Types literal text.
     pub fn type_text(&self, text: &str) {
-        let status = Command::new("tmux")
+        let status = self
+            .tmux()
             .args(["send-keys", "-t", &self.session, "-l", text])
             .status()
             .unwrap();
@@ -64,7 +87,8 @@ impl Tmux {
     }
 
     pub fn screen(&self) -> String {
-        let out = Command::new("tmux")
+        let out = self
+            .tmux()
             .args(["capture-pane", "-t", &self.session, "-p"])
             .args(self.joined.then_some("-J"))
             .output()
@@ -74,7 +98,7 @@ impl Tmux {
 
     /// Whether the pane's program still runs (the tmux session ends with it).
     pub fn alive(&self) -> bool {
-        Command::new("tmux")
+        self.tmux()
             .args(["has-session", "-t", &self.session])
             .stderr(std::process::Stdio::null())
             .status()
@@ -140,8 +164,20 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.session])
+        let _ = self
+            .tmux()
+            .arg("kill-server")
+            .stderr(std::process::Stdio::null())
             .status();
+        if let Some(path) = &self.socket_path {
+            let _ = std::fs::remove_file(path);
+        }
     }
+}
+
+/// A tmux command on the server whose socket is named `socket`.
+fn tmux_on(socket: &str) -> Command {
+    let mut command = Command::new("tmux");
+    command.args(["-L", socket]);
+    command
 }
