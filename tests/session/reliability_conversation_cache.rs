@@ -1,5 +1,6 @@
 //! The store's conversation cache answers exactly like a fresh read, while a log grows, gets a
-//! torn tail, has it cut, is compacted, and is replaced by another file.
+//! torn tail, has it cut, is compacted, and is replaced by another file; the indexer's reads
+//! keep only folds that were cached already or whose log may still grow.
 
 use crate::support::gen;
 
@@ -104,4 +105,89 @@ fn cached_conversations_equal_fresh_reads() {
         std::fs::rename(path.with_extension("tmp"), &path).unwrap();
         assert_fresh(&store, "src", &path, "replaced");
     }
+}
+
+/// The indexer's reads (`read_for_index_blocking`) leave the cache as they found it for a log
+/// that has settled, cache a log that may still grow, keep what the service cached, and always
+/// answer like a fresh read.
+#[test]
+fn index_reads_cache_only_recent_or_already_cached_logs() {
+    use dsh_session_references::session::SessionQuery;
+    use std::time::{Duration, SystemTime};
+
+    let home = tempfile::tempdir().unwrap();
+    let mut writers = Vec::new();
+    for id in ["old", "new", "served"] {
+        let mut writer = SessionWriter::create(
+            home.path(),
+            SessionHeader::new(id, 1, Some("/w".into())),
+            Encoding::Plain,
+        )
+        .unwrap();
+        writer
+            .append(vec![user(&format!("hello from {id}"))])
+            .unwrap();
+        writers.push(writer);
+    }
+    let paths: Vec<std::path::PathBuf> = writers.iter().map(|w| w.path().to_path_buf()).collect();
+    let path = |i: usize| paths[i].clone();
+    let age = |p: &std::path::Path, secs: u64| {
+        let file = std::fs::OpenOptions::new().append(true).open(p).unwrap();
+        file.set_modified(SystemTime::now() - Duration::from_secs(secs))
+            .unwrap();
+    };
+    // Written an hour ago: settled. Written a minute ago: may still grow.
+    age(&path(0), 3_600);
+    age(&path(1), 60);
+    age(&path(2), 3_600);
+
+    let store = DiskStore::new(home.path());
+    let index_read = |id: &str| {
+        let (snapshot, title) = store.read_for_index_blocking(id).unwrap().unwrap();
+        assert_eq!(title, None);
+        snapshot
+    };
+
+    // A settled log read once by the indexer is not kept.
+    let fresh = read_conversation_surface_file(&path(0)).unwrap();
+    assert_eq!(index_read("old"), fresh);
+    assert_eq!(store.conversation_cache_size().0, 0, "settled log cached");
+
+    // A recent log is kept, so its growth is read from where the indexer stopped.
+    assert_eq!(
+        index_read("new"),
+        read_conversation_surface_file(&path(1)).unwrap()
+    );
+    assert_eq!(
+        store.conversation_cache_size().0,
+        1,
+        "recent log not cached"
+    );
+    writers[1].append(vec![user("grown")]).unwrap();
+    assert_eq!(
+        index_read("new"),
+        read_conversation_surface_file(&path(1)).unwrap()
+    );
+    assert_eq!(store.conversation_cache_size().0, 1);
+
+    // A settled log the service has read stays cached through the indexer's read.
+    assert_fresh(&store, "served", &path(2), "served");
+    assert_eq!(store.conversation_cache_size().0, 2);
+    assert_eq!(
+        index_read("served"),
+        read_conversation_surface_file(&path(2)).unwrap()
+    );
+    assert_eq!(
+        store.conversation_cache_size().0,
+        2,
+        "service's entry dropped"
+    );
+
+    // The settled log grows: it is recent again, and the indexer's read keeps it.
+    writers[0].append(vec![user("back again")]).unwrap();
+    assert_eq!(
+        index_read("old"),
+        read_conversation_surface_file(&path(0)).unwrap()
+    );
+    assert_eq!(store.conversation_cache_size().0, 3, "grown log not cached");
 }
