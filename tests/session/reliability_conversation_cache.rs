@@ -116,8 +116,9 @@ fn index_reads_cache_only_recent_or_already_cached_logs() {
     use std::time::{Duration, SystemTime};
 
     let home = tempfile::tempdir().unwrap();
+    let ids = ["old", "new", "served"];
     let mut writers = Vec::new();
-    for id in ["old", "new", "served"] {
+    for id in ids {
         let mut writer = SessionWriter::create(
             home.path(),
             SessionHeader::new(id, 1, Some("/w".into())),
@@ -142,52 +143,23 @@ fn index_reads_cache_only_recent_or_already_cached_logs() {
     age(&path(2), 3_600);
 
     let store = DiskStore::new(home.path());
-    let index_read = |id: &str| {
-        let (snapshot, title) = store.read_for_index_blocking(id).unwrap().unwrap();
+    // The indexer reads session `i`: the answer is a fresh read's, and the cache then holds
+    // `entries` folds.
+    let index_read = |i: usize, entries: usize, what: &str| {
+        let (snapshot, title) = store.read_for_index_blocking(ids[i]).unwrap().unwrap();
         assert_eq!(title, None);
-        snapshot
+        let fresh = read_conversation_surface_file(&path(i)).unwrap();
+        assert_eq!(snapshot, fresh, "{what}: answer");
+        assert_eq!(store.conversation_cache_size().0, entries, "{what}: cache");
     };
 
-    // A settled log read once by the indexer is not kept.
-    let fresh = read_conversation_surface_file(&path(0)).unwrap();
-    assert_eq!(index_read("old"), fresh);
-    assert_eq!(store.conversation_cache_size().0, 0, "settled log cached");
-
-    // A recent log is kept, so its growth is read from where the indexer stopped.
-    assert_eq!(
-        index_read("new"),
-        read_conversation_surface_file(&path(1)).unwrap()
-    );
-    assert_eq!(
-        store.conversation_cache_size().0,
-        1,
-        "recent log not cached"
-    );
+    index_read(0, 0, "a settled log read once by the indexer is not kept");
+    index_read(1, 1, "a recent log is kept");
     writers[1].append(vec![user("grown")]).unwrap();
-    assert_eq!(
-        index_read("new"),
-        read_conversation_surface_file(&path(1)).unwrap()
-    );
-    assert_eq!(store.conversation_cache_size().0, 1);
-
-    // A settled log the service has read stays cached through the indexer's read.
+    index_read(1, 1, "its growth is read from where the indexer stopped");
     assert_fresh(&store, "served", &path(2), "served");
     assert_eq!(store.conversation_cache_size().0, 2);
-    assert_eq!(
-        index_read("served"),
-        read_conversation_surface_file(&path(2)).unwrap()
-    );
-    assert_eq!(
-        store.conversation_cache_size().0,
-        2,
-        "service's entry dropped"
-    );
-
-    // The settled log grows: it is recent again, and the indexer's read keeps it.
+    index_read(2, 2, "a settled log the service read stays cached");
     writers[0].append(vec![user("back again")]).unwrap();
-    assert_eq!(
-        index_read("old"),
-        read_conversation_surface_file(&path(0)).unwrap()
-    );
-    assert_eq!(store.conversation_cache_size().0, 3, "grown log not cached");
+    index_read(0, 3, "a settled log that grows is recent again and kept");
 }
