@@ -14,6 +14,7 @@ mod concurrency;
 mod external_sessions;
 mod hostile_sessions;
 mod message_text;
+mod real_agents;
 mod reliability_conversation_cache;
 mod reliability_crash;
 mod reliability_skim;

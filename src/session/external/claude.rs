@@ -33,11 +33,37 @@ struct Line<'a> {
     ai_title: Option<String>,
     #[serde(borrow)]
     message: Option<&'a RawValue>,
+    #[serde(borrow)]
+    compact_metadata: Option<&'a RawValue>,
+}
+
+/// 2.1.19x+: a compaction that kept the newest records verbatim names them.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CompactMetadata {
+    preserved_segment: Option<PreservedSegment>,
+}
+
+/// The kept records: `headUuid` (oldest) to `tailUuid` (newest) along their parents, placed
+/// after `anchorUuid` (the summary).
+#[derive(Deserialize, Clone)]
+#[serde(rename_all = "camelCase")]
+struct PreservedSegment {
+    head_uuid: String,
+    anchor_uuid: String,
+    tail_uuid: String,
+}
+
+fn preserved_segment(line: &Line<'_>) -> Option<PreservedSegment> {
+    line.compact_metadata
+        .and_then(|m| serde_json::from_str::<CompactMetadata>(m.get()).ok())
+        .and_then(|m| m.preserved_segment)
 }
 
 #[derive(Deserialize)]
 struct MessageBody<'a> {
     id: Option<String>,
+    model: Option<String>,
     #[serde(borrow)]
     content: Option<&'a RawValue>,
 }
@@ -55,6 +81,37 @@ struct Block {
     kind: Option<String>,
     text: Option<String>,
 }
+
+/// Record `type`s the reader uses (the drift guard in `tests/session/real_agents.rs` checks that
+/// every fixture's record is in this list or in [`IGNORED_RECORD_TYPES`]).
+pub const USED_RECORD_TYPES: &[&str] = &["user", "assistant", "system", "custom-title", "ai-title"];
+
+/// Record `type`s seen in real files and deliberately left out: bookkeeping, attachments,
+/// request logs, names the person gave an agent (`agent-name` repeats `custom-title`).
+pub const IGNORED_RECORD_TYPES: &[&str] = &[
+    "agent-name",
+    "api-request",
+    "api-request-blob",
+    "api-request-shape",
+    "atis-latch",
+    "attachment",
+    "bridge-session",
+    "cost-state",
+    "file-history-snapshot",
+    "frame-link",
+    "last-prompt",
+    "mode",
+    "permission-mode",
+    "pr-link",
+    "progress",
+    "queue-operation",
+    "relocated",
+    "result",
+    "started",
+    "summary",
+    "tools-used",
+    "worktree-state",
+];
 
 fn parse(bytes: &[u8]) -> Option<Line<'_>> {
     serde_json::from_slice(bytes).ok()
@@ -92,6 +149,17 @@ fn message_id(message: Option<&RawValue>) -> Option<String> {
     message
         .and_then(|m| serde_json::from_str::<MessageBody>(m.get()).ok())
         .and_then(|b| b.id)
+}
+
+/// The model Claude Code names for replies it wrote itself ("No response requested.", API
+/// error notes), not the model's words.
+const SYNTHETIC_MODEL: &str = "<synthetic>";
+
+fn is_synthetic(message: Option<&RawValue>) -> bool {
+    message
+        .and_then(|m| serde_json::from_str::<MessageBody>(m.get()).ok())
+        .and_then(|b| b.model)
+        .is_some_and(|m| m == SYNTHETIC_MODEL)
 }
 
 /// Tags whose whole element is injected context or command plumbing, not what a person typed.
@@ -215,6 +283,9 @@ pub struct TitleScan {
     first_prompt: Option<String>,
     /// A bare slash command, the title only when nothing else is.
     first_command: Option<String>,
+    /// A compaction boundary was seen: the first prompt in the file may be gone from the
+    /// conversation.
+    compacted: bool,
 }
 
 impl super::scan::LineSink for TitleScan {
@@ -223,6 +294,9 @@ impl super::scan::LineSink for TitleScan {
             return true;
         };
         match line.kind.as_deref() {
+            Some("system") if line.subtype.as_deref() == Some("compact_boundary") => {
+                self.compacted = true;
+            }
             Some("custom-title") => {
                 if let Some(t) = line.custom_title.filter(|t| !t.trim().is_empty()) {
                     self.custom = Some(t);
@@ -255,13 +329,41 @@ impl TitleScan {
     /// The title: the last `custom-title`, else the last `ai-title` (first non-empty line, at most
     /// 120 characters), else the first typed prompt; `None` when there is none of them.
     pub fn title(&self) -> Option<String> {
+        self.named()
+            .or_else(|| self.first_prompt.clone())
+            .or_else(|| self.first_command.clone())
+    }
+
+    /// The last `custom-title`, else the last `ai-title`.
+    pub fn named(&self) -> Option<String> {
         self.custom
             .as_deref()
             .or(self.ai.as_deref())
             .and_then(title_line)
-            .or_else(|| self.first_prompt.clone())
-            .or_else(|| self.first_command.clone())
     }
+
+    /// Whether the file holds a compaction: the first prompt then comes from the conversation
+    /// ([`conversation_title`]), since the one in the file may have been compacted away.
+    pub fn compacted(&self) -> bool {
+        self.compacted
+    }
+}
+
+/// The first prompt still in a projected conversation, as a title (a bare slash command only
+/// when there is nothing else).
+pub fn conversation_title(conversation: &Conversation) -> Option<String> {
+    let prompts = || {
+        conversation
+            .items
+            .iter()
+            .filter(|i| i.kind == ItemKind::User)
+            .map(|i| i.text.as_str())
+    };
+    let bare = |p: &str| p.starts_with('/') && !p.contains(char::is_whitespace);
+    prompts()
+        .find(|p| !bare(p))
+        .or_else(|| prompts().next())
+        .and_then(title_line)
 }
 
 /// Claude Code's own notes in the user's place (`[Request interrupted by user]`).
@@ -273,6 +375,10 @@ struct Node {
     parent: Option<String>,
     /// A compaction boundary: the chain before it is replaced by the summary after it.
     boundary: bool,
+    /// A user or assistant record, or a boundary: one the newest leaf may be.
+    conversational: bool,
+    /// Position in the file.
+    order: u64,
     item: Option<(Item, Option<String>)>,
 }
 
@@ -281,6 +387,8 @@ struct Node {
 pub struct ConversationScan {
     nodes: HashMap<String, Node>,
     leaf: Option<String>,
+    /// The newest compaction's preserved segment, if it kept one.
+    preserved: Option<PreservedSegment>,
     last_line: Option<u64>,
     last_activity: Option<i64>,
 }
@@ -303,6 +411,11 @@ impl super::scan::LineSink for ConversationScan {
         }
         let boundary = line.kind.as_deref() == Some("system")
             && line.subtype.as_deref() == Some("compact_boundary");
+        if boundary {
+            // A later compaction without a preserved segment replaces an earlier one with it.
+            self.preserved = preserved_segment(&line);
+        }
+        let conversational = boundary || matches!(line.kind.as_deref(), Some("user" | "assistant"));
         let time = time.unwrap_or(0);
         let item = match line.kind.as_deref() {
             Some("user") if line.is_compact_summary == Some(true) => {
@@ -328,6 +441,7 @@ impl super::scan::LineSink for ConversationScan {
                     None,
                 ))
             }
+            Some("assistant") if is_synthetic(line.message) => None,
             Some("assistant") => {
                 let (text, _) = content_text(line.message);
                 Some((
@@ -351,6 +465,8 @@ impl super::scan::LineSink for ConversationScan {
             Node {
                 parent: line.parent_uuid,
                 boundary,
+                conversational,
+                order: index,
                 item,
             },
         );
@@ -359,11 +475,54 @@ impl super::scan::LineSink for ConversationScan {
 }
 
 impl ConversationScan {
+    /// The newest conversation record at or below `leaf` (by file position), following children.
+    fn descend(&self, leaf: String) -> String {
+        let mut children: HashMap<&str, Vec<&str>> = HashMap::new();
+        for (uuid, node) in &self.nodes {
+            if let Some(parent) = &node.parent {
+                children
+                    .entry(parent.as_str())
+                    .or_default()
+                    .push(uuid.as_str());
+            }
+        }
+        // Any conversation descendant is newer along the chain than the leaf, whatever its place
+        // in the file; among them the one written last wins (the newest branch).
+        let mut best: Option<(u64, &str)> = None;
+        let mut stack = vec![leaf.as_str()];
+        let mut seen = std::collections::HashSet::new();
+        while let Some(at) = stack.pop() {
+            if !seen.insert(at) {
+                continue;
+            }
+            for &child in children.get(at).into_iter().flatten() {
+                let node = &self.nodes[child];
+                let candidate = node.conversational
+                    && (node.item.is_some() || node.boundary)
+                    && best.is_none_or(|(order, _)| node.order > order);
+                if candidate {
+                    best = Some((node.order, child));
+                }
+                stack.push(child);
+            }
+        }
+        best.map_or(leaf.clone(), |(_, uuid)| uuid.to_string())
+    }
+
     /// The main chain from the newest leaf back to the latest compaction boundary, in order; an
     /// assistant reply split over records of one message id becomes one item.
+    ///
+    /// The leaf is the newest conversation record in the file, moved down to its newest
+    /// conversation descendant when it has one (an interactive session can write a reply before
+    /// its prompt). A preserved segment is re-linked as Claude Code does: its head's parent is the
+    /// summary (`anchorUuid`), and when the chain reaches the summary without having passed
+    /// through the segment, the segment (tail back to head) is put right after it.
     pub fn finish(mut self) -> Conversation {
+        let leaf = self.leaf.take().map(|leaf| self.descend(leaf));
+        let preserved = self.preserved.take();
         let mut chain = Vec::new();
-        let mut at = self.leaf.take();
+        let mut at = leaf;
+        let mut spliced = false;
         // A cycle cannot outlast the number of records.
         let mut budget = self.nodes.len();
         while let Some(uuid) = at {
@@ -371,13 +530,38 @@ impl ConversationScan {
                 break;
             }
             budget -= 1;
+            if let Some(seg) = &preserved {
+                if !spliced && uuid == seg.anchor_uuid {
+                    spliced = true;
+                    let mut inner = Some(seg.tail_uuid.clone());
+                    while let Some(kept) = inner {
+                        if budget == 0 {
+                            break;
+                        }
+                        budget -= 1;
+                        let Some(node) = self.nodes.remove(&kept) else {
+                            break;
+                        };
+                        if let Some(item) = node.item {
+                            chain.push(item);
+                        }
+                        inner = (kept != seg.head_uuid).then_some(node.parent).flatten();
+                    }
+                }
+            }
             let Some(node) = self.nodes.remove(&uuid) else {
                 break;
             };
             if node.boundary {
                 break;
             }
-            at = node.parent;
+            at = match &preserved {
+                Some(seg) if uuid == seg.head_uuid => {
+                    spliced = true;
+                    Some(seg.anchor_uuid.clone())
+                }
+                _ => node.parent,
+            };
             if let Some(item) = node.item {
                 chain.push(item);
             }

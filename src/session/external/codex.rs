@@ -43,6 +43,60 @@ struct Payload<'a> {
     content: Option<&'a RawValue>,
     #[serde(borrow)]
     replacement_history: Option<Vec<&'a RawValue>>,
+    /// 0.17x: who wrote each content item of a message (`["user.text"]` for a typed prompt).
+    #[serde(borrow)]
+    internal_chat_message_metadata_passthrough: Option<&'a RawValue>,
+    #[serde(borrow)]
+    metadata: Option<&'a RawValue>,
+}
+
+/// The part of a message's metadata that says what each content item is.
+#[derive(Deserialize)]
+struct ItemMetadata {
+    content_item_kinds: Option<Vec<String>>,
+}
+
+/// The content item kind Codex gives text a person typed.
+const USER_TEXT: &str = "user.text";
+
+impl Payload<'_> {
+    /// The kinds of the content items, when this build of Codex wrote them.
+    /// (Metadata of another shape is no metadata: the line is still read.)
+    fn item_kinds(&self) -> Option<Vec<String>> {
+        [
+            self.internal_chat_message_metadata_passthrough,
+            self.metadata,
+        ]
+        .into_iter()
+        .flatten()
+        .filter_map(|raw| serde_json::from_str::<ItemMetadata>(raw.get()).ok())
+        .find_map(|m| m.content_item_kinds)
+    }
+
+    /// The text a person typed, when this is a user message marked as typed by them (0.17x:
+    /// `content_item_kinds` holds `user.text`; the text items of that kind, joined).
+    fn typed_prompt(&self) -> Option<String> {
+        if self.kind.as_deref() != Some("message") || self.role.as_deref() != Some("user") {
+            return None;
+        }
+        let kinds = self.item_kinds()?;
+        if !kinds.iter().any(|k| k == USER_TEXT) {
+            return None;
+        }
+        let blocks = self
+            .content
+            .and_then(|c| serde_json::from_str::<Vec<Block>>(c.get()).ok())?;
+        // Kinds parallel the content items when both have one entry per item.
+        let parallel = kinds.len() == blocks.len();
+        let texts: Vec<&str> = blocks
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !parallel || kinds[*i] == USER_TEXT)
+            .filter(|(_, b)| matches!(b.kind.as_deref(), Some("input_text" | "text")))
+            .filter_map(|(_, b)| b.text.as_deref())
+            .collect();
+        Some(texts.join("\n").trim().to_string())
+    }
 }
 
 #[derive(Deserialize)]
@@ -51,6 +105,90 @@ struct Block {
     kind: Option<String>,
     text: Option<String>,
 }
+
+/// Rollout record `type`s the reader uses (the drift guard in `tests/session/real_agents.rs`
+/// checks every fixture's records against these lists and the `IGNORED_*` ones).
+pub const USED_RECORD_TYPES: &[&str] = &["session_meta", "response_item", "event_msg", "compacted"];
+
+/// Rollout record `type`s deliberately left out (turn settings, usage, workspace state).
+pub const IGNORED_RECORD_TYPES: &[&str] = &[
+    "turn_context",
+    "world_state",
+    "token_usage_record",
+    "inter_agent_communication",
+    "inter_agent_communication_metadata",
+    "security_risk_score",
+    "retained_context",
+    "realtime_item",
+];
+
+/// `event_msg` payload types the reader uses.
+pub const USED_EVENTS: &[&str] = &["user_message", "thread_name_updated", "thread_rolled_back"];
+
+/// `event_msg` payload types deliberately left out: progress, tool and agent activity, and the
+/// pre-0.17x copies of what `response_item`s hold (`agent_message`, `agent_reasoning`).
+pub const IGNORED_EVENTS: &[&str] = &[
+    "agent_message",
+    "agent_reasoning",
+    "collab_agent_interaction_end",
+    "collab_agent_spawn_end",
+    "collab_close_end",
+    "collab_waiting_end",
+    "context_compacted",
+    "dynamic_tool_call_request",
+    "dynamic_tool_call_response",
+    "entered_review_mode",
+    "error",
+    "exec_command_end",
+    "exited_review_mode",
+    "guardian_assessment",
+    "image_generation_end",
+    "item_completed",
+    "mcp_tool_call_end",
+    "patch_apply_end",
+    "sub_agent_activity",
+    "task_complete",
+    "task_started",
+    "thread_goal_updated",
+    "thread_settings_applied",
+    "token_count",
+    "turn_aborted",
+    "undo_completed",
+    "view_image_tool_call",
+    "web_search_end",
+];
+
+/// `response_item` payload types the reader uses.
+pub const USED_ITEMS: &[&str] = &["message"];
+
+/// `response_item` payload types deliberately left out: tool calls and their output, reasoning.
+pub const IGNORED_ITEMS: &[&str] = &[
+    "agent_message",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "function_call",
+    "function_call_output",
+    "ghost_snapshot",
+    "image_generation_call",
+    "reasoning",
+    "tool_search_call",
+    "tool_search_output",
+    "web_search_call",
+];
+
+/// `event_msg/item_completed` item types deliberately left out: 0.17x repeats there what the
+/// `response_item`s hold (`UserMessage` is the typed prompt the marked user message carries).
+pub const IGNORED_COMPLETED_ITEMS: &[&str] = &[
+    "AgentMessage",
+    "CommandExecution",
+    "ContextCompaction",
+    "Extension",
+    "FileChange",
+    "McpToolCall",
+    "Plan",
+    "Reasoning",
+    "UserMessage",
+];
 
 fn envelope(bytes: &[u8]) -> Option<Line<'_>> {
     serde_json::from_slice(bytes).ok()
@@ -160,6 +298,14 @@ impl super::scan::LineSink for TitleScan {
         let Some(line) = envelope(bytes) else {
             return true;
         };
+        if line.kind == "response_item" {
+            if self.first_prompt.is_none() && bytes_may_be_user_message(line.payload.get()) {
+                if let Some(prompt) = payload(&line).and_then(|p| p.typed_prompt()) {
+                    self.first_prompt = title_line(request(&prompt));
+                }
+            }
+            return true;
+        }
         if line.kind != "event_msg" {
             return true;
         }
@@ -185,11 +331,23 @@ impl TitleScan {
     /// The title: the last thread name (first non-empty line, at most 120 characters), else the
     /// first typed prompt; `None` when there is neither.
     pub fn title(&self) -> Option<String> {
-        self.name
-            .as_deref()
-            .and_then(title_line)
-            .or_else(|| self.first_prompt.clone())
+        self.name().or_else(|| self.first_prompt())
     }
+
+    /// The last `thread_name_updated` name (its first line, at most 120 characters).
+    pub fn name(&self) -> Option<String> {
+        self.name.as_deref().and_then(title_line)
+    }
+
+    /// The first typed prompt's first line (at most 120 characters).
+    pub fn first_prompt(&self) -> Option<String> {
+        self.first_prompt.clone()
+    }
+}
+
+/// Whether a `response_item` payload may be a user message (a cheap look before parsing it).
+fn bytes_may_be_user_message(payload: &str) -> bool {
+    payload.contains("\"user\"") && payload.contains(USER_TEXT)
 }
 
 /// The request itself when the IDE prefixed the prompt with the files it mentions.
@@ -271,11 +429,27 @@ impl super::scan::LineSink for ConversationScan {
             ("response_item", Some("message")) if p.role.as_deref() == Some("assistant") => {
                 self.push(ItemKind::Assistant, blocks_text(p.content), time);
             }
+            // 0.17x: the prompt is a user message marked `user.text` (no `user_message` event).
+            ("response_item", Some("message")) => {
+                if let Some(text) = p.typed_prompt() {
+                    self.push(ItemKind::User, text, time);
+                }
+            }
             ("compacted", _) => {
                 let mut items = Vec::new();
+                let summary = p.message.as_deref().map(str::trim).unwrap_or_default();
                 match p.replacement_history {
                     Some(history) => {
-                        for entry in history {
+                        // 0.17x also ends the history with the summary as a user message: it is
+                        // shown once, as the summary below.
+                        let ends_with_copy = history.last().is_some_and(|last| {
+                            serde_json::from_str::<Payload>(last.get()).is_ok_and(|e| {
+                                e.role.as_deref() == Some("user")
+                                    && is_summary_copy(blocks_text(e.content).trim(), summary)
+                            })
+                        });
+                        let keep = history.len() - usize::from(ends_with_copy);
+                        for entry in &history[..keep] {
                             let Ok(e) = serde_json::from_str::<Payload>(entry.get()) else {
                                 continue;
                             };
@@ -283,8 +457,13 @@ impl super::scan::LineSink for ConversationScan {
                                 continue;
                             }
                             let text = blocks_text(e.content).trim().to_string();
+                            let typed = match e.item_kinds() {
+                                // Marked items: only what a person typed is a prompt.
+                                Some(_) => e.typed_prompt().is_some(),
+                                None => !is_injected(&text),
+                            };
                             let kind = match e.role.as_deref() {
-                                Some("user") if !is_injected(&text) => ItemKind::User,
+                                Some("user") if typed => ItemKind::User,
                                 Some("assistant") => ItemKind::Assistant,
                                 _ => continue,
                             };
@@ -295,14 +474,12 @@ impl super::scan::LineSink for ConversationScan {
                     }
                     None => items.extend(self.items.drain(..).filter(|i| i.kind == ItemKind::User)),
                 }
-                if let Some(summary) = p.message.map(|m| m.trim().to_string()) {
-                    if !summary.is_empty() {
-                        items.push(Item {
-                            kind: ItemKind::Summary,
-                            text: summary,
-                            time,
-                        });
-                    }
+                if !summary.is_empty() {
+                    items.push(Item {
+                        kind: ItemKind::Summary,
+                        text: summary.to_string(),
+                        time,
+                    });
                 }
                 self.items = items;
             }
@@ -312,11 +489,27 @@ impl super::scan::LineSink for ConversationScan {
     }
 }
 
+/// Whether a replacement-history message is the compaction summary itself (0.17x marks it
+/// `compaction.summary` too; builds that do not mark it still give the same text).
+fn is_summary_copy(text: &str, summary: &str) -> bool {
+    !summary.is_empty() && text == summary
+}
+
 impl ConversationScan {
     fn push(&mut self, kind: ItemKind, text: String, time: i64) {
-        if !text.is_empty() {
-            self.items.push(Item { kind, text, time });
+        if text.is_empty() {
+            return;
         }
+        // A build that writes both a `user_message` event and a marked user message gives one
+        // prompt twice in a row: keep one.
+        if kind == ItemKind::User {
+            if let Some(last) = self.items.last() {
+                if last.kind == ItemKind::User && last.text == text {
+                    return;
+                }
+            }
+        }
+        self.items.push(Item { kind, text, time });
     }
 
     /// The conversation read so far, with the last complete line and the newest record time.

@@ -18,6 +18,7 @@
 
 pub mod claude;
 pub mod codex;
+pub mod codex_state;
 mod scan;
 
 use super::error::{Result, SessionError};

@@ -8,11 +8,15 @@
 //! their scan ended at, so a grown file is read only past that offset. Every read runs on the
 //! blocking pool and opens files read-only.
 
-use super::{claude, codex, header, not_found, Agent, Conversation, Head, Stamped};
+use super::{
+    claude, codex, codex_state, header, not_found, title_line, Agent, Conversation, Head, Stamped,
+};
 use crate::session::error::{Result, SessionError};
+use crate::session::files;
 use crate::session::query::{
     sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot,
 };
+use crate::session::skim::find_byte;
 use std::collections::HashMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
@@ -47,34 +51,79 @@ pub trait LineSink {
     fn line(&mut self, index: u64, bytes: &[u8]) -> bool;
 }
 
+/// The longest line of another agent's file that is read: a longer one is a defect (as in the
+/// dsh store, SPEC §3.2), skipped with a warning and never held in memory whole. Claude Code
+/// puts pasted images inline as base64, so a real record can be megabytes; 64 MiB is far above
+/// any seen and far below what a listing may hold.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
 /// Feeds the complete lines of `path` from byte `offset` (line number `first`) to `sink`. A last
-/// line without its newline is a write in flight: it is not fed and not consumed. Returns the
-/// offset and line number just past the last line consumed.
+/// line without its newline is a write in flight: it is not fed and not consumed. A line over
+/// [`MAX_LINE_BYTES`] is skipped (counted, not fed) with a warning naming the file and line;
+/// memory stays within the limit whatever the line's length. Only a regular file is read, opened
+/// without blocking ([`files::open_read`]): a FIFO or a device in a session's place is an error,
+/// never a wait. Returns the offset and line number just past the last line consumed.
 pub fn read_lines(
     path: &Path,
     offset: u64,
     first: u64,
     sink: &mut dyn LineSink,
 ) -> Result<(u64, u64)> {
-    let mut file = fs::File::open(path).map_err(|e| SessionError::io(path, e))?;
+    read_lines_limited(path, offset, first, MAX_LINE_BYTES, sink)
+}
+
+/// [`read_lines`] with the line limit given.
+pub fn read_lines_limited(
+    path: &Path,
+    offset: u64,
+    first: u64,
+    max_line: usize,
+    sink: &mut dyn LineSink,
+) -> Result<(u64, u64)> {
+    let mut file = files::open_read(path).map_err(|e| SessionError::io(path, e))?;
     if offset > 0 {
         file.seek(SeekFrom::Start(offset))
             .map_err(|e| SessionError::io(path, e))?;
     }
     let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let mut buf = Vec::new();
+    let mut line = Vec::new();
+    // Bytes of the current line so far (kept or not), and whether it went over the limit.
+    let (mut line_len, mut over) = (0u64, false);
     let (mut offset, mut index) = (offset, first);
     loop {
-        buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| SessionError::io(path, e))?;
-        if n == 0 || buf.last() != Some(&b'\n') {
+        let chunk = reader.fill_buf().map_err(|e| SessionError::io(path, e))?;
+        if chunk.is_empty() {
             return Ok((offset, index));
         }
-        offset += n as u64;
-        let keep_going = sink.line(index, &buf[..n - 1]);
+        let newline = find_byte(chunk, b'\n');
+        let piece = &chunk[..newline.unwrap_or(chunk.len())];
+        if !over {
+            if line.len() + piece.len() > max_line {
+                over = true;
+                line = Vec::new();
+            } else {
+                line.extend_from_slice(piece);
+            }
+        }
+        let used = piece.len() + usize::from(newline.is_some());
+        line_len += used as u64;
+        reader.consume(used);
+        if newline.is_none() {
+            continue;
+        }
+        offset += line_len;
+        let keep_going = if over {
+            tracing::warn!(file = %path.display(), line = index + 1, bytes = line_len, limit = max_line, "skipping a line longer than the limit");
+            true
+        } else {
+            sink.line(index, &line)
+        };
         index += 1;
+        (line_len, over) = (0, false);
+        line.clear();
+        if line.capacity() > 1 << 20 {
+            line = Vec::new();
+        }
         if !keep_going {
             return Ok((offset, index));
         }
@@ -93,10 +142,20 @@ struct Inner {
     listing: Mutex<Listing>,
     titles: Mutex<Stamped<TitleEntry>>,
     codex_index: Mutex<Option<CodexIndex>>,
+    codex_state: Mutex<Option<CodexState>>,
 }
 
 /// Codex's `session_index.jsonl` names by thread id, with the stamp they were read at.
 type CodexIndex = (FileStamp, Arc<HashMap<String, String>>);
+
+/// Codex's state database: the home's stamp when it was chosen, the database and its log's
+/// stamps when read, and what it said per thread id.
+struct CodexState {
+    home: Option<SystemTime>,
+    db: Option<PathBuf>,
+    stamps: (Option<FileStamp>, Option<FileStamp>),
+    threads: Arc<HashMap<String, codex_state::ThreadTitle>>,
+}
 
 #[derive(Default)]
 struct Listing {
@@ -136,6 +195,7 @@ impl ExternalSessions {
                 listing: Mutex::new(Listing::default()),
                 titles: Mutex::new(HashMap::new()),
                 codex_index: Mutex::new(None),
+                codex_state: Mutex::new(None),
             }),
         }
     }
@@ -323,18 +383,75 @@ impl ExternalSessions {
             entry.offset = offset;
             entry.line = line;
         }
+        let compacted = matches!(&entry.state, TitleState::Claude(scan) if scan.compacted() && scan.named().is_none());
         let title = match &entry.state {
+            // After a compaction the first prompt in the file may be gone: take the first one
+            // the conversation still holds.
+            TitleState::Claude(_) if compacted => None,
             TitleState::Claude(scan) => scan.title(),
             TitleState::Codex(scan) => {
+                // A name the person gave wins (state database, the TUI's index, a rollout
+                // event), then Codex's own title, then the first prompt.
                 let own = &id[self.agent().name().len() + 1..];
-                match self.codex_index_name(own) {
-                    Some(name) => Some(name),
-                    None => scan.title(),
-                }
+                let state = self.codex_thread(own).unwrap_or_default();
+                state
+                    .name
+                    .as_deref()
+                    .and_then(title_line)
+                    .or_else(|| self.codex_index_name(own))
+                    .or_else(|| scan.name())
+                    .or_else(|| state.title.as_deref().and_then(title_line))
+                    .or_else(|| scan.first_prompt())
             }
         };
         titles.insert(path, (stamp, entry));
+        drop(titles);
+        if compacted {
+            let (_, conversation) = self.read_conversation_blocking(id)?;
+            return Ok(claude::conversation_title(&conversation));
+        }
         Ok(title)
+    }
+
+    /// What the newest `state_<n>.sqlite` says about thread `own`, read again only when the
+    /// home (a new database), the database or its log changed.
+    fn codex_thread(&self, own: &str) -> Option<codex_state::ThreadTitle> {
+        let home = &self.inner.home;
+        let mut cache = self.inner.codex_state.lock().expect("codex state lock");
+        let home_stamp = fs::metadata(home).ok().and_then(|m| m.modified().ok());
+        let db = match cache.as_ref() {
+            Some(state) if state.home.is_some() && state.home == home_stamp => state.db.clone(),
+            _ => codex_state::newest_state_db(home),
+        };
+        let stamp = |p: &Path| fs::symlink_metadata(p).ok().map(|m| FileStamp::of(&m));
+        let stamps = db.as_deref().map_or((None, None), |db| {
+            (stamp(db), stamp(&codex_state::wal_of(db)))
+        });
+        let fresh = cache
+            .as_ref()
+            .is_some_and(|state| state.db == db && state.stamps == stamps);
+        if !fresh {
+            let threads = match &db {
+                Some(path) => codex_state::read_threads(path).unwrap_or_else(|err| {
+                    tracing::warn!(error = %err, "could not read the Codex state database");
+                    HashMap::new()
+                }),
+                None => HashMap::new(),
+            };
+            // A home stamp this recent may hide a change: keep none, so it is looked at again.
+            let settled = home_stamp.filter(|m| {
+                SystemTime::now()
+                    .duration_since(*m)
+                    .is_ok_and(|age| age >= SETTLE)
+            });
+            *cache = Some(CodexState {
+                home: settled,
+                db,
+                stamps,
+                threads: Arc::new(threads),
+            });
+        }
+        cache.as_ref()?.threads.get(own).cloned()
     }
 
     /// The last non-empty `thread_name` of `session_index.jsonl` for thread `own`.
