@@ -16,10 +16,9 @@ use crate::session::files;
 use crate::session::query::{
     sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot,
 };
-use crate::session::skim::find_byte;
 use std::collections::HashMap;
 use std::fs;
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -87,43 +86,50 @@ pub fn read_lines_limited(
     }
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let mut line = Vec::new();
-    // Bytes of the current line so far (kept or not), and whether it went over the limit.
-    let (mut line_len, mut over) = (0u64, false);
     let (mut offset, mut index) = (offset, first);
+    let cap = max_line as u64;
     loop {
-        let chunk = reader.fill_buf().map_err(|e| SessionError::io(path, e))?;
-        if chunk.is_empty() {
-            return Ok((offset, index));
-        }
-        let newline = find_byte(chunk, b'\n');
-        let piece = &chunk[..newline.unwrap_or(chunk.len())];
-        if !over {
-            if line.len() + piece.len() > max_line {
-                over = true;
-                line = Vec::new();
-            } else {
-                line.extend_from_slice(piece);
-            }
-        }
-        let used = piece.len() + usize::from(newline.is_some());
-        line_len += used as u64;
-        reader.consume(used);
-        if newline.is_none() {
-            continue;
-        }
-        offset += line_len;
-        let keep_going = if over {
-            tracing::warn!(file = %path.display(), line = index + 1, bytes = line_len, limit = max_line, "skipping a line longer than the limit");
-            true
-        } else {
-            sink.line(index, &line)
-        };
-        index += 1;
-        (line_len, over) = (0, false);
         line.clear();
         if line.capacity() > 1 << 20 {
             line = Vec::new();
         }
+        // At most the limit (newline included) is read into `line`; `read_until` finds the newline
+        // with the standard library's fast search.
+        let n = (&mut reader)
+            .take(cap)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| SessionError::io(path, e))?;
+        let mut len = n as u64;
+        if line.last() != Some(&b'\n') {
+            if len < cap {
+                // The end of the file before a newline: a write in flight, not consumed.
+                return Ok((offset, index));
+            }
+            // Over the limit: skip to the newline through a small buffer.
+            line = Vec::new();
+            let mut scratch = Vec::with_capacity(64 * 1024);
+            loop {
+                scratch.clear();
+                let k = (&mut reader)
+                    .take(1 << 20)
+                    .read_until(b'\n', &mut scratch)
+                    .map_err(|e| SessionError::io(path, e))?;
+                if k == 0 {
+                    return Ok((offset, index));
+                }
+                len += k as u64;
+                if scratch.last() == Some(&b'\n') {
+                    break;
+                }
+            }
+            offset += len;
+            tracing::warn!(file = %path.display(), line = index + 1, bytes = len, limit = max_line, "skipping a line longer than the limit");
+            index += 1;
+            continue;
+        }
+        offset += len;
+        let keep_going = sink.line(index, &line[..line.len() - 1]);
+        index += 1;
         if !keep_going {
             return Ok((offset, index));
         }
