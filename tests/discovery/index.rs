@@ -423,6 +423,48 @@ fn other_agents_sessions_are_indexed() {
 /// The live badge reads the kernel's lock table: a session held open by a writer is live, and
 /// probing never takes the writer's lock (a writer opening meanwhile is not refused).
 #[cfg(target_os = "linux")]
+/// Claude Code 2.1.x `/compact` that kept a preserved segment (`-p /compact --resume` after an
+/// interactive session, written by the real CLI): the words the compaction removed are not
+/// found, the words it kept are.
+#[test]
+fn a_word_removed_by_a_claude_preserved_segment_compaction_is_not_found() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures");
+    for real in ["real-agents", "real-agents-claude-2.1.197"] {
+        let home = fixtures.join(real).join("claude");
+        let dir = tempfile::tempdir().unwrap();
+        let sources = SourceSet {
+            hide_dsh: true,
+            external: vec![ExternalSessions::new(Agent::Claude, &home)],
+        };
+        // The session: the file that holds both the removed words and the turn after.
+        let project = home.join("projects/-tmp-ra-fixture-project-one");
+        let file = std::fs::read_dir(&project)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                let text = std::fs::read_to_string(p).unwrap_or_default();
+                text.contains("words-removed-by-preserved-compaction")
+                    && text.contains("claude delta after print compact")
+            })
+            .expect("the preserved-segment fixture");
+        let id = format!("claude:{}", file.file_stem().unwrap().to_string_lossy());
+        let d = Discovery::for_home(dir.path(), &sources);
+        d.refresh_blocking().unwrap();
+        assert!(
+            ids(&search(&d, "print")).contains(&id),
+            "{real}: a word after the compaction"
+        );
+        assert!(
+            ids(&search(&d, "kept")).contains(&id),
+            "{real}: a word of the preserved segment"
+        );
+        assert!(
+            !ids(&search(&d, "removed")).contains(&id),
+            "{real}: a word the compaction removed"
+        );
+    }
+}
+
 #[test]
 fn a_session_held_by_a_writer_is_live() {
     use dsh_session_references::session::SessionQuery;
