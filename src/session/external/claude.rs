@@ -655,6 +655,66 @@ mod tests {
     }
 
     #[test]
+    fn the_chain_wins_over_file_order_and_synthetic_replies_are_left_out() {
+        // An interactive file can hold the reply before its prompt; the prompt is newest in the
+        // file, the reply newest along the chain.
+        let lines = [
+            r#"{"type":"assistant","uuid":"b","parentUuid":"x","message":{"id":"m1","model":"claude-opus-4-8","content":[{"type":"text","text":"the reply"}]}}"#,
+            r#"{"type":"attachment","uuid":"x","parentUuid":"a"}"#,
+            r#"{"type":"user","uuid":"a","parentUuid":null,"message":{"content":"the prompt"}}"#,
+        ];
+        assert_eq!(
+            conversation(&lines),
+            vec![
+                (ItemKind::User, "the prompt".into()),
+                (ItemKind::Assistant, "the reply".into()),
+            ]
+        );
+        let lines = [
+            r#"{"type":"user","uuid":"a","parentUuid":null,"message":{"content":"hi"}}"#,
+            r#"{"type":"assistant","uuid":"b","parentUuid":"a","message":{"id":"m1","model":"<synthetic>","content":[{"type":"text","text":"No response requested."}]}}"#,
+            r#"{"type":"user","uuid":"c","parentUuid":"b","message":{"content":"again"}}"#,
+        ];
+        assert_eq!(
+            conversation(&lines),
+            vec![
+                (ItemKind::User, "hi".into()),
+                (ItemKind::User, "again".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_preserved_segment_follows_the_summary_however_the_chain_reaches_it() {
+        // 2.1.19x `-p /compact --resume`: later records chain to the segment's tail, whose head
+        // points back into the replaced history.
+        let boundary = r#"{"type":"system","subtype":"compact_boundary","uuid":"k","parentUuid":null,"compactMetadata":{"preservedSegment":{"headUuid":"r2","anchorUuid":"s","tailUuid":"r2"}}}"#;
+        let summary = r#"{"type":"user","uuid":"s","parentUuid":"k","isCompactSummary":true,"message":{"content":"summary"}}"#;
+        let old = [
+            r#"{"type":"user","uuid":"p1","parentUuid":null,"message":{"content":"gone"}}"#,
+            r#"{"type":"assistant","uuid":"r1","parentUuid":"p1","message":{"id":"m1","content":[{"type":"text","text":"gone too"}]}}"#,
+            r#"{"type":"user","uuid":"p2","parentUuid":"r1","message":{"content":"summarised"}}"#,
+            r#"{"type":"assistant","uuid":"r2","parentUuid":"p2","message":{"id":"m2","content":[{"type":"text","text":"kept"}]}}"#,
+        ];
+        let via_tail =
+            r#"{"type":"user","uuid":"n","parentUuid":"r2","message":{"content":"after"}}"#;
+        let via_summary =
+            r#"{"type":"user","uuid":"n","parentUuid":"s","message":{"content":"after"}}"#;
+        for next in [via_tail, via_summary] {
+            let mut lines = old.to_vec();
+            lines.extend([boundary, summary, next]);
+            assert_eq!(
+                conversation(&lines),
+                vec![
+                    (ItemKind::Summary, "summary".into()),
+                    (ItemKind::Assistant, "kept".into()),
+                    (ItemKind::User, "after".into()),
+                ]
+            );
+        }
+    }
+
+    #[test]
     fn slash_commands_keep_what_was_typed() {
         assert_eq!(
             strip_injected("<command-message>o is running…</command-message>\n<command-name>/o</command-name>\n<command-args>make it</command-args>"),

@@ -563,6 +563,32 @@ mod tests {
     }
 
     #[test]
+    fn marked_user_items_are_prompts_and_a_summary_copy_is_shown_once() {
+        let lines = [
+            r#"{"timestamp":"2026-01-01T00:00:00Z","type":"session_meta","payload":{"id":"t"}}"#,
+            r#"{"timestamp":"2026-01-01T00:00:01Z","ordinal":1,"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>x</environment_context>"}],"internal_chat_message_metadata_passthrough":{"content_item_kinds":["environments.environment_context"]}},"metadata":{"history_sequence":1}}"#,
+            r#"{"timestamp":"2026-01-01T00:00:01Z","ordinal":2,"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"typed"}],"internal_chat_message_metadata_passthrough":{"content_item_kinds":["user.text"]}}}"#,
+            r#"{"timestamp":"2026-01-01T00:00:01Z","ordinal":3,"type":"event_msg","payload":{"type":"item_completed","item":{"type":"UserMessage","content":[{"type":"text","text":"typed"}]}}}"#,
+            r#"{"timestamp":"2026-01-01T00:00:02Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"answer"}]}}"#,
+            r#"{"timestamp":"2026-01-01T00:00:03Z","type":"compacted","payload":{"message":"the summary","retained_context":{},"replacement_history":[{"type":"message","role":"user","content":[{"type":"input_text","text":"typed"}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"the summary"}]}]}}"#,
+            r#"{"timestamp":"2026-01-01T00:00:04Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"after"}],"internal_chat_message_metadata_passthrough":{"content_item_kinds":["user.text"]}}}"#,
+        ];
+        assert_eq!(
+            run(&lines),
+            vec![
+                (ItemKind::User, "typed".into()),
+                (ItemKind::Summary, "the summary".into()),
+                (ItemKind::User, "after".into()),
+            ]
+        );
+        let mut scan = TitleScan::default();
+        for (i, line) in lines.iter().enumerate() {
+            scan.line(i as u64, line.as_bytes());
+        }
+        assert_eq!(scan.title().as_deref(), Some("typed"));
+    }
+
+    #[test]
     fn ide_prompts_are_titled_by_their_request() {
         let mut scan = TitleScan::default();
         scan.line(0, br#"{"timestamp":"2026-01-01T00:00:00Z","type":"event_msg","payload":{"type":"user_message","message":"\n# Files mentioned by the user:\n\n## a.txt: /a.txt\n\n## My request for Codex:\nsummarize a\n"}}"#);
