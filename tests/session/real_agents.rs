@@ -375,10 +375,8 @@ fn unknown_kinds(roots: Vec<PathBuf>, base: &Path) -> BTreeSet<(String, String)>
                             }
                         }
                     }
-                    "response_item" => {
-                        if !known(codex::USED_ITEMS, codex::IGNORED_ITEMS, inner) {
-                            flag(format!("codex response_item {inner:?}"));
-                        }
+                    "response_item" if !known(codex::USED_ITEMS, codex::IGNORED_ITEMS, inner) => {
+                        flag(format!("codex response_item {inner:?}"));
                     }
                     _ => {}
                 }
