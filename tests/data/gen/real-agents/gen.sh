@@ -25,6 +25,7 @@ TMUX_SOCK="real-agents-$$"
 MOCK_PID=
 cleanup() {
   tmux -L "$TMUX_SOCK" kill-server 2>/dev/null || true
+  rm -f "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$TMUX_SOCK"
   [ -n "$MOCK_PID" ] && kill "$MOCK_PID" 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -252,7 +253,7 @@ done
   echo "Every model answer is the mock's: \"reply to <prompt> (done)\", a Bash/\`exec_command\`"
   echo "\`echo tool-ran\` call for prompts with TOOL, thinking for prompts with THINK, a"
   echo "\"SUMMARY-OF-EARLIER: …\" text for compaction requests. The files are copied unchanged"
-  echo "(the state database with the \`-wal\` Codex left beside it)."
+  echo "(the state database with its \`-wal\` when Codex left one beside it)."
   echo
   echo "## Scenarios"
   echo
