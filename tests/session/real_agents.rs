@@ -439,3 +439,61 @@ fn drift_guard_reports_a_kind_it_does_not_know() {
         ]
     );
 }
+
+#[test]
+fn the_cli_lists_the_real_clis_sessions_with_their_titles_and_cwd() {
+    for dir in real_dirs() {
+        let before = stamped_tree(&dir);
+        let dsh_home = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-refs"))
+            .arg("--home")
+            .arg(dsh_home.path())
+            .arg("--claude-home")
+            .arg(dir.join("claude"))
+            .arg("--codex-home")
+            .arg(dir.join("codex"))
+            .args(["--sources", "claude,codex", "sessions", "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        let mut seen: Vec<(String, String)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r["title"].as_str().unwrap_or("<none>").to_string(),
+                    r["cwd"].as_str().unwrap_or("<none>").to_string(),
+                )
+            })
+            .collect();
+        seen.sort();
+        let expected = [
+            (
+                "claude alpha first TOOL THINK",
+                "/tmp/ra-fixture/project-one",
+            ),
+            (
+                "claude delta after print compact",
+                "/tmp/ra-fixture/project-one",
+            ),
+            (
+                "codex epsilon first TOOL THINK",
+                "/tmp/ra-fixture/project-one",
+            ),
+            ("named by flag", "/tmp/ra-fixture/project-two"),
+            ("renamed interactively", "/tmp/ra-fixture/project-three"),
+            ("zeta renamed", "/tmp/ra-fixture/project-two"),
+        ]
+        .map(|(t, c)| (t.to_string(), c.to_string()));
+        assert_eq!(seen, expected, "{}", dir.display());
+        assert!(
+            before == stamped_tree(&dir),
+            "{}: a file changed",
+            dir.display()
+        );
+    }
+}
