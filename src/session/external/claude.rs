@@ -6,7 +6,9 @@
 //! The conversation is the main chain of the `parentUuid` tree ending at the newest record that
 //! is not a sidechain, so text abandoned by a rewind or a branch never appears. A
 //! `compact_boundary` ends the chain: the `isCompactSummary` user record after it stands in for
-//! everything before. Records sharing an assistant `message.id` are one message.
+//! everything before, unless the boundary names a `preservedSegment` (2.1.19x+): those records
+//! follow the summary, as Claude Code re-links them. Records sharing an assistant `message.id`
+//! are one message; replies Claude Code wrote itself (`message.model: "<synthetic>"`) are not.
 
 use super::{parse_time, title_line, Conversation, Head, Item, ItemKind};
 use crate::session::error::{Result, SessionError};

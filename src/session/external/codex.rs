@@ -2,11 +2,14 @@
 //!
 //! Pure line parsers fed by `external::scan`. A rollout opens with a `session_meta` envelope; a
 //! file that does not (the mid-2025 pre-envelope format, or anything else) is not listed, and
-//! the error says why. Typed prompts come from `event_msg/user_message` (user `response_item`s
-//! also carry injected AGENTS.md and environment blocks), replies from assistant `message`
-//! items. The newest `compacted` item replaces what came before it: its `replacement_history`
-//! when present, else the earlier prompts; its `message`, when not empty, is the checkpoint. A
-//! `thread_rolled_back` event drops the last N user turns.
+//! the error says why. Typed prompts come from `event_msg/user_message` (up to 0.16x) or, from
+//! 0.17x, from user `response_item` messages whose `content_item_kinds` say `user.text` (other
+//! user `response_item`s carry injected AGENTS.md and environment blocks; the
+//! `item_completed/UserMessage` event repeats the prompt and is ignored); replies from assistant
+//! `message` items. The newest `compacted` item replaces what came before it: its `replacement_history`
+//! when present, else the earlier prompts; its `message`, when not empty, is the checkpoint (shown
+//! once: 0.17x also ends the history with it as a user message). A `thread_rolled_back` event
+//! drops the last N user turns.
 
 use super::{parse_time, title_line, Conversation, Head, Item, ItemKind};
 use crate::session::error::{Result, SessionError};

@@ -8,13 +8,19 @@
 //! latest compaction summary. The projection above (SPEC §3.5) therefore needs no change.
 //! [`WithExternal`] merges those sources with the host's own sessions.
 //!
-//! Invariant: nothing under an agent's home is ever written, created or renamed: every file is
-//! opened read-only ([`std::fs::File::open`]) and no directory is created. A torn last line (no
-//! trailing newline, or not JSON) is never consumed, so it is read again once complete; a file of
-//! the wrong shape is left out of the listing with a warning, never failing the listing.
+//! Invariant: nothing under an agent's home is ever written, created, locked or renamed: every
+//! file is opened read-only through [`crate::session::files::open_read`] (regular files only,
+//! never blocking on a FIFO or device), Codex's state database as [`codex_state`] describes, and
+//! no directory is created. Every line is read through a bound (`scan::MAX_LINE_BYTES`, 64 MiB; a
+//! longer one is skipped with a warning). A torn last line (no trailing newline, or not JSON) is
+//! never consumed, so it is read again once complete; a file of the wrong shape is left out of
+//! the listing with a warning, never failing the listing.
 //!
 //! Proof: `tests/session/external_sessions.rs` lists, projects and prepares every fixture and compares
-//! whole trees byte for byte before and after every operation; the parsers are unit-tested here.
+//! whole trees byte for byte before and after every operation; `tests/session/real_agents.rs`
+//! does the same over sessions written by the real CLIs (and guards against format drift);
+//! `tests/reliability_external_lines.rs` measures huge lines and FIFOs; the parsers are
+//! unit-tested here.
 
 pub mod claude;
 pub mod codex;
