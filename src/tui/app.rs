@@ -23,6 +23,8 @@
 //! serial), `@path` reads and prompt-history appends. Proof: `tests/tui/app.rs`,
 //! `tests/tui/keys.rs` and the tmux runs in `tests/e2e_tmux.rs`.
 
+mod file_chips;
+
 use super::attach;
 use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
 use super::file_index::FileFinder;
@@ -116,6 +118,10 @@ pub enum AppEvent {
     Listed(Result<Vec<Candidate>, String>),
     /// Periodic wake-up (expiring "press again to quit", ages in the popup).
     Tick,
+    /// What a typed or picked `@path` names (serial of the inspection, the file or why not).
+    Inspected(u64, Result<attach::Inspected, String>),
+    /// A send stopped before anything went: an attached file could not be read as chosen.
+    Unattached(String),
 }
 
 const QUIT_WINDOW: Duration = Duration::from_secs(2);
@@ -217,6 +223,13 @@ pub struct App {
     discovery: Option<crate::discovery::Discovery>,
     /// Shown in the status line when nothing else is (e.g. where the demo home lives).
     home_note: Option<String>,
+    /// File chips being sized, and outside files waiting for a yes or no.
+    chips: file_chips::FileChips,
+}
+
+/// The files a draft's chips choose.
+fn draft_files(draft: Option<&ComposerSnapshot>) -> Vec<attach::ChosenFile> {
+    draft.map_or_else(Vec::new, |d| d.files().iter().map(|f| f.chosen()).collect())
 }
 
 /// At most this many sent messages wait for their log record (older ones were long logged).
@@ -268,6 +281,7 @@ impl App {
             unsent_early: Vec::new(),
             discovery: None,
             home_note: None,
+            chips: Default::default(),
         }
     }
 
@@ -380,6 +394,15 @@ impl App {
                 self.files_pending.store(false, Ordering::SeqCst);
                 self.refresh_file_rows();
             }
+            AppEvent::Inspected(serial, result) => self.on_inspected(serial, result),
+            AppEvent::Unattached(why) => {
+                self.preparing = None;
+                let sent = self.in_flight.take().unwrap_or_default();
+                self.composer.restore_before(sent);
+                self.sync_popup();
+                self.transcript
+                    .push_notice(NoticeLevel::Error, format!("Not sent: {why}"));
+            }
             AppEvent::Tick => {
                 if self.quit_armed.is_some_and(|t| t.elapsed() > QUIT_WINDOW) {
                     self.quit_armed = None;
@@ -420,6 +443,9 @@ impl App {
                 PickerOutcome::Moved | PickerOutcome::Ignored => {}
             }
             return;
+        }
+        if self.chips.asking().is_some() {
+            return self.on_confirm_key(&key);
         }
         if let Some(overlay) = &mut self.overlay {
             let action = self.keymap.action(KeyContext::Overlay, &key);
@@ -468,6 +494,9 @@ impl App {
                     self.composer.insert_item(&item);
                     self.popup.close();
                     self.sync_popup();
+                    if matches!(item, PopupItem::File(_)) {
+                        self.chip_after_pick();
+                    }
                     return;
                 }
                 PopupOutcome::Close => {
@@ -481,9 +510,16 @@ impl App {
             self.overlay = Some(KeyOverlay::new());
             return;
         }
+        if self.chip_on_tab(&key) {
+            return;
+        }
         match self.composer.handle_key(key) {
             ComposerOutcome::Submit => self.submit(),
-            ComposerOutcome::Edited | ComposerOutcome::Moved => self.sync_popup(),
+            ComposerOutcome::Edited => {
+                self.sync_popup();
+                self.chip_after_key(&key);
+            }
+            ComposerOutcome::Moved => self.sync_popup(),
             ComposerOutcome::Ignored => self.on_app_action(app_action, esc_armed),
         }
     }
@@ -1044,6 +1080,14 @@ impl App {
             );
             return;
         }
+        if self.chips.busy() {
+            // Every file that goes is drawn as a chip, with its size, before the send.
+            self.transcript.push_notice(
+                NoticeLevel::Info,
+                "Not sent yet: an attached file is still being sized; press Enter again",
+            );
+            return;
+        }
         let typed = self.composer.submission_text();
         match slash::parse_line(&typed) {
             Some(SlashLine::Run(command, arg)) => {
@@ -1076,16 +1120,26 @@ impl App {
         let mount = self.mount.clone();
         let tx = self.tx.clone();
         let cwd = self.agent.info().cwd.clone().map(PathBuf::from);
+        // Exactly the draft's file chips are read (never paths found in its text), off the
+        // loop, bounded, and go with the message.
+        let chosen: Vec<attach::ChosenFile> = draft_files(self.in_flight.as_ref());
         tokio::spawn(async move {
-            // `@path` files are read off the loop, bounded, and go with the message.
-            let reading = text.clone();
-            let attachments = tokio::task::spawn_blocking(move || {
-                attach::read_attachments(cwd.as_deref(), &reading)
-            })
-            .await
-            .unwrap_or_default();
-            let result = mount.submit_with(&text, attachments, &cancel).await;
-            let _ = tx.send(AppEvent::Submitted(result));
+            let attachments = if chosen.is_empty() {
+                Ok(Vec::new())
+            } else {
+                tokio::task::spawn_blocking(move || attach::read_chosen(cwd.as_deref(), &chosen))
+                    .await
+                    .unwrap_or_else(|e| Err(e.to_string()))
+            };
+            match attachments {
+                Ok(attachments) => {
+                    let result = mount.submit_with(&text, attachments, &cancel).await;
+                    let _ = tx.send(AppEvent::Submitted(result));
+                }
+                Err(why) => {
+                    let _ = tx.send(AppEvent::Unattached(why));
+                }
+            }
         });
     }
 
@@ -1316,6 +1370,10 @@ impl App {
         if let Some(picker) = &self.picker {
             // Over the transcript, the composer and its draft kept below it.
             picker.view(now_ms()).render(areas.transcript, buf);
+            return None;
+        }
+        if self.chips.asking().is_some() {
+            self.render_confirm(areas.transcript, buf);
             return None;
         }
         if let Some(overlay) = &self.overlay {

@@ -1,0 +1,242 @@
+//! File chips in the app loop (SPEC §5.5): how a typed or picked `@path` becomes a chip, and
+//! the confirmation a file outside the session's cwd needs.
+//!
+//! Purpose: a file is read at send time only when it is a chip in the composer, and a chip
+//! exists only after the person acted: picked a file row in the `@` popup, or typed `@path`
+//! and pressed Space or Tab right after it. Pasted text, mention labels and recalled lines
+//! never become chips by themselves.
+//!
+//! Invariants: the path is inspected off the loop (`spawn_blocking`); the chip shows the size
+//! that inspection found; a path that resolves outside the cwd (absolute, `..`, a symlink) opens
+//! a prompt whose only yes is `y` (every other key, Enter and Esc included, keeps the token as
+//! text); Enter while a chip is still being sized sends nothing and says why, so every file
+//! that goes was drawn as a chip before the send. Proof: `tests/tui/attach.rs`.
+
+use super::{App, AppEvent};
+use crate::tui::attach::{self, Inspected};
+use crate::tui::composer::{FileElement, PlainToken};
+use crate::tui::escape::EscapeMode;
+use crate::tui::style;
+use crate::tui::text::StyledText;
+use crate::tui::transcript::{human_bytes, NoticeLevel};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::widgets::{Block, BorderType, Clear, Widget};
+use std::collections::VecDeque;
+use std::path::PathBuf;
+
+/// The app's file-chip state: inspections under way and outside files awaiting an answer.
+#[derive(Debug, Default)]
+pub(super) struct FileChips {
+    serial: u64,
+    /// Inspections under way: (serial, the token, picked in the popup).
+    pending: Vec<(u64, PlainToken, bool)>,
+    /// Files outside the cwd waiting for a yes or no, the first one shown.
+    confirm: VecDeque<(PlainToken, Inspected)>,
+}
+
+impl FileChips {
+    /// A chip is being sized or confirmed: a send now would not show it first.
+    pub(super) fn busy(&self) -> bool {
+        !self.pending.is_empty() || !self.confirm.is_empty()
+    }
+
+    /// The outside file the prompt asks about, if one does.
+    pub(super) fn asking(&self) -> Option<&Inspected> {
+        self.confirm.front().map(|(_, inspected)| inspected)
+    }
+}
+
+impl App {
+    fn session_cwd(&self) -> Option<PathBuf> {
+        self.agent.info().cwd.clone().map(PathBuf::from)
+    }
+
+    /// Inspects the path of `token` off the loop; the answer comes back as
+    /// [`AppEvent::Inspected`].
+    pub(super) fn request_chip(&mut self, token: PlainToken, picked: bool) {
+        self.chips.serial += 1;
+        let serial = self.chips.serial;
+        let cwd = self.session_cwd();
+        let path = token.path.clone();
+        let quoted = token.quoted;
+        self.chips.pending.push((serial, token, picked));
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let result = tokio::task::spawn_blocking(move || {
+                if quoted {
+                    attach::inspect(cwd.as_deref(), &path)
+                } else {
+                    attach::inspect_token(cwd.as_deref(), &path)
+                }
+            })
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+            let _ = tx.send(AppEvent::Inspected(serial, result));
+        });
+    }
+
+    /// After a popup pick: the `@path ` it inserted becomes a chip once sized.
+    pub(super) fn chip_after_pick(&mut self) {
+        let end = self.composer.cursor().saturating_sub(1);
+        if let Some(token) = self.composer.plain_token_ending_at(end) {
+            self.request_chip(token, true);
+        }
+    }
+
+    /// After a key the composer took: a typed space right after `@path` asks for a chip.
+    pub(super) fn chip_after_key(&mut self, key: &KeyEvent) {
+        let space = key.code == KeyCode::Char(' ')
+            && !key
+                .modifiers
+                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        if !space {
+            return;
+        }
+        let end = self.composer.cursor().saturating_sub(1);
+        if let Some(token) = self.composer.plain_token_ending_at(end) {
+            self.request_chip(token, false);
+        }
+    }
+
+    /// Tab with the cursor right after a typed `@path` (and no popup row to take): true when
+    /// it asked for a chip.
+    pub(super) fn chip_on_tab(&mut self, key: &KeyEvent) -> bool {
+        if key.code != KeyCode::Tab || !key.modifiers.is_empty() {
+            return false;
+        }
+        match self.composer.plain_token_ending_at(self.composer.cursor()) {
+            Some(token) => {
+                self.request_chip(token, false);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(super) fn on_inspected(&mut self, serial: u64, result: Result<Inspected, String>) {
+        let Some(at) = self.chips.pending.iter().position(|(s, ..)| *s == serial) else {
+            return;
+        };
+        let (_, token, picked) = self.chips.pending.remove(at);
+        match result {
+            // A typed `@word` that names no file is just text.
+            Err(_) if !picked => {}
+            Err(why) => self.transcript.push_notice(
+                NoticeLevel::Error,
+                format!("Not attached: @{}: {why}", token.path),
+            ),
+            Ok(found) if found.outside => self.chips.confirm.push_back((token, found)),
+            Ok(found) => {
+                let chip = FileElement {
+                    path: found.path,
+                    bytes: found.bytes,
+                    outside: false,
+                };
+                if self.composer.make_chip(&token, chip) {
+                    self.sync_popup();
+                }
+            }
+        }
+    }
+
+    /// A key while the outside-file prompt is open: `y` attaches, anything else keeps the
+    /// token as text.
+    pub(super) fn on_confirm_key(&mut self, key: &KeyEvent) {
+        let Some((token, found)) = self.chips.confirm.pop_front() else {
+            return;
+        };
+        let yes = matches!(key.code, KeyCode::Char('y' | 'Y'))
+            && !key
+                .modifiers
+                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        if yes {
+            let chip = FileElement {
+                path: found.path,
+                bytes: found.bytes,
+                outside: true,
+            };
+            if self.composer.make_chip(&token, chip) {
+                self.sync_popup();
+            }
+        } else {
+            self.transcript.push_notice(
+                NoticeLevel::Info,
+                format!(
+                    "Not attached: @{} is outside this session's directory (kept as text)",
+                    token.path
+                ),
+            );
+        }
+    }
+
+    /// The outside-file prompt, over the bottom of `over` (the transcript).
+    pub(super) fn render_confirm(&self, over: Rect, buf: &mut Buffer) {
+        let Some(found) = self.chips.asking() else {
+            return;
+        };
+        let cwd = self
+            .agent
+            .info()
+            .cwd
+            .clone()
+            .unwrap_or_else(|| "(none)".into());
+        let lines: Vec<StyledText> = {
+            let mut name = StyledText::new();
+            name.push_untrusted(
+                &format!("@{}", found.path),
+                EscapeMode::SingleLine,
+                style::mention(),
+            );
+            name.push(&format!("  {}", human_bytes(found.bytes)), style::dim());
+            let mut resolved = StyledText::new();
+            resolved.push("resolves to ", style::dim());
+            resolved.push_untrusted(
+                &found.resolved.to_string_lossy(),
+                EscapeMode::SingleLine,
+                ratatui::style::Style::new(),
+            );
+            let mut outside = StyledText::new();
+            outside.push("outside ", style::dim());
+            outside.push_untrusted(&cwd, EscapeMode::SingleLine, style::dim());
+            let mut keys = StyledText::new();
+            keys.push("y", style::key());
+            keys.push(" attach it · ", style::dim());
+            keys.push("any other key", style::key());
+            keys.push(" keep it as text (default)", style::dim());
+            vec![name, resolved, outside, StyledText::new(), keys]
+        };
+        let width = over.width.min(100);
+        let height = u16::try_from(lines.len() + 2)
+            .unwrap_or(u16::MAX)
+            .min(over.height);
+        if height < 3 || width < 10 {
+            return;
+        }
+        let area = Rect {
+            x: over.x + (over.width - width) / 2,
+            y: over.y + over.height - height,
+            width,
+            height,
+        };
+        Clear.render(area, buf);
+        let block = Block::bordered()
+            .border_type(BorderType::Rounded)
+            .border_style(style::border())
+            .title(" Send a file from outside this session's directory? ");
+        let inner = block.inner(area);
+        block.render(area, buf);
+        for (n, line) in lines.iter().enumerate().take(usize::from(inner.height)) {
+            let y = inner.y + u16::try_from(n).unwrap_or(0);
+            buf.set_line(
+                inner.x + 1,
+                y,
+                &line
+                    .truncate(usize::from(inner.width.saturating_sub(1)))
+                    .to_line(),
+                inner.width.saturating_sub(1),
+            );
+        }
+    }
+}
