@@ -25,6 +25,8 @@
 
 mod file_chips;
 
+pub use file_chips::ConfirmOutside;
+
 use super::attach;
 use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
 use super::file_index::FileFinder;

@@ -16,12 +16,14 @@ use super::{App, AppEvent};
 use crate::tui::attach::{self, Inspected};
 use crate::tui::composer::{FileElement, PlainToken};
 use crate::tui::escape::EscapeMode;
+use crate::tui::render::Renderable;
 use crate::tui::style;
 use crate::tui::text::StyledText;
 use crate::tui::transcript::{human_bytes, NoticeLevel};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::widgets::{Block, BorderType, Clear, Widget};
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -182,31 +184,53 @@ impl App {
             .cwd
             .clone()
             .unwrap_or_else(|| "(none)".into());
-        let lines: Vec<StyledText> = {
-            let mut name = StyledText::new();
-            name.push_untrusted(
-                &format!("@{}", found.path),
-                EscapeMode::SingleLine,
-                style::mention(),
-            );
-            name.push(&format!("  {}", human_bytes(found.bytes)), style::dim());
-            let mut resolved = StyledText::new();
-            resolved.push("resolves to ", style::dim());
-            resolved.push_untrusted(
-                &found.resolved.to_string_lossy(),
-                EscapeMode::SingleLine,
-                ratatui::style::Style::new(),
-            );
-            let mut outside = StyledText::new();
-            outside.push("outside ", style::dim());
-            outside.push_untrusted(&cwd, EscapeMode::SingleLine, style::dim());
-            let mut keys = StyledText::new();
-            keys.push("y", style::key());
-            keys.push(" attach it · ", style::dim());
-            keys.push("any other key", style::key());
-            keys.push(" keep it as text (default)", style::dim());
-            vec![name, resolved, outside, StyledText::new(), keys]
-        };
+        ConfirmOutside {
+            path: &found.path,
+            resolved: &found.resolved.to_string_lossy(),
+            bytes: found.bytes,
+            cwd: &cwd,
+        }
+        .render(over, buf);
+    }
+}
+
+/// The prompt for a file outside the session's cwd: what was written, where it resolves, its
+/// size, and the keys (`y` attaches; any other key, the default, keeps it as text). Drawn at
+/// the bottom of the area it is given, at most 100 columns wide. Every path is escaped.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfirmOutside<'a> {
+    /// The path as written.
+    pub path: &'a str,
+    /// Where it resolves.
+    pub resolved: &'a str,
+    /// Its size.
+    pub bytes: u64,
+    /// The session's cwd it lies outside of.
+    pub cwd: &'a str,
+}
+
+impl Renderable for ConfirmOutside<'_> {
+    fn render(&self, over: Rect, buf: &mut Buffer) {
+        let over = crate::tui::render::clip(over, buf);
+        let mut name = StyledText::new();
+        name.push_untrusted(
+            &format!("@{}", self.path),
+            EscapeMode::SingleLine,
+            style::mention(),
+        );
+        name.push(&format!("  {}", human_bytes(self.bytes)), style::dim());
+        let mut resolved = StyledText::new();
+        resolved.push("resolves to ", style::dim());
+        resolved.push_untrusted(self.resolved, EscapeMode::SingleLine, Style::new());
+        let mut outside = StyledText::new();
+        outside.push("outside     ", style::dim());
+        outside.push_untrusted(self.cwd, EscapeMode::SingleLine, style::dim());
+        let mut keys = StyledText::new();
+        keys.push("y", style::key());
+        keys.push(" send it · ", style::dim());
+        keys.push("any other key", style::key());
+        keys.push(": keep it as text (default)", style::dim());
+        let lines = [name, resolved, outside, StyledText::new(), keys];
         let width = over.width.min(100);
         let height = u16::try_from(lines.len() + 2)
             .unwrap_or(u16::MAX)
@@ -227,16 +251,19 @@ impl App {
             .title(" Send a file from outside this session's directory? ");
         let inner = block.inner(area);
         block.render(area, buf);
+        let text_width = inner.width.saturating_sub(1);
         for (n, line) in lines.iter().enumerate().take(usize::from(inner.height)) {
             let y = inner.y + u16::try_from(n).unwrap_or(0);
             buf.set_line(
                 inner.x + 1,
                 y,
-                &line
-                    .truncate(usize::from(inner.width.saturating_sub(1)))
-                    .to_line(),
-                inner.width.saturating_sub(1),
+                &line.truncate(usize::from(text_width)).to_line(),
+                text_width,
             );
         }
+    }
+
+    fn desired_height(&self, _width: u16) -> u16 {
+        7
     }
 }
