@@ -446,8 +446,8 @@ impl App {
             }
             return;
         }
-        if self.chips.asking().is_some() {
-            return self.on_confirm_key(&key);
+        if self.chips.asking().is_some() && self.on_confirm_key(&key) {
+            return;
         }
         if let Some(overlay) = &mut self.overlay {
             let action = self.keymap.action(KeyContext::Overlay, &key);

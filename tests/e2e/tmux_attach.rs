@@ -74,6 +74,8 @@ fn a_pasted_key_path_attaches_nothing() {
     tmux.wait_for_screen("the prompt", |s| {
         s.contains("Send a file from outside this session's directory?")
     });
+    // Keys within a quarter second of the prompt are typing, not an answer.
+    std::thread::sleep(std::time::Duration::from_millis(300));
     tmux.keys(&["y"]);
     tmux.wait_for_screen("the outside chip", |s| {
         s.contains("@../secret/id_rsa ⟨outside · ")

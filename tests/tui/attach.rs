@@ -19,6 +19,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 const KEY_MARKER: &str = "PLANTED-KEY-7c1e0f-do-not-send";
 const NOTES_MARKER: &str = "project notes 41d9";
+/// Longer than the time a key must come after the outside-file prompt to answer it.
+const GUARD: Duration = Duration::from_millis(300);
 
 /// A scratch tree: `proj/` (the session's cwd, with `notes.md`), `secret/id_rsa` beside it
 /// holding [`KEY_MARKER`], and the dsh home.
@@ -349,6 +351,7 @@ async fn a_file_outside_the_cwd_goes_only_after_a_yes() {
             screen(app).contains("Send a file from outside this session's directory?")
         })
         .await;
+        tokio::time::sleep(GUARD).await;
         app.handle(key(KeyCode::Enter));
         assert!(
             !screen(&app).contains("outside this session's directory?"),
@@ -368,6 +371,16 @@ async fn a_file_outside_the_cwd_goes_only_after_a_yes() {
         screen(app).contains("outside this session's directory?")
     })
     .await;
+    // A `y` in the same burst as the space that raised the prompt is typing, not a yes.
+    app.handle(key(KeyCode::Char('y')));
+    assert!(app.composer.files().is_empty());
+    assert!(
+        app.composer.display_text().ends_with("id_rsa y"),
+        "{}",
+        app.composer.display_text()
+    );
+    app.handle(key(KeyCode::Backspace));
+    tokio::time::sleep(GUARD).await;
     app.handle(key(KeyCode::Char('y')));
     assert_eq!(app.composer.files().len(), 1);
     assert!(

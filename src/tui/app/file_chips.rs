@@ -9,7 +9,7 @@
 //! Invariants: the path is inspected off the loop (`spawn_blocking`); the chip shows the size
 //! that inspection found; a path that resolves outside the cwd (absolute, `..`, a symlink) opens
 //! a prompt whose only yes is `y` (every other key, Enter and Esc included, keeps the token as
-//! text); Enter while a chip is still being sized sends nothing and says why, so every file
+//! text; a key within [`CONFIRM_GUARD`] of the prompt appearing is typing, not an answer); Enter while a chip is still being sized sends nothing and says why, so every file
 //! that goes was drawn as a chip before the send. Proof: `tests/tui/attach.rs`.
 
 use super::{App, AppEvent};
@@ -27,6 +27,7 @@ use ratatui::style::Style;
 use ratatui::widgets::{Block, BorderType, Clear, Widget};
 use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// The app's file-chip state: inspections under way and outside files awaiting an answer.
 #[derive(Debug, Default)]
@@ -36,7 +37,15 @@ pub(super) struct FileChips {
     pending: Vec<(u64, PlainToken, bool)>,
     /// Files outside the cwd waiting for a yes or no, the first one shown.
     confirm: VecDeque<(PlainToken, Inspected)>,
+    /// When the first of `confirm` went up: keys sooner than [`CONFIRM_GUARD`] after are typing
+    /// that was already under way, not an answer.
+    shown_at: Option<Instant>,
 }
+
+/// Keys that arrive this soon after the prompt appeared do not answer it (they go on to the
+/// composer): a `y` typed in the same burst as the space that raised it (`@../x yes`) must not
+/// send the file.
+pub(super) const CONFIRM_GUARD: Duration = Duration::from_millis(250);
 
 impl FileChips {
     /// A chip is being sized or confirmed: a send now would not show it first.
@@ -129,7 +138,12 @@ impl App {
                 NoticeLevel::Error,
                 format!("Not attached: @{}: {why}", token.path),
             ),
-            Ok(found) if found.outside => self.chips.confirm.push_back((token, found)),
+            Ok(found) if found.outside => {
+                if self.chips.confirm.is_empty() {
+                    self.chips.shown_at = Some(Instant::now());
+                }
+                self.chips.confirm.push_back((token, found));
+            }
             Ok(found) => {
                 let chip = FileElement {
                     path: found.path,
@@ -143,16 +157,31 @@ impl App {
         }
     }
 
-    /// A key while the outside-file prompt is open: `y` attaches, anything else keeps the
-    /// token as text.
-    pub(super) fn on_confirm_key(&mut self, key: &KeyEvent) {
+    /// A key while the outside-file prompt is open: `y` attaches; Enter, Esc, `n` and Ctrl-C
+    /// keep the token as text; any other key keeps it as text too and then goes on as typed.
+    /// True when the key was taken here (the caller handles it otherwise: it came within
+    /// [`CONFIRM_GUARD`] of the prompt, or it is typing that declined).
+    pub(super) fn on_confirm_key(&mut self, key: &KeyEvent) -> bool {
+        if self
+            .chips
+            .shown_at
+            .is_some_and(|at| at.elapsed() < CONFIRM_GUARD)
+        {
+            return false;
+        }
         let Some((token, found)) = self.chips.confirm.pop_front() else {
-            return;
+            return false;
         };
-        let yes = matches!(key.code, KeyCode::Char('y' | 'Y'))
-            && !key
-                .modifiers
-                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        self.chips.shown_at = (!self.chips.confirm.is_empty()).then(Instant::now);
+        let plain = !key
+            .modifiers
+            .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        let yes = matches!(key.code, KeyCode::Char('y' | 'Y')) && plain;
+        let answer =
+            yes || matches!(
+                key.code,
+                KeyCode::Enter | KeyCode::Esc | KeyCode::Char('n' | 'N')
+            ) || (key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL));
         if yes {
             let chip = FileElement {
                 path: found.path,
@@ -171,6 +200,7 @@ impl App {
                 ),
             );
         }
+        answer
     }
 
     /// The outside-file prompt, over the bottom of `over` (the transcript).
