@@ -451,3 +451,22 @@ fn the_outside_file_prompt() {
     };
     insta::assert_snapshot!(render_snapshot(80, 9, |area, buf| prompt.render(area, buf)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enter_while_a_chip_is_sized_sends_nothing_yet() {
+    let tree = tree();
+    let (mut app, mut rx, server) = start(&tree, SourceSet::default(), 1).await;
+    type_text(&mut app, "read @notes.md ");
+    // The inspection's answer is still in the channel: Enter must not send the bare text.
+    app.handle(key(KeyCode::Enter));
+    assert!(
+        screen(&app).contains("still being sized"),
+        "{}",
+        screen(&app)
+    );
+    assert!(app.composer.display_text().starts_with("read @notes.md"));
+    pump(&mut app, &mut rx, |app| app.composer.files().len() == 1).await;
+    assert!(server.requests().is_empty());
+    let sent = send(&mut app, &mut rx, &server, 1).await;
+    assert!(sent.contains(NOTES_MARKER), "{sent}");
+}
