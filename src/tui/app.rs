@@ -122,8 +122,9 @@ pub enum AppEvent {
     Tick,
     /// What a typed or picked `@path` names (serial of the inspection, the file or why not).
     Inspected(u64, Result<attach::Inspected, String>),
-    /// A send stopped before anything went: an attached file could not be read as chosen.
-    Unattached(String),
+    /// A send stopped before anything went: an attached file could not be read as chosen, or a
+    /// typed `@PREFIX` names several sessions.
+    NotSent(String),
 }
 
 const QUIT_WINDOW: Duration = Duration::from_secs(2);
@@ -227,6 +228,21 @@ pub struct App {
     home_note: Option<String>,
     /// File chips being sized, and outside files waiting for a yes or no.
     chips: file_chips::FileChips,
+}
+
+/// The typed `@word` tokens of the composer that may name a session by id or id prefix (issue
+/// 24 item 2): unquoted, no `/`, trailing punctuation off; each with the element range its
+/// mention would take.
+fn typed_session_ids(composer: &Composer) -> Vec<(std::ops::Range<usize>, String)> {
+    composer
+        .plain_tokens()
+        .into_iter()
+        .filter(|t| !t.quoted && !t.path.contains('/'))
+        .filter_map(|t| {
+            let id = t.path.trim_end_matches(|c: char| ",.;?!)]}'\"".contains(c));
+            (!id.is_empty()).then(|| (t.start..t.start + 1 + id.chars().count(), id.to_string()))
+        })
+        .collect()
 }
 
 /// The files a draft's chips choose.
@@ -397,7 +413,7 @@ impl App {
                 self.refresh_file_rows();
             }
             AppEvent::Inspected(serial, result) => self.on_inspected(serial, result),
-            AppEvent::Unattached(why) => {
+            AppEvent::NotSent(why) => {
                 self.preparing = None;
                 let sent = self.in_flight.take().unwrap_or_default();
                 self.composer.restore_before(sent);
@@ -1113,9 +1129,11 @@ impl App {
         }
         self.popup.close();
         self.slash.close();
+        let typed_ids = typed_session_ids(&self.composer);
         let draft = self.composer.take_draft();
         // Trailing whitespace (such as the space after an inserted mention) is not content.
         let text = draft.submission_text().trim_end().to_string();
+        let typed_draft = (!typed_ids.is_empty()).then(|| draft.clone());
         self.in_flight = Some(draft);
         let cancel = CancellationToken::new();
         self.preparing = Some(cancel.clone());
@@ -1126,6 +1144,37 @@ impl App {
         // loop, bounded, and go with the message.
         let chosen: Vec<attach::ChosenFile> = draft_files(self.in_flight.as_ref());
         tokio::spawn(async move {
+            // Typed `@ID` / `@PREFIX` tokens that name one session go as its mention.
+            let text = match typed_draft {
+                None => text,
+                Some(draft) => {
+                    let prefixes: Vec<String> = typed_ids.iter().map(|(_, p)| p.clone()).collect();
+                    match mount.resolve_typed(&prefixes).await {
+                        Ok(ids) => {
+                            let replacements = typed_ids
+                                .into_iter()
+                                .zip(ids)
+                                .filter_map(|((range, prefix), id)| {
+                                    let mention = super::composer::MentionElement {
+                                        label: super::escape::escape_line(&prefix).into_owned(),
+                                        session_id: id?,
+                                    };
+                                    Some((range, mention))
+                                })
+                                .collect();
+                            draft
+                                .with_mentions(replacements)
+                                .submission_text()
+                                .trim_end()
+                                .to_string()
+                        }
+                        Err(why) => {
+                            let _ = tx.send(AppEvent::NotSent(why));
+                            return;
+                        }
+                    }
+                }
+            };
             let attachments = if chosen.is_empty() {
                 Ok(Vec::new())
             } else {
@@ -1139,7 +1188,7 @@ impl App {
                     let _ = tx.send(AppEvent::Submitted(result));
                 }
                 Err(why) => {
-                    let _ = tx.send(AppEvent::Unattached(why));
+                    let _ = tx.send(AppEvent::NotSent(why));
                 }
             }
         });

@@ -470,3 +470,45 @@ async fn enter_while_a_chip_is_sized_sends_nothing_yet() {
     let sent = send(&mut app, &mut rx, &server, 1).await;
     assert!(sent.contains(NOTES_MARKER), "{sent}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typed_session_id_prefix_goes_as_a_mention() {
+    let tree = tree();
+    write_dsh_session(
+        &tree.home,
+        "typed-id-session-1",
+        Some("Key rotation"),
+        "rotate",
+    );
+    write_dsh_session(&tree.home, "dup-prefix-1", None, "one");
+    write_dsh_session(&tree.home, "dup-prefix-2", None, "two");
+    let (mut app, mut rx, server) = start(&tree, SourceSet::default(), 2).await;
+    // Typed whole, never picked from the popup (Esc closed it).
+    type_text(&mut app, "what did @typed-id-sess");
+    app.handle(key(KeyCode::Esc));
+    type_text(&mut app, " decide, @me?");
+    settle(&mut app, &mut rx, 100).await;
+    assert!(app.composer.mentions().is_empty());
+    let sent = send(&mut app, &mut rx, &server, 1).await;
+    assert!(sent.contains("## Referenced sessions"), "{sent}");
+    assert!(sent.contains("Rotated it."), "the snapshot went: {sent}");
+    assert!(
+        sent.contains("what did @typed-id-sess decide, @me?"),
+        "the prompt reads as typed: {sent}"
+    );
+    // A prefix of several sessions stops the send and lists them; the draft comes back.
+    type_text(&mut app, "and @dup-prefix");
+    app.handle(key(KeyCode::Esc));
+    type_text(&mut app, " too");
+    settle(&mut app, &mut rx, 100).await;
+    app.handle(key(KeyCode::Enter));
+    pump(&mut app, &mut rx, |app| screen(app).contains("Not sent:")).await;
+    let shown = screen(&app);
+    assert!(
+        shown.contains("dup-prefix-1") && shown.contains("dup-prefix-2"),
+        "{shown}"
+    );
+    assert_eq!(app.composer.display_text(), "and @dup-prefix too");
+    settle(&mut app, &mut rx, 100).await;
+    assert_eq!(server.requests().len(), 1);
+}

@@ -191,6 +191,23 @@ impl ComposerSnapshot {
         out
     }
 
+    /// This content with each element range of `replacements` (disjoint) replaced by its
+    /// mention: how typed `@ID` tokens go out as references.
+    pub fn with_mentions(
+        &self,
+        mut replacements: Vec<(std::ops::Range<usize>, MentionElement)>,
+    ) -> ComposerSnapshot {
+        replacements.sort_by_key(|(range, _)| std::cmp::Reverse(range.start));
+        let mut elems = self.elems.clone();
+        for (range, mention) in replacements {
+            if range.start <= range.end && range.end <= elems.len() {
+                elems.splice(range, [Elem::Mention(Box::new(mention))]);
+            }
+        }
+        let cursor = elems.len();
+        ComposerSnapshot { elems, cursor }
+    }
+
     /// The file chips, in order: exactly what the send reads (SPEC §5.5).
     pub fn files(&self) -> Vec<FileElement> {
         self.elems
