@@ -125,6 +125,13 @@ pub enum AppEvent {
     /// A send stopped before anything went: an attached file could not be read as chosen, or a
     /// typed `@PREFIX` names several sessions.
     NotSent(String),
+    /// What a typed `@PREFIX` taken with Tab names: (its token, the prefix, the one session id
+    /// or none, or why several).
+    TypedId(
+        super::composer::PlainToken,
+        String,
+        Result<Option<String>, String>,
+    ),
 }
 
 const QUIT_WINDOW: Duration = Duration::from_secs(2);
@@ -413,6 +420,7 @@ impl App {
                 self.refresh_file_rows();
             }
             AppEvent::Inspected(serial, result) => self.on_inspected(serial, result),
+            AppEvent::TypedId(token, prefix, result) => self.on_typed_id(token, prefix, result),
             AppEvent::NotSent(why) => {
                 self.preparing = None;
                 let sent = self.in_flight.take().unwrap_or_default();

@@ -511,4 +511,12 @@ async fn a_typed_session_id_prefix_goes_as_a_mention() {
     assert_eq!(app.composer.display_text(), "and @dup-prefix too");
     settle(&mut app, &mut rx, 100).await;
     assert_eq!(server.requests().len(), 1);
+    // Tab after a typed prefix (no popup row to take) makes the mention there and then.
+    app.composer.clear();
+    type_text(&mut app, "@typed-id-sess");
+    app.handle(key(KeyCode::Esc));
+    app.handle(key(KeyCode::Tab));
+    pump(&mut app, &mut rx, |app| app.composer.mentions().len() == 1).await;
+    assert_eq!(app.composer.mentions()[0].session_id, "typed-id-session-1");
+    assert!(app.composer.files().is_empty());
 }

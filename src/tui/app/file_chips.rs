@@ -14,7 +14,7 @@
 
 use super::{App, AppEvent};
 use crate::tui::attach::{self, Inspected};
-use crate::tui::composer::{FileElement, PlainToken};
+use crate::tui::composer::{FileElement, MentionElement, PlainToken};
 use crate::tui::escape::EscapeMode;
 use crate::tui::render::Renderable;
 use crate::tui::style;
@@ -33,13 +33,24 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Default)]
 pub(super) struct FileChips {
     serial: u64,
-    /// Inspections under way: (serial, the token, picked in the popup).
-    pending: Vec<(u64, PlainToken, bool)>,
+    /// Inspections under way: (serial, the token, how it was asked for).
+    pending: Vec<(u64, PlainToken, Asked)>,
     /// Files outside the cwd waiting for a yes or no, the first one shown.
     confirm: VecDeque<(PlainToken, Inspected)>,
     /// When the first of `confirm` went up: keys sooner than [`CONFIRM_GUARD`] after are typing
     /// that was already under way, not an answer.
     shown_at: Option<Instant>,
+}
+
+/// What asked for a chip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Asked {
+    /// A file row picked in the popup: a failure is said.
+    Picked,
+    /// A space typed after the token: a token naming no file is just text.
+    Space,
+    /// Tab after the token: one naming no file may name a session by id or prefix.
+    Tab,
 }
 
 /// Keys that arrive this soon after the prompt appeared do not answer it (they go on to the
@@ -66,13 +77,13 @@ impl App {
 
     /// Inspects the path of `token` off the loop; the answer comes back as
     /// [`AppEvent::Inspected`].
-    pub(super) fn request_chip(&mut self, token: PlainToken, picked: bool) {
+    pub(super) fn request_chip(&mut self, token: PlainToken, asked: Asked) {
         self.chips.serial += 1;
         let serial = self.chips.serial;
         let cwd = self.session_cwd();
         let path = token.path.clone();
         let quoted = token.quoted;
-        self.chips.pending.push((serial, token, picked));
+        self.chips.pending.push((serial, token, asked));
         let tx = self.tx.clone();
         tokio::spawn(async move {
             let result = tokio::task::spawn_blocking(move || {
@@ -92,7 +103,7 @@ impl App {
     pub(super) fn chip_after_pick(&mut self) {
         let end = self.composer.cursor().saturating_sub(1);
         if let Some(token) = self.composer.plain_token_ending_at(end) {
-            self.request_chip(token, true);
+            self.request_chip(token, Asked::Picked);
         }
     }
 
@@ -107,7 +118,7 @@ impl App {
         }
         let end = self.composer.cursor().saturating_sub(1);
         if let Some(token) = self.composer.plain_token_ending_at(end) {
-            self.request_chip(token, false);
+            self.request_chip(token, Asked::Space);
         }
     }
 
@@ -119,7 +130,7 @@ impl App {
         }
         match self.composer.plain_token_ending_at(self.composer.cursor()) {
             Some(token) => {
-                self.request_chip(token, false);
+                self.request_chip(token, Asked::Tab);
                 true
             }
             None => false,
@@ -130,10 +141,12 @@ impl App {
         let Some(at) = self.chips.pending.iter().position(|(s, ..)| *s == serial) else {
             return;
         };
-        let (_, token, picked) = self.chips.pending.remove(at);
+        let (_, token, asked) = self.chips.pending.remove(at);
         match result {
+            // Tab on a typed `@word` that names no file: perhaps a session's id or prefix.
+            Err(_) if asked == Asked::Tab && !token.quoted => self.resolve_typed_id(token),
             // A typed `@word` that names no file is just text.
-            Err(_) if !picked => {}
+            Err(_) if asked != Asked::Picked => {}
             Err(why) => self.transcript.push_notice(
                 NoticeLevel::Error,
                 format!("Not attached: @{}: {why}", token.path),
@@ -154,6 +167,45 @@ impl App {
                     self.sync_popup();
                 }
             }
+        }
+    }
+
+    /// Resolves a typed `@ID` / `@PREFIX` taken with Tab off the loop; the answer comes back
+    /// as [`AppEvent::TypedId`].
+    fn resolve_typed_id(&mut self, token: PlainToken) {
+        let mount = self.mount.clone();
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let prefix = token
+                .path
+                .trim_end_matches(|c: char| ",.;?!)]}'\"".contains(c))
+                .to_string();
+            let result = mount
+                .resolve_typed(std::slice::from_ref(&prefix))
+                .await
+                .map(|ids| ids.into_iter().next().flatten());
+            let _ = tx.send(AppEvent::TypedId(token, prefix, result));
+        });
+    }
+
+    pub(super) fn on_typed_id(
+        &mut self,
+        token: PlainToken,
+        prefix: String,
+        result: Result<Option<String>, String>,
+    ) {
+        match result {
+            Ok(Some(id)) => {
+                let mention = MentionElement {
+                    label: crate::tui::escape::escape_line(&prefix).into_owned(),
+                    session_id: id,
+                };
+                if self.composer.make_mention(&token, &prefix, mention) {
+                    self.sync_popup();
+                }
+            }
+            Ok(None) => {}
+            Err(why) => self.transcript.push_notice(NoticeLevel::Error, why),
         }
     }
 

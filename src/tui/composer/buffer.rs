@@ -405,6 +405,23 @@ impl Composer {
     /// is not part of `file.path` keeps it as text after the chip. The cursor stays where it
     /// was in the text. False when no such token is left (the person edited it away).
     pub fn make_chip(&mut self, token: &PlainToken, file: FileElement) -> bool {
+        let path = file.path.clone();
+        self.replace_token(token, &path, Elem::File(Box::new(file)))
+    }
+
+    /// Turns the plain token `token` still stands for into a mention of the session its text
+    /// (`@` + `id_text`, trailing punctuation kept as text) names: a typed `@ID` or `@PREFIX`
+    /// taken with Tab. False when no such token is left.
+    pub fn make_mention(
+        &mut self,
+        token: &PlainToken,
+        id_text: &str,
+        mention: MentionElement,
+    ) -> bool {
+        self.replace_token(token, id_text, Elem::Mention(Box::new(mention)))
+    }
+
+    fn replace_token(&mut self, token: &PlainToken, prefix: &str, with: Elem) -> bool {
         let tokens = self.plain_tokens();
         let same = |t: &&PlainToken| t.path == token.path && t.quoted == token.quoted;
         let Some(found) = tokens
@@ -416,21 +433,21 @@ impl Composer {
             return false;
         };
         let range = if found.quoted {
-            if file.path != found.path {
+            if prefix != found.path {
                 return false;
             }
             found.start..found.end
         } else {
-            if !found.path.starts_with(&file.path) {
+            if !found.path.starts_with(prefix) {
                 return false;
             }
-            found.start..found.start + 1 + file.path.chars().count()
+            found.start..found.start + 1 + prefix.chars().count()
         };
         let cursor = self.cursor;
         let len = range.len();
         let start = range.start;
         let end = range.end;
-        self.splice(range, vec![Elem::File(Box::new(file))]);
+        self.splice(range, vec![with]);
         self.cursor = if cursor >= end {
             cursor - (len - 1)
         } else if cursor > start {
