@@ -5,6 +5,10 @@
 //! behind, which would either fail the whole parse at submit or silently point at another
 //! session. The canonical Markdown exists only in [`Composer::submission_text`]. A large paste
 //! is an atom too: drawn `[Pasted 200 lines]`, submitted whole (`a_large_paste_is_collapsed_but_sent_whole`).
+//! So is a file chip ([`FileElement`], drawn `@path ⟨3 KiB⟩`): the only thing a send reads a
+//! file for, carried to the send as an element ([`ComposerSnapshot::files`]), never found again
+//! in the text; only a typed `@path` of plain characters ([`Composer::plain_tokens`]) can become
+//! one (`only_plain_typed_tokens_become_chips`).
 //!
 //! Text is a vector of elements (characters and mentions) with the cursor as an element index.
 //! The composer is split by role: `buffer` edits and moves over the elements (clusters, words,
