@@ -155,10 +155,18 @@ async fn exec(
         }
     };
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
+    let attachments = match attachments(args, prompt).await {
+        Ok(attachments) => attachments,
+        Err(message) => {
+            out.error(&message);
+            close(&agent).await;
+            return 1;
+        }
+    };
     let mut events = agent.subscribe();
     let cancel = CancellationToken::new();
     let submitted = tokio::select! {
-        submitted = mount.submit(prompt, &cancel) => submitted,
+        submitted = mount.submit_with(prompt, attachments, &cancel) => submitted,
         _ = tokio::signal::ctrl_c() => {
             cancel.cancel();
             out.error("interrupted before the prompt was sent");
@@ -250,6 +258,32 @@ async fn exec(
         out.error(&message);
     }
     1
+}
+
+/// The files this turn sends: `--attach` paths, and the prompt argument's `@path` tokens under
+/// the working directory (a prompt read from stdin was not typed here: its tokens attach
+/// nothing). A token naming a file outside it is noted on stderr, not sent. Reads off the
+/// async workers.
+async fn attachments(
+    args: &ExecArgs,
+    prompt: &str,
+) -> Result<Vec<crate::session::Message>, String> {
+    let typed = (args.prompt != "-").then(|| prompt.to_string());
+    if args.attach.is_empty() && typed.as_deref().is_none_or(|p| !p.contains('@')) {
+        return Ok(Vec::new());
+    }
+    let explicit = args.attach.clone();
+    tokio::task::spawn_blocking(move || {
+        let cwd = std::env::current_dir()
+            .map_err(|e| format!("cannot read the working directory: {e}"))?;
+        let (chosen, notes) = crate::tui::attach::exec_choice(&cwd, typed.as_deref(), &explicit)?;
+        for note in notes {
+            eprintln!("dsh-refs: {note}");
+        }
+        crate::tui::attach::read_chosen(Some(&cwd), &chosen)
+    })
+    .await
+    .map_err(|e| format!("could not read the attached files: {e}"))?
 }
 
 /// The agent of a resumed or new session (blocking: reads the disk).

@@ -202,7 +202,12 @@ pub struct ExecArgs {
     /// Delay between words streamed by the offline model, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub offline_delay_ms: u64,
-    /// The prompt; `-` reads it from stdin. `@[label](dsh-session:…)` mentions are prepared.
+    /// Attach this file (any regular file, inside the working directory or not); repeat for
+    /// more. `@path` in the prompt argument attaches only files under the working directory.
+    #[arg(long = "attach", value_name = "PATH")]
+    pub attach: Vec<String>,
+    /// The prompt; `-` reads it from stdin. `@[label](dsh-session:…)` mentions are prepared;
+    /// `@path` tokens of the argument (not of stdin) attach files under the working directory.
     pub prompt: String,
 }
 

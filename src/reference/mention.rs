@@ -95,6 +95,32 @@ pub fn parse_session_reference_text(text: &str) -> Result<ParsedText> {
     })
 }
 
+/// The byte ranges of every explicit mention and bare canonical URI in `text`, as
+/// [`parse_session_reference_text`] finds them (whatever their URIs decode to): text inside them
+/// is not the person's own prose (a label is a session's title), so callers that look for
+/// `@path` tokens skip it.
+pub fn session_reference_spans(text: &str) -> Vec<Range<usize>> {
+    let mut scanner = Scanner::new(text);
+    let bytes = text.as_bytes();
+    let mut spans = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let found = match bytes[at] {
+            b'@' => scanner.explicit_at(at),
+            b'd' => scanner.bare_at(at),
+            _ => None,
+        };
+        match found {
+            Some(found) => {
+                spans.push(at..found.end);
+                at = found.end;
+            }
+            None => at += 1,
+        }
+    }
+    spans
+}
+
 /// Characters of the ECMAScript `\s` class.
 pub fn is_js_whitespace(ch: char) -> bool {
     matches!(

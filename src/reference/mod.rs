@@ -21,7 +21,8 @@ pub use candidate::Candidate;
 pub use config::SessionReferenceConfig;
 pub use error::{ErrorCode, SessionReferenceError};
 pub use mention::{
-    format_session_reference_mention, parse_session_reference_text, ParsedReference, ParsedText,
+    format_session_reference_mention, parse_session_reference_text, session_reference_spans,
+    ParsedReference, ParsedText,
 };
 pub use projection::{ConversationItem, Role};
 pub use ranking::CandidateFilter;

@@ -23,6 +23,10 @@
 //! serial), `@path` reads and prompt-history appends. Proof: `tests/tui/app.rs`,
 //! `tests/tui/keys.rs` and the tmux runs in `tests/e2e_tmux.rs`.
 
+mod file_chips;
+
+pub use file_chips::ConfirmOutside;
+
 use super::attach;
 use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
 use super::file_index::FileFinder;
@@ -116,6 +120,18 @@ pub enum AppEvent {
     Listed(Result<Vec<Candidate>, String>),
     /// Periodic wake-up (expiring "press again to quit", ages in the popup).
     Tick,
+    /// What a typed or picked `@path` names (serial of the inspection, the file or why not).
+    Inspected(u64, Result<attach::Inspected, String>),
+    /// A send stopped before anything went: an attached file could not be read as chosen, or a
+    /// typed `@PREFIX` names several sessions.
+    NotSent(String),
+    /// What a typed `@PREFIX` taken with Tab names: (its token, the prefix, the one session id
+    /// or none, or why several).
+    TypedId(
+        super::composer::PlainToken,
+        String,
+        Result<Option<String>, String>,
+    ),
 }
 
 const QUIT_WINDOW: Duration = Duration::from_secs(2);
@@ -217,6 +233,28 @@ pub struct App {
     discovery: Option<crate::discovery::Discovery>,
     /// Shown in the status line when nothing else is (e.g. where the demo home lives).
     home_note: Option<String>,
+    /// File chips being sized, and outside files waiting for a yes or no.
+    chips: file_chips::FileChips,
+}
+
+/// The typed `@word` tokens of the composer that may name a session by id or id prefix (issue
+/// 24 item 2): unquoted, no `/`, trailing punctuation off; each with the element range its
+/// mention would take.
+fn typed_session_ids(composer: &Composer) -> Vec<(std::ops::Range<usize>, String)> {
+    composer
+        .plain_tokens()
+        .into_iter()
+        .filter(|t| !t.quoted && !t.path.contains('/'))
+        .filter_map(|t| {
+            let id = t.path.trim_end_matches(|c: char| ",.;?!)]}'\"".contains(c));
+            (!id.is_empty()).then(|| (t.start..t.start + 1 + id.chars().count(), id.to_string()))
+        })
+        .collect()
+}
+
+/// The files a draft's chips choose.
+fn draft_files(draft: Option<&ComposerSnapshot>) -> Vec<attach::ChosenFile> {
+    draft.map_or_else(Vec::new, |d| d.files().iter().map(|f| f.chosen()).collect())
 }
 
 /// At most this many sent messages wait for their log record (older ones were long logged).
@@ -268,6 +306,7 @@ impl App {
             unsent_early: Vec::new(),
             discovery: None,
             home_note: None,
+            chips: Default::default(),
         }
     }
 
@@ -380,6 +419,16 @@ impl App {
                 self.files_pending.store(false, Ordering::SeqCst);
                 self.refresh_file_rows();
             }
+            AppEvent::Inspected(serial, result) => self.on_inspected(serial, result),
+            AppEvent::TypedId(token, prefix, result) => self.on_typed_id(token, prefix, result),
+            AppEvent::NotSent(why) => {
+                self.preparing = None;
+                let sent = self.in_flight.take().unwrap_or_default();
+                self.composer.restore_before(sent);
+                self.sync_popup();
+                self.transcript
+                    .push_notice(NoticeLevel::Error, format!("Not sent: {why}"));
+            }
             AppEvent::Tick => {
                 if self.quit_armed.is_some_and(|t| t.elapsed() > QUIT_WINDOW) {
                     self.quit_armed = None;
@@ -419,6 +468,9 @@ impl App {
                 PickerOutcome::Cancelled => self.picker = None,
                 PickerOutcome::Moved | PickerOutcome::Ignored => {}
             }
+            return;
+        }
+        if self.chips.asking().is_some() && self.on_confirm_key(&key) {
             return;
         }
         if let Some(overlay) = &mut self.overlay {
@@ -468,6 +520,9 @@ impl App {
                     self.composer.insert_item(&item);
                     self.popup.close();
                     self.sync_popup();
+                    if matches!(item, PopupItem::File(_)) {
+                        self.chip_after_pick();
+                    }
                     return;
                 }
                 PopupOutcome::Close => {
@@ -481,9 +536,16 @@ impl App {
             self.overlay = Some(KeyOverlay::new());
             return;
         }
+        if self.chip_on_tab(&key) {
+            return;
+        }
         match self.composer.handle_key(key) {
             ComposerOutcome::Submit => self.submit(),
-            ComposerOutcome::Edited | ComposerOutcome::Moved => self.sync_popup(),
+            ComposerOutcome::Edited => {
+                self.sync_popup();
+                self.chip_after_key(&key);
+            }
+            ComposerOutcome::Moved => self.sync_popup(),
             ComposerOutcome::Ignored => self.on_app_action(app_action, esc_armed),
         }
     }
@@ -1044,6 +1106,14 @@ impl App {
             );
             return;
         }
+        if self.chips.busy() {
+            // Every file that goes is drawn as a chip, with its size, before the send.
+            self.transcript.push_notice(
+                NoticeLevel::Info,
+                "Not sent yet: an attached file is still being sized; press Enter again",
+            );
+            return;
+        }
         let typed = self.composer.submission_text();
         match slash::parse_line(&typed) {
             Some(SlashLine::Run(command, arg)) => {
@@ -1067,25 +1137,68 @@ impl App {
         }
         self.popup.close();
         self.slash.close();
+        let typed_ids = typed_session_ids(&self.composer);
         let draft = self.composer.take_draft();
         // Trailing whitespace (such as the space after an inserted mention) is not content.
         let text = draft.submission_text().trim_end().to_string();
+        let typed_draft = (!typed_ids.is_empty()).then(|| draft.clone());
         self.in_flight = Some(draft);
         let cancel = CancellationToken::new();
         self.preparing = Some(cancel.clone());
         let mount = self.mount.clone();
         let tx = self.tx.clone();
         let cwd = self.agent.info().cwd.clone().map(PathBuf::from);
+        // Exactly the draft's file chips are read (never paths found in its text), off the
+        // loop, bounded, and go with the message.
+        let chosen: Vec<attach::ChosenFile> = draft_files(self.in_flight.as_ref());
         tokio::spawn(async move {
-            // `@path` files are read off the loop, bounded, and go with the message.
-            let reading = text.clone();
-            let attachments = tokio::task::spawn_blocking(move || {
-                attach::read_attachments(cwd.as_deref(), &reading)
-            })
-            .await
-            .unwrap_or_default();
-            let result = mount.submit_with(&text, attachments, &cancel).await;
-            let _ = tx.send(AppEvent::Submitted(result));
+            // Typed `@ID` / `@PREFIX` tokens that name one session go as its mention.
+            let text = match typed_draft {
+                None => text,
+                Some(draft) => {
+                    let prefixes: Vec<String> = typed_ids.iter().map(|(_, p)| p.clone()).collect();
+                    match mount.resolve_typed(&prefixes).await {
+                        Ok(ids) => {
+                            let replacements = typed_ids
+                                .into_iter()
+                                .zip(ids)
+                                .filter_map(|((range, prefix), id)| {
+                                    let mention = super::composer::MentionElement {
+                                        label: super::escape::escape_line(&prefix).into_owned(),
+                                        session_id: id?,
+                                    };
+                                    Some((range, mention))
+                                })
+                                .collect();
+                            draft
+                                .with_mentions(replacements)
+                                .submission_text()
+                                .trim_end()
+                                .to_string()
+                        }
+                        Err(why) => {
+                            let _ = tx.send(AppEvent::NotSent(why));
+                            return;
+                        }
+                    }
+                }
+            };
+            let attachments = if chosen.is_empty() {
+                Ok(Vec::new())
+            } else {
+                tokio::task::spawn_blocking(move || attach::read_chosen(cwd.as_deref(), &chosen))
+                    .await
+                    .unwrap_or_else(|e| Err(e.to_string()))
+            };
+            match attachments {
+                Ok(attachments) => {
+                    let result = mount.submit_with(&text, attachments, &cancel).await;
+                    let _ = tx.send(AppEvent::Submitted(result));
+                }
+                Err(why) => {
+                    let _ = tx.send(AppEvent::NotSent(why));
+                }
+            }
         });
     }
 
@@ -1316,6 +1429,10 @@ impl App {
         if let Some(picker) = &self.picker {
             // Over the transcript, the composer and its draft kept below it.
             picker.view(now_ms()).render(areas.transcript, buf);
+            return None;
+        }
+        if self.chips.asking().is_some() {
+            self.render_confirm(areas.transcript, buf);
             return None;
         }
         if let Some(overlay) = &self.overlay {

@@ -59,6 +59,10 @@ impl SubmitError {
     }
 }
 
+/// A typed `@PREFIX` this long or longer that names several sessions stops the send with the
+/// candidates; a shorter one (`@me`, `@s`) is just text.
+pub const MIN_AMBIGUOUS_PREFIX: usize = 6;
+
 /// What a successful submission did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Submitted {
@@ -207,6 +211,39 @@ impl SessionReferenceMount {
             truncated: meta.get("truncated") == Some(&serde_json::Value::Bool(true)),
             last,
         })
+    }
+
+    /// The sessions typed `@ID` / `@PREFIX` tokens name (issue 24 item 2), resolved as
+    /// `--resume` resolves a prefix: per prefix, the one session id it is or starts with, or
+    /// `None` when it names none (the token stays text) or is shorter than
+    /// [`MIN_AMBIGUOUS_PREFIX`] and names several. A longer prefix that names several is an
+    /// error listing them. No service: every token stays text.
+    pub async fn resolve_typed(&self, prefixes: &[String]) -> Result<Vec<Option<String>>, String> {
+        let Some(service) = &self.service else {
+            return Ok(vec![None; prefixes.len()]);
+        };
+        if prefixes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let listing = service
+            .query()
+            .list_sessions()
+            .await
+            .map_err(|e| e.to_string())?;
+        prefixes
+            .iter()
+            .map(
+                |prefix| match crate::discovery::lifecycle::resolve_prefix(&listing, prefix) {
+                    Ok(id) => Ok(Some(id)),
+                    Err(e @ crate::discovery::lifecycle::ResolveError::Ambiguous { .. })
+                        if prefix.chars().count() >= MIN_AMBIGUOUS_PREFIX =>
+                    {
+                        Err(e.to_string())
+                    }
+                    Err(_) => Ok(None),
+                },
+            )
+            .collect()
     }
 
     /// Step 1–3 of the transaction: parse, and refuse early what cannot be sent. Pure.

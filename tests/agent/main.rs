@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod exec_attach;
 mod exec_openai;
 mod provider_openai;
 mod runtime;

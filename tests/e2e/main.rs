@@ -9,6 +9,7 @@ mod support;
 
 mod cli_lifecycle;
 mod tmux;
+mod tmux_attach;
 mod tmux_external;
 mod tmux_model;
 mod write_safety;

@@ -336,8 +336,8 @@ fn an_at_file_reaches_the_log() {
     tmux.type_text("explain @parser");
     tmux.wait_for_screen("the file row", |s| s.contains("src/parser.rs"));
     tmux.keys(&["Tab"]);
-    tmux.wait_for_screen("the inserted path", |s| {
-        composer_row(s).contains("explain @src/parser.rs")
+    tmux.wait_for_screen("the file chip with its size", |s| {
+        composer_row(s).contains("explain @src/parser.rs ⟨41 B⟩")
     });
     tmux.type_text("please");
     tmux.keys(&["Enter"]);

@@ -86,6 +86,32 @@ impl Tmux {
         assert!(status.success());
     }
 
+    /// Pastes `text` as a terminal paste: bracketed (`ESC[200~ … ESC[201~`) when the program
+    /// asked for bracketed paste, as a terminal would.
+    pub fn paste(&self, text: &str) {
+        let buffer = format!("{}-paste", self.session);
+        let status = self
+            .tmux()
+            .args(["set-buffer", "-b", &buffer, "--", text])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let status = self
+            .tmux()
+            .args([
+                "paste-buffer",
+                "-p",
+                "-d",
+                "-b",
+                &buffer,
+                "-t",
+                &self.session,
+            ])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
     pub fn screen(&self) -> String {
         let out = self
             .tmux()

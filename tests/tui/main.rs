@@ -6,6 +6,7 @@
 mod support;
 
 mod app;
+mod attach;
 mod composer;
 mod host_example;
 mod keys;

@@ -6,7 +6,9 @@
 //! (`backspace_removes_whole_grapheme_clusters`, `clusters_match_whole_text_segmentation`,
 //! `random_edits_and_sizes_never_panic`).
 
-use super::{normalize_newlines, Composer, ComposerOutcome, Elem, MentionElement};
+use super::{
+    normalize_newlines, Composer, ComposerOutcome, Elem, FileElement, MentionElement, PlainToken,
+};
 use crate::reference::Candidate;
 use crate::tui::text::{certain_boundary, inert_boundary};
 use crate::tui::token::{ActiveToken, PopupItem};
@@ -318,6 +320,7 @@ impl Composer {
                         Elem::Char(c) => query.push(*c),
                         Elem::Mention(m) => query.push_str(&m.display()),
                         Elem::Paste(p) => query.push_str(&p.display()),
+                        Elem::File(f) => query.push_str(&f.token()),
                     }
                 }
                 return Some(ActiveToken {
@@ -334,6 +337,125 @@ impl Composer {
             }
         }
         None
+    }
+
+    // ----- typed `@path` tokens and file chips -----
+
+    /// The `@path` tokens made only of characters (no mention, paste or chip inside or glued
+    /// to their `@`), at a token boundary: the candidates for a file chip. `@"…"` counts only
+    /// once its quote is closed on the same line.
+    pub fn plain_tokens(&self) -> Vec<PlainToken> {
+        let mut out = Vec::new();
+        let n = self.elems.len();
+        let mut i = 0;
+        while i < n {
+            let boundary = i == 0 || self.elems[i - 1].is_whitespace();
+            if !(boundary && self.elems[i].is('@')) {
+                i += 1;
+                continue;
+            }
+            let quoted = self.elems.get(i + 1).is_some_and(|e| e.is('"'));
+            let (inner, end) = if quoted {
+                let close = (i + 2..n)
+                    .take_while(|&j| !self.elems[j].is('\n'))
+                    .find(|&j| self.elems[j].is('"'));
+                match close {
+                    Some(j) => (i + 2..j, j + 1),
+                    None => {
+                        i += 1;
+                        continue;
+                    }
+                }
+            } else {
+                let mut j = i + 1;
+                while j < n && !self.elems[j].is_whitespace() {
+                    j += 1;
+                }
+                (i + 1..j, j)
+            };
+            let mut path = String::new();
+            let mut plain = true;
+            for elem in &self.elems[inner] {
+                match elem {
+                    Elem::Char(c) => path.push(*c),
+                    _ => plain = false,
+                }
+            }
+            if plain && !path.is_empty() {
+                out.push(PlainToken {
+                    start: i,
+                    end,
+                    path,
+                    quoted,
+                });
+            }
+            i = end.max(i + 1);
+        }
+        out
+    }
+
+    /// The plain `@path` token that ends exactly at element `end` (such as the one just
+    /// finished by a typed space), if any.
+    pub fn plain_token_ending_at(&self, end: usize) -> Option<PlainToken> {
+        self.plain_tokens().into_iter().find(|t| t.end == end)
+    }
+
+    /// Turns the plain token `token` still stands for (the one at its start, else the first
+    /// with the same path) into the chip `file`. An unquoted token whose trailing punctuation
+    /// is not part of `file.path` keeps it as text after the chip. The cursor stays where it
+    /// was in the text. False when no such token is left (the person edited it away).
+    pub fn make_chip(&mut self, token: &PlainToken, file: FileElement) -> bool {
+        let path = file.path.clone();
+        self.replace_token(token, &path, Elem::File(Box::new(file)))
+    }
+
+    /// Turns the plain token `token` still stands for into a mention of the session its text
+    /// (`@` + `id_text`, trailing punctuation kept as text) names: a typed `@ID` or `@PREFIX`
+    /// taken with Tab. False when no such token is left.
+    pub fn make_mention(
+        &mut self,
+        token: &PlainToken,
+        id_text: &str,
+        mention: MentionElement,
+    ) -> bool {
+        self.replace_token(token, id_text, Elem::Mention(Box::new(mention)))
+    }
+
+    fn replace_token(&mut self, token: &PlainToken, prefix: &str, with: Elem) -> bool {
+        let tokens = self.plain_tokens();
+        let same = |t: &&PlainToken| t.path == token.path && t.quoted == token.quoted;
+        let Some(found) = tokens
+            .iter()
+            .filter(same)
+            .find(|t| t.start == token.start)
+            .or_else(|| tokens.iter().find(same))
+        else {
+            return false;
+        };
+        let range = if found.quoted {
+            if prefix != found.path {
+                return false;
+            }
+            found.start..found.end
+        } else {
+            if !found.path.starts_with(prefix) {
+                return false;
+            }
+            found.start..found.start + 1 + prefix.chars().count()
+        };
+        let cursor = self.cursor;
+        let len = range.len();
+        let start = range.start;
+        let end = range.end;
+        self.splice(range, vec![with]);
+        self.cursor = if cursor >= end {
+            cursor - (len - 1)
+        } else if cursor > start {
+            start + 1
+        } else {
+            cursor
+        };
+        true
     }
 
     // ----- geometry -----

@@ -79,6 +79,12 @@ impl Composer {
                     i += 1;
                     continue;
                 }
+                Elem::File(f) => {
+                    widths[i] =
+                        cluster_cells(&escape::escape_line(&f.token())) + badge_cells(&f.badge());
+                    i += 1;
+                    continue;
+                }
                 Elem::Char(_) => {}
             }
             // From one fixed boundary to the next: mostly a single character, measured alone;
@@ -243,6 +249,11 @@ impl Composer {
                 }
                 Elem::Paste(p) => {
                     out.push(&p.display(), style::dim());
+                }
+                Elem::File(f) => {
+                    // A path may hold any character a file name can: escaped like a label.
+                    out.push_untrusted(&f.token(), EscapeMode::SingleLine, style::mention());
+                    out.push(&format!(" ⟨{}⟩", f.badge()), style::dim());
                 }
             }
         }

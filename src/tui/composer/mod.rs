@@ -5,6 +5,10 @@
 //! behind, which would either fail the whole parse at submit or silently point at another
 //! session. The canonical Markdown exists only in [`Composer::submission_text`]. A large paste
 //! is an atom too: drawn `[Pasted 200 lines]`, submitted whole (`a_large_paste_is_collapsed_but_sent_whole`).
+//! So is a file chip ([`FileElement`], drawn `@path ⟨3 KiB⟩`): the only thing a send reads a
+//! file for, carried to the send as an element ([`ComposerSnapshot::files`]), never found again
+//! in the text; only a typed `@path` of plain characters ([`Composer::plain_tokens`]) can become
+//! one (`only_plain_typed_tokens_become_chips`).
 //!
 //! Text is a vector of elements (characters and mentions) with the cursor as an element index.
 //! The composer is split by role: `buffer` edits and moves over the elements (clusters, words,
@@ -84,6 +88,62 @@ impl PastedText {
     }
 }
 
+/// A file chip (SPEC §5.5): a file the person chose (picked in the popup, or typed as `@path`
+/// and made a chip with Space or Tab), drawn `@path ⟨2 KiB⟩` and the only way a file is read
+/// at send time. Submitted as `@path` text (so the model sees which file is meant), with the
+/// chip itself carried to the send beside the text ([`ComposerSnapshot::files`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileElement {
+    /// The path as picked or typed: relative to the session's cwd, or absolute.
+    pub path: String,
+    /// The file's size when the chip was made.
+    pub bytes: u64,
+    /// It resolves outside the session's cwd, and the person confirmed sending it.
+    pub outside: bool,
+}
+
+impl FileElement {
+    /// `@path`, or `@"path"` when it holds whitespace: the submitted text and the drawn name.
+    pub fn token(&self) -> String {
+        if self.path.chars().any(char::is_whitespace) {
+            format!("@\"{}\"", self.path)
+        } else {
+            format!("@{}", self.path)
+        }
+    }
+
+    /// The size badge: `2 KiB`, or `outside · 2 KiB` for a confirmed file outside the cwd.
+    pub fn badge(&self) -> String {
+        let size = crate::tui::transcript::human_bytes(self.bytes);
+        if self.outside {
+            format!("outside · {size}")
+        } else {
+            size
+        }
+    }
+
+    /// What the send reads for this chip.
+    pub fn chosen(&self) -> crate::tui::attach::ChosenFile {
+        crate::tui::attach::ChosenFile {
+            path: self.path.clone(),
+            allow_outside: self.outside,
+        }
+    }
+}
+
+/// A typed `@path` token: characters only, so a candidate for a file chip.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlainToken {
+    /// Element index of the `@`.
+    pub start: usize,
+    /// Element index just past the token (past the closing quote of `@"…"`).
+    pub end: usize,
+    /// The path as typed (inside the quotes for `@"…"`).
+    pub path: String,
+    /// `@"…"`.
+    pub quoted: bool,
+}
+
 /// A paste with more lines than this, or more characters than [`PASTE_COLLAPSE_CHARS`], is
 /// shown collapsed.
 pub const PASTE_COLLAPSE_LINES: usize = 10;
@@ -96,10 +156,11 @@ enum Elem {
     Char(char),
     Mention(Box<MentionElement>),
     Paste(Box<PastedText>),
+    File(Box<FileElement>),
 }
 
 impl Elem {
-    /// A mention or a collapsed paste: one element, edited and drawn as a unit.
+    /// A mention, a collapsed paste or a file chip: one element, edited and drawn as a unit.
     fn is_atom(&self) -> bool {
         !matches!(self, Elem::Char(_))
     }
@@ -128,9 +189,38 @@ impl ComposerSnapshot {
                 Elem::Char(c) => out.push(*c),
                 Elem::Mention(m) => out.push_str(&m.markdown()),
                 Elem::Paste(p) => out.push_str(&p.text),
+                Elem::File(f) => out.push_str(&f.token()),
             }
         }
         out
+    }
+
+    /// This content with each element range of `replacements` (disjoint) replaced by its
+    /// mention: how typed `@ID` tokens go out as references.
+    pub fn with_mentions(
+        &self,
+        mut replacements: Vec<(std::ops::Range<usize>, MentionElement)>,
+    ) -> ComposerSnapshot {
+        replacements.sort_by_key(|(range, _)| std::cmp::Reverse(range.start));
+        let mut elems = self.elems.clone();
+        for (range, mention) in replacements {
+            if range.start <= range.end && range.end <= elems.len() {
+                elems.splice(range, [Elem::Mention(Box::new(mention))]);
+            }
+        }
+        let cursor = elems.len();
+        ComposerSnapshot { elems, cursor }
+    }
+
+    /// The file chips, in order: exactly what the send reads (SPEC §5.5).
+    pub fn files(&self) -> Vec<FileElement> {
+        self.elems
+            .iter()
+            .filter_map(|e| match e {
+                Elem::File(f) => Some((**f).clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Only whitespace (or nothing).
@@ -170,6 +260,12 @@ impl ComposerSnapshot {
                     label: m.label.clone(),
                 }),
                 Elem::Paste(p) => parts.push(Part::Paste(p.text.clone())),
+                // A chip is kept as its `@path` text: a recalled line attaches nothing until
+                // the person makes it a chip again (history is a file anyone could edit).
+                Elem::File(f) => match parts.last_mut() {
+                    Some(Part::Text(text)) => text.push_str(&f.token()),
+                    _ => parts.push(Part::Text(f.token())),
+                },
             }
         }
         parts
@@ -289,9 +385,21 @@ impl Composer {
                 Elem::Char(c) => out.push(*c),
                 Elem::Mention(m) => out.push_str(&m.display()),
                 Elem::Paste(p) => out.push_str(&p.display()),
+                Elem::File(f) => out.push_str(&f.token()),
             }
         }
         out
+    }
+
+    /// The file chips in order of appearance.
+    pub fn files(&self) -> Vec<&FileElement> {
+        self.elems
+            .iter()
+            .filter_map(|e| match e {
+                Elem::File(f) => Some(&**f),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Nothing typed at all (not even whitespace).
@@ -578,6 +686,49 @@ mod tests {
         let mut c = typed("see @mai");
         c.insert_file("src/main.rs");
         assert_eq!(c.display_text(), "see @src/main.rs ");
+    }
+
+    fn chip(path: &str) -> FileElement {
+        FileElement {
+            path: path.into(),
+            bytes: 2048,
+            outside: false,
+        }
+    }
+
+    #[test]
+    fn only_plain_typed_tokens_become_chips() {
+        let mut c = typed("see @src/main.rs, and @\"my file\" x");
+        let paths: Vec<String> = c.plain_tokens().into_iter().map(|t| t.path).collect();
+        assert_eq!(paths, ["src/main.rs,", "my file"]);
+        let token = c.plain_token_ending_at(17).unwrap();
+        assert!(c.make_chip(&token, chip("src/main.rs")));
+        assert_eq!(c.display_text(), "see @src/main.rs, and @\"my file\" x");
+        assert_eq!(c.files().len(), 1);
+        assert_eq!(c.cursor(), c.elems.len(), "the cursor stays at the end");
+        assert_eq!(
+            c.snapshot().files(),
+            [chip("src/main.rs")],
+            "the send gets the chip itself"
+        );
+        // A token inside a collapsed paste or a mention label is no token of the text.
+        let mut c = Composer::new();
+        c.handle_paste(&format!("{}@/home/me/.ssh/id_rsa", "x\n".repeat(20)));
+        c.insert_mention(&candidate("s", "notes @/etc/passwd"));
+        assert!(c.plain_tokens().is_empty());
+        // A chip goes back to text in history: a recalled line attaches nothing by itself.
+        let mut c = typed("@a.md ");
+        let token = c.plain_token_ending_at(5).unwrap();
+        assert!(c.make_chip(&token, chip("a.md")));
+        assert_eq!(
+            ComposerSnapshot::from_parts(c.snapshot().parts()).files(),
+            []
+        );
+        // Edited away before the answer: nothing to replace.
+        let mut c = typed("@b.md ");
+        let token = c.plain_token_ending_at(5).unwrap();
+        c.clear();
+        assert!(!c.make_chip(&token, chip("b.md")));
     }
 
     #[test]
