@@ -68,6 +68,11 @@ const PAGE_BYTES: usize = 8 << 10;
 const FIRST_PROMPT_BYTES: usize = 512;
 /// How long a statement waits for another connection's write lock.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a search connection waits for a database another connection holds. In WAL mode a
+/// reader waits only for a holder in exclusive locking mode (or a moment of recovery); a search
+/// then answers from the listing instead ([`crate::discovery::Discovery::search`]) rather than
+/// hold a keystroke for [`BUSY_TIMEOUT`].
+pub const READER_BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 /// Sessions are read for this long before the batch is written in one transaction (writing
 /// takes about twice as long as reading), so searches see progress about every second and
 /// another process's indexer waits at most about that long for the write lock.
@@ -335,7 +340,7 @@ pub fn open_reader(path: &Path) -> Result<Connection> {
         source,
     };
     let conn = Connection::open_with_flags(path, open_flags(true)).map_err(sql)?;
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+    conn.busy_timeout(READER_BUSY_TIMEOUT).map_err(sql)?;
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(sql)?;

@@ -316,9 +316,13 @@ fn search_answers_while_another_process_holds_the_index_exclusively() {
     let first = search_json(&home, "lexer");
     assert_eq!(hit_ids(&first), ["s-fix"], "{}", first.stderr);
     let db = db_of(&home);
+    // Held as the sqlite3 shell would hold it after `PRAGMA locking_mode=EXCLUSIVE; BEGIN
+    // EXCLUSIVE;` and a write: no other connection may even read.
     let holder = rusqlite::Connection::open(&db).unwrap();
     holder
-        .execute_batch("BEGIN EXCLUSIVE; UPDATE sessions SET title = title")
+        .execute_batch(
+            "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; UPDATE sessions SET title = title",
+        )
         .unwrap();
     let inode = || {
         use std::os::unix::fs::MetadataExt;
