@@ -194,6 +194,67 @@ fn a_directory_at_the_index_or_a_file_at_its_directory_is_set_aside() {
 }
 
 #[test]
+fn a_linked_index_directory_a_fifo_database_and_a_linked_lock_are_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    two_sessions(&home);
+    let db = db_path(&home);
+    let index_dir = db.parent().unwrap().to_path_buf();
+
+    // `<home>/index` a link to a directory outside the home: nothing is made there.
+    let outside = dir.path().join("outside-dir");
+    std::fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, &index_dir).unwrap();
+    let d = Discovery::for_home(&home, &SourceSet::default());
+    assert_eq!(d.refresh_blocking().unwrap().indexed, 2);
+    assert_eq!(ids(&search(&d, "lexer")), ["s-fix"]);
+    drop(d);
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    assert!(std::fs::symlink_metadata(&index_dir).unwrap().is_dir());
+    assert_eq!(names(&home, "index.foreign-").len(), 1);
+
+    // A FIFO where the database goes: set aside, never opened. (SQLite alone copes too: it
+    // opens a FIFO read-write, which does not wait, and finds no database in it.)
+    std::fs::remove_dir_all(&index_dir).unwrap();
+    std::fs::create_dir(&index_dir).unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(&db)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let home_copy = home.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let d = Discovery::for_home(&home_copy, &SourceSet::default());
+        let indexed = d
+            .refresh_blocking()
+            .map(|s| s.indexed)
+            .map_err(|e| e.to_string());
+        let _ = tx.send((indexed, ids(&search(&d, "palette"))));
+    });
+    let (indexed, found) = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("a FIFO at the index blocked the pass");
+    assert_eq!(indexed, Ok(2));
+    assert_eq!(found, ["s-dark"]);
+    assert!(std::fs::symlink_metadata(&db).unwrap().is_file());
+
+    // A damaged database forces a rebuild under the lock, whose file is a link to one outside
+    // the home: the link is set aside, the outside file never made.
+    std::fs::write(&db, b"not sqlite at all ".repeat(100)).unwrap();
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    let lock_target = dir.path().join("outside-lock");
+    let _ = std::fs::remove_file(index_dir.join("rebuild.lock"));
+    std::os::unix::fs::symlink(&lock_target, index_dir.join("rebuild.lock")).unwrap();
+    let d = Discovery::for_home(&home, &SourceSet::default());
+    assert_eq!(d.refresh_blocking().unwrap().indexed, 2);
+    assert!(!lock_target.exists(), "the lock was taken through the link");
+    assert_eq!(names(&index_dir, "rebuild.lock.foreign-").len(), 1);
+}
+
+#[test]
 fn a_busy_index_is_waited_for_then_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
