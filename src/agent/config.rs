@@ -624,6 +624,41 @@ mod tests {
         );
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn a_config_that_is_not_a_small_regular_file_is_named_never_waited_on() {
+        let home = tempfile::tempdir().unwrap();
+        let path = home.path().join("config.toml");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let dir = home.path().to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let keys = load_keys(&dir).map_err(|e| e.to_string());
+            let model = load(&dir, &ModelFlags::default()).map_err(|e| e.to_string());
+            let _ = tx.send((keys, model));
+        });
+        let (keys, model) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a FIFO config.toml blocked start-up");
+        for err in [keys.unwrap_err(), model.unwrap_err()] {
+            assert!(err.ends_with("config.toml: a FIFO, not a regular file"), "{err}");
+        }
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+        let err = load_keys(home.path()).unwrap_err().to_string();
+        assert!(err.contains("a device, not a regular file"), "{err}");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, vec![b'#'; MAX_CONFIG_BYTES as usize + 1]).unwrap();
+        let err = load_keys(home.path()).unwrap_err().to_string();
+        assert!(err.contains("larger than 1024 KiB"), "{err}");
+        std::fs::write(&path, "[keys]\nsubmit = \"ctrl+s\"\n").unwrap();
+        assert_eq!(load_keys(home.path()).unwrap().len(), 1);
+    }
+
     #[test]
     fn bad_input_is_named() {
         let err = parse_config("/h/config.toml", "[provider]\nkind = 3\n").unwrap_err();
