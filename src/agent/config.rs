@@ -645,7 +645,10 @@ mod tests {
             .recv_timeout(std::time::Duration::from_secs(10))
             .expect("a FIFO config.toml blocked start-up");
         for err in [keys.unwrap_err(), model.unwrap_err()] {
-            assert!(err.ends_with("config.toml: a FIFO, not a regular file"), "{err}");
+            assert!(
+                err.ends_with("config.toml: a FIFO, not a regular file"),
+                "{err}"
+            );
         }
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink("/dev/zero", &path).unwrap();

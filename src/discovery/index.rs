@@ -26,6 +26,10 @@
 //!
 //! Invariants: a database that is not ours, of another schema version, or corrupt is rebuilt
 //! (under a lock file, re-checked once the lock is held, so two processes never both rebuild);
+//! one another process holds busy is an error after [`BUSY_TIMEOUT`], never rebuilt or removed;
+//! nothing is written through a symlink (anything but a directory at `index/`, or but a regular
+//! file at the database, its `-wal`/`-shm`/`-journal` files or the lock, is set aside first,
+//! and connections open with `SQLITE_OPEN_NOFOLLOW`);
 //! the database runs in WAL mode with a busy timeout, so two processes on one home can index
 //! and search at once; logs are read outside any transaction and written a batch per short
 //! write transaction, so a second indexer waits only for writes; a session that cannot be read is recorded with its stamp and header only
@@ -33,7 +37,8 @@
 //!
 //! Proof: `tests/discovery/index.rs` (build, incremental growth, compaction, damaged and foreign
 //! databases, two connections and a second process, the write lock free during a read, external
-//! sessions), `tests/discovery/watch.rs`
+//! sessions), `tests/discovery/cache.rs` (symlinks, directories, FIFOs at its paths, a database
+//! held under `BEGIN EXCLUSIVE`), `tests/discovery/watch.rs`
 //! (targeted refreshes under the background indexer); the chunking and the
 //! hash chain are unit-tested below.
 

@@ -22,8 +22,11 @@
 //! Invariant: indexing runs on its own thread ([`Discovery::spawn_indexer`]) or on the caller's
 //! (the command line), never on an async worker or a UI thread, and the watcher's callback
 //! never waits for it; a failing index never fails a listing (callers fall back to the contract
-//! list).
-//! Proof: `tests/discovery/index.rs`, `tests/discovery/search.rs`, `tests/discovery/watch.rs`
+//! list), nor a search: [`Discovery::search`] and `dsh-refs search` answer from the listing's
+//! titles, ids and cwds when the index cannot (busy, a full disk, a path it cannot be made at),
+//! and say so once.
+//! Proof: `tests/discovery/index.rs`, `tests/discovery/cache.rs`, `tests/discovery/search.rs`,
+//! `tests/discovery/watch.rs`
 //! (an append and a new session found with polling passes an hour apart),
 //! `tests/e2e/cli_lifecycle.rs`.
 

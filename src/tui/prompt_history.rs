@@ -7,7 +7,10 @@
 //! (several TUIs on one home interleave whole lines). Reading is bounded: only the last
 //! [`TAIL_BYTES`] of the file are read and the newest [`MAX_LOADED`] entries kept; a line that
 //! does not parse is skipped, never fatal; an entry larger than [`MAX_ENTRY_BYTES`] is not
-//! stored. This is I/O at the edge: call it off the UI loop (`spawn_blocking`) or at start-up.
+//! stored. The file is opened regular-only and without blocking ([`files::open_read`]), so a
+//! FIFO or a device there is an empty history, never a start-up that waits; an append after a
+//! last line torn by a crash starts a new line first, so the entry is never glued to the
+//! fragment. This is I/O at the edge: call it off the UI loop (`spawn_blocking`) or at start-up.
 //! Proof: the unit tests below and `history_survives_a_restart_and_a_resume` in
 //! `tests/tui/app.rs`.
 
