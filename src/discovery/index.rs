@@ -275,6 +275,28 @@ fn open_flags(read_only: bool) -> OpenFlags {
     access | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW
 }
 
+/// The path SQLite is given for the database at `path` (`<home>/index/<file>`): the home's own
+/// path with its symlinks resolved (a home may well live under a link, `/tmp` on macOS is one,
+/// and `SQLITE_OPEN_NOFOLLOW` refuses a link anywhere in the path), then `index/` and the file
+/// as they are, so a link at either of those, ours, is still refused.
+fn resolved(path: &Path) -> PathBuf {
+    let (Some(dir), Some(file)) = (path.parent(), path.file_name()) else {
+        return path.to_path_buf();
+    };
+    let (Some(home), Some(index)) = (dir.parent(), dir.file_name()) else {
+        return path.to_path_buf();
+    };
+    let home = if home.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        home
+    };
+    match std::fs::canonicalize(home) {
+        Ok(home) => home.join(index).join(file),
+        Err(_) => path.to_path_buf(),
+    }
+}
+
 /// Makes the index directory `dir`, first setting aside a symlink or a non-directory there.
 fn prepare_dir(dir: &Path) -> Result<()> {
     let io = |path: &Path| {
@@ -344,7 +366,7 @@ pub fn open_reader(path: &Path) -> Result<Connection> {
         path: path.to_path_buf(),
         source,
     };
-    let conn = Connection::open_with_flags(path, open_flags(true)).map_err(sql)?;
+    let conn = Connection::open_with_flags(resolved(path), open_flags(true)).map_err(sql)?;
     conn.busy_timeout(READER_BUSY_TIMEOUT).map_err(sql)?;
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -360,7 +382,7 @@ fn try_open(path: &Path) -> Result<Connection> {
         path: path.to_path_buf(),
         source,
     };
-    let conn = Connection::open_with_flags(path, open_flags(false)).map_err(sql)?;
+    let conn = Connection::open_with_flags(resolved(path), open_flags(false)).map_err(sql)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
     // Before anything is written (a no-op on an existing file): 8 KiB pages hold a chunk's
     // text and FTS5's 4 KB leaves with less overflow than the default 4 KiB (a 100,000-session
@@ -648,6 +670,11 @@ impl Indexer {
                 self.conn = None;
                 self.known.clear();
                 self.data_version = None;
+                // What is at our paths is checked again first: a link put there since is set
+                // aside, never removed through.
+                let dir = path.parent().unwrap_or(Path::new("."));
+                prepare_dir(dir)?;
+                set_aside_foreign(&path)?;
                 let lock = RebuildLock::take(&self.path.with_file_name(LOCK_FILE))?;
                 // Rebuilt meanwhile by another process? Only a still-broken file is removed,
                 // never one another process holds busy.

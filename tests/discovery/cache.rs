@@ -163,6 +163,30 @@ fn a_symlink_at_the_index_is_set_aside_and_never_written_through() {
     }
 }
 
+/// A home reached through a symlink of the person's (a home on another disk, or `/tmp` on
+/// macOS) is indexed as usual: only a link at the index's own paths is refused.
+#[test]
+fn a_home_under_a_symlinked_directory_is_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let home = link.join("home");
+    two_sessions(&home);
+    let d = Discovery::for_home(&home, &SourceSet::default());
+    assert_eq!(d.refresh_blocking().unwrap().indexed, 2);
+    // A conversation word: only the index finds it.
+    assert_eq!(ids(&search(&d, "palette")), ["s-dark"]);
+    assert_eq!(
+        d.refresh_blocking().unwrap().indexed,
+        0,
+        "kept, not rebuilt"
+    );
+    assert!(names(&real.join("home/index"), "discovery.sqlite3.foreign-").is_empty());
+    assert!(real.join("home/index/discovery.sqlite3").is_file());
+}
+
 #[test]
 fn a_directory_at_the_index_or_a_file_at_its_directory_is_set_aside() {
     let dir = tempfile::tempdir().unwrap();
