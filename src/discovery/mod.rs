@@ -122,6 +122,8 @@ struct Shared {
     fallback: Mutex<Option<(Arc<Vec<SessionSummary>>, Searcher)>>,
     /// The index's failure was logged once already (it is said once, not on every keystroke).
     said_unavailable: AtomicBool,
+    /// That sentence, until a screen takes it ([`Discovery::take_note`]).
+    note: Mutex<Option<String>>,
 }
 
 /// A listing and the set of its ids.
@@ -189,6 +191,7 @@ impl Discovery {
                 listed: Mutex::new(None),
                 fallback: Mutex::new(None),
                 said_unavailable: AtomicBool::new(false),
+                note: Mutex::new(None),
             }),
         }
     }
@@ -271,11 +274,18 @@ impl Discovery {
             Err(e @ (IndexError::Sql { .. } | IndexError::Io { .. })) => {
                 if let Some(note) = self.unavailable_once(&e) {
                     tracing::warn!("{note}");
+                    *self.shared.note.lock().expect("note lock") = Some(note);
                 }
                 self.search_listing(&for_listing, &listing).await
             }
             other => other,
         }
+    }
+
+    /// The sentence [`Discovery::search`] logged when it first answered without the index, for
+    /// a screen to show once (`None` after it was taken, or while the index answers).
+    pub fn take_note(&self) -> Option<String> {
+        self.shared.note.lock().expect("note lock").take()
     }
 
     /// The first time only: the sentence that says the index cannot answer and why (later

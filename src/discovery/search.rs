@@ -205,6 +205,10 @@ pub struct SearchResult {
     pub hits: Vec<Hit>,
     /// Sessions that matched in all, before the limit (for "50 of 312").
     pub total: usize,
+    /// The index could not answer and the hits come from the listing
+    /// ([`Searcher::over_listing`]): their message counts, sizes and first prompts are unknown
+    /// (0 and `None`), and no conversation text was searched.
+    pub from_listing: bool,
 }
 
 /// Runs searches over one index database (a read-only connection of its own).
@@ -781,7 +785,11 @@ impl Searcher {
                 snippet,
             });
         }
-        Ok(SearchResult { hits, total })
+        Ok(SearchResult {
+            hits,
+            total,
+            from_listing: self.listing_only,
+        })
     }
 }
 
