@@ -8,7 +8,8 @@
 //! [`TAIL_BYTES`] of the file are read and the newest [`MAX_LOADED`] entries kept; a line that
 //! does not parse is skipped, never fatal; an entry larger than [`MAX_ENTRY_BYTES`] is not
 //! stored. The file is opened regular-only and without blocking ([`files::open_read`]), so a
-//! FIFO or a device there is an empty history, never a start-up that waits; an append after a
+//! FIFO or a device there is an empty history, never a start-up that waits; nothing is appended
+//! through a symlink (the append is refused and logged); an append after a
 //! last line torn by a crash starts a new line first, so the entry is never glued to the
 //! fragment. This is I/O at the edge: call it off the UI loop (`spawn_blocking`) or at start-up.
 //! Proof: the unit tests below and `history_survives_a_restart_and_a_resume` in
@@ -97,13 +98,15 @@ pub fn append(
         return Ok(());
     };
     std::fs::create_dir_all(home)?;
+    // Never written through a symlink: a link planted here would make every sent message an
+    // append to the file it names.
     let mut file = files::open_regular(
         &path(home),
         std::fs::OpenOptions::new()
             .read(true)
             .create(true)
             .append(true),
-        files::Symlinks::Follow,
+        files::Symlinks::Refuse,
     )?;
     // A crash mid-append leaves a last line without its newline: this entry starts a line of
     // its own, or it would be glued to that fragment and never parse again. (Another TUI
@@ -230,6 +233,18 @@ mod tests {
             .expect("a FIFO history.jsonl blocked the TUI's start-up");
         assert_eq!(loaded, 0);
         assert!(appended.unwrap_err().contains("FIFO"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_entry_is_never_appended_through_a_symlink() {
+        let home = tempfile::tempdir().unwrap();
+        let outside = home.path().join("outside");
+        std::fs::write(&outside, b"someone's file\n").unwrap();
+        std::os::unix::fs::symlink(&outside, path(home.path())).unwrap();
+        let err = append(home.path(), "s", 1, &sent("hello")).unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert_eq!(std::fs::read(&outside).unwrap(), b"someone's file\n");
     }
 
     #[test]
