@@ -17,15 +17,20 @@ pub fn install_demo_home() -> std::io::Result<PathBuf> {
 
 /// Writes the demo home's files under `home` (which must not exist yet).
 pub fn install_into(home: &Path) -> std::io::Result<()> {
-    std::fs::create_dir(home)?;
+    std::fs::create_dir(home).map_err(at(home))?;
     for (relative, bytes) in DEMO_HOME {
         let path = home.join(relative);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
+            std::fs::create_dir_all(parent).map_err(at(parent))?;
         }
-        std::fs::write(path, bytes)?;
+        std::fs::write(&path, bytes).map_err(at(&path))?;
     }
     Ok(())
+}
+
+/// An error that names the path it happened at.
+fn at(path: &Path) -> impl FnOnce(std::io::Error) -> std::io::Error + '_ {
+    move |e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 /// The per-user demo home: `$XDG_CACHE_HOME/dsh-refs/demo-home`, else `~/.cache/dsh-refs/
@@ -65,19 +70,20 @@ pub fn install_user_demo_home() -> std::io::Result<PathBuf> {
         return Ok(home);
     }
     let parent = home.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent)?;
+    std::fs::create_dir_all(parent).map_err(at(parent))?;
     remove_abandoned_copies(parent);
     let staging = Staging(parent.join(format!("{STAGING_PREFIX}{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&staging.0);
     install_into(&staging.0)?;
-    std::fs::write(staging.0.join(INSTALLED_MARK), env!("CARGO_PKG_VERSION"))?;
+    let mark = staging.0.join(INSTALLED_MARK);
+    std::fs::write(&mark, env!("CARGO_PKG_VERSION")).map_err(at(&mark))?;
     // Checked again: the path may have changed while the copy was written.
     refuse_broken_link(&home)?;
     if std::fs::symlink_metadata(&home).is_ok() && !home.join(INSTALLED_MARK).is_file() {
         // A leftover of an install that never finished (the rename is the last step, so this
         // holds no sessions of a finished install): set it aside rather than mix the two.
         let aside = parent.join(format!("demo-home.incomplete-{}", std::process::id()));
-        std::fs::rename(&home, &aside)?;
+        std::fs::rename(&home, &aside).map_err(at(&home))?;
     }
     match std::fs::rename(&staging.0, &home) {
         Ok(()) => {

@@ -350,3 +350,42 @@ fn search_answers_while_another_process_holds_the_index_exclusively() {
     assert_eq!(hit_ids(&out), ["s-new"]);
     assert!(out.stderr.is_empty(), "{}", out.stderr);
 }
+
+/// The demo home's copy fails half-way on a real full disk (the cache directory is a 256 KiB
+/// tmpfs in a user and mount namespace; the demo home is ~560 KiB): a clear error, and the
+/// half-written `demo-home.installing-<pid>` is gone afterwards.
+#[test]
+fn a_demo_install_that_fails_half_way_leaves_no_copy() {
+    let cache = tempfile::tempdir().unwrap();
+    let script = "mount -t tmpfs -o size=256k none \"$1\" || exit 99; \
+                  XDG_CACHE_HOME=\"$1\" \"$2\" --demo sessions; echo EXIT=$?; \
+                  ls -a \"$1/dsh-refs\"";
+    let out = Command::new("unshare")
+        .args([
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ])
+        .arg(cache.path())
+        .arg(env!("CARGO_BIN_EXE_dsh-refs"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("this test needs `unshare` (util-linux) and user namespaces");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("EXIT=1"), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("could not install the demo home")
+            && stderr.contains("demo-home.installing-")
+            && stderr.contains("No space left"),
+        "{stderr}"
+    );
+    assert!(
+        !stdout.contains("demo-home.installing-"),
+        "a half copy was left: {stdout}"
+    );
+}
