@@ -238,14 +238,43 @@ pub fn parse_keys(file: &str, text: &str) -> Result<Vec<(String, Vec<String>)>, 
 pub fn load_keys(home: &std::path::Path) -> Result<Vec<(String, Vec<String>)>, ConfigError> {
     let path = home.join("config.toml");
     let file = path.display().to_string();
-    match std::fs::read_to_string(&path) {
-        Ok(text) => parse_keys(&file, &text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(ConfigError::File {
-            file,
-            message: e.to_string(),
-        }),
+    match read_config_file(&path)? {
+        Some(text) => parse_keys(&file, &text),
+        None => Ok(Vec::new()),
     }
+}
+
+/// The most bytes of `config.toml` read; a longer file is refused, never read whole.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The text of the config file at `path`, `None` when there is none. Opened the way the store
+/// opens its markers ([`crate::session::files::open_read`]): regular files only (a symlink to
+/// one is followed) and without blocking, so a FIFO or a device at `config.toml` is an error
+/// naming it, never a start-up that waits for ever; at most [`MAX_CONFIG_BYTES`] are read.
+pub fn read_config_file(path: &std::path::Path) -> Result<Option<String>, ConfigError> {
+    use std::io::Read;
+    let error = |message: String| ConfigError::File {
+        file: path.display().to_string(),
+        message,
+    };
+    let file = match crate::session::files::open_read(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(error(e.to_string())),
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| error(e.to_string()))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(error(format!(
+            "larger than {} KiB; a config file is a few lines",
+            MAX_CONFIG_BYTES >> 10
+        )));
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| error("not UTF-8 text".into()))
 }
 
 /// Command-line overrides.
@@ -311,6 +340,23 @@ pub enum ConfigError {
 
 /// Parses `config.toml` text; `file` names it in errors.
 pub fn parse_config(file: &str, text: &str) -> Result<Option<ProviderTable>, ConfigError> {
+    // A key written in the file is refused with what to do instead (serde would only say the
+    // field is unknown).
+    if let Ok(table) = text.parse::<toml::Table>() {
+        if table
+            .get("provider")
+            .and_then(toml::Value::as_table)
+            .is_some_and(|p| p.contains_key("api_key"))
+        {
+            return Err(ConfigError::File {
+                file: file.to_string(),
+                message: "api_key is not read from the config file (a key written in a file \
+                          leaks with it): put the key in an environment variable and name the \
+                          variable with api_key_env = \"VARIABLE\" in the [provider] table"
+                    .into(),
+            });
+        }
+    }
     let parsed: ConfigFile = toml::from_str(text).map_err(|e| ConfigError::File {
         file: file.to_string(),
         message: e.message().to_string(),
@@ -425,15 +471,9 @@ pub fn resolve(
 pub fn load(home: &std::path::Path, flags: &ModelFlags) -> Result<ModelChoice, ConfigError> {
     let path = home.join("config.toml");
     let file = path.display().to_string();
-    let table = match std::fs::read_to_string(&path) {
-        Ok(text) => parse_config(&file, &text)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Err(ConfigError::File {
-                file,
-                message: e.to_string(),
-            })
-        }
+    let table = match read_config_file(&path)? {
+        Some(text) => parse_config(&file, &text)?,
+        None => None,
     };
     resolve(&file, table, flags, &|name| std::env::var(name).ok())
 }
@@ -584,12 +624,56 @@ mod tests {
         );
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn a_config_that_is_not_a_small_regular_file_is_named_never_waited_on() {
+        let home = tempfile::tempdir().unwrap();
+        let path = home.path().join("config.toml");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let dir = home.path().to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let keys = load_keys(&dir).map_err(|e| e.to_string());
+            let model = load(&dir, &ModelFlags::default()).map_err(|e| e.to_string());
+            let _ = tx.send((keys, model));
+        });
+        let (keys, model) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a FIFO config.toml blocked start-up");
+        for err in [keys.unwrap_err(), model.unwrap_err()] {
+            assert!(
+                err.ends_with("config.toml: a FIFO, not a regular file"),
+                "{err}"
+            );
+        }
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+        let err = load_keys(home.path()).unwrap_err().to_string();
+        assert!(err.contains("a device, not a regular file"), "{err}");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, vec![b'#'; MAX_CONFIG_BYTES as usize + 1]).unwrap();
+        let err = load_keys(home.path()).unwrap_err().to_string();
+        assert!(err.contains("larger than 1024 KiB"), "{err}");
+        std::fs::write(&path, "[keys]\nsubmit = \"ctrl+s\"\n").unwrap();
+        assert_eq!(load_keys(home.path()).unwrap().len(), 1);
+    }
+
     #[test]
     fn bad_input_is_named() {
         let err = parse_config("/h/config.toml", "[provider]\nkind = 3\n").unwrap_err();
         assert!(err.to_string().starts_with("/h/config.toml: "), "{err}");
         let err = parse_config("/h/config.toml", "[provider]\napi_key = \"x\"\n").unwrap_err();
-        assert!(err.to_string().contains("api_key"), "{err}");
+        let text = err.to_string();
+        assert!(text.starts_with("/h/config.toml: api_key "), "{err}");
+        assert!(text.contains("api_key_env = \"VARIABLE\""), "{err}");
+        assert!(
+            !text.contains("\"x\""),
+            "the key itself is never echoed: {err}"
+        );
         let flags = ModelFlags {
             provider: Some("gemini".into()),
             ..Default::default()

@@ -6,7 +6,7 @@
 //! [`crate::discovery::Hit`] documents. Everything printed comes from logs, so it reaches the
 //! terminal escaped (SPEC §5.2).
 
-use crate::discovery::{listed_ids, Discovery, Hit, SearchQuery};
+use crate::discovery::{listed_ids, Discovery, Hit, IndexError, SearchQuery};
 use crate::escape;
 use crate::session::external::SourceSet;
 use crate::session::writer::now_ms;
@@ -46,21 +46,23 @@ struct Answer<'a> {
 /// Runs the command; returns the exit code.
 pub fn run(home: &Path, sources: &SourceSet, args: &SearchArgs) -> i32 {
     let discovery = Discovery::for_home(home, sources);
-    if let Err(e) = discovery.refresh_blocking() {
-        eprintln!("dsh-refs: {}", escape::diagnostic(&e.to_string()));
-        return 1;
-    }
-    let listing = match tokio::runtime::Builder::new_current_thread()
+    // The index is a cache: when it cannot be brought up to date (busy, a full disk, a path it
+    // cannot be made at), the listing answers instead, and stderr says so once.
+    let indexed = discovery.refresh_blocking();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())
-        .and_then(|rt| {
-            rt.block_on(discovery.query().list_sessions())
-                .map_err(|e| e.to_string())
-        }) {
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("dsh-refs: {}", escape::diagnostic(&e.to_string()));
+            return 1;
+        }
+    };
+    let listing = match runtime.block_on(discovery.query().list_sessions()) {
         Ok(listing) => listing,
         Err(e) => {
-            eprintln!("dsh-refs: {}", escape::diagnostic(&e));
+            eprintln!("dsh-refs: {}", escape::diagnostic(&e.to_string()));
             return 1;
         }
     };
@@ -77,7 +79,19 @@ pub fn run(home: &Path, sources: &SourceSet, args: &SearchArgs) -> i32 {
         now_ms: now_ms(),
         snippets: true,
     };
-    let result = match discovery.search_blocking(&query, Some(&listed_ids(&listing))) {
+    let found =
+        indexed.and_then(|_| discovery.search_blocking(&query, Some(&listed_ids(&listing))));
+    let found = match found {
+        Err(e @ (IndexError::Sql { .. } | IndexError::Io { .. })) => {
+            eprintln!(
+                "dsh-refs: {}",
+                escape::diagnostic(&crate::discovery::unavailable_note(&e))
+            );
+            runtime.block_on(discovery.search_listing(&query, &listing))
+        }
+        other => other,
+    };
+    let result = match found {
         Ok(result) => result,
         Err(e) => {
             eprintln!("dsh-refs: {}", escape::diagnostic(&e.to_string()));

@@ -26,6 +26,10 @@
 //!
 //! Invariants: a database that is not ours, of another schema version, or corrupt is rebuilt
 //! (under a lock file, re-checked once the lock is held, so two processes never both rebuild);
+//! one another process holds busy is an error after [`BUSY_TIMEOUT`], never rebuilt or removed;
+//! nothing is written through a symlink (anything but a directory at `index/`, or but a regular
+//! file at the database, its `-wal`/`-shm`/`-journal` files or the lock, is set aside first,
+//! and connections open with `SQLITE_OPEN_NOFOLLOW`);
 //! the database runs in WAL mode with a busy timeout, so two processes on one home can index
 //! and search at once; logs are read outside any transaction and written a batch per short
 //! write transaction, so a second indexer waits only for writes; a session that cannot be read is recorded with its stamp and header only
@@ -33,7 +37,8 @@
 //!
 //! Proof: `tests/discovery/index.rs` (build, incremental growth, compaction, damaged and foreign
 //! databases, two connections and a second process, the write lock free during a read, external
-//! sessions), `tests/discovery/watch.rs`
+//! sessions), `tests/discovery/cache.rs` (symlinks, directories, FIFOs at its paths, a database
+//! held under `BEGIN EXCLUSIVE`), `tests/discovery/watch.rs`
 //! (targeted refreshes under the background indexer); the chunking and the
 //! hash chain are unit-tested below.
 
@@ -68,6 +73,11 @@ const PAGE_BYTES: usize = 8 << 10;
 const FIRST_PROMPT_BYTES: usize = 512;
 /// How long a statement waits for another connection's write lock.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a search connection waits for a database another connection holds. In WAL mode a
+/// reader waits only for a holder in exclusive locking mode (or a moment of recovery); a search
+/// then answers from the listing instead ([`crate::discovery::Discovery::search`]) rather than
+/// hold a keystroke for [`BUSY_TIMEOUT`].
+pub const READER_BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 /// Sessions are read for this long before the batch is written in one transaction (writing
 /// takes about twice as long as reading), so searches see progress about every second and
 /// another process's indexer waits at most about that long for the write lock.
@@ -210,20 +220,29 @@ pub fn parse_locks(text: &str) -> std::collections::HashSet<u64> {
 }
 
 /// Opens (creating, or rebuilding when broken or foreign) the index database at `path`.
+///
+/// What sits at our paths is checked first, without following symlinks
+/// ([`set_aside_foreign`]): a symlink, or anything but a directory at the index directory or a
+/// regular file at the database (and its `-wal`, `-shm`, `-journal` files), is renamed aside and
+/// a new index made, so nothing is ever written through a link to a file outside the home. The
+/// database is then opened with `SQLITE_OPEN_NOFOLLOW` (a link made after the check is refused,
+/// not followed). A database another process holds busy is an error ([`is_busy`]), never a
+/// reason to rebuild: only a damaged or foreign one is removed, under the rebuild lock.
 pub fn open(path: &Path) -> Result<Connection> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|source| IndexError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    prepare_dir(dir)?;
+    set_aside_foreign(path)?;
     match try_open(path) {
         Ok(conn) => Ok(conn),
+        Err(first) if is_busy_error(&first) => Err(first),
         Err(first) => {
             tracing::warn!(error = %first, "discovery index unusable; rebuilding it");
             let _lock = RebuildLock::take(&dir.join(LOCK_FILE))?;
             // Another process may have rebuilt it while we waited for the lock.
-            if let Ok(conn) = try_open(path) {
-                return Ok(conn);
+            match try_open(path) {
+                Ok(conn) => return Ok(conn),
+                Err(again) if is_busy_error(&again) => return Err(again),
+                Err(_) => {}
             }
             remove_db(path)?;
             try_open(path)
@@ -231,18 +250,124 @@ pub fn open(path: &Path) -> Result<Connection> {
     }
 }
 
-/// Opens `path` as a read-only search connection (no schema changes).
+/// Whether `error` says another connection holds the database (busy or locked past the busy
+/// timeout): the database may be perfectly good, and is never removed for it.
+pub fn is_busy_error(error: &IndexError) -> bool {
+    matches!(error, IndexError::Sql { source, .. } if is_busy(source))
+}
+
+/// Whether SQLite answered busy or locked.
+pub fn is_busy(error: &rusqlite::Error) -> bool {
+    use rusqlite::ffi::ErrorCode;
+    matches!(
+        error.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+/// The flags every index connection opens with: never through a symlink.
+fn open_flags(read_only: bool) -> OpenFlags {
+    let access = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
+    };
+    access | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW
+}
+
+/// The path SQLite is given for the database at `path` (`<home>/index/<file>`): the home's own
+/// path with its symlinks resolved (a home may well live under a link, `/tmp` on macOS is one,
+/// and `SQLITE_OPEN_NOFOLLOW` refuses a link anywhere in the path), then `index/` and the file
+/// as they are, so a link at either of those, ours, is still refused.
+fn resolved(path: &Path) -> PathBuf {
+    let (Some(dir), Some(file)) = (path.parent(), path.file_name()) else {
+        return path.to_path_buf();
+    };
+    let (Some(home), Some(index)) = (dir.parent(), dir.file_name()) else {
+        return path.to_path_buf();
+    };
+    let home = if home.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        home
+    };
+    match std::fs::canonicalize(home) {
+        Ok(home) => home.join(index).join(file),
+        Err(_) => path.to_path_buf(),
+    }
+}
+
+/// Makes the index directory `dir`, first setting aside a symlink or a non-directory there.
+fn prepare_dir(dir: &Path) -> Result<()> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| IndexError::Io { path, source }
+    };
+    if let Ok(meta) = std::fs::symlink_metadata(dir) {
+        if !meta.is_dir() {
+            set_aside(dir, &meta)?;
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(io(dir))
+}
+
+/// Renames whatever is at `path` aside when it is not a regular file (a symlink, a directory, a
+/// FIFO…), and the database's `-wal`, `-shm` and `-journal` files likewise: SQLite would follow
+/// a link at any of them and write where it leads. A renamed symlink still leads where it did;
+/// the file it named is never opened or changed.
+pub fn set_aside_foreign(path: &Path) -> Result<()> {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let file = PathBuf::from(format!("{}{suffix}", path.display()));
+        if let Ok(meta) = std::fs::symlink_metadata(&file) {
+            if !meta.is_file() {
+                set_aside(&file, &meta)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Renames `path` to `<path>.foreign-<epoch ms>` and says so in the diagnostics.
+fn set_aside(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let mut aside = PathBuf::from(format!("{}.foreign-{stamp}", path.display()));
+    let mut n = 0;
+    while std::fs::symlink_metadata(&aside).is_ok() {
+        n += 1;
+        aside = PathBuf::from(format!("{}.foreign-{stamp}-{n}", path.display()));
+    }
+    let kind = if meta.file_type().is_symlink() {
+        "a symbolic link"
+    } else if meta.is_dir() {
+        "a directory"
+    } else if meta.is_file() {
+        "a file"
+    } else {
+        "not a regular file"
+    };
+    tracing::warn!(
+        path = %path.display(),
+        aside = %aside.display(),
+        kind,
+        "discovery index: not ours, set aside; a new index is built"
+    );
+    std::fs::rename(path, &aside).map_err(|source| IndexError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Opens `path` as a read-only search connection (no schema changes, never through a
+/// symlink).
 pub fn open_reader(path: &Path) -> Result<Connection> {
     let sql = |source| IndexError::Sql {
         path: path.to_path_buf(),
         source,
     };
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(sql)?;
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+    let conn = Connection::open_with_flags(resolved(path), open_flags(true)).map_err(sql)?;
+    conn.busy_timeout(READER_BUSY_TIMEOUT).map_err(sql)?;
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(sql)?;
@@ -257,7 +382,7 @@ fn try_open(path: &Path) -> Result<Connection> {
         path: path.to_path_buf(),
         source,
     };
-    let conn = Connection::open(path).map_err(sql)?;
+    let conn = Connection::open_with_flags(resolved(path), open_flags(false)).map_err(sql)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
     // Before anything is written (a no-op on an existing file): 8 KiB pages hold a chunk's
     // text and FTS5's 4 KB leaves with less overflow than the default 4 KiB (a 100,000-session
@@ -384,15 +509,31 @@ struct RebuildLock {
 
 impl RebuildLock {
     fn take(path: &Path) -> Result<RebuildLock> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .map_err(|source| IndexError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
+        use crate::session::files::{open_regular, Symlinks};
+        let open = || {
+            open_regular(
+                path,
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true),
+                Symlinks::Refuse,
+            )
+        };
+        // A symlink or a FIFO at the lock's path is not ours: set aside, never followed.
+        let file = match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+                if let Ok(meta) = std::fs::symlink_metadata(path) {
+                    set_aside(path, &meta)?;
+                }
+                open()
+            }
+            other => other,
+        }
+        .map_err(|source| IndexError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         // An exclusive advisory lock (`flock` on Unix), released when the file is closed.
         file.lock().map_err(|source| IndexError::Io {
             path: path.to_path_buf(),
@@ -506,7 +647,7 @@ impl Indexer {
     }
 
     fn connection(&mut self) -> Result<&Connection> {
-        let now = file_id(&self.path);
+        let now = entry_id(&self.path);
         if self.conn.is_some() && (now.is_none() || now != self.file) {
             // Deleted or replaced under us: our rows would go to a file nobody reads.
             self.conn = None;
@@ -515,7 +656,7 @@ impl Indexer {
         }
         if self.conn.is_none() {
             self.conn = Some(open(&self.path)?);
-            self.file = file_id(&self.path);
+            self.file = entry_id(&self.path);
         }
         Ok(self.conn.as_ref().expect("connection just opened"))
     }
@@ -529,10 +670,17 @@ impl Indexer {
                 self.conn = None;
                 self.known.clear();
                 self.data_version = None;
+                // What is at our paths is checked again first: a link put there since is set
+                // aside, never removed through.
+                let dir = path.parent().unwrap_or(Path::new("."));
+                prepare_dir(dir)?;
+                set_aside_foreign(&path)?;
                 let lock = RebuildLock::take(&self.path.with_file_name(LOCK_FILE))?;
-                // Rebuilt meanwhile by another process? Only a still-broken file is removed.
-                if try_open(&path).is_err() {
-                    remove_db(&path)?;
+                // Rebuilt meanwhile by another process? Only a still-broken file is removed,
+                // never one another process holds busy.
+                match try_open(&path) {
+                    Err(e) if !is_busy_error(&e) => remove_db(&path)?,
+                    _ => {}
                 }
                 drop(lock);
                 self.refresh_inner()
@@ -838,7 +986,16 @@ fn is_damage(error: &rusqlite::Error) -> bool {
 
 /// The (device, inode) of `path`, to notice a database replaced by a rebuild.
 pub(crate) fn file_id(path: &Path) -> Option<(u64, u64)> {
-    let meta = std::fs::metadata(path).ok()?;
+    id_of(std::fs::metadata(path).ok()?)
+}
+
+/// The (device, inode) of what is at `path` itself: a symlink put in the database's place is
+/// another file, never the one it leads to.
+pub(crate) fn entry_id(path: &Path) -> Option<(u64, u64)> {
+    id_of(std::fs::symlink_metadata(path).ok()?)
+}
+
+fn id_of(meta: std::fs::Metadata) -> Option<(u64, u64)> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;

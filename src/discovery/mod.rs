@@ -22,8 +22,11 @@
 //! Invariant: indexing runs on its own thread ([`Discovery::spawn_indexer`]) or on the caller's
 //! (the command line), never on an async worker or a UI thread, and the watcher's callback
 //! never waits for it; a failing index never fails a listing (callers fall back to the contract
-//! list).
-//! Proof: `tests/discovery/index.rs`, `tests/discovery/search.rs`, `tests/discovery/watch.rs`
+//! list), nor a search: [`Discovery::search`] and `dsh-refs search` answer from the listing's
+//! titles, ids and cwds when the index cannot (busy, a full disk, a path it cannot be made at),
+//! and say so once.
+//! Proof: `tests/discovery/index.rs`, `tests/discovery/cache.rs`, `tests/discovery/search.rs`,
+//! `tests/discovery/watch.rs`
 //! (an append and a new session found with polling passes an hour apart),
 //! `tests/e2e/cli_lifecycle.rs`.
 
@@ -114,6 +117,13 @@ struct Shared {
     /// The ids of the last listing a search was limited to, kept while the store hands out the
     /// same listing (it caches it): building the set of 100,000 ids cost a search ~15 ms.
     listed: Mutex<Option<ListedIds>>,
+    /// The searcher of the listing's titles used while the index cannot answer, kept while the
+    /// store hands out the same listing.
+    fallback: Mutex<Option<(Arc<Vec<SessionSummary>>, Searcher)>>,
+    /// The index's failure was logged once already (it is said once, not on every keystroke).
+    said_unavailable: AtomicBool,
+    /// That sentence, until a screen takes it ([`Discovery::take_note`]).
+    note: Mutex<Option<String>>,
 }
 
 /// A listing and the set of its ids.
@@ -179,6 +189,9 @@ impl Discovery {
                 reloading: AtomicBool::new(false),
                 reload_again: AtomicBool::new(false),
                 listed: Mutex::new(None),
+                fallback: Mutex::new(None),
+                said_unavailable: AtomicBool::new(false),
+                note: Mutex::new(None),
             }),
         }
     }
@@ -239,12 +252,15 @@ impl Discovery {
     }
 
     /// Lists the served sessions, then searches off the async workers; hits are limited to the
-    /// listing (so hidden sources and deleted sessions never show).
+    /// listing (so hidden sources and deleted sessions never show). When the index cannot
+    /// answer (busy, a full disk, a path it cannot be made at) the listing's titles, ids and
+    /// cwds answer instead ([`Discovery::search_listing`]); the failure is logged once.
     pub async fn search(&self, query: SearchQuery) -> Result<SearchResult, IndexError> {
         let listing = self.shared.query.list_sessions().await?;
         let this = self.clone();
-        match tokio::task::spawn_blocking(move || {
-            let listed = this.shared.listed_ids(&listing);
+        let (for_index, for_listing) = (listing.clone(), query.clone());
+        let found = match tokio::task::spawn_blocking(move || {
+            let listed = this.shared.listed_ids(&for_index);
             this.search_blocking(&query, Some(&listed))
         })
         .await
@@ -253,7 +269,91 @@ impl Discovery {
             Err(e) => Err(IndexError::Store(crate::session::SessionError::Other(
                 format!("search task failed: {e}"),
             ))),
+        };
+        match found {
+            Err(e @ (IndexError::Sql { .. } | IndexError::Io { .. })) => {
+                if let Some(note) = self.unavailable_once(&e) {
+                    tracing::warn!("{note}");
+                    *self.shared.note.lock().expect("note lock") = Some(note);
+                }
+                self.search_listing(&for_listing, &listing).await
+            }
+            other => other,
         }
+    }
+
+    /// The sentence [`Discovery::search`] logged when it first answered without the index, for
+    /// a screen to show once (`None` after it was taken, or while the index answers).
+    pub fn take_note(&self) -> Option<String> {
+        self.shared.note.lock().expect("note lock").take()
+    }
+
+    /// The first time only: the sentence that says the index cannot answer and why (later
+    /// failures say nothing more).
+    pub fn unavailable_once(&self, error: &IndexError) -> Option<String> {
+        if self.shared.said_unavailable.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        Some(unavailable_note(error))
+    }
+
+    /// Searches the titles, ids and cwds of `listing` without the index (titles read through
+    /// the served query, which caches them); conversation words match nothing. Blocking work
+    /// runs off the async workers.
+    pub async fn search_listing(
+        &self,
+        query: &SearchQuery,
+        listing: &Arc<Vec<SessionSummary>>,
+    ) -> Result<SearchResult, IndexError> {
+        let cached = {
+            let fallback = self.shared.fallback.lock().expect("fallback lock");
+            matches!(&*fallback, Some((of, _)) if Arc::ptr_eq(of, listing))
+        };
+        if !cached {
+            let mut rows = Vec::with_capacity(listing.len());
+            for (n, summary) in listing.iter().enumerate() {
+                let title = self
+                    .shared
+                    .query
+                    .read_title(summary.id())
+                    .await
+                    .ok()
+                    .flatten();
+                rows.push(SessionInfo::listed(
+                    n as i64,
+                    summary.id().to_string(),
+                    title,
+                    summary.cwd().map(str::to_string),
+                    summary.created_at(),
+                    crate::session::external::source_of(&summary.header)
+                        .map(|a| a.name().to_string()),
+                ));
+            }
+            let listing = listing.clone();
+            let searcher = tokio::task::spawn_blocking(move || Searcher::over_listing(rows))
+                .await
+                .map_err(|e| {
+                    IndexError::Store(crate::session::SessionError::Other(format!(
+                        "search task failed: {e}"
+                    )))
+                })?;
+            *self.shared.fallback.lock().expect("fallback lock") = Some((listing, searcher));
+        }
+        let this = self.clone();
+        let query = query.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut fallback = this.shared.fallback.lock().expect("fallback lock");
+            match &mut *fallback {
+                Some((_, searcher)) => searcher.search(&query, None),
+                None => Ok(SearchResult::default()),
+            }
+        })
+        .await
+        .map_err(|e| {
+            IndexError::Store(crate::session::SessionError::Other(format!(
+                "search task failed: {e}"
+            )))
+        })?
     }
 
     /// Asks the background indexer for a pass now (e.g. when the popup opens).
@@ -319,6 +419,20 @@ impl Discovery {
     pub fn live_elsewhere(&self, summaries: &[&SessionSummary]) -> Vec<bool> {
         self.shared.stamper.live_elsewhere(summaries)
     }
+}
+
+/// What is said once when the index cannot answer: why, and what answers instead.
+pub fn unavailable_note(error: &IndexError) -> String {
+    let why = match error {
+        IndexError::Sql { source, .. } if index::is_busy(source) => {
+            "is busy (another process holds it)".to_string()
+        }
+        other => format!("cannot be used ({other})"),
+    };
+    format!(
+        "the discovery index {why}; searching the titles, ids and cwds of the listing instead \
+         (conversation text is not searched until the index works again)"
+    )
 }
 
 /// The watcher of one indexer thread.

@@ -84,6 +84,54 @@ pub struct SessionInfo {
     title_span: Option<(u32, u32)>,
 }
 
+impl SessionInfo {
+    /// A row for a session known from a listing only (no index): `rowid` is any number unique
+    /// among the rows searched together; no messages, sizes or first prompt are known, and the
+    /// last activity is taken to be the creation time.
+    pub fn listed(
+        rowid: i64,
+        id: String,
+        title: Option<String>,
+        cwd: Option<String>,
+        created_at: i64,
+        source: Option<String>,
+    ) -> SessionInfo {
+        SessionInfo {
+            rowid,
+            id,
+            title,
+            cwd,
+            created_at,
+            last_activity: created_at,
+            messages: 0,
+            conversation_bytes: 0,
+            first_prompt: None,
+            source,
+            id_lower: String::new(),
+            own_start: 0,
+            id_span: None,
+            cwd_lower: None,
+            cwd_key: NO_CWD,
+            masks: [0; 3],
+            title_span: None,
+        }
+        .matchable()
+    }
+
+    /// Fills in the lower-cased fields and character masks matching reads.
+    fn matchable(mut self) -> SessionInfo {
+        self.id_lower = self.id.to_lowercase();
+        self.own_start = self.id_lower.find(':').map_or(0, |i| i + 1);
+        self.cwd_lower = self.cwd.as_deref().map(str::to_lowercase);
+        self.masks = [
+            self.title.as_deref().map_or(0, char_mask),
+            char_mask(&self.id_lower),
+            self.cwd_lower.as_deref().map_or(0, char_mask),
+        ];
+        self
+    }
+}
+
 /// An in-memory copy of the session rows built off the searcher ([`Searcher::load`]).
 pub struct Loaded {
     rows: Arc<Vec<SessionInfo>>,
@@ -157,6 +205,10 @@ pub struct SearchResult {
     pub hits: Vec<Hit>,
     /// Sessions that matched in all, before the limit (for "50 of 312").
     pub total: usize,
+    /// The index could not answer and the hits come from the listing
+    /// ([`Searcher::over_listing`]): their message counts, sizes and first prompts are unknown
+    /// (0 and `None`), and no conversation text was searched.
+    pub from_listing: bool,
 }
 
 /// Runs searches over one index database (a read-only connection of its own).
@@ -189,6 +241,8 @@ pub struct Searcher {
     /// 100,000 rows does not map fresh pages each time.
     spare_flags: Vec<bool>,
     spare_rows: Vec<u32>,
+    /// Searches rows handed to it ([`Searcher::over_listing`]), with no database at all.
+    listing_only: bool,
 }
 
 impl Searcher {
@@ -213,7 +267,29 @@ impl Searcher {
             background_reload: false,
             spare_flags: Vec::new(),
             spare_rows: Vec::new(),
+            listing_only: false,
         }
+    }
+
+    /// A searcher of `rows` alone, for when the index cannot be used (busy, a full disk, a
+    /// path it cannot be made at): titles, ids and cwds are matched as over the index's copy;
+    /// nothing matches conversation text, and no database is opened.
+    pub fn over_listing(rows: Vec<SessionInfo>) -> Searcher {
+        let mut searcher = Searcher::new(PathBuf::new());
+        let (rows, at, cwds, titles, ids) = arrange(rows);
+        searcher.install(
+            Loaded {
+                rows: Arc::new(rows),
+                at: Arc::new(at),
+                cwds: Arc::new(cwds),
+                titles: Arc::new(titles),
+                ids: Arc::new(ids),
+                cost: Duration::ZERO,
+            },
+            0,
+        );
+        searcher.listing_only = true;
+        searcher
     }
 
     /// The database this searcher reads.
@@ -229,7 +305,7 @@ impl Searcher {
     }
 
     fn connection(&mut self) -> Result<&Connection> {
-        if self.conn.is_some() && index::file_id(&self.path) != self.file {
+        if self.conn.is_some() && index::entry_id(&self.path) != self.file {
             // Rebuilt by an indexer (another file now): read the new one.
             self.conn = None;
             self.loaded_at = None;
@@ -237,13 +313,16 @@ impl Searcher {
         }
         if self.conn.is_none() {
             self.conn = Some(index::open_reader(&self.path)?);
-            self.file = index::file_id(&self.path);
+            self.file = index::entry_id(&self.path);
         }
         Ok(self.conn.as_ref().expect("opened"))
     }
 
     /// Reloads the session rows if the database changed (and the last load is old enough).
     fn refresh_rows(&mut self) -> Result<()> {
+        if self.listing_only {
+            return Ok(());
+        }
         // With a background indexer reloading after its own writes ([`Searcher::install`]), a
         // search keeps the copy it has for up to [`STALE_AFTER`]: full-text hits are read from
         // the database either way, so an append is found at once, and no search waits ~0.4 s
@@ -356,6 +435,9 @@ impl Searcher {
         query: &SearchQuery,
         listed: Option<&HashSet<String>>,
     ) -> Result<SearchResult> {
+        if self.listing_only {
+            return self.search_inner(query, listed);
+        }
         // One read transaction: every statement sees one snapshot, and the WAL read lock is
         // taken once instead of once per statement (a common word reads a thousand rows).
         let began = match self.connection() {
@@ -393,7 +475,7 @@ impl Searcher {
         };
         // Full text first: (conversation quality, title-row quality, best chunk) per session.
         let mut fts: HashMap<i64, (f64, f64, i64)> = HashMap::new();
-        {
+        if !self.listing_only {
             let path = self.path.clone();
             let conn = self.connection()?;
             let hits = fts_hits(conn, text).map_err(|e| IndexError::Sql { path, source: e })?;
@@ -703,7 +785,11 @@ impl Searcher {
                 snippet,
             });
         }
-        Ok(SearchResult { hits, total })
+        Ok(SearchResult {
+            hits,
+            total,
+            from_listing: self.listing_only,
+        })
     }
 }
 
@@ -906,7 +992,7 @@ fn load_rows(conn: &Connection, rowid: Option<i64>) -> rusqlite::Result<Vec<Sess
     let sql = "SELECT rowid, id, title, cwd, created_at, last_activity, messages,
                conversation_bytes, first_prompt, source FROM sessions";
     let map = |r: &rusqlite::Row<'_>| {
-        Ok(SessionInfo {
+        Ok(SessionInfo::matchable(SessionInfo {
             rowid: r.get(0)?,
             id: r.get(1)?,
             title: r.get(2)?,
@@ -924,18 +1010,7 @@ fn load_rows(conn: &Connection, rowid: Option<i64>) -> rusqlite::Result<Vec<Sess
             cwd_key: NO_CWD,
             masks: [0; 3],
             title_span: None,
-        })
-        .map(|mut info: SessionInfo| {
-            info.id_lower = info.id.to_lowercase();
-            info.own_start = info.id_lower.find(':').map_or(0, |i| i + 1);
-            info.cwd_lower = info.cwd.as_deref().map(str::to_lowercase);
-            info.masks = [
-                info.title.as_deref().map_or(0, char_mask),
-                char_mask(&info.id_lower),
-                info.cwd_lower.as_deref().map_or(0, char_mask),
-            ];
-            info
-        })
+        }))
     };
     match rowid {
         Some(rowid) => Ok(conn

@@ -118,6 +118,8 @@ pub enum AppEvent {
     Picker(u64, Result<(Vec<crate::discovery::Hit>, usize), String>),
     /// The answer to `/sessions`.
     Listed(Result<Vec<Candidate>, String>),
+    /// Discovery answered without its index (busy, a full disk…): said once in the transcript.
+    DiscoveryNote(String),
     /// Periodic wake-up (expiring "press again to quit", ages in the popup).
     Tick,
     /// What a typed or picked `@path` names (serial of the inspection, the file or why not).
@@ -390,6 +392,7 @@ impl App {
             AppEvent::Discovered(id, details) => {
                 self.popup.set_details(id, details);
             }
+            AppEvent::DiscoveryNote(note) => self.transcript.push_notice(NoticeLevel::Info, note),
             AppEvent::Submitted(result) => self.on_submitted(result),
             AppEvent::Files(index) => self.popup.set_file_index(index),
             AppEvent::Listed(result) => self.show_sessions(result),
@@ -1079,13 +1082,16 @@ impl App {
         tokio::spawn(async move {
             let (result, details) = super::discovery::lookup(
                 mount,
-                discovery,
+                discovery.clone(),
                 agent,
                 request.query,
                 now_ms(),
                 cancel.clone(),
             )
             .await;
+            if let Some(note) = discovery.and_then(|d| d.take_note()) {
+                let _ = tx.send(AppEvent::DiscoveryNote(note));
+            }
             if !cancel.is_cancelled() {
                 let _ = tx.send(AppEvent::Discovered(request.id, details));
                 let _ = tx.send(AppEvent::Lookup(request.id, result));

@@ -145,6 +145,10 @@ pub async fn lookup(
         }
     };
     let mut merged = merge(candidates, &found.hits, found.total, POPUP_LIMIT);
+    if found.from_listing {
+        // Hits from the listing know no counts or sizes: show none rather than "0 msgs".
+        merged.details.rows.clear();
+    }
     // The live badge: one read of the kernel's lock table for the shown rows, off the workers.
     let ids: Vec<String> = merged
         .candidates

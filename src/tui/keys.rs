@@ -161,6 +161,15 @@ impl KeyBinding {
         KeyBinding { code, modifiers }
     }
 
+    /// Whether this key types a character into the composer (a printable character, Shift
+    /// allowed, without Ctrl or Alt): such a key is text there, never an action.
+    pub fn is_typed_text(&self) -> bool {
+        matches!(self.code, KeyCode::Char(c) if !c.is_control())
+            && !self
+                .modifiers
+                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT)
+    }
+
     /// The binding a terminal key event presses.
     pub fn of(key: &KeyEvent) -> KeyBinding {
         KeyBinding::new(key.code, key.modifiers)
@@ -312,6 +321,15 @@ impl Keymap {
                 .iter()
                 .map(|k| KeyBinding::parse(k).map_err(|e| format!("[keys] {name}: {e}")))
                 .collect::<Result<Vec<_>, _>>()?;
+            if matches!(action.context(), KeyContext::Composer | KeyContext::Popup) {
+                if let Some(key) = parsed.iter().find(|k| k.is_typed_text()) {
+                    return Err(format!(
+                        "[keys] {name}: \"{key}\" is a character you type; bound to \"{name}\" \
+                         it could never be typed in a message again. Bind it with a modifier \
+                         (e.g. \"ctrl+{key}\" or \"alt+{key}\")"
+                    ));
+                }
+            }
             map.keys.insert(action, parsed);
         }
         // Overridden keys may now collide with defaults of the same context.
@@ -443,6 +461,27 @@ mod tests {
         assert!(err.contains("unknown action \"fly\""));
         let err = Keymap::with_overrides(&[("help".into(), vec!["ctrl+zz".into()])]).unwrap_err();
         assert!(err.contains("[keys] help") && err.contains("zz"));
+        // A character one types cannot be a composer or popup action: typing would be lost.
+        for (action, spelled) in [
+            ("submit", "e"),
+            ("newline", "shift+x"),
+            ("up", "space"),
+            ("popup-accept", "é"),
+        ] {
+            let err = Keymap::with_overrides(&[(action.into(), vec![spelled.into()])]).unwrap_err();
+            let shown = KeyBinding::parse(spelled).unwrap().to_string();
+            assert!(
+                err.starts_with(&format!(
+                    "[keys] {action}: \"{shown}\" is a character you type"
+                )),
+                "{err}"
+            );
+        }
+        assert!(Keymap::with_overrides(&[("submit".into(), vec!["ctrl+s".into()])]).is_ok());
+        assert!(Keymap::with_overrides(&[("submit".into(), vec!["alt+s".into()])]).is_ok());
+        assert!(Keymap::with_overrides(&[("submit".into(), vec!["f2".into()])]).is_ok());
+        // Outside the composer a plain character is a fine key (the overlay's `q`).
+        assert!(Keymap::with_overrides(&[("overlay-close".into(), vec!["x".into()])]).is_ok());
         // An empty list unbinds.
         let map = Keymap::with_overrides(&[("help".into(), vec![])]).unwrap();
         let question = key(KeyCode::Char('?'), KeyModifiers::NONE);

@@ -7,11 +7,16 @@
 //! (several TUIs on one home interleave whole lines). Reading is bounded: only the last
 //! [`TAIL_BYTES`] of the file are read and the newest [`MAX_LOADED`] entries kept; a line that
 //! does not parse is skipped, never fatal; an entry larger than [`MAX_ENTRY_BYTES`] is not
-//! stored. This is I/O at the edge: call it off the UI loop (`spawn_blocking`) or at start-up.
+//! stored. The file is opened regular-only and without blocking ([`files::open_read`]), so a
+//! FIFO or a device there is an empty history, never a start-up that waits; nothing is appended
+//! through a symlink (the append is refused and logged); an append after a
+//! last line torn by a crash starts a new line first, so the entry is never glued to the
+//! fragment. This is I/O at the edge: call it off the UI loop (`spawn_blocking`) or at start-up.
 //! Proof: the unit tests below and `history_survives_a_restart_and_a_resume` in
 //! `tests/tui/app.rs`.
 
 use super::composer::{ComposerSnapshot, Part};
+use crate::session::files;
 use serde_json::{json, Map, Value};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -93,18 +98,42 @@ pub fn append(
         return Ok(());
     };
     std::fs::create_dir_all(home)?;
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path(home))?;
-    file.write_all(line.as_bytes())
+    // Never written through a symlink: a link planted here would make every sent message an
+    // append to the file it names.
+    let mut file = files::open_regular(
+        &path(home),
+        std::fs::OpenOptions::new()
+            .read(true)
+            .create(true)
+            .append(true),
+        files::Symlinks::Refuse,
+    )?;
+    // A crash mid-append leaves a last line without its newline: this entry starts a line of
+    // its own, or it would be glued to that fragment and never parse again. (Another TUI
+    // appending between the check and the write at worst leaves a blank line, which is skipped.)
+    let len = file.metadata()?.len();
+    let mut last = [0u8; 1];
+    let torn = len > 0 && {
+        file.seek(SeekFrom::Start(len - 1))?;
+        file.read_exact(&mut last)?;
+        last[0] != b'\n'
+    };
+    let bytes = if torn { format!("\n{line}") } else { line };
+    file.write_all(bytes.as_bytes())
 }
 
 /// The newest entries of the home's history, oldest first. A missing or unreadable file is an
 /// empty history.
 pub fn load(home: &Path) -> Vec<ComposerSnapshot> {
-    let Ok(mut file) = std::fs::File::open(path(home)) else {
-        return Vec::new();
+    // Regular files only, opened without blocking: a FIFO here never holds up start-up.
+    let mut file = match files::open_read(&path(home)) {
+        Ok(file) => file,
+        Err(e) => {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(error = %e, "prompt history not loaded");
+            }
+            return Vec::new();
+        }
     };
     let Ok(len) = file.metadata().map(|m| m.len()) else {
         return Vec::new();
@@ -154,6 +183,68 @@ mod tests {
             snapshot.submission_text()
         );
         assert!(encode("me", 7, &ComposerSnapshot::default()).is_none());
+    }
+
+    fn sent(text: &str) -> ComposerSnapshot {
+        let mut c = Composer::new();
+        c.insert_str(text);
+        c.snapshot()
+    }
+
+    #[test]
+    fn an_entry_after_a_torn_last_line_starts_a_line_of_its_own() {
+        let home = tempfile::tempdir().unwrap();
+        let whole = encode("s", 1, &sent("before the crash")).unwrap();
+        let torn = &encode("s", 2, &sent("cut by the crash")).unwrap()[..20];
+        std::fs::write(path(home.path()), format!("{whole}{torn}")).unwrap();
+        append(home.path(), "s", 3, &sent("after the restart")).unwrap();
+        append(home.path(), "s", 4, &sent("and one more")).unwrap();
+        let texts: Vec<String> = load(home.path())
+            .iter()
+            .map(|e| e.submission_text())
+            .collect();
+        assert_eq!(
+            texts,
+            ["before the crash", "after the restart", "and one more"]
+        );
+        // The fragment is left as it was (a line of its own now), never rewritten.
+        let bytes = std::fs::read_to_string(path(home.path())).unwrap();
+        assert!(bytes.starts_with(&format!("{whole}{torn}\n{{")), "{bytes}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_history_neither_blocks_loading_nor_takes_an_entry() {
+        let home = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("mkfifo")
+            .arg(path(home.path()))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let dir = home.path().to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let loaded = load(&dir).len();
+            let appended = append(&dir, "s", 1, &sent("hello")).map_err(|e| e.to_string());
+            let _ = tx.send((loaded, appended));
+        });
+        let (loaded, appended) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a FIFO history.jsonl blocked the TUI's start-up");
+        assert_eq!(loaded, 0);
+        assert!(appended.unwrap_err().contains("FIFO"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_entry_is_never_appended_through_a_symlink() {
+        let home = tempfile::tempdir().unwrap();
+        let outside = home.path().join("outside");
+        std::fs::write(&outside, b"someone's file\n").unwrap();
+        std::os::unix::fs::symlink(&outside, path(home.path())).unwrap();
+        let err = append(home.path(), "s", 1, &sent("hello")).unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert_eq!(std::fs::read(&outside).unwrap(), b"someone's file\n");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cache;
 mod index;
 mod search;
 mod watch;

@@ -8,6 +8,7 @@
 mod support;
 
 mod cli_lifecycle;
+mod own_files;
 mod tmux;
 mod tmux_attach;
 mod tmux_external;

@@ -723,3 +723,47 @@ async fn slash_resume_without_an_id_opens_the_finder_as_a_picker() {
     assert!(app.should_quit);
     assert_eq!(app.next, Some(NextSession::Resume("src-session-1".into())));
 }
+
+/// The `@` popup while the discovery index cannot answer (here: none exists yet, and no indexer
+/// runs): titles still match, from the listing, rows show no made-up sizes, and the
+/// transcript says once that the index is not used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_popup_answers_by_title_without_an_index_and_says_so_once() {
+    use dsh_session_references::discovery::Discovery;
+    let home = tempfile::tempdir().unwrap();
+    write_source(home.path());
+    let discovery = Discovery::for_home(home.path(), &Default::default());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    app.set_discovery(discovery);
+    // "leap" is in the title only: the contract list (ids and cwds) would not find it.
+    for event in typed("see @leap") {
+        app.handle(event);
+    }
+    pump(&mut app, &mut rx, |app| {
+        let s = screen(app);
+        s.contains("Leap day parsing") && s.contains("searching the titles")
+    })
+    .await;
+    assert!(!screen(&app).contains("0 msgs"), "{}", screen(&app));
+    // Two more lookups ("lea", "leap"): the note is not repeated.
+    app.handle(key(KeyCode::Backspace));
+    pump(&mut app, &mut rx, |app| screen(app).contains("@lea ")).await;
+    for event in typed("p") {
+        app.handle(event);
+    }
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("Leap day parsing")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    while let Ok(event) = rx.try_recv() {
+        app.handle(event);
+    }
+    assert_eq!(
+        screen(&app).matches("searching the titles").count(),
+        1,
+        "{}",
+        screen(&app)
+    );
+}
