@@ -1077,7 +1077,9 @@ async fn admit_and_run(inner: &Arc<Inner>, prompt: QueuedPrompt) {
         state.turns = state.turns.max(inner.adopted_turns.load(Ordering::Relaxed)) + 1;
         state.titled |= inner.adopted_title.load(Ordering::Relaxed);
         state.turn_open = true;
-        let title = (!state.titled).then(|| title_for(&message)).flatten();
+        let title = (!state.titled)
+            .then(|| title_for(&message, &contexts))
+            .flatten();
         state.titled |= title.is_some();
         (state.turns, title)
     };
@@ -1306,21 +1308,14 @@ fn model_messages(inner: &Inner) -> Vec<Message> {
         .collect()
 }
 
-/// The first words of a direct prompt, as dsh's fallback title.
-fn title_for(message: &Message) -> Option<String> {
+/// dsh's fallback title of a direct prompt: its first words, the sessions it references
+/// (`contexts`' session-reference labels) taken out and named after them.
+fn title_for(message: &Message, contexts: &[Message]) -> Option<String> {
     if !message.source.is_direct_user() {
         return None;
     }
-    let text = message.display_text();
-    let words: Vec<&str> = text.split_whitespace().take(6).collect();
-    if words.is_empty() {
-        return None;
-    }
-    let mut title = words.join(" ");
-    if title.chars().count() > 60 {
-        title = title.chars().take(59).collect::<String>() + "…";
-    }
-    Some(title)
+    let labels = crate::session::title::reference_labels(contexts);
+    crate::session::title::prompt_title(&message.display_text(), &labels)
 }
 
 /// What one step streamed, with arrival times, for the packed chunk rows and a partial answer.
