@@ -18,8 +18,9 @@ pub enum Start {
     New,
     /// Resume this (whole) id.
     Resume(String),
-    /// `--resume` without an id: list recent sessions and let the user pick.
-    Pick,
+    /// `--resume` without an id (empty), or with a word that starts no id: find sessions (this
+    /// word typed) and let the user pick.
+    Pick(String),
 }
 
 /// Resolves `--resume [ID]` and `--continue` against the home's sessions. `resume` is
@@ -51,7 +52,7 @@ pub fn resolve_start(
         return Ok(Start::New);
     };
     if prefix.is_empty() {
-        return Ok(Start::Pick);
+        return Ok(Start::Pick(String::new()));
     }
     if let Some(agent) = Agent::of_id(prefix) {
         return Err(format!(
@@ -70,11 +71,8 @@ pub fn resolve_start(
             Err(e @ SessionError::UnsupportedVersion { .. }) => {
                 Err(escape::diagnostic(&e.to_string()).into_owned())
             }
-            _ => Err(format!(
-                "no session id is or starts with {} (list them with dsh-refs sessions, or find \
-                 one with dsh-refs search WORDS)",
-                escape::escape_line(&format!("{prefix:?}"))
-            )),
+            // Not an id: a word to find the session by.
+            _ => Ok(Start::Pick(prefix.to_string())),
         },
         Err(e) => Err(escape::diagnostic(&e.to_string()).into_owned()),
     }
@@ -115,6 +113,44 @@ pub fn recent_sessions(home: &Path, cwd: Option<&str>, limit: usize) -> Vec<(Str
             (s.id().to_string(), title)
         })
         .collect()
+}
+
+/// This home's own sessions matching `query` through discovery (title, first prompt,
+/// conversation, cwd), best first, at most `limit`: (id, title). The index is brought up to date
+/// first. Errors are messages for the user.
+pub fn find_sessions(
+    home: &Path,
+    query: &str,
+    cwd: Option<&str>,
+    limit: usize,
+) -> Result<Vec<(String, String)>, String> {
+    use crate::discovery::{Discovery, SearchQuery};
+    let discovery = Discovery::for_home(home, &crate::session::external::SourceSet::default());
+    if let Err(e) = discovery.refresh_blocking() {
+        tracing::warn!(error = %e, "resume: index not refreshed");
+    }
+    let found = discovery
+        .search_blocking(
+            &SearchQuery {
+                text: query.to_string(),
+                agent: None,
+                cwd: cwd.map(str::to_string),
+                limit,
+                now_ms: crate::session::writer::now_ms(),
+                snippets: false,
+            },
+            None,
+        )
+        .map_err(|e| escape::diagnostic(&e.to_string()).into_owned())?;
+    Ok(found
+        .hits
+        .into_iter()
+        .filter(|h| Agent::of_id(&h.session_id).is_none())
+        .map(|h| {
+            let title = h.title.or(h.first_prompt).unwrap_or_default();
+            (h.session_id, title)
+        })
+        .collect())
 }
 
 /// What to type to come back to session `id` (printed when the TUI quits).

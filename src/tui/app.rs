@@ -108,8 +108,9 @@ pub enum AppEvent {
     FilesChanged,
     /// The popup's preview of its highlighted session: (session id, serial, result).
     PopupPreview(String, u64, Result<Preview, String>),
-    /// The session `/resume PREFIX` names, or why none.
-    Resolved(Result<String, String>),
+    /// The session `/resume PREFIX` names (`Ok(Err(word))`: a word that starts no id), or why
+    /// none.
+    Resolved(Result<Result<String, String>, String>),
     /// The finder's answer to one `/resume` picker query: (its generation, hits and total).
     Picker(u64, Result<(Vec<crate::discovery::Hit>, usize), String>),
     /// The answer to `/sessions`.
@@ -363,10 +364,21 @@ impl App {
                     preview.result = Some(result);
                 }
             }
-            AppEvent::Resolved(Ok(id)) => {
+            AppEvent::Resolved(Ok(Ok(id))) => {
                 self.next = Some(NextSession::Resume(id));
                 self.should_quit = true;
             }
+            // A word that starts no id: find it.
+            AppEvent::Resolved(Ok(Err(word))) if self.discovery.is_some() => {
+                self.open_picker(&word)
+            }
+            AppEvent::Resolved(Ok(Err(word))) => self.transcript.push_notice(
+                NoticeLevel::Error,
+                format!(
+                    "/resume: no session id is or starts with {}",
+                    crate::escape::escape_line(&format!("{word:?}"))
+                ),
+            ),
             AppEvent::Resolved(Err(why)) => self
                 .transcript
                 .push_notice(NoticeLevel::Error, format!("/resume: {why}")),
@@ -409,7 +421,7 @@ impl App {
 
     fn on_key(&mut self, key: KeyEvent) {
         if let Some(picker) = &mut self.picker {
-            match picker.handle_key(key) {
+            match picker.handle_key_with(&self.keymap, key) {
                 PickerOutcome::Search(generation, query) => self.picker_search(generation, query),
                 PickerOutcome::Picked(id) => {
                     self.picker = None;
@@ -613,15 +625,7 @@ impl App {
                 self.next = Some(NextSession::New);
                 self.should_quit = true;
             }
-            Command::Resume if arg.is_empty() && self.discovery.is_some() => {
-                // The finder as a picker, over this home's own sessions.
-                let mut picker = PickerState::new();
-                let first = picker.start();
-                self.picker = Some(picker);
-                if let PickerOutcome::Search(generation, query) = first {
-                    self.picker_search(generation, query);
-                }
-            }
+            Command::Resume if arg.is_empty() && self.discovery.is_some() => self.open_picker(""),
             Command::Resume if arg.is_empty() => self.transcript.push_notice(
                 NoticeLevel::Info,
                 "Usage: /resume ID (/sessions lists them; @ finds one by id or cwd)",
@@ -655,8 +659,19 @@ impl App {
         }
     }
 
+    /// The finder as a picker over this home's own sessions, `query` already typed.
+    fn open_picker(&mut self, query: &str) {
+        let mut picker = PickerState::with_query(query, self.agent.info().cwd.clone());
+        let first = picker.start();
+        self.picker = Some(picker);
+        if let PickerOutcome::Search(generation, query) = first {
+            self.picker_search(generation, query);
+        }
+    }
+
     /// `/resume ID`: an id or a unique prefix of one of this home's own sessions (SPEC §8),
-    /// resolved off the loop; the session stays open when it names none.
+    /// resolved off the loop; a word that is no id's start opens the picker with it typed
+    /// (with discovery on), else the session stays open.
     fn resolve_resume(&mut self, prefix: &str) {
         if let Some(agent) = crate::session::external::Agent::of_id(prefix) {
             return self.transcript.push_notice(
@@ -680,8 +695,12 @@ impl App {
                 .list_sessions_blocking()
                 .map_err(|e| e.to_string())
                 .and_then(|listing| {
-                    crate::discovery::lifecycle::resolve_prefix(&listing, &prefix)
-                        .map_err(|e| e.to_string())
+                    match crate::discovery::lifecycle::resolve_prefix(&listing, &prefix) {
+                        Err(crate::discovery::lifecycle::ResolveError::NotFound { .. }) => {
+                            Ok(Err(prefix.clone()))
+                        }
+                        other => other.map(Ok).map_err(|e| e.to_string()),
+                    }
                 });
             let _ = tx.send(AppEvent::Resolved(result));
         });
@@ -1315,7 +1334,9 @@ impl App {
         }
         if let Some(picker) = &self.picker {
             // Over the transcript, the composer and its draft kept below it.
-            picker.view(now_ms()).render(areas.transcript, buf);
+            picker
+                .view_with(now_ms(), &self.keymap)
+                .render(areas.transcript, buf);
             return None;
         }
         if let Some(overlay) = &self.overlay {

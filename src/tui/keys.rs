@@ -26,15 +26,18 @@ pub enum KeyContext {
     App,
     /// The `?` key-help overlay is open.
     Overlay,
+    /// The session picker of `/resume` and `--resume` is open.
+    Picker,
 }
 
 impl KeyContext {
     /// Every context, in the overlay's order.
-    pub const ALL: [KeyContext; 4] = [
+    pub const ALL: [KeyContext; 5] = [
         KeyContext::Composer,
         KeyContext::Popup,
         KeyContext::App,
         KeyContext::Overlay,
+        KeyContext::Picker,
     ];
 
     /// The heading of this context in the overlay.
@@ -44,6 +47,7 @@ impl KeyContext {
             KeyContext::Popup => "Popup and menu",
             KeyContext::App => "Session",
             KeyContext::Overlay => "This help",
+            KeyContext::Picker => "Resume picker",
         }
     }
 }
@@ -125,6 +129,7 @@ actions! {
     OverlayUp => "overlay-up", Overlay, "scroll up", ["up", "k"];
     OverlayDown => "overlay-down", Overlay, "scroll down", ["down", "j"];
     OverlayClose => "overlay-close", Overlay, "close", ["esc", "?", "q"];
+    PickerThisDir => "picker-this-dir", Picker, "this directory only, or all", ["tab"];
 }
 
 /// One key with its modifiers, as a keymap compares them.

@@ -505,13 +505,9 @@ fn reasoning_of(message: &Message) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("\n"))
 }
 
-/// `512 B`, `48 KiB`, `3.1 MiB`.
+/// `512 B`, `48 KiB`, `3.1 MiB`: [`super::text::format_size`].
 pub fn human_bytes(n: u64) -> String {
-    match n {
-        0..=1023 => format!("{n} B"),
-        1024..=1_048_575 => format!("{} KiB", n.div_ceil(1024)),
-        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
-    }
+    super::text::format_size(n)
 }
 
 fn context_card(message: &Message) -> TranscriptItem {

@@ -46,8 +46,7 @@ fn title_of_log(home: &Path, id: &str) -> Option<String> {
                     .unwrap()
                     .lines()
                     .map(|l| serde_json::from_str::<Value>(l).unwrap())
-                    .filter(|l| l["type"] == "session/title")
-                    .last()
+                    .rfind(|l| l["type"] == "session/title")
                     .map(|l| l["data"]["title"].as_str().unwrap().to_string());
             }
         }

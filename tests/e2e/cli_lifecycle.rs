@@ -329,3 +329,47 @@ fn resume_without_an_id_opens_the_finder_as_a_picker() {
     let screen = tmux.wait_for_screen("the exit", |s| s.contains("EXITED="));
     assert!(screen.contains("EXITED=0"), "{screen}");
 }
+
+#[test]
+fn resume_with_a_word_finds_sessions_by_it() {
+    let home = tempfile::tempdir().unwrap();
+    write_session(
+        home.path(),
+        "abc123-first",
+        "/w",
+        1_780_000_000_000,
+        "Leap day parsing",
+    );
+    write_session(
+        home.path(),
+        "xyz-other",
+        "/w",
+        1_780_000_100_000,
+        "Dark mode toggle",
+    );
+    // Without a terminal: the matches, and how to open one.
+    let out = run(home.path(), &["--resume", "leap"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}{:?}", out.stderr);
+    assert!(
+        text.contains("abc123-first  Leap day parsing") && !text.contains("xyz-other"),
+        "{text}"
+    );
+    assert!(text.contains("resume one with: dsh-refs"), "{text}");
+
+    // On a terminal: the picker with the word typed, narrowed to its match.
+    let tmux = shell(
+        "picker-word",
+        &format!("{BIN} --home {} --resume leap", home.path().display()),
+    );
+    let screen = tmux.wait_for_screen("the picker with the word", |s| {
+        s.contains("Resume a session › leap") && s.contains("Leap day parsing")
+    });
+    assert!(!screen.contains("Dark mode toggle"), "{screen}");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_screen("the picked session", |s| {
+        s.contains("Leap day parsing (abc123-first)")
+    });
+    let screen = tmux.quit_to_shell();
+    assert!(screen.contains("--resume abc123-first"), "{screen}");
+}
