@@ -516,8 +516,10 @@ impl App {
                     }
                 }
             }
-            Some(Action::ScrollUp) => self.transcript.scroll_up(10),
-            Some(Action::ScrollDown) => self.transcript.scroll_down(10),
+            Some(Action::ScrollUp) => self.transcript.page_up(),
+            Some(Action::ScrollDown) => self.transcript.page_down(),
+            Some(Action::ScrollTop) => self.transcript.scroll_to_top(),
+            Some(Action::ScrollBottom) => self.transcript.scroll_to_bottom(),
             Some(Action::Details) => {
                 self.transcript.toggle_selected_card();
             }
@@ -1086,6 +1088,8 @@ impl App {
         }
         self.popup.close();
         self.slash.close();
+        // A send shows where it went: the transcript follows to the bottom again.
+        self.transcript.scroll_to_bottom();
         let draft = self.composer.take_draft();
         // Trailing whitespace (such as the space after an inserted mention) is not content.
         let text = draft.submission_text().trim_end().to_string();

@@ -120,8 +120,10 @@ actions! {
     PopupClose => "popup-close", Popup, "close, text untouched", ["esc"];
     Interrupt => "interrupt", App, "interrupt or cancel a send; twice when idle: edit last message", ["esc"];
     ClearOrQuit => "clear-or-quit", App, "clear the draft (↑ recalls it), interrupt; twice when idle: quit", ["ctrl+c"];
-    ScrollUp => "scroll-up", App, "scroll the transcript up", ["pgup"];
-    ScrollDown => "scroll-down", App, "scroll the transcript down", ["pgdn"];
+    ScrollUp => "scroll-up", App, "transcript one screen up", ["pgup"];
+    ScrollDown => "scroll-down", App, "transcript one screen down", ["pgdn"];
+    ScrollTop => "scroll-top", App, "transcript top", ["ctrl+home", "home"];
+    ScrollBottom => "scroll-bottom", App, "transcript bottom", ["ctrl+end", "end"];
     Details => "details", App, "open the selected (else last) card: readable, exact text, closed", ["ctrl+o"];
     CardPrev => "card-prev", App, "select the previous card", ["alt+up"];
     CardNext => "card-next", App, "select the next card (past the last: none)", ["alt+down"];

@@ -962,6 +962,26 @@ impl Transcript {
         self.scroll.set(0);
     }
 
+    /// Rows one page moves: the height of the last draw, one row kept for context.
+    fn page_rows(&self) -> usize {
+        self.last_height.get().saturating_sub(1).max(1)
+    }
+
+    /// One screen toward older output (PgUp).
+    pub fn page_up(&mut self) {
+        self.scroll_up(self.page_rows());
+    }
+
+    /// One screen toward newer output (PgDn).
+    pub fn page_down(&mut self) {
+        self.scroll_down(self.page_rows());
+    }
+
+    /// The oldest output (Home): as far up as the last draw allowed.
+    pub fn scroll_to_top(&mut self) {
+        self.scroll.set(self.max_scroll.get());
+    }
+
     /// Wraps what is not cached at `width` yet; returns each item's row count.
     fn wrap(&self, width: usize) -> Vec<usize> {
         let mut cache = self.cache.borrow_mut();

@@ -7,6 +7,7 @@ mod support;
 
 mod app;
 mod composer;
+mod daily;
 mod host_example;
 mod keys;
 mod model;

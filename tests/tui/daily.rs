@@ -1,0 +1,104 @@
+//! Issue 24's daily-driver items in the app, driven like a person would (type, press keys, let
+//! the events in) and drawn on a `TestBackend`: scrolling that follows a send, `/model` without a
+//! rebuild, the running turn's timer and queued messages, and the polish items.
+
+use crate::app::{options, screen_at};
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+use dsh_session_references::agent::config::ModelChoice;
+use dsh_session_references::session::Record;
+use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions, Wiring};
+use dsh_session_references::tui::transcript::NoticeLevel;
+use std::time::Duration;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+/// The app over `options` with the offline model, its agent's events forwarded as the binary's
+/// loop forwards them.
+fn offline(options: &AppOptions, tx: UnboundedSender<AppEvent>) -> (App, Vec<Record>) {
+    let (app, records) = build(
+        options,
+        Wiring::for_choice(options, &ModelChoice::Offline).unwrap(),
+        tx.clone(),
+    )
+    .unwrap();
+    let mut events = app.agent.subscribe();
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            if tx.send(AppEvent::Agent(event)).is_err() {
+                break;
+            }
+        }
+    });
+    (app, records)
+}
+
+fn key(code: KeyCode) -> AppEvent {
+    AppEvent::Input(TermEvent::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+}
+
+fn typed(text: &str) -> Vec<AppEvent> {
+    text.chars().map(|c| key(KeyCode::Char(c))).collect()
+}
+
+fn screen(app: &App) -> String {
+    screen_at(app, 100)
+}
+
+/// Feeds events to the app until `done` holds.
+async fn pump(app: &mut App, rx: &mut UnboundedReceiver<AppEvent>, done: impl Fn(&App) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !done(app) {
+        let event = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .expect("the app got what it waited for in time")
+            .expect("channel open");
+        app.handle(event);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_move_a_screen_home_and_end_jump_and_a_send_follows_to_the_bottom() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for i in 0..80 {
+        app.transcript
+            .push_notice(NoticeLevel::Info, format!("earlier line {i}"));
+    }
+    screen(&app);
+    app.handle(key(KeyCode::PageUp));
+    let page = app.transcript.scroll_offset();
+    assert!(page > 10, "a page is a screen, not 10 rows: {page}");
+    screen(&app);
+    app.handle(key(KeyCode::PageUp));
+    assert_eq!(app.transcript.scroll_offset(), 2 * page);
+    app.handle(key(KeyCode::PageDown));
+    assert_eq!(app.transcript.scroll_offset(), page);
+    // Home (the composer's cursor cannot move): the top; End: the bottom.
+    app.handle(key(KeyCode::Home));
+    assert!(screen(&app).contains("earlier line 0"), "{}", screen(&app));
+    app.handle(key(KeyCode::End));
+    assert_eq!(app.transcript.scroll_offset(), 0);
+    // Scrolled up, a send brings the view back to the bottom, where the new turn shows.
+    app.handle(key(KeyCode::PageUp));
+    screen(&app);
+    assert!(app.transcript.scroll_offset() > 0);
+    for event in typed("hello from below") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    assert_eq!(app.transcript.scroll_offset(), 0);
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("Offline model")
+    })
+    .await;
+    let text = screen(&app);
+    assert!(text.contains("hello from below"), "{text}");
+    assert!(!text.contains("more "), "no `↓ N more` marker: {text}");
+    // New output while at the bottom is followed too.
+    for i in 0..30 {
+        app.transcript
+            .push_notice(NoticeLevel::Info, format!("later line {i}"));
+    }
+    assert!(screen(&app).contains("later line 29"));
+    assert_eq!(app.transcript.scroll_offset(), 0);
+}
