@@ -282,7 +282,8 @@ struct Inner {
     listeners: Mutex<Vec<mpsc::UnboundedSender<AgentEvent>>>,
     live: Arc<LiveSession>,
     registry: LiveSessions,
-    model: Arc<dyn ModelProvider>,
+    /// The model that answers; `/model` swaps it in place (the next request uses it).
+    model: std::sync::RwLock<Arc<dyn ModelProvider>>,
     /// The highest turn number, and whether a title, seen in records of another writer.
     adopted_turns: AtomicU64,
     adopted_title: AtomicBool,
@@ -401,7 +402,7 @@ impl Agent {
             listeners: Mutex::new(Vec::new()),
             live,
             registry,
-            model,
+            model: std::sync::RwLock::new(model),
             adopted_turns: AtomicU64::new(0),
             adopted_title: AtomicBool::new(false),
         });
@@ -487,6 +488,13 @@ impl Agent {
             .expect("listeners lock")
             .push(tx);
         rx
+    }
+
+    /// Answers the following requests with `model` (a step already streaming finishes with the
+    /// one it started with); the next request logs a `request/header` with reason `change` when
+    /// the request config differs. Nothing is re-read or rebuilt.
+    pub fn set_model(&self, model: Arc<dyn ModelProvider>) {
+        *self.inner.model.write().expect("model lock") = model;
     }
 
     /// The admission state now.
@@ -688,6 +696,11 @@ fn staged_events(turn: u64, staged: impl IntoIterator<Item = Staged>) -> Vec<New
 }
 
 impl Inner {
+    /// The model answering now.
+    fn model(&self) -> Arc<dyn ModelProvider> {
+        self.model.read().expect("model lock").clone()
+    }
+
     fn emit(&self, event: AgentEvent) {
         let mut listeners = self.listeners.lock().expect("listeners lock");
         listeners.retain(|tx| tx.send(event.clone()).is_ok());
@@ -1202,7 +1215,7 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
             messages: model_messages(inner),
         };
         let (tx, mut rx) = mpsc::unbounded_channel::<ModelEvent>();
-        let model = inner.model.clone();
+        let model = inner.model();
         let token = cancel.clone();
         let mut response = tokio::spawn(async move { model.stream(request, tx, token).await });
         let mut streamed = Streamed::default();
@@ -1389,7 +1402,7 @@ fn assistant_event(
     if !output.text.is_empty() || output.reasoning.is_empty() {
         content.push(ContentBlock::text(output.text.clone()));
     }
-    let (provider, model) = inner.model.identity();
+    let (provider, model) = inner.model().identity();
     let message = Message::new(
         "assistant",
         content,
@@ -1416,7 +1429,7 @@ fn assistant_event(
 /// differs from the log's last header), and whenever the provider or model changed (`change`).
 /// A model without a request config (the offline one) logs nothing.
 async fn log_request_header(inner: &Arc<Inner>) {
-    let Some(config) = inner.model.request_config() else {
+    let Some(config) = inner.model().request_config() else {
         return;
     };
     let reason = {

@@ -151,8 +151,6 @@ pub enum NextSession {
     New,
     /// Continue the session with this id.
     Resume(String),
-    /// `/model NAME`: this session again, with the configured provider's model `NAME`.
-    Model(String),
 }
 
 /// The app state: pure enough to drive from tests with a `TestBackend`.
@@ -169,6 +167,9 @@ pub struct App {
     pub transcript: Transcript,
     status: AgentStatus,
     model: String,
+    /// The configuration the model came from (`/model NAME` derives another from it and swaps
+    /// it into the running agent).
+    model_choice: Option<ModelChoice>,
     /// Cancels the submit transaction in flight (Esc).
     preparing: Option<CancellationToken>,
     /// The message of the submit transaction in flight, to restore if it fails.
@@ -242,6 +243,7 @@ impl App {
             transcript: Transcript::new(),
             status: AgentStatus::default(),
             model,
+            model_choice: None,
             preparing: None,
             in_flight: None,
             lookup_cancel: None,
@@ -278,6 +280,10 @@ impl App {
         for record in records {
             if let Record::Event(event) = record {
                 self.show_event(&id, event);
+                // A turn that failed says so again, as it did while it ran.
+                if let Some(failure) = turn_failure(event) {
+                    self.transcript.push_notice(NoticeLevel::Error, failure);
+                }
             }
         }
     }
@@ -642,10 +648,7 @@ impl App {
                     self.model
                 ),
             ),
-            Command::Model => {
-                self.next = Some(NextSession::Model(arg.to_string()));
-                self.should_quit = true;
-            }
+            Command::Model => self.switch_model(arg),
             Command::Sessions => {
                 let mount = self.mount.clone();
                 let tx = self.tx.clone();
@@ -658,6 +661,41 @@ impl App {
                 });
             }
             Command::Quit => self.should_quit = true,
+        }
+    }
+
+    /// `/model NAME`: the configured provider's model `NAME` answers from the next request on,
+    /// in this session as it is (nothing rebuilt from the log, every notice kept; the next
+    /// request logs a `request/header` with reason `change`).
+    fn switch_model(&mut self, name: &str) {
+        let settings = match &self.model_choice {
+            Some(ModelChoice::Remote(settings)) => settings,
+            _ => {
+                return self.transcript.push_notice(
+                    NoticeLevel::Error,
+                    format!(
+                        "Could not switch to {name}: the offline model has no other models: \
+                         configure a provider (--provider NAME, or the [provider] table of \
+                         config.toml)"
+                    ),
+                )
+            }
+        };
+        let mut settings = settings.clone();
+        settings.model = name.to_string();
+        let choice = ModelChoice::Remote(settings);
+        match crate::agent::model_for(&choice, Duration::ZERO) {
+            Ok((model, label)) => {
+                self.agent.set_model(model);
+                self.model = label;
+                self.model_choice = Some(choice);
+                self.transcript
+                    .push_notice(NoticeLevel::Info, format!("Model: {}", self.model));
+            }
+            Err(e) => self.transcript.push_notice(
+                NoticeLevel::Error,
+                format!("Could not switch to {name}: {e}"),
+            ),
         }
     }
 
@@ -1379,6 +1417,24 @@ struct AppAreas {
     help: Rect,
 }
 
+/// The failure message of a `turn/end` whose reason is `{kind:"error", failure:{message}}`.
+fn turn_failure(event: &Event) -> Option<String> {
+    if event.kind != crate::session::format::TURN_END {
+        return None;
+    }
+    let data: serde_json::Value = serde_json::from_str(event.data.get()).ok()?;
+    let reason = data.get("reason")?;
+    if reason.get("kind")?.as_str()? != "error" {
+        return None;
+    }
+    let message = reason
+        .get("failure")
+        .and_then(|f| f.get("message"))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("the model request failed");
+    Some(message.to_string())
+}
+
 /// What the binary wires into the app: the store sessions live in, the live sessions of this
 /// process, and the model that answers (with its status-line label).
 #[derive(Clone)]
@@ -1452,7 +1508,7 @@ pub fn build(
         model,
         model_label,
         keymap,
-        choice: _,
+        choice,
     } = wiring;
     let mut resumed_log = None;
     let (agent, history) = match &options.resume {
@@ -1486,6 +1542,7 @@ pub fn build(
         .map_err(|e| AppError::Other(e.to_string()))?;
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
     let mut app = App::new(agent, mount, model_label.clone(), tx);
+    app.model_choice = choice;
     app.set_keymap(keymap);
     app.keep_history_in(&options.home);
     if options.resume.is_none() {
@@ -1538,7 +1595,7 @@ pub async fn run_loop<B: Backend>(
     terminal: &mut Terminal<B>,
     mut app: App,
     mut rx: mpsc::UnboundedReceiver<AppEvent>,
-) -> Result<Option<NextSession>, AppError> {
+) -> Result<(Option<NextSession>, Option<ModelChoice>), AppError> {
     let mut agent_events = app.agent.subscribe();
     let tx = app.tx.clone();
     let forward = tokio::spawn(async move {
@@ -1576,7 +1633,7 @@ pub async fn run_loop<B: Backend>(
     // What was handed to the log is written before the next session or the exit (bounded:
     // never hang).
     let _ = tokio::time::timeout(Duration::from_secs(2), app.agent.closed()).await;
-    Ok(app.next.take())
+    Ok((app.next.take(), app.model_choice.take()))
 }
 
 /// Opens the TUI on the real terminal with what `wiring` provides; `/new` and `/resume` open
@@ -1664,21 +1721,24 @@ pub async fn run_terminal(mut options: AppOptions, mut wiring: Wiring) -> Result
             ))?),
         };
         terminal.clear()?;
-        match run_loop(terminal, app, rx).await? {
-            Some(NextSession::New) => options.resume = None,
-            Some(NextSession::Resume(id)) => options.resume = Some(id),
-            Some(NextSession::Model(name)) => {
-                // The same session if it was written (a new one otherwise), with the new model.
-                let written = wiring.store.log_path(&session_id).is_ok();
-                options.resume = written.then(|| session_id.clone());
-                match wiring.with_model(&options, &name) {
-                    Ok(switched) => {
+        let (next, choice) = run_loop(terminal, app, rx).await?;
+        // A model `/model` switched to stays for the sessions opened next.
+        if let (Some(choice), true) = (choice, next.is_some()) {
+            if wiring.choice.as_ref() != Some(&choice) {
+                match Wiring::for_choice(&options, &choice) {
+                    Ok(mut switched) => {
+                        switched.keymap = wiring.keymap.clone();
+                        switched.store = wiring.store.clone();
+                        switched.live = wiring.live.clone();
                         wiring = switched;
-                        info = Some(format!("Model: {}", wiring.model_label));
                     }
-                    Err(e) => notice = Some(format!("Could not switch to {name}: {e}")),
+                    Err(e) => notice = Some(format!("Could not keep the model: {e}")),
                 }
             }
+        }
+        match next {
+            Some(NextSession::New) => options.resume = None,
+            Some(NextSession::Resume(id)) => options.resume = Some(id),
             None => return Ok(session_id),
         }
     }

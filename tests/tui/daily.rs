@@ -102,3 +102,81 @@ async fn pages_move_a_screen_home_and_end_jump_and_a_send_follows_to_the_bottom(
     assert!(screen(&app).contains("later line 29"));
     assert_eq!(app.transcript.scroll_offset(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_turn_is_shown_again_on_resume() {
+    use crate::support::model::{Reply, Server};
+    use dsh_session_references::agent::config::{ApiKey, ProviderSettings};
+    let server = Server::start(vec![Reply::status(
+        400,
+        r#"{"error":{"message":"model e2e-missing does not exist"}}"#,
+    )])
+    .await;
+    let choice = ModelChoice::Remote(Box::new(ProviderSettings {
+        provider: "deepseek".into(),
+        base_url: server.base_url(),
+        model: "deepseek-v4-flash".into(),
+        api_key_env: Some("DSH_TEST_KEY".into()),
+        api_key: Some(ApiKey::new("sk-tui-test")),
+        reasoning_effort: None,
+        max_tokens: None,
+        connect_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(5),
+        max_retries: 0,
+        retry_base: Duration::from_millis(10),
+        max_stream_bytes: dsh_session_references::agent::config::MAX_STREAM_BYTES,
+    }));
+    let home = tempfile::tempdir().unwrap();
+    let opts = options(home.path());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = build(
+        &opts,
+        Wiring::for_choice(&opts, &choice).unwrap(),
+        tx.clone(),
+    )
+    .unwrap();
+    let mut events = app.agent.subscribe();
+    let forward = tx.clone();
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            if forward.send(AppEvent::Agent(event)).is_err() {
+                break;
+            }
+        }
+    });
+    for event in typed("hello") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("does not exist") && screen(app).contains("idle")
+    })
+    .await;
+    let live: Vec<String> = screen(&app)
+        .lines()
+        .filter(|l| l.contains("does not exist"))
+        .map(|l| l.trim_end().to_string())
+        .collect();
+    assert_eq!(live.len(), 1, "{}", screen(&app));
+    let id = app.agent.info().session_id.clone();
+    app.agent.shutdown();
+    let _ = tokio::time::timeout(Duration::from_secs(2), app.agent.closed()).await;
+    drop(app);
+
+    // Resumed: the same failure, where it happened, below the prompt.
+    let resumed = AppOptions {
+        resume: Some(id),
+        ..options(home.path())
+    };
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (app, _) = build(&resumed, Wiring::for_choice(&resumed, &choice).unwrap(), tx).unwrap();
+    let text = screen(&app);
+    let shown: Vec<String> = text
+        .lines()
+        .filter(|l| l.contains("does not exist"))
+        .map(|l| l.trim_end().to_string())
+        .collect();
+    assert_eq!(shown, live, "{text}");
+    let prompt = text.find("hello").unwrap();
+    assert!(text.find("does not exist").unwrap() > prompt, "{text}");
+}
