@@ -213,6 +213,8 @@ pub struct App {
     /// The composer text of each sent message not yet seen in the log, by message id: given back
     /// if the agent reports it unsent.
     unlogged: Vec<(String, ComposerSnapshot)>,
+    /// When the running turn started (for its elapsed time); `None` while idle.
+    turn_started: Option<Instant>,
     /// Unsent reports that arrived before their submission's result: (message id, why, reason).
     unsent_early: Vec<(String, String, String)>,
     /// Full-text discovery merged into the popup's session rows (SPEC §8), when running.
@@ -268,6 +270,7 @@ impl App {
             should_quit: false,
             tx,
             unlogged: Vec::new(),
+            turn_started: None,
             unsent_early: Vec::new(),
             discovery: None,
             home_note: None,
@@ -1230,6 +1233,11 @@ impl App {
                 ))
             }
             AgentEvent::Status(status) => {
+                self.turn_started = match (status.running, self.turn_started) {
+                    (true, None) => Some(Instant::now()),
+                    (true, started) => started,
+                    (false, _) => None,
+                };
                 if !status.running && self.streaming {
                     // An aborted step leaves its partial answer on screen, marked finished.
                     self.transcript.finish_assistant(None);
@@ -1303,7 +1311,32 @@ impl App {
                 .clone()
                 .or_else(|| self.home_note.clone()),
             next_context: self.next_context(),
+            elapsed_secs: self.turn_started.map(|t| t.elapsed().as_secs()),
+            interrupt_key: self.keymap.label(Action::Interrupt, 1),
         }
+    }
+
+    /// The messages sent while the turn runs that it has not taken yet, as typed.
+    fn queued_panel(&self) -> super::queued::QueuedPanel {
+        use super::composer::Part;
+        if !self.status.running {
+            return super::queued::QueuedPanel::default();
+        }
+        let messages = self
+            .unlogged
+            .iter()
+            .map(|(_, sent)| {
+                sent.parts()
+                    .into_iter()
+                    .map(|part| match part {
+                        Part::Text(text) => text,
+                        Part::Mention { label, .. } => format!("@{label}"),
+                        Part::Paste(text) => format!("[pasted {} lines]", text.lines().count()),
+                    })
+                    .collect::<String>()
+            })
+            .collect();
+        super::queued::QueuedPanel { messages }
     }
 
     fn key_help(&self) -> KeyHelp {
@@ -1322,8 +1355,10 @@ impl App {
     /// Where each part goes in `area`: computed once per frame.
     fn areas(&self, area: Rect) -> AppAreas {
         let composer_height = self.composer.desired_height(area.width).max(1);
-        let [transcript, composer, status, help] = Layout::vertical([
+        let queued_height = self.queued_panel().height();
+        let [transcript, queued, composer, status, help] = Layout::vertical([
             Constraint::Min(1),
+            Constraint::Length(queued_height),
             Constraint::Length(composer_height),
             Constraint::Length(1),
             Constraint::Length(1),
@@ -1331,6 +1366,7 @@ impl App {
         .areas(area);
         AppAreas {
             transcript,
+            queued,
             composer,
             status,
             help,
@@ -1342,6 +1378,7 @@ impl App {
     pub fn draw(&self, area: Rect, buf: &mut ratatui::buffer::Buffer) -> Option<Position> {
         let areas = self.areas(area);
         self.transcript.render(areas.transcript, buf);
+        self.queued_panel().render(areas.queued, buf);
         self.composer.render(areas.composer, buf);
         self.status_line().render(areas.status, buf);
         self.key_help().render(areas.help, buf);
@@ -1412,6 +1449,7 @@ impl App {
 /// The rows of one frame.
 struct AppAreas {
     transcript: Rect,
+    queued: Rect,
     composer: Rect,
     status: Rect,
     help: Rect,

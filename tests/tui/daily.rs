@@ -180,3 +180,83 @@ async fn a_failed_turn_is_shown_again_on_resume() {
     let prompt = text.find("hello").unwrap();
     assert!(text.find("does not exist").unwrap() > prompt, "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_turn_shows_its_time_how_to_interrupt_and_what_is_queued() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let slow = AppOptions {
+        offline_delay: Duration::from_millis(60),
+        ..options(home.path())
+    };
+    let (mut app, _) = offline(&slow, tx);
+    for event in typed("tell me a long story") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    pump(&mut app, &mut rx, |app| screen(app).contains("running")).await;
+    let text = screen(&app);
+    assert!(text.contains("● running 0s · esc to interrupt"), "{text}");
+    // Two messages typed while it runs: listed above the composer, not only counted.
+    for message in ["also mention the dragon", "and keep it short"] {
+        for event in typed(message) {
+            app.handle(event);
+        }
+        app.handle(key(KeyCode::Enter));
+        pump(&mut app, &mut rx, |app| {
+            screen(app).contains(&format!("↳ queued  {message}"))
+        })
+        .await;
+    }
+    let text = screen(&app);
+    let queued = text.find("↳ queued  also mention the dragon").unwrap();
+    let composer = text.find("╭").unwrap();
+    assert!(queued < composer, "above the composer: {text}");
+    // Taken by the turn (or the next), the rows go; idle, the timer and the hint go too.
+    pump(&mut app, &mut rx, |app| {
+        let s = screen(app);
+        s.contains("idle") && !s.contains("↳ queued")
+    })
+    .await;
+    assert!(!screen(&app).contains("to interrupt"));
+}
+
+#[test]
+fn the_status_line_and_queued_rows_while_a_turn_runs() {
+    use dsh_session_references::tui::queued::QueuedPanel;
+    use dsh_session_references::tui::snapshot::render_snapshot;
+    use dsh_session_references::tui::status::StatusLine;
+    use dsh_session_references::tui::Renderable;
+    let status = StatusLine {
+        session_id: "session-1b2c".into(),
+        title: Some("Fix webapp login loop".into()),
+        cwd: Some("/home/dev/webapp".into()),
+        model: "offline".into(),
+        running: true,
+        queued_steering: 2,
+        elapsed_secs: Some(75),
+        interrupt_key: "esc".into(),
+        ..Default::default()
+    };
+    let panel = QueuedPanel {
+        messages: vec![
+            "also mention the dragon".into(),
+            "and keep\nit short".into(),
+            "third \u{1b}[2J".into(),
+            "fourth".into(),
+        ],
+    };
+    insta::assert_snapshot!(render_snapshot(100, 4, |area, buf| {
+        let rows = ratatui::layout::Rect {
+            height: panel.height(),
+            ..area
+        };
+        panel.render(rows, buf);
+        let line = ratatui::layout::Rect {
+            y: area.y + 3,
+            height: 1,
+            ..area
+        };
+        status.render(line, buf);
+    }));
+}
