@@ -5,7 +5,7 @@
 
 use clap::Parser;
 use dsh_session_references::cli::lifecycle::{
-    find_sessions, recent_sessions, resolve_start, resume_hint, Start,
+    command_prefix, find_sessions, recent_sessions, resolve_start_hinted, resume_hint, Start,
 };
 use dsh_session_references::cli::{Cli, Command, Compression, ModelArgs, TuiArgs};
 use dsh_session_references::escape::{diagnostic, escape_line};
@@ -119,11 +119,12 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
     let cwd = std::env::current_dir()
         .ok()
         .map(|d| d.to_string_lossy().into_owned());
-    let resume = match resolve_start(
+    let resume = match resolve_start_hinted(
         &home,
         args.resume.as_deref(),
         args.continue_last,
         cwd.as_deref(),
+        &command_prefix(home_flag, args.demo),
     ) {
         Ok(Start::New) => None,
         Ok(Start::Resume(id)) => Some(id),
@@ -250,8 +251,9 @@ fn print_found(
     if found.is_empty() {
         eprintln!(
             "dsh-refs: no session id is or starts with {}, and no session matches it (list them \
-             with dsh-refs sessions)",
-            escape_line(&format!("{query:?}"))
+             with {} sessions)",
+            escape_line(&format!("{query:?}")),
+            command_prefix(home_flag, demo)
         );
         return 1;
     }

@@ -31,6 +31,18 @@ pub fn resolve_start(
     continue_last: bool,
     cwd: Option<&str>,
 ) -> Result<Start, String> {
+    resolve_start_hinted(home, resume, continue_last, cwd, "dsh-refs")
+}
+
+/// [`resolve_start`], its hints spelling the command as `command` (`dsh-refs --demo`, …: see
+/// [`command_prefix`]), so a hint can be pasted as it is.
+pub fn resolve_start_hinted(
+    home: &Path,
+    resume: Option<&str>,
+    continue_last: bool,
+    cwd: Option<&str>,
+    command: &str,
+) -> Result<Start, String> {
     let store = DiskStore::new(home);
     if continue_last {
         let Some(cwd) = cwd else {
@@ -42,8 +54,8 @@ pub fn resolve_start(
         return match newest_in_cwd(&listing, cwd, |s| last_active(&store, s)) {
             Some(id) => Ok(Start::Resume(id)),
             None => Err(format!(
-                "no session of {} to continue (start one with dsh-refs, or list them with \
-                 dsh-refs sessions)",
+                "no session of {} to continue (start one with {command}, or list them with \
+                 {command} sessions)",
                 escape::escape_line(cwd)
             )),
         };
@@ -74,12 +86,18 @@ pub fn resolve_start(
             // Not an id: a word to find the session by.
             _ => Ok(Start::Pick(prefix.to_string())),
         },
-        Err(e) => Err(escape::diagnostic(&e.to_string()).into_owned()),
+        // The candidates one per line: each line escaped, the line breaks kept.
+        Err(e) => Err(e
+            .to_string()
+            .lines()
+            .map(escape::diagnostic)
+            .collect::<Vec<_>>()
+            .join("\n")),
     }
 }
 
 /// When the session was last written: its log's modification time, else its creation.
-fn last_active(store: &DiskStore, summary: &SessionSummary) -> i64 {
+pub fn last_active(store: &DiskStore, summary: &SessionSummary) -> i64 {
     store
         .log_path(summary.id())
         .ok()
@@ -155,6 +173,16 @@ pub fn find_sessions(
 
 /// What to type to come back to session `id` (printed when the TUI quits).
 pub fn resume_hint(id: &str, home_flag: Option<&Path>, demo: bool) -> String {
+    format!(
+        "{} --resume {}",
+        command_prefix(home_flag, demo),
+        shell_word(id)
+    )
+}
+
+/// The command as a hint spells it: `dsh-refs`, with `--demo` or `--home DIR` when this run had
+/// it, so every hint works as pasted.
+pub fn command_prefix(home_flag: Option<&Path>, demo: bool) -> String {
     let mut line = String::from("dsh-refs");
     if demo {
         line.push_str(" --demo");
@@ -164,7 +192,6 @@ pub fn resume_hint(id: &str, home_flag: Option<&Path>, demo: bool) -> String {
             shell_word(&home.display().to_string())
         ));
     }
-    line.push_str(&format!(" --resume {}", shell_word(id)));
     line
 }
 

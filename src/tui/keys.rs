@@ -130,6 +130,8 @@ actions! {
     Help => "help", App, "this help (on an empty composer)", ["?"];
     OverlayUp => "overlay-up", Overlay, "scroll up", ["up", "k"];
     OverlayDown => "overlay-down", Overlay, "scroll down", ["down", "j"];
+    OverlayPageUp => "overlay-page-up", Overlay, "page up", ["pgup"];
+    OverlayPageDown => "overlay-page-down", Overlay, "page down", ["pgdn", "space"];
     OverlayClose => "overlay-close", Overlay, "close", ["esc", "?", "q"];
     PickerThisDir => "picker-this-dir", Picker, "this directory only, or all", ["tab"];
 }

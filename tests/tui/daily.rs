@@ -260,3 +260,89 @@ fn the_status_line_and_queued_rows_while_a_turn_runs() {
         status.render(line, buf);
     }));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_and_clear_are_aliases_of_quit_and_new() {
+    use dsh_session_references::tui::app::NextSession;
+    let home = tempfile::tempdir().unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx.clone());
+    for event in typed("/clear") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    assert!(app.should_quit);
+    assert_eq!(app.next, Some(NextSession::New));
+    let (mut app, _) = offline(&options(home.path()), tx);
+    for event in typed("/exit") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    assert!(app.should_quit);
+    assert_eq!(app.next, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pasted_block_is_collapsed_in_the_transcript_but_sent_whole() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    let pasted: String = (1..=40).map(|i| format!("log line {i}\n")).collect();
+    for event in typed("why does this fail? ") {
+        app.handle(event);
+    }
+    app.handle(AppEvent::Input(TermEvent::Paste(pasted.clone())));
+    app.handle(key(KeyCode::Enter));
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("Offline model")
+    })
+    .await;
+    let text = screen(&app);
+    assert!(text.contains("› why does this fail? log line 1"), "{text}");
+    assert!(text.contains("log line 3"), "{text}");
+    assert!(!text.contains("log line 12"), "{text}");
+    assert!(text.contains("[… 36 more lines"), "{text}");
+    // The log holds the whole paste.
+    let logs: Vec<_> = walk(home.path())
+        .into_iter()
+        .filter(|p| p.ends_with("session.jsonl"))
+        .collect();
+    let log = std::fs::read_to_string(&logs[0]).unwrap();
+    assert!(log.contains("log line 40"), "{log}");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_overlay_says_what_is_below_and_pages_without_closing() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    app.handle(key(KeyCode::Char('?')));
+    assert!(app.overlay_open());
+    let first = screen(&app);
+    assert!(first.contains("more below"), "{first}");
+    app.handle(key(KeyCode::PageDown));
+    assert!(
+        app.overlay_open(),
+        "PgDn pages the overlay, it does not close it"
+    );
+    let second = screen(&app);
+    assert_ne!(first, second);
+    assert!(second.contains("above"), "{second}");
+    app.handle(key(KeyCode::PageUp));
+    assert_eq!(screen(&app), first);
+    app.handle(key(KeyCode::Esc));
+    assert!(!app.overlay_open());
+}
