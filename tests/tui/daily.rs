@@ -346,3 +346,50 @@ async fn the_key_overlay_says_what_is_below_and_pages_without_closing() {
     app.handle(key(KeyCode::Esc));
     assert!(!app.overlay_open());
 }
+
+#[test]
+fn a_file_named_like_the_query_outranks_weak_session_hits() {
+    use dsh_session_references::reference::Candidate;
+    use dsh_session_references::tui::file_match::FileRow;
+    use dsh_session_references::tui::popup::PopupState;
+    use dsh_session_references::tui::snapshot::render_snapshot;
+    use dsh_session_references::tui::Renderable;
+    let session = |id: &str, label: &str| Candidate {
+        session_id: id.into(),
+        label: label.into(),
+        cwd: Some("/home/dev/app".into()),
+        created_at: 1_700_000_000_000,
+    };
+    let mut state = PopupState::new();
+    let request = state.open("READ", false).unwrap();
+    // Found by discovery through their conversations (weak), and one by its title (strong).
+    state.apply_results(
+        request.id,
+        Ok(vec![
+            session("session-1", "Fix webapp login loop"),
+            session("session-2", "Read the retention spec"),
+            session("session-3", "Dark mode toggle"),
+        ]),
+    );
+    let rows = ["src/thread.rs", "README.md", "docs/reading-list.md"]
+        .into_iter()
+        .map(|path| FileRow {
+            path: path.into(),
+            indices: Vec::new(),
+            score: 0,
+        })
+        .collect();
+    state.set_file_rows("READ", rows);
+    let text = render_snapshot(90, 9, |area, buf| {
+        state.view(1_700_000_000_000).render(area, buf)
+    });
+    let at = |needle: &str| {
+        text.find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {text}"))
+    };
+    assert!(at("Read the retention spec") < at("README.md"), "{text}");
+    assert!(at("README.md") < at("Fix webapp login loop"), "{text}");
+    assert!(at("reading-list.md") < at("Dark mode toggle"), "{text}");
+    assert!(at("Dark mode toggle") < at("src/thread.rs"), "{text}");
+    insta::assert_snapshot!(text);
+}
