@@ -186,6 +186,7 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
             return 1;
         }
     };
+    dsh_session_references::tui::terminal::set_mouse_capture(!args.no_mouse);
     let result = runtime.block_on(run_terminal(options, wiring));
     // Do not wait for lingering blocking reads (a stuck filesystem must not hang the exit).
     runtime.shutdown_timeout(Duration::from_millis(200));

@@ -215,6 +215,8 @@ pub struct App {
     unlogged: Vec<(String, ComposerSnapshot)>,
     /// When the running turn started (for its elapsed time); `None` while idle.
     turn_started: Option<Instant>,
+    /// Text `/copy` put on the clipboard, until the terminal loop writes it.
+    clipboard: Option<String>,
     /// Unsent reports that arrived before their submission's result: (message id, why, reason).
     unsent_early: Vec<(String, String, String)>,
     /// Full-text discovery merged into the popup's session rows (SPEC §8), when running.
@@ -271,6 +273,7 @@ impl App {
             tx,
             unlogged: Vec::new(),
             turn_started: None,
+            clipboard: None,
             unsent_early: Vec::new(),
             discovery: None,
             home_note: None,
@@ -664,6 +667,7 @@ impl App {
                 });
             }
             Command::Quit => self.should_quit = true,
+            Command::Copy => self.copy_last_answer(),
         }
     }
 
@@ -700,6 +704,44 @@ impl App {
                 format!("Could not switch to {name}: {e}"),
             ),
         }
+    }
+
+    /// `/copy`: the last answer goes to the clipboard through OSC 52, written by the terminal
+    /// loop after this key (never on its own: only a command the person ran sets it).
+    fn copy_last_answer(&mut self) {
+        let last = self
+            .transcript
+            .items()
+            .iter()
+            .rev()
+            .find_map(|item| match item {
+                super::transcript::TranscriptItem::Assistant { text, .. } if !text.is_empty() => {
+                    Some(text.clone())
+                }
+                _ => None,
+            });
+        match last {
+            Some(text) => {
+                self.transcript.push_notice(
+                    NoticeLevel::Info,
+                    format!(
+                        "Copied the last answer ({}) to the clipboard (OSC 52; a terminal that \
+                         does not allow it ignores it)",
+                        super::transcript::human_bytes(text.len() as u64)
+                    ),
+                );
+                self.clipboard = Some(text);
+            }
+            None => self.transcript.push_notice(
+                NoticeLevel::Info,
+                "Nothing to copy yet: no answer in this session",
+            ),
+        }
+    }
+
+    /// What `/copy` asked to put on the clipboard, taken (the terminal loop writes it).
+    pub fn take_clipboard(&mut self) -> Option<String> {
+        self.clipboard.take()
     }
 
     /// The finder as a picker over this home's own sessions, `query` already typed.
@@ -1661,6 +1703,15 @@ pub async fn run_loop<B: Backend>(
         // Take everything already waiting before drawing again: one frame per burst.
         while let Ok(event) = rx.try_recv() {
             app.handle(event);
+        }
+        if let Some(text) = app.take_clipboard() {
+            // The terminal this loop draws on is stdout's (the sequence is base64: no raw byte
+            // of the answer reaches it).
+            use std::io::Write;
+            let mut out = std::io::stdout();
+            let _ = out
+                .write_all(super::terminal::osc52(&text).as_bytes())
+                .and_then(|_| out.flush());
         }
         if app.should_quit {
             break;

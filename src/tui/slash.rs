@@ -28,6 +28,8 @@ pub enum Command {
     Model,
     /// `/sessions`: list recent sessions.
     Sessions,
+    /// `/copy`: the last answer to the clipboard, through OSC 52.
+    Copy,
     /// `/quit`: leave.
     Quit,
 }
@@ -49,6 +51,12 @@ pub const COMMANDS: &[(Command, &str, &str, &str)] = &[
         "show the model, or switch this session to NAME",
     ),
     (Command::Sessions, "sessions", "", "list recent sessions"),
+    (
+        Command::Copy,
+        "copy",
+        "",
+        "copy the last answer to the clipboard (OSC 52)",
+    ),
     (Command::Quit, "quit", "", "leave"),
 ];
 

@@ -11,4 +11,5 @@ mod cli_lifecycle;
 mod tmux;
 mod tmux_external;
 mod tmux_model;
+mod tmux_terminal;
 mod write_safety;
