@@ -4,7 +4,9 @@
 //! commands), 2 on a usage error.
 
 use clap::Parser;
-use dsh_session_references::cli::lifecycle::{recent_sessions, resolve_start, resume_hint, Start};
+use dsh_session_references::cli::lifecycle::{
+    command_prefix, find_sessions, recent_sessions, resolve_start_hinted, resume_hint, Start,
+};
 use dsh_session_references::cli::{Cli, Command, Compression, ModelArgs, TuiArgs};
 use dsh_session_references::escape::{diagnostic, escape_line};
 use dsh_session_references::session::external::SourceSet;
@@ -117,22 +119,26 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
     let cwd = std::env::current_dir()
         .ok()
         .map(|d| d.to_string_lossy().into_owned());
-    let resume = match resolve_start(
+    let resume = match resolve_start_hinted(
         &home,
         args.resume.as_deref(),
         args.continue_last,
         cwd.as_deref(),
+        &command_prefix(home_flag, args.demo),
     ) {
         Ok(Start::New) => None,
         Ok(Start::Resume(id)) => Some(id),
-        Ok(Start::Pick) => match pick(&home, cwd.as_deref()) {
+        Ok(Start::Pick(query)) => match pick(&home, cwd.as_deref(), &query) {
             Some(Ok(Some(id))) => Some(id),
             Some(Ok(None)) => return 0,
             Some(Err(e)) => {
                 eprintln!("dsh-refs: the session picker failed: {e}");
                 return 1;
             }
-            None => return print_recent(&home, cwd.as_deref(), args.demo, home_flag),
+            None if query.is_empty() => {
+                return print_recent(&home, cwd.as_deref(), args.demo, home_flag)
+            }
+            None => return print_found(&home, cwd.as_deref(), &query, args.demo, home_flag),
         },
         Err(message) => {
             eprintln!("dsh-refs: {message}");
@@ -180,6 +186,7 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
             return 1;
         }
     };
+    dsh_session_references::tui::terminal::set_mouse_capture(!args.no_mouse);
     let result = runtime.block_on(run_terminal(options, wiring));
     // Do not wait for lingering blocking reads (a stuck filesystem must not hang the exit).
     runtime.shutdown_timeout(Duration::from_millis(200));
@@ -205,8 +212,9 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
     }
 }
 
-/// `--resume` with no id on a terminal: the finder as a picker (`None` without a terminal).
-fn pick(home: &Path, cwd: Option<&str>) -> Option<std::io::Result<Option<String>>> {
+/// `--resume` with no id (or a word) on a terminal: the finder as a picker, `query` typed
+/// (`None` without a terminal).
+fn pick(home: &Path, cwd: Option<&str>, query: &str) -> Option<std::io::Result<Option<String>>> {
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         return None;
@@ -220,8 +228,48 @@ fn pick(home: &Path, cwd: Option<&str>) -> Option<std::io::Result<Option<String>
     Some(dsh_session_references::tui::picker::pick_session(
         discovery,
         cwd.map(str::to_string),
+        query,
         dsh_session_references::session::writer::now_ms,
     ))
+}
+
+/// `--resume WORD` (a word that starts no id) without a terminal: the sessions it finds and how
+/// to open one.
+fn print_found(
+    home: &Path,
+    cwd: Option<&str>,
+    query: &str,
+    demo: bool,
+    home_flag: Option<&Path>,
+) -> i32 {
+    let found = match find_sessions(home, query, cwd, 20) {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("dsh-refs: {e}");
+            return 1;
+        }
+    };
+    if found.is_empty() {
+        eprintln!(
+            "dsh-refs: no session id is or starts with {}, and no session matches it (list them \
+             with {} sessions)",
+            escape_line(&format!("{query:?}")),
+            command_prefix(home_flag, demo)
+        );
+        return 1;
+    }
+    println!(
+        "sessions matching {} (best first):",
+        escape_line(&format!("{query:?}"))
+    );
+    for (id, title) in &found {
+        println!("  {}  {}", escape_line(id), escape_line(title));
+    }
+    println!(
+        "resume one with: {}",
+        resume_hint("<id or a unique prefix>", home_flag, demo)
+    );
+    0
 }
 
 /// `--resume` with no id without a terminal: the recent sessions (this directory's first) and how to open one.

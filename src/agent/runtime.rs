@@ -282,7 +282,8 @@ struct Inner {
     listeners: Mutex<Vec<mpsc::UnboundedSender<AgentEvent>>>,
     live: Arc<LiveSession>,
     registry: LiveSessions,
-    model: Arc<dyn ModelProvider>,
+    /// The model that answers; `/model` swaps it in place (the next request uses it).
+    model: std::sync::RwLock<Arc<dyn ModelProvider>>,
     /// The highest turn number, and whether a title, seen in records of another writer.
     adopted_turns: AtomicU64,
     adopted_title: AtomicBool,
@@ -401,7 +402,7 @@ impl Agent {
             listeners: Mutex::new(Vec::new()),
             live,
             registry,
-            model,
+            model: std::sync::RwLock::new(model),
             adopted_turns: AtomicU64::new(0),
             adopted_title: AtomicBool::new(false),
         });
@@ -487,6 +488,13 @@ impl Agent {
             .expect("listeners lock")
             .push(tx);
         rx
+    }
+
+    /// Answers the following requests with `model` (a step already streaming finishes with the
+    /// one it started with); the next request logs a `request/header` with reason `change` when
+    /// the request config differs. Nothing is re-read or rebuilt.
+    pub fn set_model(&self, model: Arc<dyn ModelProvider>) {
+        *self.inner.model.write().expect("model lock") = model;
     }
 
     /// The admission state now.
@@ -688,6 +696,11 @@ fn staged_events(turn: u64, staged: impl IntoIterator<Item = Staged>) -> Vec<New
 }
 
 impl Inner {
+    /// The model answering now.
+    fn model(&self) -> Arc<dyn ModelProvider> {
+        self.model.read().expect("model lock").clone()
+    }
+
     fn emit(&self, event: AgentEvent) {
         let mut listeners = self.listeners.lock().expect("listeners lock");
         listeners.retain(|tx| tx.send(event.clone()).is_ok());
@@ -1077,7 +1090,9 @@ async fn admit_and_run(inner: &Arc<Inner>, prompt: QueuedPrompt) {
         state.turns = state.turns.max(inner.adopted_turns.load(Ordering::Relaxed)) + 1;
         state.titled |= inner.adopted_title.load(Ordering::Relaxed);
         state.turn_open = true;
-        let title = (!state.titled).then(|| title_for(&message)).flatten();
+        let title = (!state.titled)
+            .then(|| title_for(&message, &contexts))
+            .flatten();
         state.titled |= title.is_some();
         (state.turns, title)
     };
@@ -1200,7 +1215,7 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
             messages: model_messages(inner),
         };
         let (tx, mut rx) = mpsc::unbounded_channel::<ModelEvent>();
-        let model = inner.model.clone();
+        let model = inner.model();
         let token = cancel.clone();
         let mut response = tokio::spawn(async move { model.stream(request, tx, token).await });
         let mut streamed = Streamed::default();
@@ -1306,21 +1321,14 @@ fn model_messages(inner: &Inner) -> Vec<Message> {
         .collect()
 }
 
-/// The first words of a direct prompt, as dsh's fallback title.
-fn title_for(message: &Message) -> Option<String> {
+/// dsh's fallback title of a direct prompt: its first words, the sessions it references
+/// (`contexts`' session-reference labels) taken out and named after them.
+fn title_for(message: &Message, contexts: &[Message]) -> Option<String> {
     if !message.source.is_direct_user() {
         return None;
     }
-    let text = message.display_text();
-    let words: Vec<&str> = text.split_whitespace().take(6).collect();
-    if words.is_empty() {
-        return None;
-    }
-    let mut title = words.join(" ");
-    if title.chars().count() > 60 {
-        title = title.chars().take(59).collect::<String>() + "…";
-    }
-    Some(title)
+    let labels = crate::session::title::reference_labels(contexts);
+    crate::session::title::prompt_title(&message.display_text(), &labels)
 }
 
 /// What one step streamed, with arrival times, for the packed chunk rows and a partial answer.
@@ -1394,7 +1402,7 @@ fn assistant_event(
     if !output.text.is_empty() || output.reasoning.is_empty() {
         content.push(ContentBlock::text(output.text.clone()));
     }
-    let (provider, model) = inner.model.identity();
+    let (provider, model) = inner.model().identity();
     let message = Message::new(
         "assistant",
         content,
@@ -1421,7 +1429,7 @@ fn assistant_event(
 /// differs from the log's last header), and whenever the provider or model changed (`change`).
 /// A model without a request config (the offline one) logs nothing.
 async fn log_request_header(inner: &Arc<Inner>) {
-    let Some(config) = inner.model.request_config() else {
+    let Some(config) = inner.model().request_config() else {
         return;
     };
     let reason = {

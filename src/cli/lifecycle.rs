@@ -18,8 +18,9 @@ pub enum Start {
     New,
     /// Resume this (whole) id.
     Resume(String),
-    /// `--resume` without an id: list recent sessions and let the user pick.
-    Pick,
+    /// `--resume` without an id (empty), or with a word that starts no id: find sessions (this
+    /// word typed) and let the user pick.
+    Pick(String),
 }
 
 /// Resolves `--resume [ID]` and `--continue` against the home's sessions. `resume` is
@@ -29,6 +30,18 @@ pub fn resolve_start(
     resume: Option<&str>,
     continue_last: bool,
     cwd: Option<&str>,
+) -> Result<Start, String> {
+    resolve_start_hinted(home, resume, continue_last, cwd, "dsh-refs")
+}
+
+/// [`resolve_start`], its hints spelling the command as `command` (`dsh-refs --demo`, …: see
+/// [`command_prefix`]), so a hint can be pasted as it is.
+pub fn resolve_start_hinted(
+    home: &Path,
+    resume: Option<&str>,
+    continue_last: bool,
+    cwd: Option<&str>,
+    command: &str,
 ) -> Result<Start, String> {
     let store = DiskStore::new(home);
     if continue_last {
@@ -41,8 +54,8 @@ pub fn resolve_start(
         return match newest_in_cwd(&listing, cwd, |s| last_active(&store, s)) {
             Some(id) => Ok(Start::Resume(id)),
             None => Err(format!(
-                "no session of {} to continue (start one with dsh-refs, or list them with \
-                 dsh-refs sessions)",
+                "no session of {} to continue (start one with {command}, or list them with \
+                 {command} sessions)",
                 escape::escape_line(cwd)
             )),
         };
@@ -51,7 +64,7 @@ pub fn resolve_start(
         return Ok(Start::New);
     };
     if prefix.is_empty() {
-        return Ok(Start::Pick);
+        return Ok(Start::Pick(String::new()));
     }
     if let Some(agent) = Agent::of_id(prefix) {
         return Err(format!(
@@ -70,18 +83,21 @@ pub fn resolve_start(
             Err(e @ SessionError::UnsupportedVersion { .. }) => {
                 Err(escape::diagnostic(&e.to_string()).into_owned())
             }
-            _ => Err(format!(
-                "no session id is or starts with {} (list them with dsh-refs sessions, or find \
-                 one with dsh-refs search WORDS)",
-                escape::escape_line(&format!("{prefix:?}"))
-            )),
+            // Not an id: a word to find the session by.
+            _ => Ok(Start::Pick(prefix.to_string())),
         },
-        Err(e) => Err(escape::diagnostic(&e.to_string()).into_owned()),
+        // The candidates one per line: each line escaped, the line breaks kept.
+        Err(e) => Err(e
+            .to_string()
+            .lines()
+            .map(escape::diagnostic)
+            .collect::<Vec<_>>()
+            .join("\n")),
     }
 }
 
 /// When the session was last written: its log's modification time, else its creation.
-fn last_active(store: &DiskStore, summary: &SessionSummary) -> i64 {
+pub fn last_active(store: &DiskStore, summary: &SessionSummary) -> i64 {
     store
         .log_path(summary.id())
         .ok()
@@ -117,8 +133,56 @@ pub fn recent_sessions(home: &Path, cwd: Option<&str>, limit: usize) -> Vec<(Str
         .collect()
 }
 
+/// This home's own sessions matching `query` through discovery (title, first prompt,
+/// conversation, cwd), best first, at most `limit`: (id, title). The index is brought up to date
+/// first. Errors are messages for the user.
+pub fn find_sessions(
+    home: &Path,
+    query: &str,
+    cwd: Option<&str>,
+    limit: usize,
+) -> Result<Vec<(String, String)>, String> {
+    use crate::discovery::{Discovery, SearchQuery};
+    let discovery = Discovery::for_home(home, &crate::session::external::SourceSet::default());
+    if let Err(e) = discovery.refresh_blocking() {
+        tracing::warn!(error = %e, "resume: index not refreshed");
+    }
+    let found = discovery
+        .search_blocking(
+            &SearchQuery {
+                text: query.to_string(),
+                agent: None,
+                cwd: cwd.map(str::to_string),
+                limit,
+                now_ms: crate::session::writer::now_ms(),
+                snippets: false,
+            },
+            None,
+        )
+        .map_err(|e| escape::diagnostic(&e.to_string()).into_owned())?;
+    Ok(found
+        .hits
+        .into_iter()
+        .filter(|h| Agent::of_id(&h.session_id).is_none())
+        .map(|h| {
+            let title = h.title.or(h.first_prompt).unwrap_or_default();
+            (h.session_id, title)
+        })
+        .collect())
+}
+
 /// What to type to come back to session `id` (printed when the TUI quits).
 pub fn resume_hint(id: &str, home_flag: Option<&Path>, demo: bool) -> String {
+    format!(
+        "{} --resume {}",
+        command_prefix(home_flag, demo),
+        shell_word(id)
+    )
+}
+
+/// The command as a hint spells it: `dsh-refs`, with `--demo` or `--home DIR` when this run had
+/// it, so every hint works as pasted.
+pub fn command_prefix(home_flag: Option<&Path>, demo: bool) -> String {
     let mut line = String::from("dsh-refs");
     if demo {
         line.push_str(" --demo");
@@ -128,7 +192,6 @@ pub fn resume_hint(id: &str, home_flag: Option<&Path>, demo: bool) -> String {
             shell_word(&home.display().to_string())
         ));
     }
-    line.push_str(&format!(" --resume {}", shell_word(id)));
     line
 }
 

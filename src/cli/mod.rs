@@ -75,7 +75,8 @@ fn parse_sources(text: &str) -> Result<SourceChoice, String> {
 #[derive(Debug, Args, Clone, Default)]
 pub struct TuiArgs {
     /// Continue the session with this id (or a unique prefix of it) instead of starting a new
-    /// one; with no id, pick it in the finder (without a terminal: list the recent sessions).
+    /// one; with no id, or words that start no id, pick it in the finder (without a terminal:
+    /// list the recent sessions, or those the words find).
     #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]
     pub resume: Option<String>,
     /// Continue the session of the current directory that was active last.
@@ -88,6 +89,10 @@ pub struct TuiArgs {
     /// Delay between words streamed by the offline model, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 15)]
     pub offline_delay_ms: u64,
+    /// Leave the mouse to the terminal (its own selection and copy); the wheel no longer
+    /// scrolls the transcript (PgUp/PgDn do).
+    #[arg(long)]
+    pub no_mouse: bool,
     /// Log encoding for new sessions (default: the home's existing encoding, else zstd). A home
     /// has one encoding: asking for the other one than its logs have is an error.
     #[arg(long, value_enum, global = true)]

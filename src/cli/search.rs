@@ -155,13 +155,11 @@ fn table(query: &str, hits: &[Hit], total: usize, now: i64) -> String {
     out
 }
 
-/// A short age: `5m ago`, `3h ago`, `2d ago`.
+/// A short age in the one format of every row (the TUI's): `5m ago`, `3h ago`, `2d ago`,
+/// `1w ago`; `now`.
 fn age(then: i64, now: i64) -> String {
-    let secs = (now - then).max(0) / 1000;
-    match secs {
-        s if s < 60 => "just now".into(),
-        s if s < 3600 => format!("{}m ago", s / 60),
-        s if s < 86_400 => format!("{}h ago", s / 3600),
-        s => format!("{}d ago", s / 86_400),
+    match crate::tui::text::format_age(then, now) {
+        age if age == "now" => age,
+        age => format!("{age} ago"),
     }
 }

@@ -30,6 +30,10 @@ struct SessionRow<'a> {
     /// The agent that wrote the session, for other agents' sessions (SPEC §9).
     #[serde(skip_serializing_if = "Option::is_none")]
     source: Option<&'static str>,
+    /// When it was last written (the table's LAST ACTIVE; not in the JSON, whose keys SPEC §6
+    /// fixes).
+    #[serde(skip)]
+    last_active: i64,
 }
 
 /// Prints every session (newest first) as a table or a JSON array; returns the exit code.
@@ -97,6 +101,10 @@ fn render(store: &DiskStore, sources: &SourceSet, json: bool) -> Result<String, 
             live: summary.live,
             persisted: summary.persisted,
             source: agent.map(external::Agent::name),
+            last_active: match agent {
+                None => super::lifecycle::last_active(store, summary),
+                Some(_) => summary.created_at(),
+            },
         });
     }
     if json {
@@ -120,16 +128,22 @@ fn render(store: &DiskStore, sources: &SourceSet, json: bool) -> Result<String, 
         .unwrap_or(2)
         .max(2);
     out.push_str(&format!(
-        "{:<id_width$}  {:<20}  {:<30}  CWD\n",
-        "ID", "CREATED (UTC)", "TITLE"
+        "{:<id_width$}  {:<20}  {:<11}  {:<30}  CWD\n",
+        "ID", "CREATED (UTC)", "LAST ACTIVE", "TITLE"
     ));
+    let now = crate::session::writer::now_ms();
     for row in &rows {
         let title = row.title.as_deref().map(visible).unwrap_or_default();
         out.push_str(&format!(
-            "{:<id_width$}  {:<20}  {:<30}  {}\n",
+            "{:<id_width$}  {:<20}  {:<11}  {:<30}  {}\n",
             // Whole ids: a cut id cannot be pasted into `--resume`.
             visible(row.session_id),
             utc_timestamp(row.created_at),
+            // The one age format of the TUI's rows.
+            match crate::tui::text::format_age(row.last_active, now) {
+                age if age == "now" => age,
+                age => format!("{age} ago"),
+            },
             clip(&title, 30),
             row.cwd.map(visible).unwrap_or_else(|| "(no cwd)".into()),
         ));

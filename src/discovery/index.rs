@@ -45,6 +45,7 @@
 use super::terms::index_terms;
 use crate::reference::projection::{project_owned, ConversationItem, Role};
 use crate::session::external::{self, ExternalSessions};
+use crate::session::title::{own_words, own_words_of_title, reference_labels};
 use crate::session::{DiskStore, SessionError, SessionQuery, SessionSummary};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::collections::{HashMap, HashSet};
@@ -870,8 +871,9 @@ impl Indexer {
             }
         };
         let last_event = snapshot.events.iter().map(|e| e.time).max();
+        let labels = first_prompt_labels(&snapshot);
         let (_, _, items) = project_owned(snapshot);
-        let doc = SessionDoc::of(summary, title, last_event, &items);
+        let doc = SessionDoc::of(summary, title, last_event, &items, &labels);
         Ok(Read { doc, items })
     }
 
@@ -1042,11 +1044,15 @@ impl SessionDoc {
         title: Option<String>,
         last_event: Option<i64>,
         items: &[ConversationItem],
+        labels: &[String],
     ) -> SessionDoc {
+        // The person's own words: the labels of the sessions it referenced taken out.
         let first_prompt = items
             .iter()
             .find(|i| i.role == Role::User && !i.checkpoint)
-            .map(|i| clip_bytes(i.text.trim(), FIRST_PROMPT_BYTES).to_string());
+            .map(|i| own_words(&i.text, labels))
+            .filter(|t| !t.is_empty())
+            .map(|t| clip_bytes(&t, FIRST_PROMPT_BYTES).to_string());
         SessionDoc {
             id: summary.id().to_string(),
             title,
@@ -1059,6 +1065,25 @@ impl SessionDoc {
             source: external::source_of(&summary.header).map(|a| a.name()),
         }
     }
+}
+
+/// The labels of the session references made before the session's first direct prompt (the
+/// contexts of that prompt), from a conversation surface.
+fn first_prompt_labels(snapshot: &crate::session::SurfaceSnapshot) -> Vec<String> {
+    let mut contexts = Vec::new();
+    for event in &snapshot.events {
+        if event.kind != crate::session::format::USER_MESSAGE {
+            continue;
+        }
+        let Ok(Some(message)) = event.message(&snapshot.session.id) else {
+            continue;
+        };
+        if message.source.is_direct_user() {
+            break;
+        }
+        contexts.push(message);
+    }
+    reference_labels(&contexts)
 }
 
 /// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
@@ -1239,11 +1264,16 @@ fn write_session(
         insert_owner.execute(params![row, rowid, kind])?;
         Ok(row)
     };
-    let heading = [doc.title.as_deref(), doc.first_prompt.as_deref()]
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>()
-        .join("\n");
+    // The title's own words only: a session matching only through a label it referenced ranks
+    // below the session it references.
+    let heading = [
+        doc.title.as_deref().map(own_words_of_title),
+        doc.first_prompt.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join("\n");
     insert(0, &heading)?;
     for (start, end) in chunk_ranges(items, from) {
         let text = chunk_text(&items[start..end]);

@@ -16,6 +16,7 @@
 
 use super::index::{self, IndexError, Result};
 use super::rank::{self, Field, Matches};
+use crate::session::title::own_words_of_title;
 use nucleo_matcher::pattern::{AtomKind, CaseMatching, Normalization, Pattern};
 use nucleo_matcher::{Config, Matcher, Utf32Str};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -124,7 +125,9 @@ impl SessionInfo {
         self.own_start = self.id_lower.find(':').map_or(0, |i| i + 1);
         self.cwd_lower = self.cwd.as_deref().map(str::to_lowercase);
         self.masks = [
-            self.title.as_deref().map_or(0, char_mask),
+            self.title
+                .as_deref()
+                .map_or(0, |t| char_mask(own_words_of_title(t))),
             char_mask(&self.id_lower),
             self.cwd_lower.as_deref().map_or(0, char_mask),
         ];
@@ -648,7 +651,8 @@ impl Searcher {
                         return;
                     }
                 }
-                let title = info.title.as_deref().unwrap_or_default();
+                // The person's own words: a label the session referenced is no title match.
+                let title = own_words_of_title(info.title.as_deref().unwrap_or_default());
                 let (q, hit) = fuzzy(&pattern, title, perfect, matcher, &mut buf);
                 m.title = q;
                 any |= hit;
@@ -826,7 +830,12 @@ fn arrange(
             ids.extend_from_slice(info.id_lower.as_bytes());
             info.id_span = Some((start, len));
         }
-        if let Some(title) = info.title.as_deref().filter(|t| t.is_ascii()) {
+        if let Some(title) = info
+            .title
+            .as_deref()
+            .map(own_words_of_title)
+            .filter(|t| t.is_ascii())
+        {
             if let (Ok(start), Ok(len)) = (u32::try_from(titles.len()), u32::try_from(title.len()))
             {
                 titles.extend(title.bytes().map(|b| b.to_ascii_lowercase()));

@@ -13,6 +13,7 @@ pub mod reader;
 pub mod skim;
 pub mod store;
 pub mod surface;
+pub mod title;
 pub mod writer;
 
 pub use error::SessionError;

@@ -112,8 +112,9 @@ pub enum AppEvent {
     FilesChanged,
     /// The popup's preview of its highlighted session: (session id, serial, result).
     PopupPreview(String, u64, Result<Preview, String>),
-    /// The session `/resume PREFIX` names, or why none.
-    Resolved(Result<String, String>),
+    /// The session `/resume PREFIX` names (`Ok(Err(word))`: a word that starts no id), or why
+    /// none.
+    Resolved(Result<Result<String, String>, String>),
     /// The finder's answer to one `/resume` picker query: (its generation, hits and total).
     Picker(u64, Result<(Vec<crate::discovery::Hit>, usize), String>),
     /// The answer to `/sessions`.
@@ -168,8 +169,6 @@ pub enum NextSession {
     New,
     /// Continue the session with this id.
     Resume(String),
-    /// `/model NAME`: this session again, with the configured provider's model `NAME`.
-    Model(String),
 }
 
 /// The app state: pure enough to drive from tests with a `TestBackend`.
@@ -186,6 +185,9 @@ pub struct App {
     pub transcript: Transcript,
     status: AgentStatus,
     model: String,
+    /// The configuration the model came from (`/model NAME` derives another from it and swaps
+    /// it into the running agent).
+    model_choice: Option<ModelChoice>,
     /// Cancels the submit transaction in flight (Esc).
     preparing: Option<CancellationToken>,
     /// The message of the submit transaction in flight, to restore if it fails.
@@ -229,6 +231,10 @@ pub struct App {
     /// The composer text of each sent message not yet seen in the log, by message id: given back
     /// if the agent reports it unsent.
     unlogged: Vec<(String, ComposerSnapshot)>,
+    /// When the running turn started (for its elapsed time); `None` while idle.
+    turn_started: Option<Instant>,
+    /// Text `/copy` put on the clipboard, until the terminal loop writes it.
+    clipboard: Option<String>,
     /// Unsent reports that arrived before their submission's result: (message id, why, reason).
     unsent_early: Vec<(String, String, String)>,
     /// Full-text discovery merged into the popup's session rows (SPEC §8), when running.
@@ -281,6 +287,7 @@ impl App {
             transcript: Transcript::new(),
             status: AgentStatus::default(),
             model,
+            model_choice: None,
             preparing: None,
             in_flight: None,
             lookup_cancel: None,
@@ -305,6 +312,8 @@ impl App {
             should_quit: false,
             tx,
             unlogged: Vec::new(),
+            turn_started: None,
+            clipboard: None,
             unsent_early: Vec::new(),
             discovery: None,
             home_note: None,
@@ -318,6 +327,10 @@ impl App {
         for record in records {
             if let Record::Event(event) = record {
                 self.show_event(&id, event);
+                // A turn that failed says so again, as it did while it ran.
+                if let Some(failure) = turn_failure(event) {
+                    self.transcript.push_notice(NoticeLevel::Error, failure);
+                }
             }
         }
     }
@@ -405,10 +418,21 @@ impl App {
                     preview.result = Some(result);
                 }
             }
-            AppEvent::Resolved(Ok(id)) => {
+            AppEvent::Resolved(Ok(Ok(id))) => {
                 self.next = Some(NextSession::Resume(id));
                 self.should_quit = true;
             }
+            // A word that starts no id: find it.
+            AppEvent::Resolved(Ok(Err(word))) if self.discovery.is_some() => {
+                self.open_picker(&word)
+            }
+            AppEvent::Resolved(Ok(Err(word))) => self.transcript.push_notice(
+                NoticeLevel::Error,
+                format!(
+                    "/resume: no session id is or starts with {}",
+                    crate::escape::escape_line(&format!("{word:?}"))
+                ),
+            ),
             AppEvent::Resolved(Err(why)) => self
                 .transcript
                 .push_notice(NoticeLevel::Error, format!("/resume: {why}")),
@@ -461,7 +485,7 @@ impl App {
 
     fn on_key(&mut self, key: KeyEvent) {
         if let Some(picker) = &mut self.picker {
-            match picker.handle_key(key) {
+            match picker.handle_key_with(&self.keymap, key) {
                 PickerOutcome::Search(generation, query) => self.picker_search(generation, query),
                 PickerOutcome::Picked(id) => {
                     self.picker = None;
@@ -569,8 +593,10 @@ impl App {
                     }
                 }
             }
-            Some(Action::ScrollUp) => self.transcript.scroll_up(10),
-            Some(Action::ScrollDown) => self.transcript.scroll_down(10),
+            Some(Action::ScrollUp) => self.transcript.page_up(),
+            Some(Action::ScrollDown) => self.transcript.page_down(),
+            Some(Action::ScrollTop) => self.transcript.scroll_to_top(),
+            Some(Action::ScrollBottom) => self.transcript.scroll_to_bottom(),
             Some(Action::Details) => {
                 self.transcript.toggle_selected_card();
             }
@@ -678,15 +704,7 @@ impl App {
                 self.next = Some(NextSession::New);
                 self.should_quit = true;
             }
-            Command::Resume if arg.is_empty() && self.discovery.is_some() => {
-                // The finder as a picker, over this home's own sessions.
-                let mut picker = PickerState::new();
-                let first = picker.start();
-                self.picker = Some(picker);
-                if let PickerOutcome::Search(generation, query) = first {
-                    self.picker_search(generation, query);
-                }
-            }
+            Command::Resume if arg.is_empty() && self.discovery.is_some() => self.open_picker(""),
             Command::Resume if arg.is_empty() => self.transcript.push_notice(
                 NoticeLevel::Info,
                 "Usage: /resume ID (/sessions lists them; @ finds one by id or cwd)",
@@ -701,10 +719,7 @@ impl App {
                     self.model
                 ),
             ),
-            Command::Model => {
-                self.next = Some(NextSession::Model(arg.to_string()));
-                self.should_quit = true;
-            }
+            Command::Model => self.switch_model(arg),
             Command::Sessions => {
                 let mount = self.mount.clone();
                 let tx = self.tx.clone();
@@ -717,11 +732,96 @@ impl App {
                 });
             }
             Command::Quit => self.should_quit = true,
+            Command::Copy => self.copy_last_answer(),
+        }
+    }
+
+    /// `/model NAME`: the configured provider's model `NAME` answers from the next request on,
+    /// in this session as it is (nothing rebuilt from the log, every notice kept; the next
+    /// request logs a `request/header` with reason `change`).
+    fn switch_model(&mut self, name: &str) {
+        let settings = match &self.model_choice {
+            Some(ModelChoice::Remote(settings)) => settings,
+            _ => {
+                return self.transcript.push_notice(
+                    NoticeLevel::Error,
+                    format!(
+                        "Could not switch to {name}: the offline model has no other models: \
+                         configure a provider (--provider NAME, or the [provider] table of \
+                         config.toml)"
+                    ),
+                )
+            }
+        };
+        let mut settings = settings.clone();
+        settings.model = name.to_string();
+        let choice = ModelChoice::Remote(settings);
+        match crate::agent::model_for(&choice, Duration::ZERO) {
+            Ok((model, label)) => {
+                self.agent.set_model(model);
+                self.model = label;
+                self.model_choice = Some(choice);
+                self.transcript
+                    .push_notice(NoticeLevel::Info, format!("Model: {}", self.model));
+            }
+            Err(e) => self.transcript.push_notice(
+                NoticeLevel::Error,
+                format!("Could not switch to {name}: {e}"),
+            ),
+        }
+    }
+
+    /// `/copy`: the last answer goes to the clipboard through OSC 52, written by the terminal
+    /// loop after this key (never on its own: only a command the person ran sets it).
+    fn copy_last_answer(&mut self) {
+        let last = self
+            .transcript
+            .items()
+            .iter()
+            .rev()
+            .find_map(|item| match item {
+                super::transcript::TranscriptItem::Assistant { text, .. } if !text.is_empty() => {
+                    Some(text.clone())
+                }
+                _ => None,
+            });
+        match last {
+            Some(text) => {
+                self.transcript.push_notice(
+                    NoticeLevel::Info,
+                    format!(
+                        "Copied the last answer ({}) to the clipboard (OSC 52; a terminal that \
+                         does not allow it ignores it)",
+                        super::transcript::human_bytes(text.len() as u64)
+                    ),
+                );
+                self.clipboard = Some(text);
+            }
+            None => self.transcript.push_notice(
+                NoticeLevel::Info,
+                "Nothing to copy yet: no answer in this session",
+            ),
+        }
+    }
+
+    /// What `/copy` asked to put on the clipboard, taken (the terminal loop writes it).
+    pub fn take_clipboard(&mut self) -> Option<String> {
+        self.clipboard.take()
+    }
+
+    /// The finder as a picker over this home's own sessions, `query` already typed.
+    fn open_picker(&mut self, query: &str) {
+        let mut picker = PickerState::with_query(query, self.agent.info().cwd.clone());
+        let first = picker.start();
+        self.picker = Some(picker);
+        if let PickerOutcome::Search(generation, query) = first {
+            self.picker_search(generation, query);
         }
     }
 
     /// `/resume ID`: an id or a unique prefix of one of this home's own sessions (SPEC §8),
-    /// resolved off the loop; the session stays open when it names none.
+    /// resolved off the loop; a word that is no id's start opens the picker with it typed
+    /// (with discovery on), else the session stays open.
     fn resolve_resume(&mut self, prefix: &str) {
         if let Some(agent) = crate::session::external::Agent::of_id(prefix) {
             return self.transcript.push_notice(
@@ -745,8 +845,12 @@ impl App {
                 .list_sessions_blocking()
                 .map_err(|e| e.to_string())
                 .and_then(|listing| {
-                    crate::discovery::lifecycle::resolve_prefix(&listing, &prefix)
-                        .map_err(|e| e.to_string())
+                    match crate::discovery::lifecycle::resolve_prefix(&listing, &prefix) {
+                        Err(crate::discovery::lifecycle::ResolveError::NotFound { .. }) => {
+                            Ok(Err(prefix.clone()))
+                        }
+                        other => other.map(Ok).map_err(|e| e.to_string()),
+                    }
                 });
             let _ = tx.send(AppEvent::Resolved(result));
         });
@@ -1143,6 +1247,8 @@ impl App {
         }
         self.popup.close();
         self.slash.close();
+        // A send shows where it went: the transcript follows to the bottom again.
+        self.transcript.scroll_to_bottom();
         let typed_ids = typed_session_ids(&self.composer);
         let draft = self.composer.take_draft();
         // Trailing whitespace (such as the space after an inserted mention) is not content.
@@ -1288,6 +1394,11 @@ impl App {
                 ))
             }
             AgentEvent::Status(status) => {
+                self.turn_started = match (status.running, self.turn_started) {
+                    (true, None) => Some(Instant::now()),
+                    (true, started) => started,
+                    (false, _) => None,
+                };
                 if !status.running && self.streaming {
                     // An aborted step leaves its partial answer on screen, marked finished.
                     self.transcript.finish_assistant(None);
@@ -1361,7 +1472,32 @@ impl App {
                 .clone()
                 .or_else(|| self.home_note.clone()),
             next_context: self.next_context(),
+            elapsed_secs: self.turn_started.map(|t| t.elapsed().as_secs()),
+            interrupt_key: self.keymap.label(Action::Interrupt, 1),
         }
+    }
+
+    /// The messages sent while the turn runs that it has not taken yet, as typed.
+    fn queued_panel(&self) -> super::queued::QueuedPanel {
+        use super::composer::Part;
+        if !self.status.running {
+            return super::queued::QueuedPanel::default();
+        }
+        let messages = self
+            .unlogged
+            .iter()
+            .map(|(_, sent)| {
+                sent.parts()
+                    .into_iter()
+                    .map(|part| match part {
+                        Part::Text(text) => text,
+                        Part::Mention { label, .. } => format!("@{label}"),
+                        Part::Paste(text) => format!("[pasted {} lines]", text.lines().count()),
+                    })
+                    .collect::<String>()
+            })
+            .collect();
+        super::queued::QueuedPanel { messages }
     }
 
     fn key_help(&self) -> KeyHelp {
@@ -1380,8 +1516,10 @@ impl App {
     /// Where each part goes in `area`: computed once per frame.
     fn areas(&self, area: Rect) -> AppAreas {
         let composer_height = self.composer.desired_height(area.width).max(1);
-        let [transcript, composer, status, help] = Layout::vertical([
+        let queued_height = self.queued_panel().height();
+        let [transcript, queued, composer, status, help] = Layout::vertical([
             Constraint::Min(1),
+            Constraint::Length(queued_height),
             Constraint::Length(composer_height),
             Constraint::Length(1),
             Constraint::Length(1),
@@ -1389,6 +1527,7 @@ impl App {
         .areas(area);
         AppAreas {
             transcript,
+            queued,
             composer,
             status,
             help,
@@ -1400,6 +1539,7 @@ impl App {
     pub fn draw(&self, area: Rect, buf: &mut ratatui::buffer::Buffer) -> Option<Position> {
         let areas = self.areas(area);
         self.transcript.render(areas.transcript, buf);
+        self.queued_panel().render(areas.queued, buf);
         self.composer.render(areas.composer, buf);
         self.status_line().render(areas.status, buf);
         self.key_help().render(areas.help, buf);
@@ -1434,7 +1574,9 @@ impl App {
         }
         if let Some(picker) = &self.picker {
             // Over the transcript, the composer and its draft kept below it.
-            picker.view(now_ms()).render(areas.transcript, buf);
+            picker
+                .view_with(now_ms(), &self.keymap)
+                .render(areas.transcript, buf);
             return None;
         }
         if self.chips.asking().is_some() {
@@ -1472,9 +1614,28 @@ impl App {
 /// The rows of one frame.
 struct AppAreas {
     transcript: Rect,
+    queued: Rect,
     composer: Rect,
     status: Rect,
     help: Rect,
+}
+
+/// The failure message of a `turn/end` whose reason is `{kind:"error", failure:{message}}`.
+fn turn_failure(event: &Event) -> Option<String> {
+    if event.kind != crate::session::format::TURN_END {
+        return None;
+    }
+    let data: serde_json::Value = serde_json::from_str(event.data.get()).ok()?;
+    let reason = data.get("reason")?;
+    if reason.get("kind")?.as_str()? != "error" {
+        return None;
+    }
+    let message = reason
+        .get("failure")
+        .and_then(|f| f.get("message"))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("the model request failed");
+    Some(message.to_string())
 }
 
 /// What the binary wires into the app: the store sessions live in, the live sessions of this
@@ -1550,7 +1711,7 @@ pub fn build(
         model,
         model_label,
         keymap,
-        choice: _,
+        choice,
     } = wiring;
     let mut resumed_log = None;
     let (agent, history) = match &options.resume {
@@ -1584,6 +1745,7 @@ pub fn build(
         .map_err(|e| AppError::Other(e.to_string()))?;
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
     let mut app = App::new(agent, mount, model_label.clone(), tx);
+    app.model_choice = choice;
     app.set_keymap(keymap);
     app.keep_history_in(&options.home);
     if options.resume.is_none() {
@@ -1636,7 +1798,7 @@ pub async fn run_loop<B: Backend>(
     terminal: &mut Terminal<B>,
     mut app: App,
     mut rx: mpsc::UnboundedReceiver<AppEvent>,
-) -> Result<Option<NextSession>, AppError> {
+) -> Result<(Option<NextSession>, Option<ModelChoice>), AppError> {
     let mut agent_events = app.agent.subscribe();
     let tx = app.tx.clone();
     let forward = tokio::spawn(async move {
@@ -1665,6 +1827,15 @@ pub async fn run_loop<B: Backend>(
         while let Ok(event) = rx.try_recv() {
             app.handle(event);
         }
+        if let Some(text) = app.take_clipboard() {
+            // The terminal this loop draws on is stdout's (the sequence is base64: no raw byte
+            // of the answer reaches it).
+            use std::io::Write;
+            let mut out = std::io::stdout();
+            let _ = out
+                .write_all(super::terminal::osc52(&text).as_bytes())
+                .and_then(|_| out.flush());
+        }
         if app.should_quit {
             break;
         }
@@ -1674,7 +1845,7 @@ pub async fn run_loop<B: Backend>(
     // What was handed to the log is written before the next session or the exit (bounded:
     // never hang).
     let _ = tokio::time::timeout(Duration::from_secs(2), app.agent.closed()).await;
-    Ok(app.next.take())
+    Ok((app.next.take(), app.model_choice.take()))
 }
 
 /// Opens the TUI on the real terminal with what `wiring` provides; `/new` and `/resume` open
@@ -1762,21 +1933,24 @@ pub async fn run_terminal(mut options: AppOptions, mut wiring: Wiring) -> Result
             ))?),
         };
         terminal.clear()?;
-        match run_loop(terminal, app, rx).await? {
-            Some(NextSession::New) => options.resume = None,
-            Some(NextSession::Resume(id)) => options.resume = Some(id),
-            Some(NextSession::Model(name)) => {
-                // The same session if it was written (a new one otherwise), with the new model.
-                let written = wiring.store.log_path(&session_id).is_ok();
-                options.resume = written.then(|| session_id.clone());
-                match wiring.with_model(&options, &name) {
-                    Ok(switched) => {
+        let (next, choice) = run_loop(terminal, app, rx).await?;
+        // A model `/model` switched to stays for the sessions opened next.
+        if let (Some(choice), true) = (choice, next.is_some()) {
+            if wiring.choice.as_ref() != Some(&choice) {
+                match Wiring::for_choice(&options, &choice) {
+                    Ok(mut switched) => {
+                        switched.keymap = wiring.keymap.clone();
+                        switched.store = wiring.store.clone();
+                        switched.live = wiring.live.clone();
                         wiring = switched;
-                        info = Some(format!("Model: {}", wiring.model_label));
                     }
-                    Err(e) => notice = Some(format!("Could not switch to {name}: {e}")),
+                    Err(e) => notice = Some(format!("Could not keep the model: {e}")),
                 }
             }
+        }
+        match next {
+            Some(NextSession::New) => options.resume = None,
+            Some(NextSession::Resume(id)) => options.resume = Some(id),
             None => return Ok(session_id),
         }
     }

@@ -183,14 +183,7 @@ pub async fn lookup(
 
 /// `12 msgs · 48 KiB`.
 pub fn size_text(detail: &RowDetail) -> String {
-    let bytes = detail.conversation_bytes;
-    let size = if bytes < 1024 {
-        format!("{bytes} B")
-    } else if bytes < 1024 * 1024 {
-        format!("{} KiB", bytes / 1024)
-    } else {
-        format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
-    };
+    let size = super::text::format_size(detail.conversation_bytes);
     let msgs = if detail.messages == 1 { "msg" } else { "msgs" };
     format!("{} {msgs} · {size}", detail.messages)
 }

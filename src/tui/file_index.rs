@@ -2,13 +2,16 @@
 //! `.gitignore` (the `ignore` crate: `.gitignore`, `.ignore`, git's exclude files; hidden files
 //! are listed as git lists them; `.git` itself is not), streamed into a `nucleo::Nucleo`
 //! matcher whose worker threads score every keystroke, so neither the walk nor matching ever
-//! runs on the UI loop and there is no cap on the number of files.
+//! runs on the UI loop and there is no cap on the number of files. Files created after launch
+//! are found too: a watcher of the cwd (as the discovery indexer watches the home) triggers the
+//! walk again, at most twice a second, and only paths not offered yet are added.
 //!
 //! Invariants: only names that are valid UTF-8 are offered: a lossy spelling of any other name
 //! is a path that does not exist, and inserting it would reference nothing (or another file);
 //! such a directory is not entered either. Every file the walk yields is matchable (no silent
 //! cap). Proof: the unit tests below (`names_that_are_not_utf8_are_left_out`,
-//! `gitignore_is_honoured_and_hidden_files_are_listed`, `the_finder_matches_off_the_loop`).
+//! `gitignore_is_honoured_and_hidden_files_are_listed`, `the_finder_matches_off_the_loop`,
+//! `files_created_after_launch_are_found`).
 
 use super::file_match::{FileIndex, FileRow};
 use nucleo::pattern::{CaseMatching, Normalization};
@@ -60,6 +63,36 @@ pub fn walk_into(cwd: &Path, mut found: impl FnMut(String)) {
     }
 }
 
+/// The least time between two walks for files created after launch.
+const REWALK_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A recursive watcher of `cwd` that sends on `changed` when an entry is created or renamed
+/// (a new file may have appeared); `None` when the platform refuses one (the first walk then
+/// stays all there is). The watcher stops when dropped.
+fn new_files_watcher(
+    cwd: &Path,
+    changed: std::sync::mpsc::Sender<()>,
+) -> Option<notify::RecommendedWatcher> {
+    use notify::{EventKind, RecursiveMode, Watcher};
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = event {
+            if matches!(
+                event.kind,
+                EventKind::Create(_) | EventKind::Modify(notify::event::ModifyKind::Name(_))
+            ) {
+                let _ = changed.send(());
+            }
+        }
+    })
+    .map_err(|e| tracing::warn!(error = %e, "file finder: no watcher; new files not seen"))
+    .ok()?;
+    if let Err(e) = watcher.watch(cwd, RecursiveMode::Recursive) {
+        tracing::warn!(error = %e, "file finder: cwd not watched; new files not seen");
+        return None;
+    }
+    Some(watcher)
+}
+
 /// Matcher threads: all cores but one, so the UI loop always has one to itself.
 fn workers() -> usize {
     std::thread::available_parallelism()
@@ -98,6 +131,14 @@ pub struct FileFinder {
     walking: Arc<AtomicBool>,
     query: Option<String>,
     seen: u64,
+    /// Set when the finder is dropped: the watch for new files ends.
+    stopped: Arc<AtomicBool>,
+}
+
+impl Drop for FileFinder {
+    fn drop(&mut self) {
+        self.stopped.store(true, Ordering::SeqCst);
+    }
 }
 
 impl FileFinder {
@@ -118,14 +159,56 @@ impl FileFinder {
         let injector = nucleo.injector();
         let walking = Arc::new(AtomicBool::new(true));
         let done = walking.clone();
+        let stopped = Arc::new(AtomicBool::new(false));
+        let stop = stopped.clone();
         std::thread::spawn(move || {
-            walk_into(&cwd, |path| {
-                injector.push(path, |path, columns| {
-                    columns[0] = Utf32String::from(path.as_str());
+            let watched = cwd.clone();
+            let mut seen = std::collections::HashSet::new();
+            // Pushes each path not seen before; answers how many were new.
+            let walk_new = |seen: &mut std::collections::HashSet<String>| {
+                let mut added = 0usize;
+                walk_into(&cwd, |path| {
+                    if seen.insert(path.clone()) {
+                        added += 1;
+                        injector.push(path, |path, columns| {
+                            columns[0] = Utf32String::from(path.as_str());
+                        });
+                    }
                 });
-            });
+                added
+            };
+            // Files created after launch: the walk again (the same rules) whenever something
+            // under the cwd was created or renamed, at most once per `REWALK_EVERY`; only paths
+            // not seen before are added. Watched from before the first walk, so nothing created
+            // meanwhile is missed. Without a watcher the first walk is all there is.
+            let (changed, changes) = std::sync::mpsc::channel::<()>();
+            let watcher = new_files_watcher(&watched, changed);
+            walk_new(&mut seen);
             done.store(false, Ordering::SeqCst);
             wake();
+            if watcher.is_none() {
+                return;
+            }
+            loop {
+                match changes.recv_timeout(std::time::Duration::from_millis(500)) {
+                    Ok(()) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                        if !stop.load(Ordering::SeqCst) =>
+                    {
+                        continue
+                    }
+                    // The finder was dropped (its session ended), or the watcher stopped.
+                    Err(_) => break,
+                }
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                std::thread::sleep(REWALK_EVERY);
+                while changes.try_recv().is_ok() {}
+                if walk_new(&mut seen) > 0 {
+                    wake();
+                }
+            }
         });
         let published = Arc::new(std::sync::Mutex::new(FileRows::default()));
         let out = published.clone();
@@ -136,6 +219,7 @@ impl FileFinder {
             walking,
             query: None,
             seen: 0,
+            stopped,
         }
     }
 
@@ -331,5 +415,42 @@ mod tests {
         assert_eq!(rows.rows[0].path, "d9/file2999.txt");
         assert!(!rows.rows[0].indices.is_empty());
         assert!(finder.tick(), "new rows were published");
+    }
+
+    #[test]
+    fn files_created_after_launch_are_found() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("README.md"), "").unwrap();
+        std::fs::write(dir.path().join(".gitignore"), "target/\n").unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let notify: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            let _ = tx.send(());
+        });
+        let mut finder = FileFinder::start(dir.path().to_path_buf(), notify);
+        finder.set_query("", 50);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let wait = |finder: &FileFinder, done: &dyn Fn(&FileRows) -> bool| loop {
+            let rows = finder.rows();
+            if !finder.walking() && done(&rows) {
+                return rows;
+            }
+            assert!(std::time::Instant::now() < deadline, "{:?}", finder.rows());
+            let _ = rx.recv_timeout(std::time::Duration::from_millis(200));
+        };
+        wait(&finder, &|r| r.indexed == 2);
+        // A new file and a new directory with a file, and one the .gitignore leaves out.
+        std::fs::write(dir.path().join("NOTES.md"), "").unwrap();
+        std::fs::create_dir_all(dir.path().join("docs")).unwrap();
+        std::fs::write(dir.path().join("docs/plan.md"), "").unwrap();
+        std::fs::create_dir_all(dir.path().join("target")).unwrap();
+        std::fs::write(dir.path().join("target/out.md"), "").unwrap();
+        finder.set_query("md", 50);
+        let rows = wait(&finder, &|r| {
+            r.query == "md" && r.rows.iter().any(|row| row.path == "docs/plan.md")
+        });
+        let paths: Vec<&str> = rows.rows.iter().map(|r| r.path.as_str()).collect();
+        assert!(paths.contains(&"NOTES.md"), "{paths:?}");
+        assert!(!paths.contains(&"target/out.md"), "{paths:?}");
+        assert_eq!(rows.indexed, 4, "each file once: {paths:?}");
     }
 }

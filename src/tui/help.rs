@@ -206,12 +206,15 @@ pub fn overlay_rows(keymap: &Keymap) -> Vec<OverlayRow> {
     }
     rows.push(OverlayRow::Blank);
     rows.push(OverlayRow::Heading("Commands (type / at the start)"));
-    for (_, name, arg, what) in super::slash::COMMANDS {
-        let name = if arg.is_empty() {
+    for (command, name, arg, what) in super::slash::COMMANDS {
+        let mut name = if arg.is_empty() {
             format!("/{name}")
         } else {
             format!("/{name} {arg}")
         };
+        for alias in command.aliases() {
+            name.push_str(&format!(", /{alias}"));
+        }
         rows.push(OverlayRow::Command { name, what });
     }
     rows
@@ -260,6 +263,14 @@ impl KeyOverlay {
                 self.scroll.top = (self.scroll.top + 1).min(max_top);
                 OverlayOutcome::Handled
             }
+            Some(Action::OverlayPageUp) => {
+                self.scroll.top = self.scroll.top.saturating_sub(cap);
+                OverlayOutcome::Handled
+            }
+            Some(Action::OverlayPageDown) => {
+                self.scroll.top = (self.scroll.top + cap).min(max_top);
+                OverlayOutcome::Handled
+            }
             _ => OverlayOutcome::Close,
         }
     }
@@ -292,19 +303,34 @@ impl Renderable for KeyOverlayView<'_> {
         } else {
             format!(" Keys · {close} to close ")
         };
-        let block = Block::bordered()
+        let mut block = Block::bordered()
             .border_type(BorderType::Rounded)
             .border_style(style::border())
             .title(title);
+        let rows = overlay_rows(self.keymap);
+        let height = usize::from(area.height.saturating_sub(2));
+        let top = self.state.top().min(rows.len().saturating_sub(height));
+        // What is out of view, said on the bottom border.
+        let below = rows.len().saturating_sub(top + height);
+        if below > 0 || top > 0 {
+            let mut more = Vec::new();
+            if top > 0 {
+                more.push(format!("↑ {top} above"));
+            }
+            if below > 0 {
+                more.push(format!("↓ {below} more below"));
+            }
+            block = block.title_bottom(
+                ratatui::text::Line::styled(format!(" {} ", more.join(" · ")), style::dim())
+                    .alignment(ratatui::layout::Alignment::Right),
+            );
+        }
         let inner = block.inner(area);
         block.render(area, buf);
         if inner.is_empty() {
             return;
         }
-        let rows = overlay_rows(self.keymap);
-        let height = usize::from(inner.height);
         self.state.visible.set(height);
-        let top = self.state.top().min(rows.len().saturating_sub(height));
         let key_w = rows
             .iter()
             .map(|r| match r {

@@ -26,15 +26,18 @@ pub enum KeyContext {
     App,
     /// The `?` key-help overlay is open.
     Overlay,
+    /// The session picker of `/resume` and `--resume` is open.
+    Picker,
 }
 
 impl KeyContext {
     /// Every context, in the overlay's order.
-    pub const ALL: [KeyContext; 4] = [
+    pub const ALL: [KeyContext; 5] = [
         KeyContext::Composer,
         KeyContext::Popup,
         KeyContext::App,
         KeyContext::Overlay,
+        KeyContext::Picker,
     ];
 
     /// The heading of this context in the overlay.
@@ -44,6 +47,7 @@ impl KeyContext {
             KeyContext::Popup => "Popup and menu",
             KeyContext::App => "Session",
             KeyContext::Overlay => "This help",
+            KeyContext::Picker => "Resume picker",
         }
     }
 }
@@ -116,15 +120,20 @@ actions! {
     PopupClose => "popup-close", Popup, "close, text untouched", ["esc"];
     Interrupt => "interrupt", App, "interrupt or cancel a send; twice when idle: edit last message", ["esc"];
     ClearOrQuit => "clear-or-quit", App, "clear the draft (↑ recalls it), interrupt; twice when idle: quit", ["ctrl+c"];
-    ScrollUp => "scroll-up", App, "scroll the transcript up", ["pgup"];
-    ScrollDown => "scroll-down", App, "scroll the transcript down", ["pgdn"];
+    ScrollUp => "scroll-up", App, "transcript one screen up", ["pgup"];
+    ScrollDown => "scroll-down", App, "transcript one screen down", ["pgdn"];
+    ScrollTop => "scroll-top", App, "transcript top", ["ctrl+home", "home"];
+    ScrollBottom => "scroll-bottom", App, "transcript bottom", ["ctrl+end", "end"];
     Details => "details", App, "open the selected (else last) card: readable, exact text, closed", ["ctrl+o"];
     CardPrev => "card-prev", App, "select the previous card", ["alt+up"];
     CardNext => "card-next", App, "select the next card (past the last: none)", ["alt+down"];
     Help => "help", App, "this help (on an empty composer)", ["?"];
     OverlayUp => "overlay-up", Overlay, "scroll up", ["up", "k"];
     OverlayDown => "overlay-down", Overlay, "scroll down", ["down", "j"];
+    OverlayPageUp => "overlay-page-up", Overlay, "page up", ["pgup"];
+    OverlayPageDown => "overlay-page-down", Overlay, "page down", ["pgdn", "space"];
     OverlayClose => "overlay-close", Overlay, "close", ["esc", "?", "q"];
+    PickerThisDir => "picker-this-dir", Picker, "this directory only, or all", ["tab"];
 }
 
 /// One key with its modifiers, as a keymap compares them.

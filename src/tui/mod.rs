@@ -21,6 +21,7 @@ pub mod mount;
 pub mod picker;
 pub mod popup;
 pub mod prompt_history;
+pub mod queued;
 pub mod render;
 pub mod scroll;
 pub mod slash;

@@ -9,14 +9,16 @@
 //! `tests/e2e/cli_lifecycle.rs` picks a session through the real binary in tmux.
 
 use super::escape::EscapeMode;
+use super::keys::{Action, KeyContext, Keymap};
 use super::render::clip;
 use super::style;
-use super::text::{format_age, StyledText};
+use super::text::{format_age, format_size, StyledText};
 use crate::discovery::{listed_ids, Discovery, Hit, SearchQuery};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
+use ratatui::widgets::{Block, Borders, Clear, Widget};
 
 /// What a key did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +46,10 @@ pub struct PickerState {
     selected: usize,
     loading: bool,
     error: Option<String>,
+    /// The directory the picker was opened in (what the this-directory filter keeps).
+    cwd: Option<String>,
+    /// Only sessions of `cwd` are shown.
+    this_dir: bool,
 }
 
 impl PickerState {
@@ -52,10 +58,32 @@ impl PickerState {
         PickerState::default()
     }
 
-    /// The first search (empty query: recent sessions, this directory's first).
+    /// A picker opened in `cwd` with `query` already typed (`/resume WORD`, `--resume WORD`).
+    pub fn with_query(query: &str, cwd: Option<String>) -> PickerState {
+        PickerState {
+            query: query.to_string(),
+            cwd,
+            ..PickerState::default()
+        }
+    }
+
+    /// The first search: the query given (empty: recent sessions, this directory's first).
     pub fn start(&mut self) -> PickerOutcome {
         self.loading = true;
-        PickerOutcome::Search(self.generation, String::new())
+        PickerOutcome::Search(self.generation, self.query.clone())
+    }
+
+    /// Whether only this directory's sessions are shown.
+    pub fn this_dir_only(&self) -> bool {
+        self.this_dir
+    }
+
+    /// The hits shown: all of them, or this directory's only.
+    fn visible(&self) -> Vec<&Hit> {
+        self.hits
+            .iter()
+            .filter(|h| !self.this_dir || (self.cwd.is_some() && h.cwd == self.cwd))
+            .collect()
     }
 
     /// The query typed so far.
@@ -70,7 +98,7 @@ impl PickerState {
 
     /// The highlighted hit, if there is any.
     pub fn selected(&self) -> Option<&Hit> {
-        self.hits.get(self.selected)
+        self.visible().get(self.selected).copied()
     }
 
     /// Applies the answer of search `generation`; false (and nothing changes) when stale.
@@ -91,14 +119,25 @@ impl PickerState {
                 self.error = Some(e);
             }
         }
-        self.selected = self.selected.min(self.hits.len().saturating_sub(1));
+        self.selected = self.selected.min(self.visible().len().saturating_sub(1));
         true
     }
 
-    /// Reacts to one key: edits the query, moves the selection, picks or cancels.
+    /// Reacts to one key by the standard keymap.
     pub fn handle_key(&mut self, key: KeyEvent) -> PickerOutcome {
+        self.handle_key_with(Keymap::shared_standard(), key)
+    }
+
+    /// Reacts to one key: edits the query, moves the selection, toggles the this-directory
+    /// filter (the key table's `picker-this-dir`), picks or cancels.
+    pub fn handle_key_with(&mut self, keymap: &Keymap, key: KeyEvent) -> PickerOutcome {
         if key.kind == KeyEventKind::Release {
             return PickerOutcome::Ignored;
+        }
+        if keymap.action(KeyContext::Picker, &key) == Some(Action::PickerThisDir) {
+            self.this_dir = !self.this_dir;
+            self.selected = 0;
+            return PickerOutcome::Moved;
         }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         match key.code {
@@ -128,10 +167,10 @@ impl PickerState {
     }
 
     fn step(&mut self, by: isize) -> PickerOutcome {
-        if self.hits.is_empty() {
+        let n = self.visible().len() as isize;
+        if n == 0 {
             return PickerOutcome::Ignored;
         }
-        let n = self.hits.len() as isize;
         self.selected = ((self.selected as isize + by).rem_euclid(n)) as usize;
         PickerOutcome::Moved
     }
@@ -148,6 +187,16 @@ impl PickerState {
         PickerView {
             state: self,
             now_ms,
+            keymap: Keymap::shared_standard(),
+        }
+    }
+
+    /// [`view`](Self::view), its key hints spelled by `keymap`.
+    pub fn view_with<'a>(&'a self, now_ms: i64, keymap: &'a Keymap) -> PickerView<'a> {
+        PickerView {
+            state: self,
+            now_ms,
+            keymap,
         }
     }
 }
@@ -156,20 +205,26 @@ impl PickerState {
 pub struct PickerView<'a> {
     state: &'a PickerState,
     now_ms: i64,
+    keymap: &'a Keymap,
 }
 
+/// Width from which the picker shows a preview pane beside the list.
+const PREVIEW_FROM: u16 = 90;
+
 impl PickerView<'_> {
-    /// Draws the query line, the hits and the selection into `area` (clipped to `buf`).
+    /// Draws the query line, the hits (age first) and the selection into `area` (clipped to
+    /// `buf`), everything under it cleared first; a preview of the highlighted session on the
+    /// right when the area is wide enough.
     pub fn render(&self, area: Rect, buf: &mut Buffer) {
         let area = clip(area, buf);
         if area.is_empty() {
             return;
         }
+        Clear.render(area, buf);
         let s = self.state;
-        let width = usize::from(area.width);
-        let line = |buf: &mut Buffer, y: u16, text: StyledText| {
+        let line = |buf: &mut Buffer, x: u16, y: u16, w: u16, text: StyledText| {
             if y < area.bottom() {
-                buf.set_line(area.x, y, &text.truncate(width).to_line(), area.width);
+                buf.set_line(x, y, &text.truncate(usize::from(w)).to_line(), w);
             }
         };
         let mut head = StyledText::new();
@@ -179,25 +234,50 @@ impl PickerView<'_> {
         );
         head.push_untrusted(&s.query, EscapeMode::SingleLine, Style::new());
         head.push("▏", style::dim());
-        line(buf, area.y, head);
+        line(buf, area.x, area.y, area.width, head);
+        let visible = s.visible();
         let mut info = StyledText::new();
         let status = if let Some(e) = &s.error {
             format!("search failed: {e}")
         } else if s.loading && s.hits.is_empty() {
             "searching…".into()
-        } else if s.hits.is_empty() {
+        } else if visible.is_empty() && s.this_dir {
+            "no sessions of this directory match".into()
+        } else if visible.is_empty() {
             "no sessions match".into()
+        } else if s.this_dir {
+            format!("{} in this directory", visible.len())
         } else if s.total > s.hits.len() {
             format!("{} of {} · type to narrow", s.hits.len(), s.total)
         } else {
             format!("{} sessions", s.hits.len())
         };
         info.push_untrusted(&status, EscapeMode::SingleLine, style::dim());
-        info.push("  ↑↓ move · Enter resume · Esc cancel", style::dim());
-        line(buf, area.y + 1, info);
+        let filter = self.keymap.label(Action::PickerThisDir, 1);
+        let mut hint = String::from("  ↑↓ move · Enter resume · Esc cancel");
+        if !filter.is_empty() {
+            let which = if s.this_dir { "all" } else { "this dir" };
+            hint.push_str(&format!(" · {filter} {which}"));
+        }
+        info.push(&hint, style::dim());
+        line(buf, area.x, area.y + 1, area.width, info);
+        let (list_w, preview) = if area.width >= PREVIEW_FROM {
+            let list_w = area.width * 3 / 5;
+            (
+                list_w,
+                Some(Rect::new(
+                    area.x + list_w + 1,
+                    area.y + 2,
+                    area.width - list_w - 1,
+                    area.height.saturating_sub(2),
+                )),
+            )
+        } else {
+            (area.width, None)
+        };
         let rows = usize::from(area.height.saturating_sub(2));
         let scroll = s.selected.saturating_sub(rows.saturating_sub(1));
-        for (i, hit) in s.hits.iter().enumerate().skip(scroll).take(rows) {
+        for (i, hit) in visible.iter().enumerate().skip(scroll).take(rows) {
             let selected = i == s.selected;
             let base = if selected {
                 Style::new().add_modifier(Modifier::BOLD)
@@ -206,6 +286,10 @@ impl PickerView<'_> {
             };
             let mut row = StyledText::new();
             row.push(if selected { "› " } else { "  " }, style::session_tag());
+            row.push(
+                &format!("{:>4}  ", format_age(hit.last_activity, self.now_ms)),
+                style::dim(),
+            );
             let name = hit
                 .title
                 .as_deref()
@@ -214,28 +298,104 @@ impl PickerView<'_> {
             row.push_untrusted(name, EscapeMode::SingleLine, base);
             row.push("  ", Style::new());
             row.push_untrusted(&hit.session_id, EscapeMode::SingleLine, style::dim());
-            row.push("  ", Style::new());
-            match &hit.cwd {
-                Some(cwd) => row.push_untrusted(cwd, EscapeMode::SingleLine, style::dim()),
-                None => row.push("(no cwd)", style::dim()),
-            };
-            row.push(
-                &format!(
-                    "  {} msgs · {}",
-                    hit.messages,
-                    format_age(hit.last_activity, self.now_ms)
-                ),
-                style::dim(),
-            );
-            let mut row = row.truncate(width);
+            if preview.is_none() {
+                row.push("  ", Style::new());
+                match &hit.cwd {
+                    Some(cwd) => row.push_untrusted(cwd, EscapeMode::SingleLine, style::dim()),
+                    None => row.push("(no cwd)", style::dim()),
+                };
+                row.push(&format!("  {} msgs", hit.messages), style::dim());
+            }
+            let mut row = row.truncate(usize::from(list_w));
             if selected {
                 row.patch_style(style::selected());
             }
             let y = area.y + 2 + (i - scroll) as u16;
             if selected {
-                buf.set_style(Rect::new(area.x, y, area.width, 1), style::selected());
+                buf.set_style(Rect::new(area.x, y, list_w, 1), style::selected());
             }
-            line(buf, y, row);
+            line(buf, area.x, y, list_w, row);
+        }
+        if let (Some(pane), Some(hit)) = (preview, s.selected()) {
+            self.render_preview(pane, hit, buf);
+        }
+    }
+
+    /// The highlighted session's details: title, id, directory, activity, size, first prompt.
+    fn render_preview(&self, pane: Rect, hit: &Hit, buf: &mut Buffer) {
+        if pane.is_empty() {
+            return;
+        }
+        let block = Block::default()
+            .borders(Borders::LEFT)
+            .border_style(style::dim());
+        let inner = block.inner(pane);
+        block.render(pane, buf);
+        let w = usize::from(inner.width);
+        let mut lines: Vec<StyledText> = Vec::new();
+        let mut title = StyledText::new();
+        let name = hit.title.as_deref().unwrap_or("(untitled)");
+        title.push_untrusted(
+            name,
+            EscapeMode::SingleLine,
+            Style::new().add_modifier(Modifier::BOLD),
+        );
+        lines.push(title);
+        let mut id = StyledText::new();
+        id.push_untrusted(&hit.session_id, EscapeMode::SingleLine, style::dim());
+        lines.push(id);
+        let mut cwd = StyledText::new();
+        match &hit.cwd {
+            Some(dir) => cwd.push_untrusted(dir, EscapeMode::SingleLine, style::dim()),
+            None => cwd.push("(no cwd)", style::dim()),
+        };
+        lines.push(cwd);
+        let mut stats = StyledText::new();
+        stats.push(
+            &format!(
+                "active {} ago · {} msgs · {}",
+                format_age(hit.last_activity, self.now_ms),
+                hit.messages,
+                format_size(hit.conversation_bytes)
+            ),
+            style::dim(),
+        );
+        lines.push(stats);
+        lines.push(StyledText::new());
+        if let Some(prompt) = &hit.first_prompt {
+            // The first prompt, word-wrapped to the pane.
+            let mut row = String::new();
+            for word in prompt.split_whitespace() {
+                let need =
+                    row.chars().count() + usize::from(!row.is_empty()) + word.chars().count();
+                if need > w && !row.is_empty() {
+                    let mut t = StyledText::new();
+                    t.push_untrusted(&row, EscapeMode::SingleLine, Style::new());
+                    lines.push(t);
+                    row.clear();
+                }
+                if !row.is_empty() {
+                    row.push(' ');
+                }
+                row.push_str(word);
+            }
+            if !row.is_empty() {
+                let mut t = StyledText::new();
+                t.push_untrusted(&row, EscapeMode::SingleLine, Style::new());
+                lines.push(t);
+            }
+        }
+        for (i, text) in lines
+            .into_iter()
+            .take(usize::from(inner.height))
+            .enumerate()
+        {
+            buf.set_line(
+                inner.x,
+                inner.y + i as u16,
+                &text.truncate(w).to_line(),
+                inner.width,
+            );
         }
     }
 }
@@ -245,6 +405,7 @@ impl PickerView<'_> {
 pub fn pick_session(
     discovery: Discovery,
     cwd: Option<String>,
+    query: &str,
     now_ms: impl Fn() -> i64,
 ) -> std::io::Result<Option<String>> {
     use crossterm::{event, execute, terminal};
@@ -261,6 +422,7 @@ pub fn pick_session(
     let (ask, questions) = mpsc::channel::<(u64, String)>();
     let (tell, answers) = mpsc::channel::<(u64, Result<(Vec<Hit>, usize), String>)>();
     let searcher = discovery.clone();
+    let mut state = PickerState::with_query(query, cwd.clone());
     std::thread::spawn(move || {
         while let Ok(mut question) = questions.recv() {
             // Only the newest question waiting is worth answering.
@@ -286,7 +448,6 @@ pub fn pick_session(
             }
         }
     });
-    let mut state = PickerState::new();
     if let PickerOutcome::Search(g, q) = state.start() {
         let _ = ask.send((g, q));
     }

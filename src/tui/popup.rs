@@ -502,10 +502,36 @@ impl PopupState {
     /// still there, else selects the best row.
     fn rebuild_rows(&mut self) {
         self.rows.clear();
+        // A file whose name is or starts with the query (`@READ` → README.md) outranks the
+        // sessions that match it only weakly (fuzzy, or through the conversation): strong
+        // sessions first, then such files, then the other sessions, then the other files.
+        let needle = self.query.to_lowercase();
+        let strong_file = |path: &str| {
+            let name = path.rsplit('/').next().unwrap_or(path).to_lowercase();
+            needle.chars().count() >= 2 && name.starts_with(&needle)
+        };
+        let strong_session = |c: &Candidate| {
+            needle.is_empty()
+                || c.label.to_lowercase().contains(&needle)
+                || c.session_id.to_lowercase().starts_with(&needle)
+        };
+        let files_first: Vec<usize> = (0..self.files.len())
+            .filter(|&i| strong_file(&self.files[i].path))
+            .collect();
         if !self.paths_only {
-            self.rows.extend((0..self.sessions.len()).map(Row::Session));
+            let (strong, weak): (Vec<usize>, Vec<usize>) = (0..self.sessions.len())
+                .partition(|&i| files_first.is_empty() || strong_session(&self.sessions[i]));
+            self.rows.extend(strong.into_iter().map(Row::Session));
+            self.rows.extend(files_first.iter().copied().map(Row::File));
+            self.rows.extend(weak.into_iter().map(Row::Session));
+        } else {
+            self.rows.extend(files_first.iter().copied().map(Row::File));
         }
-        self.rows.extend((0..self.files.len()).map(Row::File));
+        self.rows.extend(
+            (0..self.files.len())
+                .filter(|i| !files_first.contains(i))
+                .map(Row::File),
+        );
         let found = self.pick.as_ref().and_then(|pick| {
             self.rows.iter().position(|row| match (*row, pick) {
                 (Row::Session(i), Pick::Session(id)) => self.sessions[i].session_id == *id,

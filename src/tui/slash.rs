@@ -28,6 +28,8 @@ pub enum Command {
     Model,
     /// `/sessions`: list recent sessions.
     Sessions,
+    /// `/copy`: the last answer to the clipboard, through OSC 52.
+    Copy,
     /// `/quit`: leave.
     Quit,
 }
@@ -36,7 +38,12 @@ pub enum Command {
 pub const COMMANDS: &[(Command, &str, &str, &str)] = &[
     (Command::Help, "help", "", "keys and commands"),
     (Command::New, "new", "", "start a new session"),
-    (Command::Resume, "resume", "ID", "continue another session"),
+    (
+        Command::Resume,
+        "resume",
+        "[ID|WORDS]",
+        "continue another session (words: find it)",
+    ),
     (
         Command::Model,
         "model",
@@ -44,10 +51,28 @@ pub const COMMANDS: &[(Command, &str, &str, &str)] = &[
         "show the model, or switch this session to NAME",
     ),
     (Command::Sessions, "sessions", "", "list recent sessions"),
+    (
+        Command::Copy,
+        "copy",
+        "",
+        "copy the last answer to the clipboard (OSC 52)",
+    ),
     (Command::Quit, "quit", "", "leave"),
 ];
 
+/// Other names of commands, as Codex and Claude Code users type them: `/exit` quits, `/clear`
+/// starts a new session.
+pub const ALIASES: &[(&str, Command)] = &[("exit", Command::Quit), ("clear", Command::New)];
+
 impl Command {
+    /// The other names of the command (see [`ALIASES`]).
+    pub fn aliases(self) -> impl Iterator<Item = &'static str> {
+        ALIASES
+            .iter()
+            .filter(move |(_, c)| *c == self)
+            .map(|(name, _)| *name)
+    }
+
     /// The command's name without the `/`, e.g. `resume`.
     pub fn name(self) -> &'static str {
         COMMANDS
@@ -61,6 +86,7 @@ impl Command {
             .iter()
             .find(|(_, n, ..)| *n == name)
             .map(|(c, ..)| *c)
+            .or_else(|| ALIASES.iter().find(|(n, _)| *n == name).map(|(_, c)| *c))
     }
 }
 
@@ -156,11 +182,19 @@ impl SlashMenu {
             .filter(|(_, name, ..)| name.starts_with(&lower))
             .map(|(c, ..)| *c)
             .collect();
+        // An alias typed (`/ex`) finds its command.
+        for (alias, command) in ALIASES {
+            if alias.starts_with(&lower) && !rows.contains(command) {
+                rows.push(*command);
+            }
+        }
         rows.extend(
             COMMANDS
                 .iter()
                 .filter(|(_, name, ..)| !name.starts_with(&lower) && name.contains(&lower))
-                .map(|(c, ..)| *c),
+                .map(|(c, ..)| *c)
+                .filter(|c| !rows.contains(c))
+                .collect::<Vec<_>>(),
         );
         self.rows = rows;
         self.scroll.reset();

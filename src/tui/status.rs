@@ -38,6 +38,20 @@ pub struct StatusLine {
     pub notice: Option<String>,
     /// What the next request adds for the mentions in the composer, e.g. `+2 refs 96 KiB`.
     pub next_context: Option<String>,
+    /// Seconds the running turn has taken so far (shown while `running`).
+    pub elapsed_secs: Option<u64>,
+    /// The key that interrupts a running turn, as the key table spells it (`esc`); empty when
+    /// unbound.
+    pub interrupt_key: String,
+}
+
+/// A running turn's elapsed time: `0s`, `42s`, `3m 05s`, `1h 02m`.
+pub fn elapsed_text(secs: u64) -> String {
+    match secs {
+        0..=59 => format!("{secs}s"),
+        60..=3599 => format!("{}m {:02}s", secs / 60, secs % 60),
+        _ => format!("{}h {:02}m", secs / 3600, secs % 3600 / 60),
+    }
 }
 
 /// `1234` → `1.2k`, `2500000` → `2.5M`.
@@ -81,6 +95,18 @@ impl StatusLine {
             t.push("◌ preparing", Style::new().fg(Color::Yellow));
         } else if self.running {
             t.push("● running", Style::new().fg(Color::Green));
+            if let Some(secs) = self.elapsed_secs {
+                t.push(
+                    &format!(" {}", elapsed_text(secs)),
+                    Style::new().fg(Color::Green),
+                );
+            }
+            if !self.interrupt_key.is_empty() {
+                t.push(
+                    &format!(" · {} to interrupt", self.interrupt_key),
+                    style::dim(),
+                );
+            }
         } else {
             t.push("○ idle", style::dim());
         }

@@ -5,7 +5,9 @@
 //! Keyboard enhancement (the kitty protocol's "disambiguate" level) is what lets Shift+Enter
 //! arrive as itself; terminals without it keep Alt+Enter and Ctrl-J for a newline. Mouse
 //! reports are asked for button presses only (`?1000h` with SGR coordinates), which carries the
-//! wheel; most terminals still select text with Shift held.
+//! wheel; most terminals still select text with Shift held, and `--no-mouse`
+//! ([`set_mouse_capture`]) leaves the mouse to the terminal altogether. [`osc52`] spells the
+//! clipboard sequence `/copy` writes.
 //!
 //! Invariant: whatever [`TerminalGuard::enter`] turned on, [`restore`] turns off, and it runs
 //! exactly when the guard drops or a panic unwinds past the installed hook, so a crash never
@@ -19,6 +21,25 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set once keyboard enhancement flags were pushed, so restore pops them (and only then).
 static ENHANCED: AtomicBool = AtomicBool::new(false);
+
+/// Whether [`TerminalGuard::enter`] asks for mouse reports (the wheel scrolls the transcript).
+/// Off (`--no-mouse`), the terminal keeps its own selection and copy; PgUp/PgDn still scroll.
+static MOUSE: AtomicBool = AtomicBool::new(true);
+
+/// Set before the terminal is entered: whether to capture the mouse.
+pub fn set_mouse_capture(on: bool) {
+    MOUSE.store(on, Ordering::SeqCst);
+}
+
+/// `text` as an OSC 52 sequence that sets the system clipboard (`c`), base64 encoded, so no byte
+/// of it reaches the terminal raw.
+pub fn osc52(text: &str) -> String {
+    use base64::Engine;
+    format!(
+        "\x1b]52;c;{}\x07",
+        base64::engine::general_purpose::STANDARD.encode(text.as_bytes())
+    )
+}
 
 /// Button and wheel reports in SGR encoding, without motion tracking.
 struct WheelReports(bool);
@@ -50,7 +71,7 @@ impl TerminalGuard {
             out,
             terminal::EnterAlternateScreen,
             event::EnableBracketedPaste,
-            WheelReports(true)
+            WheelReports(MOUSE.load(Ordering::SeqCst))
         )?;
         if matches!(terminal::supports_keyboard_enhancement(), Ok(true)) {
             let flags = KeyboardEnhancementFlags::DISAMBIGUATE_ESCAPE_CODES;
@@ -91,4 +112,15 @@ pub fn install_panic_hook() {
         restore();
         previous(info);
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn osc52_carries_the_text_encoded() {
+        assert_eq!(osc52("hi\u{1b}[2J"), "\x1b]52;c;aGkbWzJK\x07");
+        assert_eq!(osc52(""), "\x1b]52;c;\x07");
+    }
 }

@@ -434,7 +434,22 @@ pub fn ci_matches(haystack: &str, needle: &str) -> Vec<bool> {
 /// Compact age of something created at `created_ms`, seen at `now_ms`: `now`, `45s`, `5m`,
 /// `3h`, `2d`, `3w`, `1y`.
 pub fn format_age(created_ms: i64, now_ms: i64) -> String {
-    let secs = now_ms.saturating_sub(created_ms) / 1000;
+    format_age_secs(now_ms.saturating_sub(created_ms) / 1000)
+}
+
+/// A size as every row, badge and card shows it: `512 B`, `48 KiB`, `3.1 MiB` (binary units,
+/// KiB rounded up so a non-empty size is never `0 KiB`).
+pub fn format_size(n: u64) -> String {
+    match n {
+        0..=1023 => format!("{n} B"),
+        1024..=1_048_575 => format!("{} KiB", n.div_ceil(1024)),
+        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    }
+}
+
+/// An age of `secs` seconds in the one compact format used everywhere (`now`, `45s`, `3m`,
+/// `2h`, `5d`, `3w`, `1y`).
+pub fn format_age_secs(secs: i64) -> String {
     if secs < 1 {
         return "now".into();
     }

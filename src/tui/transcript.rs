@@ -288,12 +288,30 @@ impl TranscriptItem {
         };
         match self {
             TranscriptItem::User { text: body } => {
-                multi(body, Style::new()).wrap(width, &text("› ", style::user_prefix()), &indent)
+                let (shown, rest) = collapse_paste(body);
+                let mut lines = multi(shown, Style::new()).wrap(
+                    width,
+                    &text("› ", style::user_prefix()),
+                    &indent,
+                );
+                lines.extend(rest.map(|r| {
+                    text(&format!("  {r}"), style::dim())
+                        .truncate(width)
+                        .to_line()
+                }));
+                lines
             }
             TranscriptItem::Steer { text: body } => {
                 let mut first = text("› ", style::user_prefix());
                 first.push("steer ", style::steer_tag());
-                multi(body, Style::new()).wrap(width, &first, &indent)
+                let (shown, rest) = collapse_paste(body);
+                let mut lines = multi(shown, Style::new()).wrap(width, &first, &indent);
+                lines.extend(rest.map(|r| {
+                    text(&format!("  {r}"), style::dim())
+                        .truncate(width)
+                        .to_line()
+                }));
+                lines
             }
             TranscriptItem::Assistant {
                 text: body,
@@ -505,13 +523,47 @@ fn reasoning_of(message: &Message) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("\n"))
 }
 
-/// `512 B`, `48 KiB`, `3.1 MiB`.
-pub fn human_bytes(n: u64) -> String {
-    match n {
-        0..=1023 => format!("{n} B"),
-        1024..=1_048_575 => format!("{} KiB", n.div_ceil(1024)),
-        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+/// Lines of a long message shown before the rest is collapsed.
+const PASTE_PREVIEW_LINES: usize = 4;
+
+/// A message as long as a paste the composer collapses ([`super::composer::PASTE_COLLAPSE_LINES`]
+/// lines or [`super::composer::PASTE_COLLAPSE_CHARS`] characters) is shown as its first
+/// [`PASTE_PREVIEW_LINES`] lines and a note of what else was sent (display only: the log and
+/// what the model got are whole). Returns the text shown and the note.
+fn collapse_paste(body: &str) -> (&str, Option<String>) {
+    use super::composer::{PASTE_COLLAPSE_CHARS, PASTE_COLLAPSE_LINES};
+    let lines = body.lines().count();
+    if lines <= PASTE_COLLAPSE_LINES && body.chars().count() <= PASTE_COLLAPSE_CHARS {
+        return (body, None);
     }
+    // The first lines, and no more than the character budget of a paste preview.
+    let mut end = 0;
+    for (i, line) in body.split_inclusive('\n').enumerate() {
+        if i == PASTE_PREVIEW_LINES || end + line.len() > 400 {
+            break;
+        }
+        end += line.len();
+    }
+    if end == 0 {
+        // One very long line: a character-boundary cut of it.
+        end = body
+            .char_indices()
+            .nth(200)
+            .map_or(body.len(), |(at, _)| at);
+    }
+    let shown = body[..end].trim_end_matches(['\n', '\r']);
+    let rest = &body[end..];
+    let note = format!(
+        "[… {} more lines, {} — sent whole]",
+        rest.lines().count(),
+        human_bytes(rest.len() as u64)
+    );
+    (shown, Some(note))
+}
+
+/// `512 B`, `48 KiB`, `3.1 MiB`: [`super::text::format_size`].
+pub fn human_bytes(n: u64) -> String {
+    super::text::format_size(n)
 }
 
 fn context_card(message: &Message) -> TranscriptItem {
@@ -964,6 +1016,26 @@ impl Transcript {
     /// Follows the newest output again.
     pub fn scroll_to_bottom(&mut self) {
         self.scroll.set(0);
+    }
+
+    /// Rows one page moves: the height of the last draw, one row kept for context.
+    fn page_rows(&self) -> usize {
+        self.last_height.get().saturating_sub(1).max(1)
+    }
+
+    /// One screen toward older output (PgUp).
+    pub fn page_up(&mut self) {
+        self.scroll_up(self.page_rows());
+    }
+
+    /// One screen toward newer output (PgDn).
+    pub fn page_down(&mut self) {
+        self.scroll_down(self.page_rows());
+    }
+
+    /// The oldest output (Home): as far up as the last draw allowed.
+    pub fn scroll_to_top(&mut self) {
+        self.scroll.set(self.max_scroll.get());
     }
 
     /// Wraps what is not cached at `width` yet; returns each item's row count.

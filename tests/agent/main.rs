@@ -6,6 +6,7 @@ mod support;
 
 mod exec_attach;
 mod exec_openai;
+mod exec_titles;
 mod provider_openai;
 mod runtime;
 mod write_failures;

@@ -78,6 +78,8 @@ fn resume_prefixes_must_be_unique() {
             && err.contains("abc456-second"),
         "{err}"
     );
+    // One candidate a line: the line breaks printed as line breaks, not `\x0A`.
+    assert!(err.contains("\n  abc") && !err.contains("\\x0A"), "{err}");
 
     let out = run(home.path(), &["--resume", "zzz"]);
     assert_eq!(out.status.code(), Some(1));
@@ -328,4 +330,84 @@ fn resume_without_an_id_opens_the_finder_as_a_picker() {
     tmux.keys(&["Escape"]);
     let screen = tmux.wait_for_screen("the exit", |s| s.contains("EXITED="));
     assert!(screen.contains("EXITED=0"), "{screen}");
+}
+
+#[test]
+fn resume_with_a_word_finds_sessions_by_it() {
+    let home = tempfile::tempdir().unwrap();
+    write_session(
+        home.path(),
+        "abc123-first",
+        "/w",
+        1_780_000_000_000,
+        "Leap day parsing",
+    );
+    write_session(
+        home.path(),
+        "xyz-other",
+        "/w",
+        1_780_000_100_000,
+        "Dark mode toggle",
+    );
+    // Without a terminal: the matches, and how to open one.
+    let out = run(home.path(), &["--resume", "leap"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}{:?}", out.stderr);
+    assert!(
+        text.contains("abc123-first  Leap day parsing") && !text.contains("xyz-other"),
+        "{text}"
+    );
+    assert!(text.contains("resume one with: dsh-refs"), "{text}");
+
+    // On a terminal: the picker with the word typed, narrowed to its match.
+    let tmux = shell(
+        "picker-word",
+        &format!("{BIN} --home {} --resume leap", home.path().display()),
+    );
+    let screen = tmux.wait_for_screen("the picker with the word", |s| {
+        s.contains("Resume a session › leap") && s.contains("Leap day parsing")
+    });
+    assert!(!screen.contains("Dark mode toggle"), "{screen}");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_screen("the picked session", |s| {
+        s.contains("Leap day parsing (abc123-first)")
+    });
+    let screen = tmux.quit_to_shell();
+    assert!(screen.contains("--resume abc123-first"), "{screen}");
+}
+
+#[test]
+fn hints_keep_demo_and_sessions_show_last_activity() {
+    // `--demo --continue` somewhere without a demo session: the hint keeps `--demo`.
+    let cache = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["--demo", "--continue"])
+        .env("XDG_CACHE_HOME", cache.path())
+        .current_dir(elsewhere.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("start one with dsh-refs --demo, or list them with dsh-refs --demo sessions"),
+        "{err}"
+    );
+
+    // `sessions` says when each session was last active, in the TUI's one age format.
+    let home = tempfile::tempdir().unwrap();
+    write_session(home.path(), "abc123-first", "/w", 1_780_000_000_000, "One");
+    let out = run(home.path(), &["sessions"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let header = text.lines().next().unwrap();
+    assert!(header.contains("LAST ACTIVE"), "{text}");
+    let row = text.lines().nth(1).unwrap();
+    // Just written: seconds old, as the popup and picker rows say it.
+    assert!(
+        row.contains(" now ")
+            || row
+                .split_whitespace()
+                .any(|w| w.ends_with('s') && w[..w.len() - 1].parse::<u32>().is_ok()),
+        "{text}"
+    );
 }

@@ -13,4 +13,5 @@ mod tmux;
 mod tmux_attach;
 mod tmux_external;
 mod tmux_model;
+mod tmux_terminal;
 mod write_safety;

@@ -269,7 +269,7 @@ fn slash_menu_help_overlay_and_ctrl_c_semantics() {
     // `/` opens the menu; typing narrows it; Enter runs /help here.
     tmux.type_text("/");
     tmux.wait_for_screen("the command menu", |s| {
-        s.contains("/sessions") && s.contains("/resume ID") && s.contains("/quit")
+        s.contains("/sessions") && s.contains("/resume [ID|WORDS]") && s.contains("/quit")
     });
     tmux.type_text("he");
     tmux.wait_for_screen("the narrowed menu", |s| {

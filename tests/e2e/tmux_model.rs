@@ -104,7 +104,11 @@ fn chat_with_a_loopback_model_then_interrupt_it() {
     // logs a change header and goes to that model.
     tmux.type_text("/model e2e-other");
     tmux.keys(&["Enter"]);
-    tmux.wait_for_screen("the switch", |s| s.contains("Model: ollama/e2e-other"));
+    let screen = tmux.wait_for_screen("the switch", |s| s.contains("Model: ollama/e2e-other"));
+    // Switched in place: the earlier notice is still there, and our own write is not taken for
+    // another program's.
+    assert!(screen.contains("reply interrupted"), "{screen}");
+    assert!(!screen.contains("another program"), "{screen}");
     tmux.type_text("and now?");
     tmux.keys(&["Enter"]);
     tmux.wait_for_screen("the answer of the other model", |s| {

@@ -65,6 +65,13 @@ impl Tmux {
         tmux_on(&self.session)
     }
 
+    /// Runs a tmux command on this pane's server (`display-message -p …`, `show-buffer`), and
+    /// answers its stdout.
+    pub fn run(&self, args: &[&str]) -> String {
+        let out = self.tmux().args(args).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Sends tmux key names (`Enter`, `Tab`, `C-c`).
     pub fn keys(&self, keys: &[&str]) {
         let status = self

@@ -680,6 +680,42 @@ async fn the_preview_reads_line_breaks_as_spaces() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_resume_with_a_word_opens_the_picker_with_it_over_a_cleared_screen() {
+    use dsh_session_references::discovery::Discovery;
+    use dsh_session_references::tui::app::NextSession;
+    let home = tempfile::tempdir().unwrap();
+    write_source(home.path());
+    let discovery = Discovery::for_home(home.path(), &Default::default());
+    let indexed = discovery.clone();
+    tokio::task::spawn_blocking(move || indexed.refresh_blocking().unwrap())
+        .await
+        .unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut app, _) = offline(&options(home.path()), tx);
+    app.keep_history_in(home.path());
+    app.set_discovery(discovery);
+    // A word that starts no id: the picker opens with it typed.
+    for event in typed("/resume leap") {
+        app.handle(event);
+    }
+    app.handle(key(KeyCode::Enter));
+    pump(&mut app, &mut rx, |app| app.picker_open()).await;
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("Leap day parsing")
+    })
+    .await;
+    let text = screen(&app);
+    assert!(text.contains("Resume a session › leap"), "{text}");
+    // Nothing of the welcome text shows through the picker.
+    assert!(!text.contains("cross-session references"), "{text}");
+    assert!(!text.contains("tip"), "{text}");
+    assert!(!app.should_quit);
+    app.handle(key(KeyCode::Enter));
+    assert!(app.should_quit);
+    assert_eq!(app.next, Some(NextSession::Resume("src-session-1".into())));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slash_resume_without_an_id_opens_the_finder_as_a_picker() {
     use dsh_session_references::discovery::Discovery;
     use dsh_session_references::tui::app::NextSession;

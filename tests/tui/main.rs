@@ -8,6 +8,7 @@ mod support;
 mod app;
 mod attach;
 mod composer;
+mod daily;
 mod host_example;
 mod keys;
 mod model;

@@ -78,3 +78,63 @@ fn picker_before_an_answer_and_with_none() {
         render_snapshot(60, 3, |area, buf| state.view(NOW).render(area, buf))
     );
 }
+
+fn two_dirs() -> Vec<Hit> {
+    vec![
+        hit(
+            "f382e8f5",
+            Some("Fix the flaky tokenizer test"),
+            "the tokenizer test fails one run in ten; find out why and pin it",
+            Some("/home/dev/parser"),
+            5 * MIN,
+        ),
+        hit(
+            "be266e1a",
+            Some("Dark mode toggle"),
+            "add a dark mode toggle",
+            Some("/home/dev/web"),
+            3 * 24 * 60 * MIN,
+        ),
+    ]
+}
+
+#[test]
+fn a_wide_picker_shows_age_first_and_a_preview_and_filters_to_this_directory() {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use dsh_session_references::tui::picker::PickerOutcome;
+    let mut state = PickerState::with_query("t", Some("/home/dev/web".into()));
+    assert_eq!(state.start(), PickerOutcome::Search(0, "t".into()));
+    assert!(state.apply(0, Ok((two_dirs(), 2))));
+    assert_snapshot!(
+        "wide_with_preview",
+        render_snapshot(100, 7, |area, buf| state.view(NOW).render(area, buf))
+    );
+    // Tab (the key table's picker-this-dir): this directory's sessions only, and back.
+    let tab = KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE);
+    assert_eq!(state.handle_key(tab), PickerOutcome::Moved);
+    assert!(state.this_dir_only());
+    assert_snapshot!(
+        "this_directory_only",
+        render_snapshot(100, 7, |area, buf| state.view(NOW).render(area, buf))
+    );
+    assert_eq!(
+        state.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)),
+        PickerOutcome::Picked("be266e1a".into())
+    );
+    state.handle_key(tab);
+    assert_eq!(state.selected().unwrap().session_id, "f382e8f5");
+}
+
+#[test]
+fn the_picker_clears_what_was_under_it() {
+    let mut state = PickerState::new();
+    state.start();
+    assert!(state.apply(0, Ok((vec![], 0))));
+    let text = render_snapshot(40, 4, |area, buf| {
+        for y in 0..area.height {
+            buf.set_string(0, y, "W".repeat(40), ratatui::style::Style::new());
+        }
+        state.view(NOW).render(area, buf)
+    });
+    assert!(!text.contains('W'), "{text}");
+}
