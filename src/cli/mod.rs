@@ -110,6 +110,14 @@ pub struct ModelArgs {
     /// $DSH_BASE_URL, else the config, else the provider's default).
     #[arg(long, global = true, value_name = "URL")]
     pub base_url: Option<String>,
+    /// The environment variable that holds the API key (else api_key_env in the config, else
+    /// the provider's own, e.g. DEEPSEEK_API_KEY); the key itself never goes on the command line.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub api_key_env: Option<String>,
+    /// Allow sending the API key over plain http:// to a host that is not this machine (else
+    /// $DSH_ALLOW_INSECURE_HTTP=1, else allow_insecure_http = true in the config).
+    #[arg(long, global = true)]
+    pub allow_insecure_http: bool,
 }
 
 impl ModelArgs {
@@ -119,6 +127,8 @@ impl ModelArgs {
             provider: self.provider.clone(),
             model: self.model.clone(),
             base_url: self.base_url.clone(),
+            api_key_env: self.api_key_env.clone(),
+            allow_insecure_http: self.allow_insecure_http,
             demo,
         }
     }

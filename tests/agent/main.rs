@@ -5,6 +5,7 @@
 mod support;
 
 mod exec_openai;
+mod hostile_server;
 mod provider_openai;
 mod runtime;
 mod write_failures;
