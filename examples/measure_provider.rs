@@ -14,8 +14,9 @@
 //! `line` sends `data: {"x":"` and then `--mb` MiB of `x` in 64 KiB writes, as fast as the
 //! client reads, then hangs (no newline, ever); the provider's idle timeout is 120 s, so an
 //! error that comes sooner is the provider's own decision. `--limit SECS` gives up waiting.
-//! `cancel` starts a request, lets the server send for 200 ms (`line`: one endless `data:` line;
-//! `events`: complete text events, back to back), cancels, and times until `stream` returns.
+//! `cancel` starts a request, lets the server send for 200 ms (`line`: one endless `data:` line,
+//! 64 KiB every 10 ms; `events`: complete text events, back to back, as fast as we read), cancels,
+//! and times until `stream` returns (no byte cap, so only the cancel can end it).
 
 use dsh_session_references::agent::config::{ProviderSettings, MAX_STREAM_BYTES};
 use dsh_session_references::agent::openai::OpenAiProvider;
@@ -36,7 +37,7 @@ enum Drip {
 
 /// Serves every connection: reads the request head and body (`Content-Length`), answers 200
 /// `text/event-stream` and then the `drip` body. `total` bounds the line mode (bytes of `x`).
-async fn serve(drip: Drip, total: usize) -> std::net::SocketAddr {
+async fn serve(drip: Drip, total: usize, pause: Duration) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -88,6 +89,9 @@ async fn serve(drip: Drip, total: usize) -> std::net::SocketAddr {
                                 return;
                             }
                             sent += n;
+                            if !pause.is_zero() {
+                                tokio::time::sleep(pause).await;
+                            }
                         }
                         std::future::pending::<()>().await;
                     }
@@ -137,7 +141,7 @@ fn request() -> ModelRequest {
 }
 
 async fn line(mb: usize, limit: Duration) {
-    let addr = serve(Drip::Line, mb * 1024 * 1024).await;
+    let addr = serve(Drip::Line, mb * 1024 * 1024, Duration::ZERO).await;
     let provider = OpenAiProvider::new(settings(addr)).unwrap();
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     let started = Instant::now();
@@ -158,10 +162,18 @@ async fn line(mb: usize, limit: Duration) {
 }
 
 async fn cancel(rounds: usize, drip: Drip) {
-    let addr = serve(drip, usize::MAX).await;
+    // The endless line comes at 64 KiB every 10 ms (about 1.3 MiB before the cancel, under the
+    // line limit); the events as fast as we read them.
+    let pause = match drip {
+        Drip::Line => Duration::from_millis(10),
+        Drip::Events => Duration::ZERO,
+    };
+    let addr = serve(drip, usize::MAX, pause).await;
     let mut latencies = Vec::new();
     for _ in 0..rounds {
-        let provider = std::sync::Arc::new(OpenAiProvider::new(settings(addr)).unwrap());
+        let mut unlimited = settings(addr);
+        unlimited.max_stream_bytes = u64::MAX;
+        let provider = std::sync::Arc::new(OpenAiProvider::new(unlimited).unwrap());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         // Drain the events, as the runtime does.
         tokio::spawn(async move { while rx.recv().await.is_some() {} });

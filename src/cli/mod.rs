@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 pub mod exec;
+pub mod exec_refs;
 pub mod lifecycle;
 pub mod reference;
 pub mod search;
@@ -206,6 +207,10 @@ pub struct ExecArgs {
     /// Continue this session instead of starting a new one.
     #[arg(long, value_name = "ID")]
     pub resume: Option<String>,
+    /// Reference this session (an id, a unique prefix of one, or a word to search for); may be
+    /// repeated. `@ID` and `@PREFIX` in the prompt work too.
+    #[arg(long = "ref", value_name = "ID|PREFIX|WORD")]
+    pub refs: Vec<String>,
     /// Print one JSON event per line instead of the plain answer.
     #[arg(long)]
     pub json: bool,

@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod exec_hostile;
 mod exec_openai;
 mod hostile_server;
 mod provider_openai;
