@@ -6,6 +6,7 @@ mod support;
 
 mod exec_hostile;
 mod exec_openai;
+mod exec_refs;
 mod hostile_server;
 mod provider_openai;
 mod runtime;
