@@ -3,12 +3,21 @@
 //! It builds the same agent, service and mount as the TUI, submits the prompt through the
 //! mount's transaction (so mentions are parsed and referenced sessions prepared exactly as the
 //! TUI does, and the log is the one the TUI would write), then streams the answer to stdout:
-//! plain text, or with `--json` one JSON object per line (`session`, `reasoning`, `text`,
-//! `usage`, `retry`, `error`, `done`). Invariant: the process exits 0 only when the turn's
-//! `turn/end` reason is `completed`; every other ending prints a clear error and exits 1.
-//! Ctrl-C cancels the turn (the partial answer is logged, marked interrupted).
+//! plain text, or with `--json` one JSON object per line (`session` with the provider and the
+//! model's name, `references` for what a context attached, `reasoning` and `text` deltas
+//! gathered per [`COALESCE`], `usage`, `retry`, `error`, `done`). `@ID`, `@PREFIX` and `--ref`
+//! become mentions first (`super::exec_refs`).
 //!
-//! Proof: `tests/agent/exec_openai.rs` runs the binary against a loopback server.
+//! Invariants: the process exits 0 only when the turn's `turn/end` reason is `completed`; every
+//! other ending prints a clear error and exits 1. Ctrl-C cancels the turn (the partial answer is
+//! logged, marked interrupted), through one signal stream that never misses one. Nothing raw
+//! reaches a terminal (SPEC §5.2): on a terminal the answer is escaped as the TUI's transcript
+//! shows it (to a pipe or a file it is the exact text), `--json` lines spell C1 and bidi
+//! controls as `\uXXXX` (same value), and every stderr line goes through
+//! [`escape::diagnostic`].
+//!
+//! Proof: `tests/agent/exec_openai.rs`, `exec_hostile.rs` and `exec_refs.rs` run the binary
+//! against loopback servers (and in tmux, for the terminal).
 
 use crate::agent::config::{self, ModelChoice, ModelFlags};
 use crate::agent::{Agent, AgentConfig, AgentEvent, ModelProvider};

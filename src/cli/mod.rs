@@ -201,7 +201,7 @@ pub enum Command {
     },
 }
 
-/// `dsh-refs exec [--resume ID] [--json] PROMPT`.
+/// `dsh-refs exec [--resume ID] [--ref ID|PREFIX|WORD]… [--json] PROMPT`.
 #[derive(Debug, Args, Clone)]
 pub struct ExecArgs {
     /// Continue this session instead of starting a new one.

@@ -233,16 +233,18 @@ async fn every_stderr_diagnostic_is_escaped() {
     );
 }
 
-/// Ctrl-C while the server keeps sending (one endless line, 64 KiB every 10 ms): the turn
-/// stops, the process exits 1 saying so.
+/// Ctrl-C while the server keeps sending (one endless line, 1 KiB a millisecond, about 3 MiB by
+/// the time of the Ctrl-C: under the line limit, and long enough that rescanning it on every
+/// chunk, as the old framing did, keeps the client busy for good): the turn stops, the process
+/// exits 1 saying so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_stops_a_turn_whose_server_keeps_sending() {
     let (home, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let server = RawServer::start(|_| {
         RawReply::sse(RawBody::Endless {
             first: b"data: {\"choices\":[{\"delta\":{\"content\":\"".to_vec(),
-            repeat: vec![b'x'; 64 * 1024],
-            pause: Duration::from_millis(10),
+            repeat: vec![b'x'; 1024],
+            pause: Duration::from_millis(1),
         })
     })
     .await;
@@ -256,7 +258,7 @@ async fn ctrl_c_stops_a_turn_whose_server_keeps_sending() {
         assert!(Instant::now() < deadline, "the request never came");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let pid = child.id() as i32;
     // SAFETY: `kill` with a child's pid and SIGINT only sends it the signal.
     #[allow(unsafe_code)]
