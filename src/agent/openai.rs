@@ -354,7 +354,7 @@ pub fn status_error(
 
 /// `Retry-After` (delta seconds, possibly fractional, or an HTTP date) or `retry-after-ms`, in
 /// seconds from now; `None` when absent or unreadable. Not capped: a wait longer than we are
-/// willing to sit through is reported as such (see [`wait_too_long`]).
+/// willing to sit through is reported as such by the caller.
 pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<f64> {
     if let Some(ms) = headers
         .get("retry-after-ms")
