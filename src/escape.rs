@@ -127,6 +127,40 @@ pub fn escape_multiline(text: &str) -> Cow<'_, str> {
     escape(text, EscapeMode::MultiLine)
 }
 
+/// [`escape_multiline`] for text that arrives in pieces (a streamed answer): the pieces'
+/// outputs joined are what escaping the whole text gives, however it was split. A `\r` that
+/// ends a piece waits for the next one (it disappears before a `\n`); [`Self::finish`] spells a
+/// last one out.
+#[derive(Debug, Default, Clone)]
+pub struct MultiLineStream {
+    held_cr: bool,
+}
+
+impl MultiLineStream {
+    /// The inert spelling of the next piece.
+    pub fn push(&mut self, piece: &str) -> String {
+        let mut text = String::with_capacity(piece.len() + 1);
+        if std::mem::take(&mut self.held_cr) {
+            text.push('\r');
+        }
+        text.push_str(piece);
+        if text.ends_with('\r') {
+            text.pop();
+            self.held_cr = true;
+        }
+        escape_multiline(&text).into_owned()
+    }
+
+    /// What is still held at the end of the text.
+    pub fn finish(&mut self) -> String {
+        if std::mem::take(&mut self.held_cr) {
+            escape_multiline("\r").into_owned()
+        } else {
+            String::new()
+        }
+    }
+}
+
 /// A diagnostic line for stderr: every control (line breaks included), DEL, C1 and bidi
 /// character spelled visibly, as on screen.
 pub fn diagnostic(text: &str) -> Cow<'_, str> {
@@ -230,6 +264,23 @@ mod tests {
             let multi = escape_multiline(&s);
             prop_assert!(!multi.chars().any(|c| forbidden(c, EscapeMode::MultiLine)));
             prop_assert!(!multi.contains('\r'));
+        }
+
+        #[test]
+        fn a_stream_in_pieces_escapes_as_the_whole(s in "[\\x00-\\x1f\\x7f-\\x9f\u{202a}-\u{202e}a\n\r]{0,40}", cuts in proptest::collection::vec(0usize..40, 0..6)) {
+            let chars: Vec<char> = s.chars().collect();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(chars.len())).collect();
+            cuts.sort();
+            let mut stream = MultiLineStream::default();
+            let mut out = String::new();
+            let mut from = 0;
+            for cut in cuts.into_iter().chain([chars.len()]) {
+                let piece: String = chars[from..cut].iter().collect();
+                out.push_str(&stream.push(&piece));
+                from = cut;
+            }
+            out.push_str(&stream.finish());
+            prop_assert_eq!(out, escape_multiline(&s).into_owned());
         }
 
         #[test]

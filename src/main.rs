@@ -112,7 +112,7 @@ fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &Sou
     let choice = match dsh_session_references::agent::config::load(&home, &model.flags(args.demo)) {
         Ok(choice) => choice,
         Err(e) => {
-            eprintln!("dsh-refs: {e}");
+            eprintln!("dsh-refs: {}", diagnostic(&e.to_string()));
             return 1;
         }
     };

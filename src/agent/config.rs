@@ -192,6 +192,8 @@ pub struct ProviderTable {
     pub idle_timeout_secs: Option<f64>,
     /// Retries of 429 and 5xx answers; default 3, at most 10.
     pub max_retries: Option<u32>,
+    /// Send the API key over plain `http://` to a host that is not this machine (default: refused).
+    pub allow_insecure_http: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -287,6 +289,10 @@ pub struct ModelFlags {
     pub model: Option<String>,
     /// `--base-url URL`; wins over `DSH_BASE_URL`, the file and the preset.
     pub base_url: Option<String>,
+    /// `--api-key-env NAME`: the variable that holds the key; wins over the file and the preset.
+    pub api_key_env: Option<String>,
+    /// `--allow-insecure-http`: the key may go over plain `http://` to another host.
+    pub allow_insecure_http: bool,
     /// `--demo`: only an explicit `--provider` leaves the offline model.
     pub demo: bool,
 }
@@ -332,6 +338,16 @@ pub enum ConfigError {
         key: String,
         /// What is wrong with its value.
         message: String,
+    },
+    /// The key would go over plain `http://` to a host that is not this machine.
+    #[error("refusing to send the API key in {var} over plain http:// to {host}, which is not this machine: use an https:// base URL, or allow it with allow_insecure_http = true in the [provider] table of {file} (or --allow-insecure-http, or DSH_ALLOW_INSECURE_HTTP=1)")]
+    InsecureHttp {
+        /// The key's variable.
+        var: String,
+        /// The base URL's host.
+        host: String,
+        /// The config file's path, as shown.
+        file: String,
     },
     /// `--model` or `--base-url` was given but no provider; holds the config file's path.
     #[error("--model and --base-url need a provider: pass --provider (e.g. deepseek) or add a [provider] table to {0}")]
@@ -424,7 +440,8 @@ pub fn resolve(
     let model = pick(&flags.model, "DSH_MODEL", &table.model)
         .or_else(|| preset.and_then(|p| p.model).map(str::to_string))
         .ok_or_else(|| ConfigError::MissingModel(kind.clone()))?;
-    let api_key_env = non_blank(table.api_key_env.clone())
+    let api_key_env = non_blank(flags.api_key_env.clone())
+        .or_else(|| non_blank(table.api_key_env.clone()))
         .or_else(|| preset.and_then(|p| p.api_key_env).map(str::to_string));
     let api_key = match &api_key_env {
         Some(var) => match env(var) {
@@ -438,6 +455,21 @@ pub fn resolve(
         },
         None => None,
     };
+    if let (Some(var), Some(host)) = (&api_key_env, remote_http_host(&base_url)) {
+        let allowed = flags.allow_insecure_http
+            || (!flags.demo)
+                .then(|| env("DSH_ALLOW_INSECURE_HTTP"))
+                .flatten()
+                .is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes"))
+            || table.allow_insecure_http == Some(true);
+        if !allowed {
+            return Err(ConfigError::InsecureHttp {
+                var: var.clone(),
+                host,
+                file: config_file.to_string(),
+            });
+        }
+    }
     let provider = match preset {
         Some(p) => p.name.to_string(),
         None => non_blank(table.name.clone()).unwrap_or_else(|| OPENAI_COMPATIBLE.to_string()),
@@ -464,6 +496,26 @@ pub fn resolve(
         retry_base: Duration::from_millis(500),
         max_stream_bytes: MAX_STREAM_BYTES,
     })))
+}
+
+/// The host of a plain `http://` base URL when it is not this machine (loopback addresses and
+/// `localhost` are); `None` for `https://` and for loopback.
+pub fn remote_http_host(base_url: &str) -> Option<String> {
+    let rest = base_url.strip_prefix("http://")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit('@').next().unwrap_or("");
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        host_port.split(':').next().unwrap_or("")
+    };
+    let lower = host.to_ascii_lowercase();
+    let loopback = lower == "localhost"
+        || lower.ends_with(".localhost")
+        || lower
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    (!loopback).then(|| host.to_string())
 }
 
 /// Reads `<home>/config.toml` (absent is fine) and resolves against the process environment.
@@ -579,25 +631,25 @@ mod tests {
     fn flags_beat_env_beat_file_beat_preset() {
         let table = parse_config(
             "c.toml",
-            "[provider]\nkind = \"deepseek\"\nmodel = \"file-model\"\nbase_url = \"http://file/\"\nreasoning_effort = \"high\"\nmax_tokens = 99\nidle_timeout_secs = 0.5\n",
+            "[provider]\nkind = \"deepseek\"\nmodel = \"file-model\"\nbase_url = \"https://file/\"\nreasoning_effort = \"high\"\nmax_tokens = 99\nidle_timeout_secs = 0.5\n",
         )
         .unwrap();
         let env = env_of(&[("DEEPSEEK_API_KEY", "k"), ("DSH_MODEL", "env-model")]);
         let s = remote(resolve("c.toml", table.clone(), &ModelFlags::default(), &env).unwrap());
         assert_eq!(s.model, "env-model");
-        assert_eq!(s.base_url, "http://file");
+        assert_eq!(s.base_url, "https://file");
         assert_eq!(s.reasoning_effort.as_deref(), Some("high"));
         assert_eq!(s.max_tokens, Some(99));
         assert_eq!(s.idle_timeout, Duration::from_millis(500));
         let flags = ModelFlags {
             model: Some("flag-model".into()),
-            base_url: Some("http://flag".into()),
+            base_url: Some("https://flag".into()),
             ..Default::default()
         };
         let s = remote(resolve("c.toml", table, &flags, &env).unwrap());
         assert_eq!(
             (s.model.as_str(), s.base_url.as_str()),
-            ("flag-model", "http://flag")
+            ("flag-model", "https://flag")
         );
     }
 
@@ -699,6 +751,64 @@ mod tests {
             resolve("c.toml", table, &ModelFlags::default(), &env_of(&[])),
             Err(ConfigError::InvalidBaseUrl(_))
         ));
+    }
+
+    #[test]
+    fn a_key_over_plain_http_to_another_host_is_refused_unless_allowed() {
+        let env = env_of(&[("DEEPSEEK_API_KEY", "k"), ("MY_KEY", "m")]);
+        let to = |url: &str| ModelFlags {
+            provider: Some("deepseek".into()),
+            base_url: Some(url.into()),
+            ..Default::default()
+        };
+        let err =
+            resolve("/h/config.toml", None, &to("http://10.1.2.3:8000/v1"), &env).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("DEEPSEEK_API_KEY")
+                && text.contains("10.1.2.3")
+                && text.contains("allow_insecure_http = true")
+                && text.contains("/h/config.toml"),
+            "{text}"
+        );
+        for url in [
+            "http://127.0.0.1:9/v1",
+            "http://127.8.0.1/v1",
+            "http://localhost:11434/v1",
+            "http://[::1]:8080/v1",
+            "https://example.com/v1",
+        ] {
+            assert!(resolve("c", None, &to(url), &env).is_ok(), "{url}");
+        }
+        // A user name cannot disguise the host.
+        assert!(resolve("c", None, &to("http://127.0.0.1@evil.example/v1"), &env).is_err());
+        // No key: nothing to protect.
+        let open = ModelFlags {
+            provider: Some("openai-compatible".into()),
+            base_url: Some("http://10.1.2.3/v1".into()),
+            model: Some("m".into()),
+            ..Default::default()
+        };
+        assert!(resolve("c", None, &open, &env).is_ok());
+        // The setting, the flag and the variable allow it.
+        let table = parse_config("c", "[provider]\nallow_insecure_http = true\n").unwrap();
+        assert!(resolve("c", table, &to("http://10.1.2.3/v1"), &env).is_ok());
+        let flagged = ModelFlags {
+            allow_insecure_http: true,
+            ..to("http://10.1.2.3/v1")
+        };
+        assert!(resolve("c", None, &flagged, &env).is_ok());
+        let allowing = env_of(&[("DEEPSEEK_API_KEY", "k"), ("DSH_ALLOW_INSECURE_HTTP", "1")]);
+        assert!(resolve("c", None, &to("http://10.1.2.3/v1"), &allowing).is_ok());
+        // --api-key-env names the variable, for openai-compatible too.
+        let named = ModelFlags {
+            api_key_env: Some("MY_KEY".into()),
+            base_url: Some("http://127.0.0.1:9/v1".into()),
+            ..open
+        };
+        let s = remote(resolve("c", None, &named, &env).unwrap());
+        assert_eq!(s.api_key_env.as_deref(), Some("MY_KEY"));
+        assert_eq!(s.api_key.as_ref().map(ApiKey::expose), Some("m"));
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod hooks;
 pub mod openai;
 pub mod provider;
 pub mod runtime;
+pub mod sse;
 
 pub use hooks::{
     AgentInfo, ContextWrapper, HookError, PromptDecision, PromptSubmitHooks, PromptSubmitListener,

@@ -13,11 +13,16 @@
 //!   still sees every prompt and every answer text.
 //! - [`StreamDecoder`] turns SSE `data:` payloads into [`ModelEvent`]s; `[DONE]` ends the
 //!   answer, usage is mapped to dsh's disjoint counts (`inputTokens` excludes cache reads).
-//! - [`OpenAiProvider`] does the HTTP (reqwest, rustls) and SSE framing (eventsource-stream).
+//! - [`OpenAiProvider`] does the HTTP (reqwest, rustls); SSE framing is `super::sse`, linear in
+//!   the bytes received whatever their split, with every line and event bounded.
 //!   Invariant: every failure ends the request with a specific [`ModelError::Provider`]
-//!   (status, transport, TLS, timeouts, a stream cut short or malformed), never a hang: every
-//!   wait is bounded by the connect or idle timeout and by the cancellation token, and 429/5xx
-//!   retries are bounded by `max_retries`. The API key only ever goes into the
+//!   (status, transport, TLS, timeouts, a stream cut short or malformed, a line or answer over
+//!   its limit, a 200 that is not an event stream, a redirect), never a hang: every wait is
+//!   bounded by the connect or idle timeout, an error body by its own deadline and size, and
+//!   the cancellation token wins over any bytes the server keeps sending (the stream loop
+//!   checks it first, before each chunk); 429/5xx retries are bounded by `max_retries`, and a
+//!   `Retry-After` longer than we wait fails the turn at once, naming the wait. Redirects are
+//!   never followed. The API key only ever goes into the
 //!   `Authorization` header (marked sensitive) and is redacted from any server text we show.
 //!
 //! Proof: unit tests below; `tests/agent/provider_openai.rs` runs the provider against a loopback
@@ -25,11 +30,10 @@
 
 use super::config::ProviderSettings;
 use super::provider::{ModelError, ModelEvent, ModelOutput, ModelProvider, ModelRequest, Usage};
+use super::sse::{SseError, SseParser};
 use crate::session::{BoxFuture, ContentBlock, Message, MessageSource};
-use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::StreamExt;
 use serde_json::{json, Map, Value};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
@@ -46,6 +50,15 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How much of a server's error body we show.
 const MAX_ERROR_TEXT: usize = 600;
+/// The longest SSE line, and the most `data` one event may carry: far above any real event (a
+/// chat-completion chunk is well under 1 KiB), and small enough that a line that never ends is
+/// refused within a second.
+pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+/// The most of an error body we read.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+/// The longest we read an error body, in all (a server dripping it under the idle timeout
+/// cannot hold the turn).
+pub const ERROR_BODY_DEADLINE: Duration = Duration::from_secs(3);
 
 /// Whether a message is the model's (assistant role) rather than user-role.
 fn is_assistant(message: &Message) -> bool {
@@ -289,13 +302,28 @@ pub fn status_error(
     };
     match status {
         401 | 403 => {
-            let key = match &settings.api_key_env {
-                Some(var) => format!("the API key in {var}"),
-                None => "the request (no API key is configured for this provider)".to_string(),
+            let (key, hint) = match &settings.api_key_env {
+                Some(var) => (
+                    format!("the API key in {var}"),
+                    format!(
+                        "check the key in {var}, or name the variable that holds the right one \
+                         with --api-key-env NAME or api_key_env = \"NAME\" in the [provider] table"
+                    ),
+                ),
+                None => (
+                    "the request (no API key is configured for this provider)".to_string(),
+                    "to send a key, export it in a variable and name that variable with \
+                     --api-key-env NAME or api_key_env = \"NAME\" in the [provider] table of \
+                     config.toml"
+                        .to_string(),
+                ),
             };
             failure(
                 "AUTH",
-                format!("{} rejected {key} (HTTP {status}): {text}", settings.base_url),
+                format!(
+                    "{} rejected {key} (HTTP {status}): {text}; {hint}",
+                    settings.base_url
+                ),
             )
         }
         404 => failure(
@@ -324,22 +352,169 @@ pub fn status_error(
     }
 }
 
-/// `Retry-After` (delta seconds, possibly fractional) or `retry-after-ms`, if usable.
-pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+/// `Retry-After` (delta seconds, possibly fractional, or an HTTP date) or `retry-after-ms`, in
+/// seconds from now; `None` when absent or unreadable. Not capped: a wait longer than we are
+/// willing to sit through is reported as such by the caller.
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<f64> {
     if let Some(ms) = headers
         .get("retry-after-ms")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|v| v.is_finite() && *v >= 0.0)
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(ms / 1000.0);
     }
-    headers
+    let value = headers
         .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v >= 0.0 && *v <= 86_400.0)
-        .map(Duration::from_secs_f64)
+        .and_then(|v| v.to_str().ok())?
+        .trim();
+    if let Some(seconds) = value
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
+    {
+        return Some(seconds);
+    }
+    let at = http_date(value)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs() as i64;
+    Some((at - now).max(0) as f64)
+}
+
+/// Seconds since the epoch of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, the form
+/// RFC 9110 requires senders to use); `None` for anything else.
+fn http_date(text: &str) -> Option<i64> {
+    let parts: Vec<&str> = text.split_ascii_whitespace().collect();
+    let [_, day, month, year, time, "GMT"] = parts.as_slice() else {
+        return None;
+    };
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.iter().position(|m| m == month)? as i64 + 1;
+    let day: i64 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
+    let year: i64 = year.parse().ok().filter(|y| (1970..=9999).contains(y))?;
+    let hms: Vec<i64> = time
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let [h, m, s] = hms.as_slice() else {
+        return None;
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + h * 3600 + m * 60 + s)
+}
+
+/// A wait, as a person reads it: `45 s`, `10 min`, `1 h`, `48 h`, `more than a year`.
+pub fn human_wait(seconds: f64) -> String {
+    if seconds >= 365.0 * 86_400.0 {
+        "more than a year".to_string()
+    } else if seconds >= 3600.0 {
+        let hours = seconds / 3600.0;
+        if (hours - hours.round()).abs() < 0.05 {
+            format!("{:.0} h", hours)
+        } else {
+            format!("{:.1} h", hours)
+        }
+    } else if seconds >= 120.0 {
+        format!("{:.0} min", seconds / 60.0)
+    } else {
+        format!("{:.0} s", seconds)
+    }
+}
+
+/// `error` (the server's status error) with the wait it asked for, longer than we retry after.
+fn wait_too_long(error: ModelError, seconds: f64) -> ModelError {
+    let (code, message) = error.failure();
+    failure(
+        &code,
+        format!(
+            "{message} (the server asked to wait {} before retrying, longer than the {} we \
+             wait; try again later)",
+            human_wait(seconds),
+            human_wait(MAX_RETRY_AFTER.as_secs_f64())
+        ),
+    )
+}
+
+/// The error for a redirect: we do not follow it (a 307/308 would send the whole conversation
+/// to wherever it points), so the person can fix `base_url`.
+fn redirect_error(
+    settings: &ProviderSettings,
+    status: u16,
+    headers: &reqwest::header::HeaderMap,
+) -> ModelError {
+    let location = headers
+        .get(reqwest::header::LOCATION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let pointed = match location {
+        Some(to) => format!("to \"{}\"", crate::escape::escape_line(&to)),
+        None => "elsewhere (no Location given)".to_string(),
+    };
+    failure(
+        "REDIRECT",
+        format!(
+            "{}/chat/completions answered HTTP {status}, a redirect {pointed}; redirects are not \
+             followed (the conversation would be sent there): if that is the right server, set \
+             base_url to it",
+            settings.base_url
+        ),
+    )
+}
+
+/// The content type of a 200 that is not `text/event-stream` (`"(none)"` when absent); `None`
+/// for an event stream.
+fn not_an_event_stream(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let Some(value) = headers.get(reqwest::header::CONTENT_TYPE) else {
+        return Some("(none)".to_string());
+    };
+    let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
+    let essence = text.split(';').next().unwrap_or("").trim();
+    if essence.eq_ignore_ascii_case("text/event-stream") {
+        None
+    } else {
+        Some(text)
+    }
+}
+
+/// The error for an answer that is not an event stream (a plain JSON completion, a captive
+/// portal's page): what came, and what to check.
+fn not_streaming_error(
+    settings: &ProviderSettings,
+    status: u16,
+    kind: &str,
+    body: &str,
+) -> ModelError {
+    let text = server_message(body);
+    let text = match &settings.api_key {
+        Some(key) => key.redact(&text),
+        None => text,
+    };
+    let excerpt: String = text.chars().take(200).collect();
+    let more = if excerpt.len() < text.len() {
+        "…"
+    } else {
+        ""
+    };
+    failure(
+        "NOT_STREAMING",
+        format!(
+            "the server did not stream: {}/chat/completions answered HTTP {status} with content \
+             type \"{}\", not text/event-stream; check base_url (it must be an \
+             OpenAI-compatible API root): {excerpt}{more}",
+            settings.base_url,
+            crate::escape::escape_line(kind)
+        ),
+    )
 }
 
 /// The error chain of a transport failure, as one line.
@@ -393,22 +568,6 @@ fn transport_error(settings: &ProviderSettings, error: &reqwest::Error) -> Model
     failure("TRANSPORT", format!("request to {url} failed: {detail}"))
 }
 
-/// Why the byte stream under the SSE parser stopped.
-#[derive(Debug)]
-enum StreamFault {
-    Transport(reqwest::Error),
-    TooLarge(u64),
-}
-
-impl std::fmt::Display for StreamFault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StreamFault::Transport(e) => write!(f, "{e}"),
-            StreamFault::TooLarge(limit) => write!(f, "more than {limit} bytes"),
-        }
-    }
-}
-
 /// The OpenAI-compatible provider.
 pub struct OpenAiProvider {
     settings: ProviderSettings,
@@ -420,6 +579,9 @@ impl OpenAiProvider {
     pub fn new(settings: ProviderSettings) -> Result<OpenAiProvider, String> {
         let client = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
+            // A redirect is reported, never followed: a 307/308 would re-send the whole
+            // conversation (snapshots included) to wherever it points.
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("dsh-refs/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("could not build the HTTP client: {}", chain(&e)))?;
@@ -463,19 +625,25 @@ impl OpenAiProvider {
         }
     }
 
-    /// Reads an error body, bounded in time and size.
+    /// Reads an error body: at most [`MAX_ERROR_BODY`] bytes, for at most
+    /// [`ERROR_BODY_DEADLINE`] in all (a body dripped under the idle timeout cannot hold the
+    /// turn), and no longer than the idle timeout between two chunks.
     async fn error_body(&self, response: reqwest::Response, cancel: &CancellationToken) -> String {
         let mut body = Vec::new();
         let mut stream = response.bytes_stream();
+        let deadline = tokio::time::Instant::now() + ERROR_BODY_DEADLINE;
         loop {
             let next = tokio::select! {
+                biased;
                 _ = cancel.cancelled() => break,
+                _ = tokio::time::sleep_until(deadline) => break,
                 next = tokio::time::timeout(self.settings.idle_timeout, stream.next()) => next,
             };
             match next {
                 Ok(Some(Ok(bytes))) => {
                     body.extend_from_slice(&bytes);
-                    if body.len() > 64 * 1024 {
+                    if body.len() >= MAX_ERROR_BODY {
+                        body.truncate(MAX_ERROR_BODY);
                         break;
                     }
                 }
@@ -496,7 +664,17 @@ impl OpenAiProvider {
         let response = loop {
             let response = self.send(&body, &cancel).await?;
             let status = response.status().as_u16();
+            if (300..=399).contains(&status) {
+                return Err(redirect_error(&self.settings, status, response.headers()));
+            }
             if response.status().is_success() {
+                if let Some(kind) = not_an_event_stream(response.headers()) {
+                    let text = self.error_body(response, &cancel).await;
+                    if cancel.is_cancelled() {
+                        return Err(ModelError::Cancelled);
+                    }
+                    return Err(not_streaming_error(&self.settings, status, &kind, &text));
+                }
                 break response;
             }
             let wait = retry_after(response.headers());
@@ -507,17 +685,20 @@ impl OpenAiProvider {
             if !is_retryable(status) || retries >= self.settings.max_retries {
                 return Err(status_error(&self.settings, status, &text, retries));
             }
+            // A server that asks for a longer wait than we are willing to sit through gets
+            // its error shown now, with the wait it asked for.
+            if let Some(seconds) = wait.filter(|w| *w > MAX_RETRY_AFTER.as_secs_f64()) {
+                return Err(wait_too_long(
+                    status_error(&self.settings, status, &text, retries),
+                    seconds,
+                ));
+            }
             let backoff = self
                 .settings
                 .retry_base
                 .saturating_mul(2u32.saturating_pow(retries))
                 .min(MAX_BACKOFF);
-            // A server that asks for a longer wait than we are willing to sit through gets
-            // its error shown now instead.
-            if wait.is_some_and(|w| w > MAX_RETRY_AFTER) {
-                return Err(status_error(&self.settings, status, &text, retries));
-            }
-            let delay = wait.unwrap_or(backoff);
+            let delay = wait.map(Duration::from_secs_f64).unwrap_or(backoff);
             retries += 1;
             let _ = events.send(ModelEvent::Retrying {
                 attempt: retries,
@@ -545,101 +726,90 @@ impl OpenAiProvider {
         events: UnboundedSender<ModelEvent>,
         cancel: CancellationToken,
     ) -> Result<ModelOutput, ModelError> {
-        // The last bytes seen, to tell "ended between events" from "ended mid-event", and when
-        // a byte last arrived: the idle timeout counts bytes (keep-alive comments included),
-        // not whole events.
-        let tail: Arc<Mutex<(Vec<u8>, Instant)>> =
-            Arc::new(Mutex::new((Vec::new(), Instant::now())));
-        let seen = tail.clone();
+        let url = &self.settings.base_url;
         let limit = self.settings.max_stream_bytes;
-        let mut total = 0u64;
-        let bytes = response.bytes_stream().map(move |chunk| {
-            let bytes = chunk.map_err(StreamFault::Transport)?;
-            if !bytes.is_empty() {
-                total += bytes.len() as u64;
-                if total > limit {
-                    return Err(StreamFault::TooLarge(limit));
-                }
-                let mut tail = seen.lock().expect("tail lock");
-                tail.0.extend_from_slice(&bytes);
-                let keep = tail.0.len().saturating_sub(4);
-                tail.0.drain(..keep);
-                tail.1 = Instant::now();
-            }
-            Ok(bytes)
-        });
-        let mut stream = bytes.eventsource();
-        let mut decoder = StreamDecoder::default();
         let idle = self.settings.idle_timeout;
+        let mut body = response.bytes_stream();
+        let mut parser = SseParser::new(MAX_LINE_BYTES);
+        let mut decoder = StreamDecoder::default();
+        let mut payloads = Vec::new();
+        let mut total = 0u64;
+        // The idle timeout counts bytes (keep-alive comments included), not whole events.
+        let mut last_byte = Instant::now();
         loop {
-            let next = {
-                let next = stream.next();
-                tokio::pin!(next);
-                loop {
-                    let deadline = tail.lock().expect("tail lock").1 + idle;
-                    tokio::select! {
-                        _ = cancel.cancelled() => return Err(ModelError::Cancelled),
-                        item = &mut next => break Ok(item),
-                        _ = tokio::time::sleep_until(deadline.into()) => {
-                            if tail.lock().expect("tail lock").1.elapsed() >= idle {
-                                break Err(());
-                            }
-                        }
-                    }
-                }
-            };
-            let event = match next {
-                Err(_) => {
+            // Cancellation first, whatever the server sends: one chunk is handled per turn of
+            // this loop, in time linear in its size, so a cancel waits at most for one chunk.
+            let next = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(ModelError::Cancelled),
+                next = body.next() => next,
+                _ = tokio::time::sleep_until((last_byte + idle).into()) => {
                     return Err(failure(
                         "TIMEOUT",
                         format!(
-                            "the stream from {} went silent for {:.1}s (idle timeout)",
-                            self.settings.base_url,
+                            "the stream from {url} went silent for {:.1}s (idle timeout)",
                             idle.as_secs_f64()
                         ),
                     ))
                 }
-                Ok(None) => {
-                    let tail = &tail.lock().expect("tail lock").0;
-                    let between =
-                        tail.is_empty() || tail.ends_with(b"\n\n") || tail.ends_with(b"\r\n\r\n");
-                    return Err(if between {
-                        failure(
-                            "STREAM_CLOSED",
-                            "the stream ended before [DONE]: the answer may be incomplete",
-                        )
-                    } else {
+            };
+            let bytes = match next {
+                None => {
+                    return Err(if parser.in_event() {
                         failure(
                             "STREAM_CLOSED",
                             "the stream ended in the middle of an event: the answer is incomplete",
                         )
+                    } else {
+                        failure(
+                            "STREAM_CLOSED",
+                            "the stream ended before [DONE]: the answer may be incomplete",
+                        )
                     });
                 }
-                Ok(Some(Err(EventStreamError::Transport(StreamFault::Transport(e))))) => {
+                Some(Err(e)) => {
                     return Err(failure(
                         "TRANSPORT",
                         format!("the connection broke mid-answer: {}", chain(&e)),
                     ))
                 }
-                Ok(Some(Err(EventStreamError::Transport(StreamFault::TooLarge(limit))))) => {
-                    return Err(failure(
-                        "TOO_LARGE",
-                        format!(
-                            "the answer from {} exceeded {limit} bytes; the rest was not read",
-                            self.settings.base_url
-                        ),
-                    ))
-                }
-                Ok(Some(Err(e))) => {
-                    return Err(failure(
-                        "MALFORMED_RESPONSE",
-                        format!("the server sent an unreadable event stream: {e}"),
-                    ))
-                }
-                Ok(Some(Ok(event))) => event,
+                Some(Ok(bytes)) => bytes,
             };
-            for model_event in decoder.feed(&event.data)? {
-                let _ = events.send(model_event);
+            if bytes.is_empty() {
+                continue;
+            }
+            last_byte = Instant::now();
+            total += bytes.len() as u64;
+            if total > limit {
+                return Err(failure(
+                    "TOO_LARGE",
+                    format!("the answer from {url} exceeded {limit} bytes; the rest was not read"),
+                ));
+            }
+            parser.push(&bytes, &mut payloads).map_err(|e| match e {
+                SseError::LineTooLong(n) => failure(
+                    "TOO_LARGE",
+                    format!(
+                        "{url} sent an event line longer than {n} bytes without ending it; \
+                         the rest was not read"
+                    ),
+                ),
+                SseError::EventTooLarge(n) => failure(
+                    "TOO_LARGE",
+                    format!("{url} sent an event of more than {n} bytes; the rest was not read"),
+                ),
+                SseError::NotUtf8 => failure(
+                    "MALFORMED_RESPONSE",
+                    "the server sent an unreadable event stream: an event is not UTF-8",
+                ),
+            })?;
+            for payload in payloads.drain(..) {
+                for model_event in decoder.feed(&payload)? {
+                    let _ = events.send(model_event);
+                }
+                if decoder.done {
+                    break;
+                }
             }
             if decoder.done {
                 break;
@@ -919,18 +1089,43 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_reads_seconds_and_milliseconds() {
+    fn retry_after_reads_seconds_milliseconds_and_dates_uncapped() {
         let mut h = reqwest::header::HeaderMap::new();
         assert_eq!(retry_after(&h), None);
         h.insert("retry-after", "2".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(&h), Some(2.0));
+        h.insert("retry-after", "172800".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(172_800.0));
         h.insert("retry-after-ms", "150".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_millis(150)));
+        assert_eq!(retry_after(&h), Some(0.15));
         let mut h = reqwest::header::HeaderMap::new();
+        h.insert("retry-after", "soon".parse().unwrap());
+        assert_eq!(retry_after(&h), None);
+        // A date in the past is "now"; one far ahead is that far.
         h.insert(
             "retry-after",
             "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
         );
-        assert_eq!(retry_after(&h), None);
+        assert_eq!(retry_after(&h), Some(0.0));
+        h.insert(
+            "retry-after",
+            "Fri, 01 Jan 9999 00:00:00 GMT".parse().unwrap(),
+        );
+        assert!(retry_after(&h).unwrap() > 365.0 * 86_400.0);
+        assert_eq!(
+            http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(784_111_777)
+        );
+        assert_eq!(http_date("Sunday, 06-Nov-94 08:49:37 GMT"), None);
+    }
+
+    #[test]
+    fn waits_read_as_a_person_reads_them() {
+        assert_eq!(human_wait(45.0), "45 s");
+        assert_eq!(human_wait(600.0), "10 min");
+        assert_eq!(human_wait(3600.0), "1 h");
+        assert_eq!(human_wait(5400.0), "1.5 h");
+        assert_eq!(human_wait(172_800.0), "48 h");
+        assert_eq!(human_wait(1e300), "more than a year");
     }
 }

@@ -3,21 +3,31 @@
 //! It builds the same agent, service and mount as the TUI, submits the prompt through the
 //! mount's transaction (so mentions are parsed and referenced sessions prepared exactly as the
 //! TUI does, and the log is the one the TUI would write), then streams the answer to stdout:
-//! plain text, or with `--json` one JSON object per line (`session`, `reasoning`, `text`,
-//! `usage`, `retry`, `error`, `done`). Invariant: the process exits 0 only when the turn's
-//! `turn/end` reason is `completed`; every other ending prints a clear error and exits 1.
-//! Ctrl-C cancels the turn (the partial answer is logged, marked interrupted).
+//! plain text, or with `--json` one JSON object per line (`session` with the provider and the
+//! model's name, `references` for what a context attached, `reasoning` and `text` deltas
+//! gathered per [`COALESCE`], `usage`, `retry`, `error`, `done`). `@ID`, `@PREFIX` and `--ref`
+//! become mentions first (`super::exec_refs`).
 //!
-//! Proof: `tests/agent/exec_openai.rs` runs the binary against a loopback server.
+//! Invariants: the process exits 0 only when the turn's `turn/end` reason is `completed`; every
+//! other ending prints a clear error and exits 1. Ctrl-C cancels the turn (the partial answer is
+//! logged, marked interrupted), through one signal stream that never misses one. Nothing raw
+//! reaches a terminal (SPEC §5.2): on a terminal the answer is escaped as the TUI's transcript
+//! shows it (to a pipe or a file it is the exact text), `--json` lines spell C1 and bidi
+//! controls as `\uXXXX` (same value), and every stderr line goes through
+//! [`escape::diagnostic`].
+//!
+//! Proof: `tests/agent/exec_openai.rs`, `exec_hostile.rs` and `exec_refs.rs` run the binary
+//! against loopback servers (and in tmux, for the terminal).
 
 use crate::agent::config::{self, ModelChoice, ModelFlags};
 use crate::agent::{Agent, AgentConfig, AgentEvent, ModelProvider};
 use crate::cli::ExecArgs;
+use crate::escape;
 use crate::reference::{SessionReferenceConfig, SessionReferences};
 use crate::session::format::TURN_END;
 use crate::session::writer::now_ms;
 use crate::session::{DiskStore, Encoding, EventData, HostSessions, LiveSessions, SessionHeader};
-use crate::tui::mount::SessionReferenceMount;
+use crate::tui::mount::{SessionReferenceMount, SubmitError};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -30,7 +40,7 @@ pub fn run(home: &Path, args: &ExecArgs, flags: &ModelFlags, encoding: Option<En
     let prompt = if args.prompt == "-" {
         let mut text = String::new();
         if let Err(e) = std::io::stdin().read_to_string(&mut text) {
-            eprintln!("dsh-refs: could not read the prompt from stdin: {e}");
+            warn(&format!("could not read the prompt from stdin: {e}"));
             return 1;
         }
         text
@@ -38,20 +48,20 @@ pub fn run(home: &Path, args: &ExecArgs, flags: &ModelFlags, encoding: Option<En
         args.prompt.clone()
     };
     if prompt.trim().is_empty() {
-        eprintln!("dsh-refs: the prompt is empty");
+        warn("the prompt is empty");
         return 1;
     }
     let choice = match config::load(home, flags) {
         Ok(choice) => choice,
         Err(e) => {
-            eprintln!("dsh-refs: {e}");
+            warn(&e.to_string());
             return 1;
         }
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("dsh-refs: could not start the async runtime: {e}");
+            warn(&format!("could not start the async runtime: {e}"));
             return 1;
         }
     };
@@ -60,29 +70,94 @@ pub fn run(home: &Path, args: &ExecArgs, flags: &ModelFlags, encoding: Option<En
     code
 }
 
+/// A diagnostic on stderr, made inert (SPEC §5.2): every value in it may come from a config
+/// file, a flag, a log or a server.
+fn warn(message: &str) {
+    eprintln!("dsh-refs: {}", escape::diagnostic(message));
+}
+
+/// Lines already made inert, on stderr: the first after `dsh-refs: `.
+fn warn_lines(lines: &[String]) {
+    let mut err = std::io::stderr().lock();
+    for (i, line) in lines.iter().enumerate() {
+        let _ = if i == 0 {
+            writeln!(err, "dsh-refs: {line}")
+        } else {
+            writeln!(err, "{line}")
+        };
+    }
+}
+
+/// How long `--json` gathers text (and reasoning) deltas into one event: about a frame.
+pub const COALESCE: Duration = Duration::from_millis(33);
+
 /// Where the answer goes.
 struct Output {
     json: bool,
     /// The plain answer so far ended with a newline (or nothing was printed).
     at_line_start: bool,
+    /// Stdout is a terminal: the plain answer is made inert as the TUI shows it; to a pipe or a
+    /// file it goes byte for byte.
+    terminal: Option<escape::MultiLineStream>,
+    /// `--json`: deltas not yet printed, `(type, text)`, and when they must be.
+    pending: Option<(&'static str, String)>,
+    flush_at: Option<tokio::time::Instant>,
 }
 
 impl Output {
     fn event(&mut self, value: Value) {
         if self.json {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{value}");
-            let _ = out.flush();
+            self.flush();
+            self.line(value);
         }
     }
 
-    fn text(&mut self, text: &str) {
-        if self.json {
-            self.event(json!({"type": "text", "text": text}));
-        } else if !text.is_empty() {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(text.as_bytes());
-            let _ = out.flush();
+    /// One JSON line; C1 and bidi controls spelled `\uXXXX` (same value, inert on a terminal).
+    fn line(&mut self, value: Value) {
+        let text = escape::json_for_terminal(value.to_string());
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{text}");
+        let _ = out.flush();
+    }
+
+    /// A text or reasoning delta: printed at once, or with `--json` gathered for about a frame.
+    fn delta(&mut self, kind: &'static str, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if !self.json {
+            if kind == "text" {
+                self.plain(text);
+            }
+            return;
+        }
+        match &mut self.pending {
+            Some((pending, buffered)) if *pending == kind => buffered.push_str(text),
+            _ => {
+                self.flush();
+                self.pending = Some((kind, text.to_string()));
+                self.flush_at = Some(tokio::time::Instant::now() + COALESCE);
+            }
+        }
+    }
+
+    /// Prints the gathered deltas.
+    fn flush(&mut self) {
+        self.flush_at = None;
+        if let Some((kind, text)) = self.pending.take() {
+            self.line(json!({"type": kind, "text": text}));
+        }
+    }
+
+    fn plain(&mut self, text: &str) {
+        let shown = match &mut self.terminal {
+            Some(stream) => stream.push(text),
+            None => text.to_string(),
+        };
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(shown.as_bytes());
+        let _ = out.flush();
+        if !text.is_empty() {
             self.at_line_start = text.ends_with('\n');
         }
     }
@@ -92,14 +167,90 @@ impl Output {
             self.event(json!({"type": "error", "message": message}));
         } else {
             self.end_line();
-            eprintln!("dsh-refs: {message}");
+            warn(message);
         }
     }
 
     fn end_line(&mut self) {
-        if !self.json && !self.at_line_start {
+        if self.json {
+            self.flush();
+            return;
+        }
+        if let Some(rest) = self.terminal.as_mut().map(escape::MultiLineStream::finish) {
+            if !rest.is_empty() {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(rest.as_bytes());
+            }
+        }
+        if !self.at_line_start {
             println!();
             self.at_line_start = true;
+        }
+    }
+}
+
+/// The `references` event of `--json`: what a logged context message attached, per source.
+fn references_event(message: &crate::session::Message) -> Option<Value> {
+    let crate::session::MessageSource::SessionReference { references, .. } = &message.source else {
+        return None;
+    };
+    let text = message.text();
+    // Each source's share of the context: its object in the snapshot JSON, as sent.
+    let sources: Vec<Value> = text
+        .split_once("<referenced-sessions>\n")
+        .and_then(|(_, rest)| rest.split_once("\n</referenced-sessions>"))
+        .and_then(|(json, _)| serde_json::from_str(json).ok())
+        .unwrap_or_default();
+    let bytes_of = |id: &str| {
+        sources
+            .iter()
+            .find(|s| s["sessionId"] == id)
+            .and_then(|s| serde_json::to_string(s).ok())
+            .map(|j| j.len() + 5 * j.matches('<').count())
+    };
+    let list: Vec<Value> = references
+        .as_array()?
+        .iter()
+        .map(|r| {
+            let id = r["sessionId"].as_str().unwrap_or_default();
+            json!({
+                "sessionId": id,
+                "label": r["label"],
+                "retainedMessages": r["retainedMessages"],
+                "originalMessages": r["originalMessages"],
+                "bytes": bytes_of(id),
+                "truncated": r["truncated"],
+            })
+        })
+        .collect();
+    Some(json!({"type": "references", "contextBytes": text.len(), "references": list}))
+}
+
+/// Ctrl-C, as a stream that never misses one: one listener for the whole turn (a listener made
+/// anew per loop turn drops a signal that lands between two of them).
+struct Interrupts {
+    #[cfg(unix)]
+    signal: Option<tokio::signal::unix::Signal>,
+}
+
+impl Interrupts {
+    fn new() -> Interrupts {
+        Interrupts {
+            #[cfg(unix)]
+            signal: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok(),
+        }
+    }
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        if let Some(signal) = &mut self.signal {
+            if signal.recv().await.is_some() {
+                return;
+            }
+            return std::future::pending().await;
+        }
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
         }
     }
 }
@@ -111,11 +262,17 @@ async fn exec(
     choice: &ModelChoice,
     encoding: Option<Encoding>,
 ) -> i32 {
+    use std::io::IsTerminal;
     let mut out = Output {
         json: args.json,
         at_line_start: true,
+        terminal: (!args.json && std::io::stdout().is_terminal())
+            .then(escape::MultiLineStream::default),
+        pending: None,
+        flush_at: None,
     };
-    let (model, label) =
+    let mut interrupts = Interrupts::new();
+    let (model, _label) =
         match crate::agent::model_for(choice, Duration::from_millis(args.offline_delay_ms)) {
             Ok(model) => model,
             Err(e) => {
@@ -144,8 +301,9 @@ async fn exec(
         }
     };
     let session_id = agent.info().session_id.clone();
-    out.event(json!({"type": "session", "sessionId": session_id, "model": label}));
-    tracing::info!(session = %session_id, model = %label, "exec turn");
+    let (provider_name, model_name) = agent_identity(choice);
+    out.event(json!({"type": "session", "sessionId": session_id, "provider": provider_name, "model": model_name}));
+    tracing::info!(session = %session_id, provider = %provider_name, model = %model_name, "exec turn");
     let query = Arc::new(HostSessions::new(disk, live));
     let service = match SessionReferences::new(query, SessionReferenceConfig::default()) {
         Ok(service) => service,
@@ -154,8 +312,28 @@ async fn exec(
             return 1;
         }
     };
+    let prompt = match super::exec_refs::rewrite(
+        prompt,
+        &args.refs,
+        service.query(),
+        home,
+        &crate::session::external::SourceSet::default(),
+    )
+    .await
+    {
+        Ok(prompt) => prompt,
+        Err(super::exec_refs::RefError(lines)) => {
+            if out.json {
+                out.event(json!({"type": "error", "message": lines.join("\n")}));
+            } else {
+                warn_lines(&lines);
+            }
+            close(&agent).await;
+            return 1;
+        }
+    };
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
-    let attachments = match attachments(args, prompt).await {
+    let attachments = match attachments(args, &prompt).await {
         Ok(attachments) => attachments,
         Err(message) => {
             out.error(&message);
@@ -166,8 +344,8 @@ async fn exec(
     let mut events = agent.subscribe();
     let cancel = CancellationToken::new();
     let submitted = tokio::select! {
-        submitted = mount.submit_with(prompt, attachments, &cancel) => submitted,
-        _ = tokio::signal::ctrl_c() => {
+        submitted = mount.submit_with(&prompt, attachments, &cancel) => submitted,
+        _ = interrupts.next() => {
             cancel.cancel();
             out.error("interrupted before the prompt was sent");
             close(&agent).await;
@@ -175,25 +353,38 @@ async fn exec(
         }
     };
     if let Err(e) = submitted {
-        out.error(&e.to_string());
+        let mut message = e.to_string();
+        if matches!(e, SubmitError::InvalidReference(_)) {
+            message.push_str(
+                "; write a mention with `dsh-refs mention format ID` (or `--label TITLE`), or \
+                 name the session as @ID, @PREFIX or --ref ID|PREFIX|WORD",
+            );
+        }
+        out.error(&message);
         close(&agent).await;
         return 1;
     }
     let mut last_error: Option<String> = None;
     let reason = loop {
+        let flush_at = out.flush_at;
         let event = tokio::select! {
-            event = events.recv() => event,
-            _ = tokio::signal::ctrl_c() => {
+            biased;
+            _ = interrupts.next() => {
                 agent.cancel();
                 continue;
             }
+            _ = tokio::time::sleep_until(flush_at.unwrap_or_else(tokio::time::Instant::now)), if flush_at.is_some() => {
+                out.flush();
+                continue;
+            }
+            event = events.recv() => event,
         };
         let Some(event) = event else {
             break json!({"kind": "error", "failure": {"message": "the agent stopped"}});
         };
         match event {
-            AgentEvent::Delta(text) => out.text(&text),
-            AgentEvent::Reasoning(text) => out.event(json!({"type": "reasoning", "text": text})),
+            AgentEvent::Delta(text) => out.delta("text", &text),
+            AgentEvent::Reasoning(text) => out.delta("reasoning", &text),
             AgentEvent::Usage(usage) => {
                 out.event(json!({"type": "usage", "usage": usage.to_json()}))
             }
@@ -210,7 +401,7 @@ async fn exec(
                 if out.json {
                     out.event(json!({"type": "retry", "attempt": attempt, "max": max, "delayMs": delay.as_millis() as u64, "reason": reason}));
                 } else {
-                    eprintln!("dsh-refs: {message}");
+                    warn(&message);
                 }
             }
             AgentEvent::Error(error) => {
@@ -226,6 +417,19 @@ async fn exec(
             }
             AgentEvent::Status(_) => {}
             AgentEvent::Logged(logged) => {
+                if out.json {
+                    for event in &logged {
+                        if let Some(references) = event
+                            .message(&session_id)
+                            .ok()
+                            .flatten()
+                            .as_ref()
+                            .and_then(references_event)
+                        {
+                            out.event(references);
+                        }
+                    }
+                }
                 let end = logged.iter().find(|e| e.kind == TURN_END).and_then(|e| {
                     match e.decode(&session_id) {
                         Ok(EventData::TurnEnd { reason, .. }) => Some(reason),
@@ -244,7 +448,7 @@ async fn exec(
     out.event(json!({"type": "done", "sessionId": session_id, "reason": reason}));
     if kind == "completed" {
         if !args.json {
-            eprintln!("dsh-refs: session {session_id}");
+            warn(&format!("session {session_id}"));
         }
         return 0;
     }
@@ -284,6 +488,14 @@ async fn attachments(
     })
     .await
     .map_err(|e| format!("could not read the attached files: {e}"))?
+}
+
+/// `(provider, model)` for the `session` event: the model's own name, no UI hint.
+fn agent_identity(choice: &ModelChoice) -> (String, String) {
+    match choice {
+        ModelChoice::Offline => ("offline".into(), "describe".into()),
+        ModelChoice::Remote(settings) => (settings.provider.clone(), settings.model.clone()),
+    }
 }
 
 /// The agent of a resumed or new session (blocking: reads the disk).

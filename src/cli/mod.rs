@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 pub mod exec;
+pub mod exec_refs;
 pub mod lifecycle;
 pub mod reference;
 pub mod search;
@@ -115,6 +116,14 @@ pub struct ModelArgs {
     /// $DSH_BASE_URL, else the config, else the provider's default).
     #[arg(long, global = true, value_name = "URL")]
     pub base_url: Option<String>,
+    /// The environment variable that holds the API key (else api_key_env in the config, else
+    /// the provider's own, e.g. DEEPSEEK_API_KEY); the key itself never goes on the command line.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub api_key_env: Option<String>,
+    /// Allow sending the API key over plain http:// to a host that is not this machine (else
+    /// $DSH_ALLOW_INSECURE_HTTP=1, else allow_insecure_http = true in the config).
+    #[arg(long, global = true)]
+    pub allow_insecure_http: bool,
 }
 
 impl ModelArgs {
@@ -124,6 +133,8 @@ impl ModelArgs {
             provider: self.provider.clone(),
             model: self.model.clone(),
             base_url: self.base_url.clone(),
+            api_key_env: self.api_key_env.clone(),
+            allow_insecure_http: self.allow_insecure_http,
             demo,
         }
     }
@@ -195,12 +206,16 @@ pub enum Command {
     },
 }
 
-/// `dsh-refs exec [--resume ID] [--json] PROMPT`.
+/// `dsh-refs exec [--resume ID] [--ref ID|PREFIX|WORD]… [--json] PROMPT`.
 #[derive(Debug, Args, Clone)]
 pub struct ExecArgs {
     /// Continue this session instead of starting a new one.
     #[arg(long, value_name = "ID")]
     pub resume: Option<String>,
+    /// Reference this session (an id, a unique prefix of one, or a word to search for); may be
+    /// repeated. `@ID` and `@PREFIX` in the prompt work too.
+    #[arg(long = "ref", value_name = "ID|PREFIX|WORD")]
+    pub refs: Vec<String>,
     /// Print one JSON event per line instead of the plain answer.
     #[arg(long)]
     pub json: bool,

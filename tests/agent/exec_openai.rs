@@ -118,7 +118,8 @@ async fn exec_answers_with_a_referenced_session_and_logs_what_the_tui_would() {
     assert_eq!(first.code, 0, "{}", first.stderr);
     let events = json_lines(&first.stdout);
     assert_eq!(events[0]["type"], "session");
-    assert_eq!(events[0]["model"], "deepseek/deepseek-v4-flash");
+    assert_eq!(events[0]["provider"], "deepseek");
+    assert_eq!(events[0]["model"], "deepseek-v4-flash");
     let source_id = events[0]["sessionId"].as_str().unwrap().to_string();
     let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert!(

@@ -5,8 +5,11 @@
 mod support;
 
 mod exec_attach;
+mod exec_hostile;
 mod exec_openai;
+mod exec_refs;
 mod exec_titles;
+mod hostile_server;
 mod provider_openai;
 mod runtime;
 mod write_failures;

@@ -16,6 +16,7 @@
 
 pub mod memory_query;
 pub mod model;
+pub mod raw_http;
 pub mod tmux;
 
 #[path = "../../benches/support/gen.rs"]
