@@ -14,6 +14,7 @@ use crate::agent::config::{self, ModelChoice, ModelFlags};
 use crate::agent::{Agent, AgentConfig, AgentEvent, ModelProvider};
 use crate::cli::ExecArgs;
 use crate::reference::{SessionReferenceConfig, SessionReferences};
+use crate::session::external::SourceSet;
 use crate::session::format::TURN_END;
 use crate::session::writer::now_ms;
 use crate::session::{DiskStore, Encoding, EventData, HostSessions, LiveSessions, SessionHeader};
@@ -26,7 +27,15 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Runs `exec`; returns the process exit code.
-pub fn run(home: &Path, args: &ExecArgs, flags: &ModelFlags, encoding: Option<Encoding>) -> i32 {
+/// Mentions resolve over the home's sessions merged with `sources` (SPEC §9), as in every
+/// other subcommand.
+pub fn run(
+    home: &Path,
+    sources: &SourceSet,
+    args: &ExecArgs,
+    flags: &ModelFlags,
+    encoding: Option<Encoding>,
+) -> i32 {
     let prompt = if args.prompt == "-" {
         let mut text = String::new();
         if let Err(e) = std::io::stdin().read_to_string(&mut text) {
@@ -55,7 +64,7 @@ pub fn run(home: &Path, args: &ExecArgs, flags: &ModelFlags, encoding: Option<En
             return 1;
         }
     };
-    let code = runtime.block_on(exec(home, args, &prompt, &choice, encoding));
+    let code = runtime.block_on(exec(home, sources, args, &prompt, &choice, encoding));
     runtime.shutdown_timeout(Duration::from_millis(200));
     code
 }
@@ -106,6 +115,7 @@ impl Output {
 
 async fn exec(
     home: &Path,
+    sources: &SourceSet,
     args: &ExecArgs,
     prompt: &str,
     choice: &ModelChoice,
@@ -146,7 +156,7 @@ async fn exec(
     let session_id = agent.info().session_id.clone();
     out.event(json!({"type": "session", "sessionId": session_id, "model": label}));
     tracing::info!(session = %session_id, model = %label, "exec turn");
-    let query = Arc::new(HostSessions::new(disk, live));
+    let query = sources.serve(Arc::new(HostSessions::new(disk, live)));
     let service = match SessionReferences::new(query, SessionReferenceConfig::default()) {
         Ok(service) => service,
         Err(e) => {
