@@ -10,3 +10,4 @@ mod demo_home;
 mod diagnostics;
 mod reference;
 mod reliability_hostile_home;
+mod shared_resolution;
