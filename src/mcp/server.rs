@@ -64,7 +64,7 @@ struct Inner {
     agent: AgentIdentity,
     /// The index's rows by id, kept while the searcher hands out the same copy.
     rows: Mutex<Option<RowMap>>,
-    _indexer: Option<IndexerThread>,
+    indexer: Option<IndexerThread>,
 }
 
 type RowMap = (Arc<Vec<SessionInfo>>, Arc<HashMap<String, usize>>);
@@ -145,7 +145,7 @@ impl Server {
                     options.cwd.clone(),
                 ),
                 rows: Mutex::new(None),
-                _indexer: indexer,
+                indexer,
             }),
         })
     }
@@ -200,7 +200,7 @@ impl Server {
     /// home is labelled by titles and first prompts at once; a big new home is listed by id and
     /// relabelled (with `list_changed`) as the index fills.
     pub async fn entries(&self) -> Result<Vec<Entry>, McpError> {
-        if self.inner._indexer.is_some() {
+        if self.inner.indexer.is_some() {
             let started = std::time::Instant::now();
             while self.inner.discovery.passes() == 0 && started.elapsed() < FIRST_PASS_WAIT {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -312,7 +312,7 @@ impl Server {
             return Err(unknown(Vec::new(), 0, "no session id starts with"));
         }
         // A word needs the index: give its first pass a moment (a prompt is typed by hand).
-        if self.inner._indexer.is_some() {
+        if self.inner.indexer.is_some() {
             let started = std::time::Instant::now();
             while self.inner.discovery.passes() == 0 && started.elapsed() < WORD_WAIT {
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;

@@ -65,7 +65,7 @@ fn demo_home() -> (tempfile::TempDir, PathBuf) {
 fn command(home: &Path, args: &[&str]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(BIN);
     cmd.arg("--home").arg(home);
-    if !args.iter().any(|a| *a == "--sources") {
+    if !args.contains(&"--sources") {
         cmd.args(["--sources", "dsh"]);
     }
     cmd.arg("mcp").args(args);
@@ -617,7 +617,6 @@ fn stdout_is_json_rpc_only_garbage_is_survived_eof_exits_0_and_no_home_is_writte
     }
     send_line(json!({"jsonrpc":"2.0","id":5,"method":"prompts/get","params":{"name":"reference","arguments":{"session":"f382"}}}).to_string());
     assert!(answer(5)["result"]["messages"][0]["content"]["text"].is_string());
-    drop(send_line);
     drop(stdin);
     let ended = Instant::now();
     let status = loop {
