@@ -289,7 +289,13 @@ impl Server {
                 })
                 .collect()
         };
-        match resolve_prefix(&snapshot.listing, value) {
+        let resolved = {
+            let (listing, value) = (snapshot.listing.clone(), value.to_string());
+            tokio::task::spawn_blocking(move || resolve_prefix(&listing, &value))
+                .await
+                .map_err(|e| internal(format!("the lookup task failed: {e}")))?
+        };
+        match resolved {
             Ok(id) => return Ok(id),
             Err(ResolveError::Ambiguous {
                 candidates, total, ..
@@ -354,62 +360,68 @@ impl Server {
 
     /// Up to [`COMPLETIONS`] single-token values for `typed`, each resolving to one session:
     /// the shortest unique prefix (at least 8 characters, or the whole id) of the sessions whose
-    /// id starts with it, else of discovery's hits for it.
+    /// id starts with it, in listing rank, else of discovery's hits for it.
     pub async fn complete_session(&self, typed: &str) -> Result<Vec<String>, McpError> {
-        let typed = typed.trim();
-        let snapshot = self.snapshot().await?;
-        let mut ids: Vec<String> = snapshot
-            .ranked(self.inner.cwd.as_deref(), usize::MAX)
-            .into_iter()
-            .map(|e| e.id)
-            .filter(|id| id.starts_with(typed))
-            .take(COMPLETIONS * 2)
-            .collect();
+        let typed = typed.trim().to_string();
+        let snapshot = Arc::new(self.snapshot().await?);
+        let cwd = self.inner.cwd.clone();
+        let (ranked, listing) = {
+            let (snapshot, typed) = (snapshot.clone(), typed.clone());
+            tokio::task::spawn_blocking(move || {
+                let ranked: Vec<String> = snapshot
+                    .ranked(cwd.as_deref(), usize::MAX)
+                    .into_iter()
+                    .map(|e| e.id)
+                    .filter(|id| id.starts_with(&typed))
+                    .take(COMPLETIONS * 2)
+                    .collect();
+                (ranked, snapshot.listing.clone())
+            })
+            .await
+            .map_err(|e| internal(format!("the completion task failed: {e}")))?
+        };
+        let mut ids = ranked;
         if ids.is_empty() && !typed.is_empty() && !typed.contains(char::is_whitespace) {
-            ids = self.search(typed, COMPLETIONS * 2).await?.0;
+            ids = self.search(&typed, COMPLETIONS * 2).await?.0;
         }
-        let mut values = Vec::new();
-        for id in ids {
-            if let Some(value) = unique_token(&snapshot.listing, &id, typed) {
-                if !values.contains(&value) {
-                    values.push(value);
-                }
-            }
-            if values.len() == COMPLETIONS {
-                break;
-            }
-        }
-        Ok(values)
+        tokio::task::spawn_blocking(move || unique_tokens(&listing, &ids, &typed))
+            .await
+            .map_err(|e| internal(format!("the completion task failed: {e}")))
     }
 }
 
-/// The shortest prefix of `id` (8 characters at least, longer than `typed` when `typed` is a
-/// prefix of it) that names `id` alone in `listing` and holds no whitespace.
-fn unique_token(listing: &[SessionSummary], id: &str, typed: &str) -> Option<String> {
-    let floor = if id.starts_with(typed) {
-        typed.chars().count().max(8)
-    } else {
-        8
-    };
-    let bounds: Vec<usize> = id
-        .char_indices()
-        .map(|(i, _)| i)
-        .skip(1)
-        .chain(std::iter::once(id.len()))
-        .collect();
-    for (n, &end) in bounds.iter().enumerate() {
-        if n + 1 < floor && end != id.len() {
+/// For each of `ids` (in order, at most [`COMPLETIONS`]), the shortest prefix that names it
+/// alone in `listing` as `--resume` resolves a prefix (an exact id always names its session):
+/// at least 8 characters, and longer than `typed` when `typed` is a prefix of it; ids whose
+/// prefix would hold whitespace are left out (hosts split arguments on spaces).
+fn unique_tokens(listing: &[SessionSummary], ids: &[String], typed: &str) -> Vec<String> {
+    let mut sorted: Vec<&str> = listing.iter().map(|s| s.id()).collect();
+    sorted.sort_unstable();
+    let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    let mut values = Vec::new();
+    for id in ids {
+        let Ok(at) = sorted.binary_search(&id.as_str()) else {
+            continue;
+        };
+        let before = at.checked_sub(1).map_or(0, |i| common(sorted[i], id));
+        let after = sorted.get(at + 1).map_or(0, |next| common(next, id));
+        let floor = if id.starts_with(typed) {
+            typed.chars().count().max(8)
+        } else {
+            8
+        };
+        let chars = (before.max(after) + 1).max(floor);
+        let value: String = id.chars().take(chars).collect();
+        if value.contains(char::is_whitespace) || values.contains(&value) {
             continue;
         }
-        let prefix = &id[..end];
-        if prefix.contains(char::is_whitespace) {
-            return None;
-        }
-        if matches!(resolve_prefix(listing, prefix), Ok(found) if found == id) {
-            return Some(prefix.to_string());
+        debug_assert!(matches!(resolve_prefix(listing, &value), Ok(found) if found == *id));
+        values.push(value);
+        if values.len() == COMPLETIONS {
+            break;
         }
     }
-    None
+    values
 }
 
 impl ServerHandler for Server {
@@ -584,5 +596,50 @@ impl ServerHandler for Server {
         let values = self.complete_session(&request.argument.value).await?;
         let info = CompletionInfo::new(values).map_err(internal)?;
         Ok(CompleteResult::new(info))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::SessionHeader;
+    use proptest::prelude::*;
+
+    fn listing(ids: &[String]) -> Vec<SessionSummary> {
+        ids.iter()
+            .map(|id| SessionSummary {
+                header: Arc::new(SessionHeader::new(id.clone(), 0, None)),
+                live: false,
+                persisted: true,
+            })
+            .collect()
+    }
+
+    proptest! {
+        /// Every completion value resolves, as `--resume` resolves a prefix, to its own id.
+        #[test]
+        fn completion_values_resolve_uniquely(
+            ids in proptest::collection::btree_set("[ab]{1,10}|[a-c ]{1,12}|ab😀{0,3}", 1..40),
+            typed in "[ab]{0,3}",
+        ) {
+            let ids: Vec<String> = ids.into_iter().collect();
+            let listed = listing(&ids);
+            let chosen: Vec<String> = ids.iter().filter(|id| id.starts_with(&typed)).cloned().collect();
+            for value in unique_tokens(&listed, &chosen, &typed) {
+                prop_assert!(!value.contains(char::is_whitespace));
+                let found = resolve_prefix(&listed, &value);
+                prop_assert!(found.is_ok(), "{value:?} of {ids:?}");
+                prop_assert!(found.unwrap().starts_with(&value));
+            }
+        }
+    }
+
+    #[test]
+    fn an_id_that_prefixes_another_completes_whole() {
+        let ids: Vec<String> = ["abcdefghij", "abcdefghijk", "zzzzzzzzzz1"]
+            .map(String::from)
+            .into();
+        let values = unique_tokens(&listing(&ids), &ids, "");
+        assert_eq!(values, ["abcdefghij", "abcdefghijk", "zzzzzzzz"]);
     }
 }
