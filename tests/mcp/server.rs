@@ -183,7 +183,18 @@ fn the_list_ranks_same_cwd_first_then_last_activity_and_caps_and_pages() {
             Some(true)
         );
         assert!(info.capabilities.prompts.is_some() && info.capabilities.completions.is_some());
-        let (resources, pages) = all_pages(&client).await;
+        // Once indexed (a loaded machine may list the first time by id), every row has counts.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (resources, pages) = loop {
+            let (resources, pages) = all_pages(&client).await;
+            let indexed = resources
+                .iter()
+                .all(|r| r.description.as_deref().unwrap().contains(" messages · "));
+            if indexed || Instant::now() > deadline {
+                break (resources, pages);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
         assert_eq!(
             (resources.len(), pages),
             (120, 3),
