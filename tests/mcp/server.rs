@@ -383,14 +383,15 @@ fn a_session_written_while_connected_is_announced_and_listed() {
             .await
             .expect("list_changed within 10 s");
         let (resources, _) = all_pages(&client).await;
-        let fresh = resources
-            .iter()
-            .find(|r| r.uri == encode_session_reference_uri("fresh-session"))
-            .expect("the new session is listed");
-        assert_eq!(
-            fresh.name, "a brand new question",
-            "labelled by its first prompt"
+        let uri = encode_session_reference_uri("fresh-session");
+        assert!(
+            resources.iter().any(|r| r.uri == uri),
+            "the new session is listed"
         );
+        // Labelled by its first prompt once indexed (another list_changed says so).
+        let resources = labelled(&client, "a brand new question").await;
+        let fresh = resources.iter().find(|r| r.uri == uri).unwrap();
+        assert_eq!(fresh.name, "a brand new question");
         client.cancel().await.unwrap();
     });
 }
