@@ -182,12 +182,23 @@ fn list(sessions: usize, rounds: usize) {
 }
 
 fn read(mb: u64, rounds: usize) {
-    let (home, logs) = gen::cached_big_home(mb, Encoding::Plain).unwrap();
-    let id = gen::BIG_SOURCES[0];
+    // One big tool-heavy log (the prepare benchmark's shape), generated once.
+    let home = gen::data_dir(&format!("mcp-big-{mb}mb-plain"));
+    let id = "big-source-a";
+    if !home.join(".complete").exists() {
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(&home).unwrap();
+        let spec = gen::BigLogSpec::new(mb * 1_000_000, Encoding::Plain);
+        let log = gen::generate_big_log(&home, id, Some("/work/big"), &spec).unwrap();
+        std::fs::write(
+            home.join(".complete"),
+            format!("{} {}", log.logical_bytes, log.conversation_bytes),
+        )
+        .unwrap();
+    }
     println!(
-        "log: {:.0} MB, conversation {:.0} KB",
-        logs[0].logical_bytes as f64 / 1e6,
-        logs[0].conversation_bytes as f64 / 1e3
+        "log: {} (logical bytes, conversation bytes)",
+        std::fs::read_to_string(home.join(".complete")).unwrap()
     );
     let uri = encode_session_reference_uri(id);
     let mut mcp = Vec::new();
