@@ -120,6 +120,8 @@ pub mod cli;
 pub mod demo;
 pub mod discovery;
 pub mod escape;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod reference;
 pub mod session;
 #[cfg(test)]

@@ -7,9 +7,8 @@ use clap::Parser;
 use dsh_session_references::cli::lifecycle::{
     command_prefix, find_sessions, recent_sessions, resolve_start_hinted, resume_hint, Start,
 };
-use dsh_session_references::cli::{Cli, Command, Compression, ModelArgs, TuiArgs};
+use dsh_session_references::cli::{Cli, Command, Compression, ModelArgs, Resolved, TuiArgs};
 use dsh_session_references::escape::{diagnostic, escape_line};
-use dsh_session_references::session::external::SourceSet;
 use dsh_session_references::session::paths::resolve_home;
 use dsh_session_references::session::DiskStore;
 use dsh_session_references::session::Encoding;
@@ -21,67 +20,64 @@ use std::time::Duration;
 fn main() {
     one_malloc_arena();
     let cli = Cli::parse();
-    let code = match &cli.command {
-        Some(
-            command @ (Command::Uri(_)
-            | Command::Mention(_)
-            | Command::Candidates { .. }
-            | Command::Prepare { .. }),
-        ) => dsh_session_references::cli::reference::run_with_sources(
-            command,
-            &resolve_home(cli.home.as_deref()),
-            &cli.sources.source_set(),
-        ),
-        Some(Command::Sessions { json }) => {
-            dsh_session_references::cli::sessions::sessions_with_sources(
-                &match listing_home(&cli) {
-                    Ok(home) => home,
-                    Err(code) => std::process::exit(code),
-                },
-                &cli.sources.source_set(),
-                *json,
-            )
+    // `uri` and `mention` read no home; everything else resolves it once, the same way.
+    if let Some(command @ (Command::Uri(_) | Command::Mention(_))) = &cli.command {
+        let home = resolve_home(cli.home.as_deref());
+        let code = dsh_session_references::cli::reference::run(command, &home);
+        std::process::exit(code);
+    }
+    let resolved = match cli.resolve() {
+        Ok(resolved) => resolved,
+        Err(message) => {
+            eprintln!("dsh-refs: {message}");
+            std::process::exit(1);
         }
-        Some(Command::Search(args)) => dsh_session_references::cli::search::run(
-            &match listing_home(&cli) {
-                Ok(home) => home,
-                Err(code) => std::process::exit(code),
-            },
-            &cli.sources.source_set(),
-            args,
-        ),
+    };
+    let (home, sources) = (&resolved.home, &resolved.sources);
+    let code = match &cli.command {
+        Some(command @ (Command::Candidates { .. } | Command::Prepare { .. })) => {
+            dsh_session_references::cli::reference::run_with_sources(command, home, sources)
+        }
+        Some(Command::Sessions { json }) => {
+            dsh_session_references::cli::sessions::sessions_with_sources(home, sources, *json)
+        }
+        Some(Command::Search(args)) => {
+            dsh_session_references::cli::search::run(home, sources, args)
+        }
         Some(Command::Exec(args)) => {
-            let home = resolve_home(cli.home.as_deref());
-            init_tracing(&home);
+            init_tracing(home);
             dsh_session_references::cli::exec::run(
-                &home,
+                home,
+                sources,
                 args,
-                &cli.model.flags(false),
+                &cli.model.flags(resolved.demo),
                 encoding(&cli.tui),
             )
         }
-        None => run_tui(
-            cli.home.as_deref(),
-            &cli.tui,
-            &cli.model,
-            &cli.sources.source_set(),
-        ),
+        #[cfg(feature = "mcp")]
+        Some(Command::Mcp(args)) => {
+            init_tracing(home);
+            let cwd = args.cwd.clone().or_else(|| {
+                std::env::current_dir()
+                    .ok()
+                    .map(|d| d.to_string_lossy().into_owned())
+            });
+            dsh_session_references::mcp::run_stdio(dsh_session_references::mcp::Options {
+                home: home.clone(),
+                sources: sources.clone(),
+                cwd,
+                max_resources: usize::try_from(args.max_resources).unwrap_or(usize::MAX),
+                expose: args.expose,
+                max_reference_bytes: args.max_reference_bytes,
+                index: true,
+            })
+        }
+        Some(command @ (Command::Uri(_) | Command::Mention(_))) => {
+            dsh_session_references::cli::reference::run(command, home)
+        }
+        None => run_tui(&resolved, cli.home.as_deref(), &cli.tui, &cli.model),
     };
     std::process::exit(code);
-}
-
-/// The home `sessions` and `search` read: the per-user demo home with `--demo`, else as usual.
-fn listing_home(cli: &Cli) -> Result<std::path::PathBuf, i32> {
-    if !cli.tui.demo {
-        return Ok(resolve_home(cli.home.as_deref()));
-    }
-    dsh_session_references::demo::install_user_demo_home().map_err(|e| {
-        eprintln!(
-            "dsh-refs: could not install the demo home: {}",
-            diagnostic(&e.to_string())
-        );
-        1
-    })
 }
 
 fn encoding(args: &TuiArgs) -> Option<Encoding> {
@@ -91,22 +87,14 @@ fn encoding(args: &TuiArgs) -> Option<Encoding> {
     })
 }
 
-fn run_tui(home: Option<&Path>, args: &TuiArgs, model: &ModelArgs, sources: &SourceSet) -> i32 {
-    let home_flag = home;
-    let home = if args.demo {
-        match dsh_session_references::demo::install_user_demo_home() {
-            Ok(home) => home,
-            Err(e) => {
-                eprintln!(
-                    "dsh-refs: could not install the demo home: {}",
-                    diagnostic(&e.to_string())
-                );
-                return 1;
-            }
-        }
-    } else {
-        resolve_home(home)
-    };
+fn run_tui(
+    resolved: &Resolved,
+    home_flag: Option<&Path>,
+    args: &TuiArgs,
+    model: &ModelArgs,
+) -> i32 {
+    let home = resolved.home.clone();
+    let sources = &resolved.sources;
     init_tracing(&home);
     // A configured provider whose key is missing is a start-up error, before the terminal.
     let choice = match dsh_session_references::agent::config::load(&home, &model.flags(args.demo)) {

@@ -20,7 +20,15 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The top-level modules of the library that have a layer.
-const LAYERS: &[&str] = &["session", "reference", "agent", "discovery", "tui", "cli"];
+const LAYERS: &[&str] = &[
+    "session",
+    "reference",
+    "agent",
+    "discovery",
+    "tui",
+    "mcp",
+    "cli",
+];
 /// Root modules below every layer.
 const NEUTRAL: &[&str] = &["escape", "test_rng"];
 
@@ -32,7 +40,17 @@ fn allowed(layer: &str) -> &'static [&'static str] {
         // Discovery indexes what the store serves, projected as references project it.
         "discovery" => &["session", "reference"],
         "tui" => &["session", "reference", "agent", "discovery", "demo"],
-        "cli" => &["session", "reference", "agent", "discovery", "tui", "demo"],
+        // The MCP server: the service, the sources and discovery, never the TUI.
+        "mcp" => &["session", "reference", "discovery"],
+        "cli" => &[
+            "session",
+            "reference",
+            "agent",
+            "discovery",
+            "tui",
+            "mcp",
+            "demo",
+        ],
         // `demo` and the other root modules: only the neutral ones.
         _ => &[],
     }
@@ -416,6 +434,9 @@ fn planted_violations_are_caught() {
             "reference",
         ),
         ("session/writer.rs", "use crate::agent::Agent;", "agent"),
+        ("mcp/server.rs", "use crate::tui::app::App;", "tui"),
+        ("mcp/listing.rs", "use crate::cli::Cli;", "cli"),
+        ("tui/app.rs", "use crate::mcp::Server;", "mcp"),
         (
             "reference/service.rs",
             "use crate::agent::AgentEvent;",

@@ -24,6 +24,7 @@ use crate::agent::{Agent, AgentConfig, AgentEvent, ModelProvider};
 use crate::cli::ExecArgs;
 use crate::escape;
 use crate::reference::{SessionReferenceConfig, SessionReferences};
+use crate::session::external::SourceSet;
 use crate::session::format::TURN_END;
 use crate::session::writer::now_ms;
 use crate::session::{DiskStore, Encoding, EventData, HostSessions, LiveSessions, SessionHeader};
@@ -36,7 +37,15 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Runs `exec`; returns the process exit code.
-pub fn run(home: &Path, args: &ExecArgs, flags: &ModelFlags, encoding: Option<Encoding>) -> i32 {
+/// Mentions resolve over the home's sessions merged with `sources` (SPEC §9), as in every
+/// other subcommand.
+pub fn run(
+    home: &Path,
+    sources: &SourceSet,
+    args: &ExecArgs,
+    flags: &ModelFlags,
+    encoding: Option<Encoding>,
+) -> i32 {
     let prompt = if args.prompt == "-" {
         let mut text = String::new();
         if let Err(e) = std::io::stdin().read_to_string(&mut text) {
@@ -65,7 +74,7 @@ pub fn run(home: &Path, args: &ExecArgs, flags: &ModelFlags, encoding: Option<En
             return 1;
         }
     };
-    let code = runtime.block_on(exec(home, args, &prompt, &choice, encoding));
+    let code = runtime.block_on(exec(home, sources, args, &prompt, &choice, encoding));
     runtime.shutdown_timeout(Duration::from_millis(200));
     code
 }
@@ -257,6 +266,7 @@ impl Interrupts {
 
 async fn exec(
     home: &Path,
+    sources: &SourceSet,
     args: &ExecArgs,
     prompt: &str,
     choice: &ModelChoice,
@@ -304,7 +314,7 @@ async fn exec(
     let (provider_name, model_name) = agent_identity(choice);
     out.event(json!({"type": "session", "sessionId": session_id, "provider": provider_name, "model": model_name}));
     tracing::info!(session = %session_id, provider = %provider_name, model = %model_name, "exec turn");
-    let query = Arc::new(HostSessions::new(disk, live));
+    let query = sources.serve(Arc::new(HostSessions::new(disk, live)));
     let service = match SessionReferences::new(query, SessionReferenceConfig::default()) {
         Ok(service) => service,
         Err(e) => {
@@ -317,7 +327,7 @@ async fn exec(
         &args.refs,
         service.query(),
         home,
-        &crate::session::external::SourceSet::default(),
+        sources,
     )
     .await
     {

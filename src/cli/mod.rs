@@ -42,6 +42,42 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+/// The home and the sources every subcommand works on, resolved once from the global flags
+/// (`--home`, `--demo`, `--sources`, `--claude-home`, `--codex-home`) by [`Cli::resolve`].
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The dsh home: the per-user demo home with `--demo`, else `--home`, else $DSH_HOME,
+    /// else ~/.dsh.
+    pub home: PathBuf,
+    /// The sessions listed and referenced besides (or instead of) the home's own (SPEC §9).
+    pub sources: SourceSet,
+    /// `--demo` was given (the offline model answers; hints repeat the flag).
+    pub demo: bool,
+}
+
+impl Cli {
+    /// The one resolution of the home and source flags that every subcommand and the TUI use
+    /// (so none reads or writes another home than the one the flags name). Installs the demo
+    /// home on first use with `--demo`; the error is a message for the user.
+    pub fn resolve(&self) -> Result<Resolved, String> {
+        let home = if self.tui.demo {
+            crate::demo::install_user_demo_home().map_err(|e| {
+                format!(
+                    "could not install the demo home: {}",
+                    crate::escape::diagnostic(&e.to_string())
+                )
+            })?
+        } else {
+            crate::session::paths::resolve_home(self.home.as_deref())
+        };
+        Ok(Resolved {
+            home,
+            sources: self.sources.source_set(),
+            demo: self.tui.demo,
+        })
+    }
+}
+
 /// Which sessions are listed and referenced besides (or instead of) dsh's own (SPEC §9).
 #[derive(Debug, Args, Clone, Default)]
 pub struct SourceArgs {
@@ -83,9 +119,10 @@ pub struct TuiArgs {
     /// Continue the session of the current directory that was active last.
     #[arg(long = "continue", short = 'c', conflicts_with = "resume")]
     pub continue_last: bool,
-    /// Open the bundled demo home, installed once per user under the cache directory
-    /// ($XDG_CACHE_HOME/dsh-refs/demo-home, else ~/.cache/dsh-refs/demo-home) and reused.
-    #[arg(long)]
+    /// Use the bundled demo home, installed once per user under the cache directory
+    /// ($XDG_CACHE_HOME/dsh-refs/demo-home, else ~/.cache/dsh-refs/demo-home) and reused;
+    /// every subcommand honours it instead of --home.
+    #[arg(long, global = true)]
     pub demo: bool,
     /// Delay between words streamed by the offline model, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 15)]
@@ -187,6 +224,9 @@ pub enum Command {
         #[arg(long, value_name = "N")]
         limit: Option<i64>,
     },
+    /// Serve session references to other agents over MCP on stdin/stdout (SPEC §10).
+    #[cfg(feature = "mcp")]
+    Mcp(McpArgs),
     /// Parse a message and prepare its session-reference context.
     Prepare {
         /// The agent's own session id.
@@ -229,6 +269,33 @@ pub struct ExecArgs {
     /// The prompt; `-` reads it from stdin. `@[label](dsh-session:…)` mentions are prepared;
     /// `@path` tokens of the argument (not of stdin) attach files under the working directory.
     pub prompt: String,
+}
+
+/// `dsh-refs mcp`: a stdio MCP server for Claude Code, Gemini CLI, opencode, VS Code, Zed and
+/// Codex (SPEC §10).
+#[cfg(feature = "mcp")]
+#[derive(Debug, Args, Clone)]
+pub struct McpArgs {
+    /// The project directory whose sessions are listed first (default: the current directory,
+    /// which hosts set to the project).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// At most N sessions are listed as resources.
+    #[arg(long, value_name = "N", default_value_t = crate::mcp::DEFAULT_MAX_RESOURCES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_resources: u64,
+    /// What is offered: resources (listed sessions a host shows under `@`, and which some hosts
+    /// let the model read), prompts (the `reference` prompt, which only the person invokes).
+    /// `prompts` alone lists nothing.
+    #[arg(long, value_name = "LIST", default_value = "resources,prompts", value_parser = parse_expose)]
+    pub expose: crate::mcp::Expose,
+    /// At most N bytes of snapshot per read (default 65536).
+    #[arg(long, value_name = "N")]
+    pub max_reference_bytes: Option<i64>,
+}
+
+#[cfg(feature = "mcp")]
+fn parse_expose(text: &str) -> Result<crate::mcp::Expose, String> {
+    crate::mcp::Expose::parse(text)
 }
 
 /// `dsh-refs uri`: session ids to and from `dsh-session:` URIs (SPEC §2).

@@ -163,9 +163,7 @@ fn execute(command: &Command, home: &Path, sources: &SourceSet) -> Result<String
                 Ok(stringify(&out))
             })
         }
-        Command::Sessions { .. } | Command::Exec(_) | Command::Search(_) => {
-            Err(Failure::Usage("not a reference subcommand".into()))
-        }
+        _ => Err(Failure::Usage("not a reference subcommand".into())),
     }
 }
 

@@ -251,6 +251,17 @@ impl Discovery {
             .search(query, listed)
     }
 
+    /// Every indexed session's row (the searcher's in-memory copy, loaded or refreshed as a
+    /// search would), on this thread (which must not be an async worker). Fails while no index
+    /// exists yet.
+    pub fn sessions_blocking(&self) -> Result<Arc<Vec<SessionInfo>>, IndexError> {
+        self.shared
+            .searcher
+            .lock()
+            .expect("searcher lock")
+            .sessions()
+    }
+
     /// Lists the served sessions, then searches off the async workers; hits are limited to the
     /// listing (so hidden sources and deleted sessions never show). When the index cannot
     /// answer (busy, a full disk, a path it cannot be made at) the listing's titles, ids and

@@ -10,4 +10,5 @@ mod demo_home;
 mod diagnostics;
 mod reference;
 mod reliability_hostile_home;
+mod shared_resolution;
 mod trust_round_two;

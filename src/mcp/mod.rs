@@ -1,0 +1,178 @@
+//! `dsh-refs mcp`: the session-reference service as a stdio MCP server (SPEC §10), on the
+//! official Rust SDK (`rmcp`).
+//!
+//! Purpose: people who would reference a past session mostly work inside Claude Code, Codex,
+//! Gemini CLI, opencode, VS Code or Zed; MCP is how those hosts mount a foreign capability.
+//! The server is host-facing: the person picks a session (a listed resource under `@`, or the
+//! `reference` prompt); it offers no tools and no model-callable search.
+//!
+//! Layering: this room uses the reference service ([`crate::reference`]), the merged session
+//! sources ([`crate::session`]) and discovery ([`crate::discovery`]), never the TUI; only the
+//! command line and the binary use it (`tests/architecture.rs`).
+//!
+//! Invariant: stdout carries JSON-RPC only (diagnostics go to the tracing subscriber the binary
+//! points at `<home>/logs/`); end of stdin ends the server with exit code 0; a malformed message
+//! gets an error (well-formed JSON of the wrong shape) or is skipped (not JSON), and serving goes
+//! on; no session home is written (reads only; discovery's cache lives under `<home>/index/`).
+//! Proof: `tests/mcp/` drives the real binary through `rmcp`'s client.
+
+pub mod listing;
+pub mod server;
+
+pub use server::Server;
+
+use crate::session::external::SourceSet;
+use rmcp::ServiceExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Sessions listed as resources unless `--max-resources` says otherwise.
+pub const DEFAULT_MAX_RESOURCES: u64 = 200;
+/// How often the change notifier looks (and so at most how often it notifies).
+pub const NOTIFY_EVERY: Duration = Duration::from_secs(1);
+
+/// What the server offers (`--expose`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expose {
+    /// Sessions listed as resources (and readable by URI).
+    pub resources: bool,
+    /// The `reference` prompt and its completion.
+    pub prompts: bool,
+}
+
+impl Default for Expose {
+    fn default() -> Self {
+        Expose {
+            resources: true,
+            prompts: true,
+        }
+    }
+}
+
+impl Expose {
+    /// Parses `resources,prompts` (either or both).
+    pub fn parse(text: &str) -> Result<Expose, String> {
+        let mut expose = Expose {
+            resources: false,
+            prompts: false,
+        };
+        for name in text.split(',').map(str::trim) {
+            match name {
+                "resources" => expose.resources = true,
+                "prompts" => expose.prompts = true,
+                other => {
+                    return Err(format!(
+                        "--expose {text:?}: unknown {other:?} (expected resources, prompts or both)"
+                    ))
+                }
+            }
+        }
+        Ok(expose)
+    }
+}
+
+/// How the server is started.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The dsh home.
+    pub home: PathBuf,
+    /// Other agents' sessions served beside (or instead of) the home's.
+    pub sources: SourceSet,
+    /// The project directory whose sessions rank first.
+    pub cwd: Option<String>,
+    /// At most this many resources.
+    pub max_resources: usize,
+    /// What is offered.
+    pub expose: Expose,
+    /// `max_reference_bytes` of a read (default 65536).
+    pub max_reference_bytes: Option<i64>,
+    /// Run discovery's background indexer (labels from first prompts, word lookup, change
+    /// notifications through its watcher); `false` only for tests of the bare listing.
+    pub index: bool,
+}
+
+/// Serves MCP on `reader`/`writer` until the client goes away (end of input).
+pub async fn serve<R, W>(options: Options, reader: R, writer: W) -> Result<(), String>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let server = Server::new(&options)?;
+    // Warm the listing and the index's rows before the client asks.
+    let warm = {
+        let server = server.clone();
+        tokio::spawn(async move {
+            let _ = server.snapshot().await;
+        })
+    };
+    let running = server
+        .clone()
+        .serve((reader, writer))
+        .await
+        .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+    let notifier = server.expose().resources.then(|| {
+        let (server, peer) = (server.clone(), running.peer().clone());
+        tokio::spawn(async move { notify_changes(server, peer).await })
+    });
+    let ended = running.waiting().await;
+    warm.abort();
+    if let Some(notifier) = notifier {
+        notifier.abort();
+    }
+    match ended {
+        Ok(reason) => {
+            tracing::info!(?reason, "MCP client gone");
+            Ok(())
+        }
+        Err(e) => Err(format!("the MCP service failed: {e}")),
+    }
+}
+
+/// Sends `notifications/resources/list_changed` when a session appears or a label changes,
+/// looking once every [`NOTIFY_EVERY`] (so at most about one a second).
+async fn notify_changes(server: Server, peer: rmcp::Peer<rmcp::RoleServer>) {
+    let mut last: Option<u64> = None;
+    let mut tick = tokio::time::interval(NOTIFY_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Ok(snapshot) = server.snapshot().await else {
+            continue;
+        };
+        let Ok(now) = tokio::task::spawn_blocking(move || snapshot.fingerprint()).await else {
+            continue;
+        };
+        if last.is_some_and(|was| was != now) {
+            tracing::debug!("the session list changed");
+            if peer.notify_resource_list_changed().await.is_err() {
+                return;
+            }
+        }
+        last = Some(now);
+    }
+}
+
+/// `dsh-refs mcp` on stdin/stdout; returns the exit code.
+pub fn run_stdio(options: Options) -> i32 {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("dsh-refs: could not start the async runtime: {e}");
+            return 1;
+        }
+    };
+    let result = runtime.block_on(async {
+        let (stdin, stdout) = rmcp::transport::stdio();
+        serve(options, stdin, stdout).await
+    });
+    // Never wait for a blocking read still running (a stuck filesystem must not hang the exit).
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    match result {
+        Ok(()) => 0,
+        Err(message) => {
+            tracing::error!(%message, "dsh-refs mcp");
+            eprintln!("dsh-refs: {}", crate::escape::diagnostic(&message));
+            1
+        }
+    }
+}
