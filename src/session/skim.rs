@@ -232,8 +232,21 @@ impl<'a> Cursor<'a> {
 
     /// The rest of a string after its opening quote: escapes checked, no raw control characters,
     /// valid UTF-8.
+    #[allow(unsafe_code)] // The AVX-512 variant below.
     fn string_body(&mut self) -> Option<()> {
-        self.strings(None, |_, at| AfterQuote::End(at + 1))
+        #[cfg(target_arch = "x86_64")]
+        if wide_masks() {
+            // SAFETY: `wide_masks()` is true only when the CPU has AVX-512BW.
+            return unsafe { self.string_body_wide() };
+        }
+        self.strings(None, false, |_, at| AfterQuote::End(at + 1))
+    }
+
+    /// [`Cursor::string_body`] compiled for AVX-512BW, so the block masks are computed inline.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512bw")]
+    fn string_body_wide(&mut self) -> Option<()> {
+        self.strings(None, true, |_, at| AfterQuote::End(at + 1))
     }
 
     /// Scans string bodies from just after an opening quote. At each closing quote `after`
@@ -247,11 +260,13 @@ impl<'a> Cursor<'a> {
     ///
     /// With `elements`, the scan is over an array's elements, and a block holding nothing but
     /// plain strings separated by `","` is checked as a whole (see [`separated_run`]); each
-    /// element it passes is counted there, as `after` would have.
+    /// element it passes is counted there, as `after` would have. `wide`: the masks come from
+    /// AVX-512BW (`wide_masks()` said so).
     #[inline(always)]
     fn strings(
         &mut self,
         mut elements: Option<&mut u64>,
+        wide: bool,
         mut after: impl FnMut(&'a [u8], usize) -> AfterQuote,
     ) -> Option<()> {
         let bytes = self.b;
@@ -260,7 +275,6 @@ impl<'a> Cursor<'a> {
         // separator between two strings).
         let mut skip = i;
         let mut padded = [b' '; 64];
-        let wide = wide_masks();
         loop {
             let (block, full): (&[u8; 64], bool) = match bytes.get(i..i + 64) {
                 Some(block) => (block.try_into().ok()?, true),
@@ -667,7 +681,7 @@ impl<'a> Cursor<'a> {
             // The canonical `","` between elements and the final `"]` are taken inside the scan.
             let mut closed = false;
             let mut passed = 0;
-            self.strings(Some(&mut passed), |bytes, at| {
+            self.strings(Some(&mut passed), wide_masks(), |bytes, at| {
                 if bytes.get(at + 1..at + 3) == Some(b",\"") {
                     count += 1;
                     AfterQuote::Next(at + 3)
