@@ -25,6 +25,11 @@
 //! listing takes a lock; a title read waits at most `TITLE_LOCK_WAIT` for a writer's lock and
 //! then answers the title it knew.
 //!
+//! A store made with [`DiskStore::with_listing_cache`] also keeps its listing index on disk
+//! (`<home>/index/listing`, see `store/listing_cache.rs`): a new process starts from it and checks
+//! every directory's stamp instead of reading every header, and walks whatever is missing, stale
+//! or another home's.
+//!
 //! A log whose header has a format version other than 0 cannot be listed honestly (its fields may
 //! not mean what ours do), so the listing leaves it out with a warning; reading or resuming it by
 //! id answers [`SessionError::UnsupportedVersion`], never "not found".
