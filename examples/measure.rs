@@ -70,6 +70,24 @@ impl From<Enc> for Encoding {
     }
 }
 
+/// The shape of the big logs (`benches/support/gen.rs`).
+#[derive(Clone, Copy, ValueEnum)]
+enum Shape {
+    /// 12–36 KB tool outputs and packed chunk rows.
+    ToolOutput,
+    /// 40 short tool calls and ~4 KB results a turn, 64-record frames (issue 25).
+    ToolHeavy,
+}
+
+impl From<Shape> for gen::BigShape {
+    fn from(s: Shape) -> gen::BigShape {
+        match s {
+            Shape::ToolOutput => gen::BigShape::ToolOutput,
+            Shape::ToolHeavy => gen::BigShape::ToolHeavy,
+        }
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Case {
     /// `src`'s pending marker is a FIFO.
@@ -101,6 +119,8 @@ enum Command {
         mb: u64,
         #[arg(long, value_enum)]
         encoding: Enc,
+        #[arg(long, value_enum, default_value = "tool-output")]
+        shape: Shape,
     },
     /// list_candidates: first call, then per-keystroke calls while "typing" queries.
     Candidates {
@@ -119,6 +139,8 @@ enum Command {
         mb: u64,
         #[arg(long, value_enum)]
         encoding: Enc,
+        #[arg(long, value_enum, default_value = "tool-output")]
+        shape: Shape,
         /// Cold runs (a fresh store each).
         #[arg(long, default_value_t = 5)]
         iters: usize,
@@ -237,9 +259,14 @@ fn main() {
             let home = gen::cached_home(sessions).unwrap();
             println!("{} ({:.1?})", home.display(), started.elapsed());
         }
-        Command::GenBig { mb, encoding } => {
+        Command::GenBig {
+            mb,
+            encoding,
+            shape,
+        } => {
             let started = Instant::now();
-            let (home, logs) = gen::cached_big_home(mb, encoding.into()).unwrap();
+            let (home, logs) =
+                gen::cached_big_home_shaped(mb, encoding.into(), shape.into()).unwrap();
             println!("home {} ({:.1?})", home.display(), started.elapsed());
             for log in logs {
                 println!(
@@ -268,9 +295,16 @@ fn main() {
         Command::Prepare {
             mb,
             encoding,
+            shape,
             iters,
             warm_iters,
-        } => rt.block_on(prepare(mb, encoding, iters, warm_iters.unwrap_or(iters))),
+        } => rt.block_on(prepare(
+            mb,
+            encoding,
+            shape,
+            iters,
+            warm_iters.unwrap_or(iters),
+        )),
         Command::Tui {
             sessions,
             rounds,
@@ -508,8 +542,8 @@ async fn candidates(sessions: usize, rounds: usize, live: bool) {
     );
 }
 
-async fn prepare(mb: u64, encoding: Enc, iters: usize, warm_iters: usize) {
-    let (home, logs) = gen::cached_big_home(mb, encoding.into()).unwrap();
+async fn prepare(mb: u64, encoding: Enc, shape: Shape, iters: usize, warm_iters: usize) {
+    let (home, logs) = gen::cached_big_home_shaped(mb, encoding.into(), shape.into()).unwrap();
     let total: u64 = logs.iter().map(|l| l.file_bytes).sum();
     let logical: u64 = logs.iter().map(|l| l.logical_bytes).sum();
     let service = || {

@@ -12,6 +12,11 @@
 //!   (`tool/result` events with large text) and packed chunk rows (`text-chunks`,
 //!   `reasoning-chunks`), with compactions (a checkpoint `user/message` replacing the surface)
 //!   part-way through. Its conversation text (prompts and answers) is small.
+//! - [`generate_tool_heavy_log`] (issue 25): the same kind of session as an agent leaves after a
+//!   day of file reading: every turn a short prompt, 40 tool calls of ~125 bytes each followed by
+//!   a ~4 KB result, and a short answer, written 64 records per batch (so one zstd frame per 64
+//!   records); one compaction early on. Half its lines are short, so per-line costs weigh as
+//!   much as per-byte ones.
 #![allow(dead_code)]
 
 use dsh_session_references::session::format::{PackedChunks, PackedKind};
@@ -205,6 +210,15 @@ pub fn generate_home(home: &Path, spec: &HomeSpec) -> std::io::Result<Vec<String
     Ok(ids)
 }
 
+/// Which generator writes a big log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BigShape {
+    /// [`generate_big_log`]: 12–36 KB tool outputs and packed chunk rows.
+    ToolOutput,
+    /// [`generate_tool_heavy_log`]: 40 short tool calls and ~4 KB results a turn.
+    ToolHeavy,
+}
+
 /// Shape of one big log.
 #[derive(Debug, Clone)]
 pub struct BigLogSpec {
@@ -231,6 +245,164 @@ impl BigLogSpec {
             seed: 7,
         }
     }
+}
+
+/// Writes one tool-heavy session `id` (cwd `cwd`) under `home`, about `spec.bytes` logical
+/// bytes (`spec.tool_output`, `spec.chunk_pieces` and `spec.compact_at` are not used: the shape
+/// is fixed, with one compaction at 5 % of the log).
+pub fn generate_tool_heavy_log(
+    home: &Path,
+    id: &str,
+    cwd: Option<&str>,
+    spec: &BigLogSpec,
+) -> std::io::Result<BigLog> {
+    const CALLS: u64 = 40;
+    const FRAME: usize = 64;
+    let io = std::io::Error::other;
+    let mut rng = TestRng::new(spec.seed ^ id.len() as u64);
+    let header = SessionHeader::new(id, 1_700_000_000_000, cwd.map(str::to_string));
+    let mut writer = SessionWriter::create(home, header, spec.encoding).map_err(io)?;
+    let mut logical: u64 = 0;
+    let mut surface: Vec<u64> = Vec::new();
+    let mut pending: Vec<NewEvent> = Vec::new();
+    let mut conversation: u64 = 0;
+    let mut compactions = 0;
+    let mut turn: u64 = 0;
+    let mut time = 1_700_000_000_000i64;
+    let flush = |writer: &mut SessionWriter,
+                 pending: &mut Vec<NewEvent>,
+                 logical: &mut u64,
+                 surface: &mut Vec<u64>|
+     -> std::io::Result<()> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let events = writer.append(std::mem::take(pending)).map_err(io)?;
+        for event in &events {
+            match event.surface_op {
+                Some(SurfaceOp::Append) => surface.push(event.seq),
+                Some(SurfaceOp::Replace { .. }) => *surface = vec![event.seq],
+                None => {}
+            }
+            *logical += serde_json::to_vec(event)
+                .map(|v| v.len() as u64 + 1)
+                .unwrap_or(0);
+        }
+        Ok(())
+    };
+    // Appends `event`, writing a batch whenever 64 records are pending.
+    macro_rules! push {
+        ($event:expr) => {{
+            pending.push(timed($event, time));
+            if pending.len() == FRAME {
+                flush(&mut writer, &mut pending, &mut logical, &mut surface)?;
+            }
+        }};
+    }
+    while logical < spec.bytes {
+        turn += 1;
+        time += 1_000;
+        let len = 40 + rng.below(80);
+        let prompt = format!("turn {turn}: {}", prose(&mut rng, len));
+        conversation += prompt.len() as u64;
+        push!(turn_start(turn).into());
+        push!(user(prompt, format!("u-{turn}")).into());
+        for step in 1..=CALLS {
+            let call_id = format!("call-{turn}-{step}");
+            let path = format!("src/{}/{}.rs", rng.pick(WORDS), rng.pick(WORDS));
+            push!(EventData::ToolCall {
+                turn: turn.into(),
+                step: step.into(),
+                call_id: call_id.clone(),
+                name: "read".into(),
+                arguments: serde_json::json!({ "path": path }),
+                extra: Map::new(),
+            }
+            .into());
+            let size = 3 * 1024 + rng.below(2 * 1024);
+            let result = Message::new(
+                "user",
+                vec![ContentBlock::ToolResult {
+                    tool_call_id: call_id.clone(),
+                    content: vec![ContentBlock::text(prose(&mut rng, size))],
+                    is_error: Some(false),
+                    extra: Map::new(),
+                }],
+                MessageSource::Tool {
+                    call_id,
+                    extra: Map::new(),
+                },
+                format!("r-{turn}-{step}"),
+            );
+            push!(EventData::ToolResult {
+                turn: turn.into(),
+                step: step.into(),
+                message: result,
+                extra: Map::new(),
+            }
+            .into());
+        }
+        let answer = format!("Turn {turn} done: {}", prose(&mut rng, 60));
+        conversation += answer.len() as u64;
+        push!(assistant(
+            turn,
+            CALLS + 1,
+            vec![ContentBlock::text(answer)],
+            format!("a-{turn}-end"),
+        )
+        .into());
+        push!(turn_end(turn).into());
+        if turn % 10 == 1 {
+            push!(title(format!("tool-heavy session, turn {turn}")).into());
+        }
+        if compactions == 0 && logical as f64 >= 0.05 * spec.bytes as f64 {
+            // The compaction's records go in a batch of their own, after what is pending.
+            flush(&mut writer, &mut pending, &mut logical, &mut surface)?;
+            compactions += 1;
+            conversation = 0;
+            let summary = format!("Summary of turns 1..={turn}: {}", prose(&mut rng, 300));
+            conversation += summary.len() as u64;
+            let checkpoint = Message::new(
+                "user",
+                vec![ContentBlock::text(summary)],
+                MessageSource::plugin("compact"),
+                "checkpoint-1".to_string(),
+            );
+            let mut marker = Map::new();
+            marker.insert("compaction".into(), Value::from(1));
+            let first = writer.next_seq();
+            let replacement = compaction_replace(
+                id,
+                first + 2,
+                &surface,
+                surface[0],
+                surface[surface.len() - 1],
+                &[first, first + 1],
+            )
+            .map_err(io)?;
+            pending.extend([
+                timed(EventData::CompactStart(marker.clone()).into(), time),
+                timed(EventData::CompactSummary(marker.clone()).into(), time),
+                timed(
+                    NewEvent::new(EventData::UserMessage(checkpoint)).with_replacement(replacement),
+                    time,
+                ),
+                timed(EventData::CompactEnd(marker).into(), time),
+            ]);
+            flush(&mut writer, &mut pending, &mut logical, &mut surface)?;
+        }
+    }
+    flush(&mut writer, &mut pending, &mut logical, &mut surface)?;
+    let path = writer.path().to_path_buf();
+    let file_bytes = std::fs::metadata(&path)?.len();
+    Ok(BigLog {
+        path,
+        logical_bytes: logical,
+        file_bytes,
+        turns: turn,
+        compactions,
+        conversation_bytes: conversation,
+    })
 }
 
 /// What [`generate_big_log`] wrote.
@@ -563,11 +735,24 @@ pub const BIG_SOURCES: [&str; 3] = ["big-source-a", "big-source-b", "big-source-
 /// A home holding three big logs of `mb` MB each (plus the agent's own small session), reused
 /// across runs.
 pub fn cached_big_home(mb: u64, encoding: Encoding) -> std::io::Result<(PathBuf, Vec<BigLog>)> {
+    cached_big_home_shaped(mb, encoding, BigShape::ToolOutput)
+}
+
+/// [`cached_big_home`] with logs of the given shape.
+pub fn cached_big_home_shaped(
+    mb: u64,
+    encoding: Encoding,
+    shape: BigShape,
+) -> std::io::Result<(PathBuf, Vec<BigLog>)> {
     // The suffix changes whenever generated logs change shape, so stale data is never reused
     // (`seqs`: compactions replace by event seqs with full provenance).
-    let name = match encoding {
-        Encoding::Plain => format!("big-{mb}mb-plain-seqs"),
-        Encoding::Zstd => format!("big-{mb}mb-zstd-seqs"),
+    let encoding_name = match encoding {
+        Encoding::Plain => "plain",
+        Encoding::Zstd => "zstd",
+    };
+    let name = match shape {
+        BigShape::ToolOutput => format!("big-{mb}mb-{encoding_name}-seqs"),
+        BigShape::ToolHeavy => format!("big-{mb}mb-{encoding_name}-tool-heavy"),
     };
     let home = data_dir(&name);
     let marker = home.join(".complete");
@@ -595,12 +780,11 @@ pub fn cached_big_home(mb: u64, encoding: Encoding) -> std::io::Result<(PathBuf,
         for (i, id) in BIG_SOURCES.iter().enumerate() {
             let mut spec = BigLogSpec::new(mb * 1_000_000, encoding);
             spec.seed = 100 + i as u64;
-            logs.push(generate_big_log(
-                &home,
-                id,
-                Some("/home/dev/work/big"),
-                &spec,
-            )?);
+            let generate = match shape {
+                BigShape::ToolOutput => generate_big_log,
+                BigShape::ToolHeavy => generate_tool_heavy_log,
+            };
+            logs.push(generate(&home, id, Some("/home/dev/work/big"), &spec)?);
         }
         let agent = SessionHeader::new("agent", 1, Some("/home/dev/work/big".into()));
         SessionWriter::create(&home, agent, encoding).map_err(std::io::Error::other)?;

@@ -176,7 +176,8 @@ fn service(
     sources: &SourceSet,
     config: SessionReferenceConfig,
 ) -> Result<SessionReferences, Failure> {
-    let store: Arc<dyn SessionQuery> = sources.serve(Arc::new(DiskStore::new(home.to_path_buf())));
+    let store: Arc<dyn SessionQuery> =
+        sources.serve(Arc::new(DiskStore::with_listing_cache(home.to_path_buf())));
     Ok(SessionReferences::new(store, config)?)
 }
 

@@ -232,8 +232,21 @@ impl<'a> Cursor<'a> {
 
     /// The rest of a string after its opening quote: escapes checked, no raw control characters,
     /// valid UTF-8.
+    #[allow(unsafe_code)] // The AVX-512 variant below.
     fn string_body(&mut self) -> Option<()> {
-        self.strings(None, |_, at| AfterQuote::End(at + 1))
+        #[cfg(target_arch = "x86_64")]
+        if wide_masks() {
+            // SAFETY: `wide_masks()` is true only when the CPU has AVX-512BW.
+            return unsafe { self.string_body_wide() };
+        }
+        self.strings(None, false, |_, at| AfterQuote::End(at + 1))
+    }
+
+    /// [`Cursor::string_body`] compiled for AVX-512BW, so the block masks are computed inline.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512bw")]
+    fn string_body_wide(&mut self) -> Option<()> {
+        self.strings(None, true, |_, at| AfterQuote::End(at + 1))
     }
 
     /// Scans string bodies from just after an opening quote. At each closing quote `after`
@@ -247,11 +260,13 @@ impl<'a> Cursor<'a> {
     ///
     /// With `elements`, the scan is over an array's elements, and a block holding nothing but
     /// plain strings separated by `","` is checked as a whole (see [`separated_run`]); each
-    /// element it passes is counted there, as `after` would have.
+    /// element it passes is counted there, as `after` would have. `wide`: the masks come from
+    /// AVX-512BW (`wide_masks()` said so).
     #[inline(always)]
     fn strings(
         &mut self,
         mut elements: Option<&mut u64>,
+        wide: bool,
         mut after: impl FnMut(&'a [u8], usize) -> AfterQuote,
     ) -> Option<()> {
         let bytes = self.b;
@@ -271,7 +286,23 @@ impl<'a> Cursor<'a> {
                 }
             };
             let live = bits_from(skip - i);
-            let mut mask = special_mask64(block) & live;
+            let masks = string_masks(block, wide);
+            if elements.is_none() {
+                match plain_block(masks, live) {
+                    Some(Some(at)) => {
+                        self.i = i + at as usize + 1;
+                        return Some(());
+                    }
+                    Some(None) if full => {
+                        i += 64;
+                        skip = skip.max(i);
+                        continue;
+                    }
+                    Some(None) => return None,
+                    None => {}
+                }
+            }
+            let mut mask = masks.special() & live;
             if let Some(count) = elements.as_deref_mut() {
                 if let Some((passed, rest)) = separated_run(block, mask) {
                     *count += u64::from(passed);
@@ -650,7 +681,7 @@ impl<'a> Cursor<'a> {
             // The canonical `","` between elements and the final `"]` are taken inside the scan.
             let mut closed = false;
             let mut passed = 0;
-            self.strings(Some(&mut passed), |bytes, at| {
+            self.strings(Some(&mut passed), wide_masks(), |bytes, at| {
                 if bytes.get(at + 1..at + 3) == Some(b",\"") {
                     count += 1;
                     AfterQuote::Next(at + 3)
@@ -766,7 +797,9 @@ fn utf8_len(bytes: &[u8], at: usize) -> Option<usize> {
     (valid >= width).then_some(width)
 }
 
-/// Bit `k` set when byte `k` of `chunk` is `"`, `\\`, below 0x20 or non-ASCII.
+/// Bit `k` set when byte `k` of `chunk` is `"`, `\\`, below 0x20 or non-ASCII (the tests
+/// check the string masks, which hold the same bits, against it).
+#[cfg_attr(not(test), allow(dead_code))]
 #[allow(unsafe_code)] // The SSE2 call below; see `mod sse2`.
 fn special_mask(chunk: &[u8; 16]) -> u32 {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
@@ -824,14 +857,6 @@ fn bits_from(n: usize) -> u64 {
     u64::MAX.checked_shl(n as u32).unwrap_or(0)
 }
 
-/// [`special_mask`] over sixty-four bytes.
-fn special_mask64(block: &[u8; 64]) -> u64 {
-    let (chunks, _) = block.as_chunks::<16>();
-    chunks.iter().enumerate().fold(0, |mask, (k, chunk)| {
-        mask | u64::from(special_mask(chunk)) << (16 * k)
-    })
-}
-
 /// Bit `k` set when byte `k` of `chunk` is an ASCII digit.
 #[allow(unsafe_code)] // The SSE2 call below; see `mod sse2`.
 fn digit_mask(chunk: &[u8; 16]) -> u32 {
@@ -860,17 +885,109 @@ fn eq_mask(chunk: &[u8; 16], byte: u8) -> u32 {
     }
 }
 
-/// The index of the first `byte` in `haystack`, sixteen bytes at a time.
+/// The index of the first `byte` in `haystack` (the `memchr` crate: SIMD, AVX2 where the CPU
+/// has it, chosen at run time).
 pub fn find_byte(haystack: &[u8], byte: u8) -> Option<usize> {
-    let mut i = 0;
-    while let Some(chunk) = haystack.get(i..i + 16) {
-        let found = eq_mask(chunk.try_into().ok()?, byte);
-        if found != 0 {
-            return Some(i + found.trailing_zeros() as usize);
-        }
-        i += 16;
+    memchr::memchr(byte, haystack)
+}
+
+/// What a string scan needs to know of a 64-byte block: bit `k` of each mask is byte `k`.
+#[derive(Clone, Copy)]
+struct StringMasks {
+    quote: u64,
+    backslash: u64,
+    /// `n`, the letter of the escape text holds most (`\n`).
+    n: u64,
+    /// Below 0x20 or 0x80 and up.
+    outside: u64,
+}
+
+impl StringMasks {
+    /// Every byte the byte-by-byte loop must look at ([`special_mask`]).
+    fn special(self) -> u64 {
+        self.quote | self.backslash | self.outside
     }
-    haystack[i..].iter().position(|&b| b == byte).map(|p| i + p)
+}
+
+/// Whether the CPU has AVX-512BW (64 bytes compared into a mask in one instruction), asked once.
+fn wide_masks() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *WIDE.get_or_init(|| std::arch::is_x86_feature_detected!("avx512bw"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The [`StringMasks`] of `block`; `wide` is [`wide_masks`].
+#[inline(always)]
+#[allow(unsafe_code)] // The AVX-512 call below; see `mod avx512`.
+fn string_masks(block: &[u8; 64], wide: bool) -> StringMasks {
+    #[cfg(target_arch = "x86_64")]
+    if wide {
+        // SAFETY: `wide` is `wide_masks()`, true only when the CPU has AVX-512BW, which is all
+        // `avx512::string_masks` requires.
+        return unsafe { avx512::string_masks(block) };
+    }
+    let _ = wide;
+    let (chunks, _) = block.as_chunks::<16>();
+    let mut masks = StringMasks {
+        quote: 0,
+        backslash: 0,
+        n: 0,
+        outside: 0,
+    };
+    for (k, chunk) in chunks.iter().enumerate() {
+        let shift = 16 * k;
+        masks.quote |= u64::from(eq_mask(chunk, b'"')) << shift;
+        masks.backslash |= u64::from(eq_mask(chunk, b'\\')) << shift;
+        masks.n |= u64::from(eq_mask(chunk, b'n')) << shift;
+        masks.outside |= u64::from(outside_mask(chunk)) << shift;
+    }
+    masks
+}
+
+/// Bit `k` set when byte `k` of `chunk` is below 0x20 or 0x80 and up.
+#[allow(unsafe_code)] // The SSE2 call below; see `mod sse2`.
+fn outside_mask(chunk: &[u8; 16]) -> u32 {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        // SAFETY: as in `special_mask`.
+        unsafe { sse2::outside_mask(chunk) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        portable::outside_mask(chunk)
+    }
+}
+
+/// The fast step of a string scan over one block, for text whose escapes are all `\n` or
+/// `\"` (what prose and most tool output hold), decided from the block's masks without a loop
+/// over its flagged bytes: `Some(Some(k))` when the string closes at byte `k` of the block,
+/// `Some(None)` when the whole block (from `live`) is plain string text, and `None` when the
+/// block holds anything else before its closing quote (another escape, two backslashes in a
+/// row, a backslash as the last byte, a control or non-ASCII byte): the byte-by-byte loop takes
+/// the block then.
+#[inline(always)]
+fn plain_block(masks: StringMasks, live: u64) -> Option<Option<u32>> {
+    let backslash = masks.backslash & live;
+    // Valid only while no backslash follows another (checked below, up to the closing quote).
+    let escaped = backslash << 1;
+    let closing = masks.quote & live & !escaped;
+    // The bits before the closing quote (all of them while the string goes on).
+    let within = if closing == 0 {
+        u64::MAX
+    } else {
+        (closing & closing.wrapping_neg()) - 1
+    };
+    let plain = backslash & (backslash << 1) & within == 0
+        && (backslash & within) >> 63 == 0
+        && masks.outside & live & within == 0
+        && escaped & within & !(masks.quote | masks.n) == 0;
+    plain.then(|| (closing != 0).then(|| closing.trailing_zeros()))
 }
 
 /// Byte classification with SSE2: sixteen bytes in a handful of instructions. This is the one
@@ -897,6 +1014,7 @@ mod sse2 {
 
     #[inline]
     #[target_feature(enable = "sse2")]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(super) fn special_mask(chunk: &[u8; 16]) -> u32 {
         let v = load(chunk);
         let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
@@ -904,6 +1022,13 @@ mod sse2 {
         // A signed comparison: below 0x20, or 0x80 and up (negative as i8).
         let outside = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
         _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), outside)) as u32
+    }
+
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    pub(super) fn outside_mask(chunk: &[u8; 16]) -> u32 {
+        // A signed comparison: below 0x20, or 0x80 and up (negative as i8).
+        _mm_movemask_epi8(_mm_cmplt_epi8(load(chunk), _mm_set1_epi8(0x20))) as u32
     }
 
     #[inline]
@@ -923,6 +1048,31 @@ mod sse2 {
     }
 }
 
+/// The string masks with AVX-512BW: one load and four comparisons into mask registers per 64
+/// bytes. Called only when the CPU was seen to have AVX-512BW (see `wide_masks`).
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::StringMasks;
+    use std::arch::x86_64::{
+        _mm512_cmpeq_epi8_mask, _mm512_cmplt_epi8_mask, _mm512_loadu_si512, _mm512_set1_epi8,
+    };
+
+    #[inline]
+    #[target_feature(enable = "avx512bw")]
+    #[allow(unsafe_code)]
+    pub(super) fn string_masks(block: &[u8; 64]) -> StringMasks {
+        // SAFETY: `block` is 64 readable bytes; the load has no alignment requirement.
+        let v = unsafe { _mm512_loadu_si512(block.as_ptr().cast()) };
+        StringMasks {
+            quote: _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'"' as i8)),
+            backslash: _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'\\' as i8)),
+            n: _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'n' as i8)),
+            // Signed: below 0x20, or 0x80 and up (negative as i8).
+            outside: _mm512_cmplt_epi8_mask(v, _mm512_set1_epi8(0x20)),
+        }
+    }
+}
+
 /// The portable fallback: the same masks, one byte at a time (every flagged byte is reported,
 /// as the block loop of `string_body` requires).
 #[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
@@ -934,6 +1084,7 @@ mod portable {
             .fold(0, |mask, (k, &b)| mask | (u32::from(flag(b)) << k))
     }
 
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(super) fn special_mask(chunk: &[u8; 16]) -> u32 {
         mask(chunk, |b| {
             b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b)
@@ -942,6 +1093,10 @@ mod portable {
 
     pub(super) fn eq_mask(chunk: &[u8; 16], byte: u8) -> u32 {
         mask(chunk, |b| b == byte)
+    }
+
+    pub(super) fn outside_mask(chunk: &[u8; 16]) -> u32 {
+        mask(chunk, |b| !(0x20..0x80).contains(&b))
     }
 
     pub(super) fn digit_mask(chunk: &[u8; 16]) -> u32 {
@@ -1126,9 +1281,70 @@ mod tests {
                 };
             }
             assert_eq!(special_mask(&chunk), portable::special_mask(&chunk));
+            assert_eq!(outside_mask(&chunk), portable::outside_mask(&chunk));
             assert_eq!(eq_mask(&chunk, b'"'), portable::eq_mask(&chunk, b'"'));
             assert_eq!(digit_mask(&chunk), portable::digit_mask(&chunk));
         }
+    }
+
+    /// Both ways of computing a block's string masks (AVX-512BW when the CPU has it, SSE2
+    /// otherwise) give the bytes' own classification.
+    #[test]
+    fn string_masks_report_every_byte() {
+        let mut rng = TestRng::new(11);
+        for _ in 0..5_000 {
+            let mut block = [0u8; 64];
+            for byte in &mut block {
+                let seed = rng.next_u64();
+                *byte = match seed >> 61 {
+                    0 => b'"',
+                    1 => b'\\',
+                    2 => b'n',
+                    3 => (seed >> 40) as u8,
+                    _ => b'a' + (seed >> 40) as u8 % 26,
+                };
+            }
+            let bits = |flag: &dyn Fn(u8) -> bool| {
+                block
+                    .iter()
+                    .enumerate()
+                    .fold(0u64, |m, (k, &b)| m | (u64::from(flag(b)) << k))
+            };
+            for wide in [false, wide_masks()] {
+                let masks = string_masks(&block, wide);
+                assert_eq!(masks.quote, bits(&|b| b == b'"'));
+                assert_eq!(masks.backslash, bits(&|b| b == b'\\'));
+                assert_eq!(masks.n, bits(&|b| b == b'n'));
+                assert_eq!(masks.outside, bits(&|b| !(0x20..0x80).contains(&b)));
+            }
+        }
+    }
+
+    /// The block step's shortcut at every alignment: strings of escapes, quotes, controls and
+    /// non-ASCII bytes around a 64-byte edge, each skimmed and compared with serde.
+    #[test]
+    fn string_bodies_agree_with_serde_at_every_alignment() {
+        let pieces = [
+            "a", "\\n", "\\\"", "\\\\", "\\t", "\\u00e9", "\\ud800", "é", "\\x", "\\", "\"",
+            "\u{1}", "n", " ",
+        ];
+        let mut rng = TestRng::new(5);
+        let mut accepted = 0;
+        for round in 0..20_000 {
+            let text: String = (0..rng.below(60))
+                .map(|_| match rng.below(8) {
+                    0 => pieces[rng.below(pieces.len())],
+                    1..=3 => pieces[1 + rng.below(2)],
+                    _ => "abc",
+                })
+                .collect();
+            let pad = "x".repeat(round % 131);
+            let line = format!(
+                r#"{{"type":"tool/result","seq":1,"time":2,"data":{{"k":"{pad}","t":"{text}"}},"surfaceOp":"append"}}"#
+            );
+            accepted += usize::from(agrees(&line).is_some());
+        }
+        assert!(accepted > 5_000, "only {accepted} lines were skimmed");
     }
 
     #[test]

@@ -25,6 +25,11 @@
 //! listing takes a lock; a title read waits at most `TITLE_LOCK_WAIT` for a writer's lock and
 //! then answers the title it knew.
 //!
+//! A store made with [`DiskStore::with_listing_cache`] also keeps its listing index on disk
+//! (`<home>/index/listing`, see `store/listing_cache.rs`): a new process starts from it and checks
+//! every directory's stamp instead of reading every header, and walks whatever is missing, stale
+//! or another home's.
+//!
 //! A log whose header has a format version other than 0 cannot be listed honestly (its fields may
 //! not mean what ours do), so the listing leaves it out with a warning; reading or resuming it by
 //! id answers [`SessionError::UnsupportedVersion`], never "not found".
@@ -39,7 +44,9 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
+
+mod listing_cache;
 
 /// Counters that show how much work the caches saved (tests and benchmarks read them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -62,6 +69,9 @@ pub struct DiskStore {
 
 struct Inner {
     home: PathBuf,
+    /// Keep the listing index in `<home>/index/listing` between processes (see
+    /// [`DiskStore::with_listing_cache`]).
+    listing_cache: bool,
     index: Mutex<Index>,
     titles: Mutex<HashMap<PathBuf, TitleEntry>>,
     conversations: Mutex<Conversations>,
@@ -282,6 +292,8 @@ impl Stamp {
 
 #[derive(Default)]
 struct Index {
+    /// Whether this store tried the listing cache already, and when it last wrote it.
+    cache: CacheState,
     root: Option<Stamp>,
     projects: HashMap<PathBuf, Project>,
     /// Session id → log path (first by path order when ids collide).
@@ -292,6 +304,17 @@ struct Index {
     sorted: Arc<Vec<SessionSummary>>,
     stats: StoreStats,
 }
+
+/// The listing cache, as one store uses it.
+#[derive(Default, Clone, Copy)]
+struct CacheState {
+    loaded: bool,
+    written: Option<Instant>,
+}
+
+/// A store that keeps a listing cache rewrites it at most this often (a new session changes the
+/// index; the next process checks a stale cache and lists only what changed).
+const CACHE_REWRITE_EVERY: Duration = Duration::from_secs(60);
 
 #[derive(Default)]
 struct Project {
@@ -309,6 +332,12 @@ struct Project {
 struct LogEntry {
     path: PathBuf,
     header: Arc<SessionHeader>,
+    /// The session directory's stamp taken before its header was read: the listing cache
+    /// trusts the header in a later process only while the directory still has this stamp.
+    dir_stamp: Option<Stamp>,
+    /// Read or checked by this process (`false` for an entry the listing cache gave, until its
+    /// directory's stamp was compared).
+    verified: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -365,9 +394,22 @@ impl DiskStore {
     /// A store over the dsh home `home` (logs under `<home>/sessions`). Touches nothing until
     /// asked; a home without a `sessions` directory lists no sessions.
     pub fn new(home: impl Into<PathBuf>) -> DiskStore {
+        DiskStore::build(home.into(), false)
+    }
+
+    /// A store like [`DiskStore::new`] that also keeps its listing index in
+    /// `<home>/index/listing` between processes: a new process's first listing starts from it,
+    /// checking every directory's stamp instead of reading every header, and lists the walk's
+    /// way whatever is missing, stale or not this home's (see `store/listing_cache.rs`).
+    pub fn with_listing_cache(home: impl Into<PathBuf>) -> DiskStore {
+        DiskStore::build(home.into(), true)
+    }
+
+    fn build(home: PathBuf, listing_cache: bool) -> DiskStore {
         DiskStore {
             inner: Arc::new(Inner {
-                home: home.into(),
+                home,
+                listing_cache,
                 index: Mutex::new(Index::default()),
                 titles: Mutex::new(HashMap::new()),
                 conversations: Mutex::new(Conversations::default()),
@@ -435,7 +477,36 @@ impl DiskStore {
     /// Synchronous `list_sessions`.
     pub fn list_sessions_blocking(&self) -> Result<Arc<Vec<SessionSummary>>> {
         let mut index = self.inner.index.lock().expect("index lock");
-        refresh(&self.inner.home.join(SESSIONS_DIR), &mut index)?;
+        let sessions_dir = self.inner.home.join(SESSIONS_DIR);
+        if !self.inner.listing_cache {
+            refresh(&sessions_dir, &mut index)?;
+            return Ok(index.sorted.clone());
+        }
+        let first = !index.cache.loaded;
+        if first {
+            index.cache.loaded = true;
+            if index.root.is_none() && index.projects.is_empty() {
+                if let Some(loaded) = listing_cache::load(&self.inner.home, &sessions_dir) {
+                    *index = Index {
+                        cache: index.cache,
+                        stats: index.stats,
+                        ..loaded
+                    };
+                }
+            }
+        }
+        let before = index.stats;
+        refresh(&sessions_dir, &mut index)?;
+        let read = index.stats.dir_reads + index.stats.header_reads
+            > before.dir_reads + before.header_reads;
+        let due = index
+            .cache
+            .written
+            .is_none_or(|at| at.elapsed() >= CACHE_REWRITE_EVERY);
+        if read && (first || due) && index.root.is_some() {
+            listing_cache::store(&self.inner.home, &sessions_dir, &index);
+            index.cache.written = Some(Instant::now());
+        }
         Ok(index.sorted.clone())
     }
 
@@ -794,7 +865,10 @@ fn refresh_projects(
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     // Threads only pay for a listing that reads directories never read before; an indexed home
     // costs a `stat` per project.
-    let unread = projects.values().filter(|p| p.stamp.is_none()).count();
+    let unread = projects
+        .values()
+        .filter(|p| p.stamp.is_none() || p.sessions.values().flatten().any(|e| !e.verified))
+        .count();
     let mut projects: Vec<(&PathBuf, &mut Project)> = projects.iter_mut().collect();
     if workers < 2 || unread < 2 * workers {
         return refresh_share(&mut projects, now, stats);
@@ -878,6 +952,12 @@ fn refresh_project(
             }
         };
         project.unreadable = false;
+        // Headers the listing cache gave for a directory that changed are read again.
+        for entry in project.sessions.values_mut() {
+            if entry.as_ref().is_some_and(|e| !e.verified) {
+                *entry = None;
+            }
+        }
         let mut seen = HashSet::new();
         for session_dir in listed {
             seen.insert(session_dir.clone());
@@ -895,9 +975,21 @@ fn refresh_project(
         project.stamp = Some(stamp);
     }
     for (session_dir, entry) in project.sessions.iter_mut() {
-        // A known log keeps its header forever; only directories without one are retried.
-        if entry.is_some() {
-            continue;
+        // A known log keeps its header forever; only directories without one are retried. One
+        // the listing cache gave is kept while its directory has the stamp it had then.
+        if let Some(known) = entry.as_mut() {
+            if !known.verified {
+                let fresh = fs::metadata(session_dir).ok().map(|m| Stamp::of(&m, now));
+                known.verified = matches!(
+                    (known.dir_stamp, fresh),
+                    (Some(then), Some(fresh)) if then.still(&fresh)
+                );
+            }
+            if known.verified {
+                continue;
+            }
+            *entry = None;
+            changed = true;
         }
         let Some(path) = find_log(session_dir) else {
             changed |= entry.take().is_some();
@@ -913,6 +1005,8 @@ fn refresh_project(
             }
         }
         stats.header_reads += 1;
+        // Taken before the read: a change after it shows as a stamp that no longer matches.
+        let dir_stamp = fs::metadata(session_dir).ok().map(|m| Stamp::of(&m, now));
         match reader::read_header_any_version(&path) {
             Ok(header) => {
                 project.failed.remove(session_dir);
@@ -926,6 +1020,8 @@ fn refresh_project(
                 *entry = Some(LogEntry {
                     path,
                     header: Arc::new(header),
+                    dir_stamp,
+                    verified: true,
                 });
                 changed = true;
             }
@@ -953,7 +1049,7 @@ fn rebuild(index: &mut Index) {
         .values()
         .flat_map(|p| p.sessions.values().flatten())
         .collect();
-    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    entries.sort_by(|a, b| path_order(&a.path, &b.path));
     let mut by_id = HashMap::with_capacity(entries.len());
     let mut sessions = Vec::with_capacity(entries.len());
     let (entries, unreadable): (Vec<&LogEntry>, Vec<&LogEntry>) = entries
@@ -988,6 +1084,44 @@ fn rebuild(index: &mut Index) {
     index.sorted = Arc::new(sessions);
 }
 
+/// `a.cmp(b)` for the store's paths (joined from listed names: no `.`, `..` or repeated
+/// separators), without splitting them into components: a byte comparison in which the separator
+/// sorts below every other byte is the component-wise order then, since no name holds a
+/// separator. (`Path::cmp` was a quarter of a listing served from the listing cache.)
+fn path_order(a: &Path, b: &Path) -> std::cmp::Ordering {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let (a, b) = (a.as_os_str().as_bytes(), b.as_os_str().as_bytes());
+        let key = |byte: u8| if byte == b'/' { 0 } else { u16::from(byte) + 1 };
+        match mismatch(a, b) {
+            Some(at) => key(a[at]).cmp(&key(b[at])),
+            None => a.len().cmp(&b.len()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        a.cmp(b)
+    }
+}
+
+/// The first index where `a` and `b` differ (within the shorter), eight bytes at a time: the
+/// store's paths share the long prefix of the home.
+#[cfg(unix)]
+fn mismatch(a: &[u8], b: &[u8]) -> Option<usize> {
+    let n = a.len().min(b.len());
+    let (wa, _) = a[..n].as_chunks::<8>();
+    let (wb, _) = b[..n].as_chunks::<8>();
+    for (k, (x, y)) in wa.iter().zip(wb).enumerate() {
+        let diff = u64::from_le_bytes(*x) ^ u64::from_le_bytes(*y);
+        if diff != 0 {
+            return Some(8 * k + diff.trailing_zeros() as usize / 8);
+        }
+    }
+    let done = 8 * wa.len();
+    (done..n).find(|&i| a[i] != b[i])
+}
+
 fn list_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut dirs = Vec::new();
     let entries = match fs::read_dir(dir) {
@@ -1002,4 +1136,30 @@ fn list_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
         }
     }
     Ok(dirs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_rng::TestRng;
+
+    /// The byte order with the separator lowest is `Path`'s component order on joined names.
+    #[test]
+    fn path_order_is_the_component_order() {
+        let names = [
+            "a", "ab", "a-b", "a.b", "a b", "b", "A", "é", "a~", "_no-cwd", "0",
+        ];
+        let mut rng = TestRng::new(9);
+        for _ in 0..20_000 {
+            let path = |rng: &mut TestRng| {
+                let mut path = PathBuf::from("/home/h/sessions");
+                for _ in 0..1 + rng.below(3) {
+                    path.push(names[rng.below(names.len())]);
+                }
+                path
+            };
+            let (a, b) = (path(&mut rng), path(&mut rng));
+            assert_eq!(path_order(&a, &b), a.cmp(&b), "{a:?} {b:?}");
+        }
+    }
 }

@@ -1660,7 +1660,7 @@ impl Wiring {
     /// The store of `home`, no live sessions yet, and `model`.
     pub fn new(home: &std::path::Path, model: Arc<dyn ModelProvider>, label: String) -> Wiring {
         Wiring {
-            store: DiskStore::new(home),
+            store: DiskStore::with_listing_cache(home),
             live: LiveSessions::default(),
             model,
             model_label: label,

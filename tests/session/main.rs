@@ -13,6 +13,7 @@ mod compaction;
 mod concurrency;
 mod external_sessions;
 mod hostile_sessions;
+mod listing_cache;
 mod message_text;
 mod real_agents;
 mod reliability_conversation_cache;
