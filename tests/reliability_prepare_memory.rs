@@ -87,12 +87,16 @@ fn prepare_of_a_big_assistant_log_peaks_near_its_conversation() {
     assert!(peak > before, "the prepare child is the largest so far");
     eprintln!("prepare peak RSS: {} MiB", peak / MIB);
     // The conversation is nearly the whole log: about `size` MiB. Three copies (raw kept for
-    // the cache, the snapshot, the projected text) or two heaps were 2-3 times that.
-    let bound = size * MIB * 3 / 2;
+    // the cache, the snapshot, the projected text) or two heaps were 2-3 times that. The bound
+    // counts from what the same binary peaks at doing nothing (`before`: the `mention format`
+    // child, ~15 MiB of a debug build's own pages), so a bigger binary does not eat the margin
+    // for the conversation's copies: one copy plus a fifth is allowed.
+    let bound = before + size * MIB * 6 / 5;
     assert!(
         peak < bound,
-        "peak RSS {} MiB for a {size} MiB conversation (bound {} MiB)",
+        "peak RSS {} MiB for a {size} MiB conversation (bound {} MiB: the idle binary's {} MiB plus 1.2 copies)",
         peak / MIB,
-        bound / MIB
+        bound / MIB,
+        before / MIB
     );
 }
