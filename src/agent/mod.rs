@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod hooks;
+#[cfg(feature = "openai")]
 pub mod openai;
 pub mod provider;
 pub mod runtime;
@@ -25,11 +26,17 @@ pub fn model_for(
             std::sync::Arc::new(OfflineModel::new(offline_delay)),
             "offline · for a real model: DEEPSEEK_API_KEY=… or --provider NAME".to_string(),
         )),
+        #[cfg(feature = "openai")]
         config::ModelChoice::Remote(settings) => {
             let label = settings.label();
             let provider = openai::OpenAiProvider::new((**settings).clone())?;
             Ok((std::sync::Arc::new(provider), label))
         }
+        #[cfg(not(feature = "openai"))]
+        config::ModelChoice::Remote(settings) => Err(format!(
+            "{}: this build has no OpenAI-compatible provider (feature `openai`)",
+            settings.label()
+        )),
     }
 }
 
