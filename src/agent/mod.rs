@@ -55,6 +55,24 @@ mod tests {
         );
     }
 
+    /// A build without the `openai` feature refuses a configured remote provider with an error
+    /// naming the feature (it never falls back to the offline model in silence).
+    #[cfg(not(feature = "openai"))]
+    #[test]
+    fn without_the_openai_feature_a_remote_provider_names_the_feature() {
+        let table = config::parse_config(
+            "c.toml",
+            "[provider]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:9\"\nmodel = \"m\"\n",
+        )
+        .unwrap();
+        let choice =
+            config::resolve("c.toml", table, &config::ModelFlags::default(), &|_| None).unwrap();
+        let Err(error) = model_for(&choice, std::time::Duration::ZERO) else {
+            panic!("a remote provider without the openai feature must be refused");
+        };
+        assert!(error.contains("feature `openai`"), "{error}");
+    }
+
     /// The typed errors keep the words the user saw when they were strings.
     #[test]
     fn typed_errors_read_as_before() {
