@@ -21,7 +21,7 @@
 //! model. Also off the loop: the file matcher ([`FileFinder`]), the previews behind mention
 //! badges (cancelled when the mention goes; an answer for a mention that left is dropped by
 //! serial), `@path` reads and prompt-history appends. Proof: `tests/tui/app.rs`,
-//! `tests/tui/keys.rs` and the tmux runs in `tests/e2e_tmux.rs`.
+//! `tests/tui/keys.rs` and the tmux runs in `tests/e2e/tmux.rs`.
 
 mod file_chips;
 
