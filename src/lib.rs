@@ -14,23 +14,34 @@
 //!   `session`.
 //! - [`agent`]: the session-bound admission runtime (`followup`, `steer`, `inject`, the
 //!   acceptance window, the `prompt-submit` hook), the log's one writer thread, and the model
-//!   providers. Uses only `session`.
-//! - [`discovery`]: the finder beside the contract (a full-text index of the sessions served,
-//!   ranked search, what `--resume PREFIX` and `--continue` mean). Uses `session` and the
-//!   reference projection only.
-//! - `tui` (feature `tui`): the standard terminal bundle (composer, `@` popup, transcript,
-//!   status, key help, the app loop) and the terminal-free mount (`tui::mount`) that runs the
-//!   submit transaction. Uses the three above, never the command line.
+//!   providers (the OpenAI-compatible one, `agent::openai`, with feature `openai`). Uses only
+//!   `session`.
+//! - `discovery` (feature `discovery`): the finder beside the contract (a full-text index of
+//!   the sessions served, ranked search, what `--resume PREFIX` and `--continue` mean). Uses
+//!   `session` and the reference projection only.
+//! - `tui` (feature `tui`, which builds on `discovery`): the standard terminal bundle (composer,
+//!   `@` popup, transcript, status, key help, the app loop) and the terminal-free mount
+//!   (`tui::mount`) that runs the submit transaction. Uses the layers above, never the command
+//!   line.
 //! - `cli` (feature `cli`): the `dsh-refs` command line and its command implementations; the
 //!   binary (`src/main.rs`) wires everything.
 //! - [`escape`] sits below every layer: untrusted text made safe for a terminal.
 //!
+//! # Features
+//!
+//! All on by default: `openai` (reqwest with rustls), `discovery` (rusqlite with bundled SQLite,
+//! notify), `tui` (ratatui, crossterm, nucleo, ignore; with `discovery`), `mcp` (rmcp; with
+//! `discovery`) and `cli` (clap, tracing-subscriber; with `tui`, `discovery` and `openai`).
+//! Without `openai` a remote provider is an error naming the feature; without `discovery`
+//! Codex's state database is not read (titles come from its index and rollouts).
+//!
 //! # Three ways in
 //!
-//! **1. The store and the service only.** With `default-features = false` nothing of the TUI or
-//! the command line is built (no ratatui, crossterm, nucleo, clap, nor the embedded demo home).
-//! Point the service at any [`session::SessionQuery`] (the dsh store here), list the `@` rows,
-//! and prepare a message that mentions sessions:
+//! **1. The store and the service only.** With `default-features = false` nothing of the TUI,
+//! the command line, the HTTP stack or SQLite is built (no ratatui, crossterm, nucleo, clap,
+//! reqwest, rusqlite, notify, nor the embedded demo home). Point the service at any
+//! [`session::SessionQuery`] (the dsh store here), list the `@` rows, and prepare a message that
+//! mentions sessions:
 //!
 //! ```no_run
 //! use dsh_session_references::reference::{
@@ -118,6 +129,7 @@ pub mod agent;
 pub mod cli;
 #[cfg(feature = "tui")]
 pub mod demo;
+#[cfg(feature = "discovery")]
 pub mod discovery;
 pub mod escape;
 #[cfg(feature = "mcp")]

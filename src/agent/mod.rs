@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod hooks;
+#[cfg(feature = "openai")]
 pub mod openai;
 pub mod provider;
 pub mod runtime;
@@ -25,11 +26,17 @@ pub fn model_for(
             std::sync::Arc::new(OfflineModel::new(offline_delay)),
             "offline · for a real model: DEEPSEEK_API_KEY=… or --provider NAME".to_string(),
         )),
+        #[cfg(feature = "openai")]
         config::ModelChoice::Remote(settings) => {
             let label = settings.label();
             let provider = openai::OpenAiProvider::new((**settings).clone())?;
             Ok((std::sync::Arc::new(provider), label))
         }
+        #[cfg(not(feature = "openai"))]
+        config::ModelChoice::Remote(settings) => Err(format!(
+            "{}: this build has no OpenAI-compatible provider (feature `openai`)",
+            settings.label()
+        )),
     }
 }
 
@@ -46,6 +53,24 @@ mod tests {
             label.contains("DEEPSEEK_API_KEY") && label.contains("--provider"),
             "{label}"
         );
+    }
+
+    /// A build without the `openai` feature refuses a configured remote provider with an error
+    /// naming the feature (it never falls back to the offline model in silence).
+    #[cfg(not(feature = "openai"))]
+    #[test]
+    fn without_the_openai_feature_a_remote_provider_names_the_feature() {
+        let table = config::parse_config(
+            "c.toml",
+            "[provider]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:9\"\nmodel = \"m\"\n",
+        )
+        .unwrap();
+        let choice =
+            config::resolve("c.toml", table, &config::ModelFlags::default(), &|_| None).unwrap();
+        let Err(error) = model_for(&choice, std::time::Duration::ZERO) else {
+            panic!("a remote provider without the openai feature must be refused");
+        };
+        assert!(error.contains("feature `openai`"), "{error}");
     }
 
     /// The typed errors keep the words the user saw when they were strings.

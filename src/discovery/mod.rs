@@ -9,7 +9,9 @@
 //!
 //! Layering: discovery uses [`crate::session`] (listing, reading, stamps) and the pure
 //! projection of [`crate::reference::projection`], so the indexed text is by construction what a
-//! snapshot would carry; nothing below it knows it exists.
+//! snapshot would carry; nothing below it knows it exists. It is the `discovery` feature (it
+//! brings rusqlite with bundled SQLite, and notify); `tui` and `cli` build on it, a host without
+//! it keeps the contract list.
 //!
 //! Keeping up: the background indexer ([`Discovery::spawn_indexer`]) runs a full pass (list
 //! everything, stamp every log) at start and then at a [`Cadence`]; with the file watcher of

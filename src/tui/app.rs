@@ -21,7 +21,7 @@
 //! model. Also off the loop: the file matcher ([`FileFinder`]), the previews behind mention
 //! badges (cancelled when the mention goes; an answer for a mention that left is dropped by
 //! serial), `@path` reads and prompt-history appends. Proof: `tests/tui/app.rs`,
-//! `tests/tui/keys.rs` and the tmux runs in `tests/e2e_tmux.rs`.
+//! `tests/tui/keys.rs` and the tmux runs in `tests/e2e/tmux.rs`.
 
 mod file_chips;
 
@@ -30,7 +30,6 @@ pub use file_chips::ConfirmOutside;
 use super::attach;
 use super::composer::{Composer, ComposerOutcome, ComposerSnapshot};
 use super::file_index::FileFinder;
-use super::file_match::FileIndex;
 use super::help::{KeyHelp, KeyOverlay, OverlayOutcome};
 use super::keys::{Action, KeyContext, Keymap};
 use super::mount::{Preview, SessionReferenceMount, SubmitError, Submitted};
@@ -104,8 +103,6 @@ pub enum AppEvent {
     Discovered(QueryId, Option<Arc<super::discovery::SessionDetails>>),
     /// The end of a submit transaction (SPEC §5.3).
     Submitted(Result<Submitted, SubmitError>),
-    /// The cwd's file index, for `@path` rows.
-    Files(Arc<FileIndex>),
     /// A mention's badge: (session id, serial of the preview, its result).
     Badge(String, u64, Result<Preview, String>),
     /// The file finder has new rows (its walk found files, or a match finished).
@@ -407,7 +404,6 @@ impl App {
             }
             AppEvent::DiscoveryNote(note) => self.transcript.push_notice(NoticeLevel::Info, note),
             AppEvent::Submitted(result) => self.on_submitted(result),
-            AppEvent::Files(index) => self.popup.set_file_index(index),
             AppEvent::Listed(result) => self.show_sessions(result),
             AppEvent::PopupPreview(id, serial, result) => {
                 if let Some(preview) = self

@@ -161,19 +161,20 @@ impl PopupState {
         self.rebuild_rows();
     }
 
-    /// The files offered as rows (relative paths under the session cwd).
+    /// Replaces the file index `@path` rows are matched against (relative paths under the
+    /// session cwd), and rematches them.
     pub fn set_file_index(&mut self, index: Arc<FileIndex>) {
         self.file_index = index;
         self.refresh_files();
         self.rebuild_rows();
     }
 
-    /// Replaces the file index `@path` rows are matched against, and rematches them.
+    /// Whether the popup is showing.
     pub fn is_open(&self) -> bool {
         self.open
     }
 
-    /// Whether the popup is showing.
+    /// The query: the token's text after `@` (or `@"`).
     pub fn query(&self) -> &str {
         &self.query
     }
@@ -183,12 +184,12 @@ impl PopupState {
         self.paths_only
     }
 
-    /// The query: the token's text after `@` (or `@"`).
+    /// Whether the lookup for the current query is still running.
     pub fn is_loading(&self) -> bool {
         self.lookup == Lookup::Loading
     }
 
-    /// Whether the lookup for the current query is still running.
+    /// The last lookup's error message, raw (escaped when drawn), if it failed.
     pub fn error(&self) -> Option<&str> {
         match &self.lookup {
             Lookup::Failed(e) => Some(e),
@@ -201,12 +202,12 @@ impl PopupState {
         self.rows.len()
     }
 
-    /// The last lookup's error message, raw (escaped when drawn), if it failed.
+    /// Whether there is no row to select.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
 
-    /// Whether there is no row to select.
+    /// The selected row's position in [`Self::items`], if there is a row.
     pub fn selected_index(&self) -> Option<usize> {
         (!self.rows.is_empty()).then_some(self.scroll.selected)
     }

@@ -12,7 +12,7 @@
 //! Invariant: whatever [`TerminalGuard::enter`] turned on, [`restore`] turns off, and it runs
 //! exactly when the guard drops or a panic unwinds past the installed hook, so a crash never
 //! leaves the user's shell in raw mode. Everything here is I/O at the edge; the widgets never
-//! see a terminal. Proof: the tmux end-to-end runs (`tests/e2e_tmux.rs`) quit with Ctrl-C and
+//! see a terminal. Proof: the tmux end-to-end runs (`tests/e2e/tmux.rs`) quit with Ctrl-C and
 //! find the TUI's screen gone.
 
 use crossterm::event::{self, KeyboardEnhancementFlags};

@@ -595,7 +595,6 @@ fn context_card(message: &Message) -> TranscriptItem {
     }
 }
 
-/// `references` when it is a non-empty array of objects with string `sessionId` and `label`.
 /// One source of a snapshot, read back from the context text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadableSource {
@@ -667,6 +666,7 @@ fn readable_lines(sources: &[ReadableSource], width: usize) -> Vec<Line<'static>
     lines
 }
 
+/// `references` when it is a non-empty array of objects with string `sessionId` and `label`.
 fn parse_references(references: &Value) -> Option<Vec<ReferencedSession>> {
     let items = references.as_array()?;
     if items.is_empty() {

@@ -3,9 +3,9 @@
 //! inflate without end. What must hold: every command ends (each run here has a deadline and is
 //! killed past it), reads stay bounded, and a broken thing is skipped or named, never lied about.
 
+use crate::support::user;
 use dsh_session_references::session::{
-    ContentBlock, Encoding, EventData, Message, MessageSource, NewEvent, SessionHeader,
-    SessionWriter,
+    Encoding, EventData, NewEvent, SessionHeader, SessionWriter,
 };
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -61,16 +61,6 @@ fn ok(run: Run, what: &str) -> String {
         run.stderr, run.stdout
     );
     run.stdout
-}
-
-fn user(text: &str) -> NewEvent {
-    EventData::UserMessage(Message::new(
-        "user",
-        vec![ContentBlock::text(text)],
-        MessageSource::user(),
-        format!("u-{text}"),
-    ))
-    .into()
 }
 
 /// Creates session `id` in `cwd` holding one user message; returns its log path.

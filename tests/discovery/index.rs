@@ -2,6 +2,7 @@
 //! rebuilt when damaged or foreign, shared by two connections and by a second process, and
 //! covering other agents' sessions.
 
+use crate::support::user;
 use dsh_session_references::discovery::index::{db_path, SCHEMA_VERSION};
 use dsh_session_references::discovery::{
     Discovery, FileStamper, Indexer, SearchQuery, SearchResult,
@@ -17,16 +18,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 type SessionResult<T> = Result<T, dsh_session_references::session::SessionError>;
-
-fn user(text: &str) -> NewEvent {
-    EventData::UserMessage(Message::new(
-        "user",
-        vec![ContentBlock::text(text)],
-        MessageSource::user(),
-        format!("u-{text}"),
-    ))
-    .into()
-}
 
 fn assistant(blocks: Vec<ContentBlock>) -> NewEvent {
     EventData::AssistantMessage {

@@ -4,12 +4,10 @@
 //! finds them.
 
 use crate::support;
+use crate::support::user;
 use dsh_session_references::discovery::{Cadence, Discovery, IndexerThread, SearchQuery};
 use dsh_session_references::session::external::SourceSet;
-use dsh_session_references::session::{
-    ContentBlock, Encoding, EventData, Message, MessageSource, NewEvent, SessionHeader,
-    SessionWriter,
-};
+use dsh_session_references::session::{Encoding, SessionHeader, SessionWriter};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -18,16 +16,6 @@ use std::time::{Duration, Instant};
 /// watcher nothing would be found for an hour.
 const PATIENCE: Duration = Duration::from_secs(20);
 const HOUR: Duration = Duration::from_secs(3600);
-
-fn user(text: &str) -> NewEvent {
-    EventData::UserMessage(Message::new(
-        "user",
-        vec![ContentBlock::text(text)],
-        MessageSource::user(),
-        format!("u-{text}"),
-    ))
-    .into()
-}
 
 fn session(home: &Path, id: &str, cwd: &str, text: &str, encoding: Encoding) -> PathBuf {
     let header = SessionHeader::new(id, 1_700_000_000_000, Some(cwd.to_string()));

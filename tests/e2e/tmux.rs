@@ -1,6 +1,7 @@
 //! End to end: the real `dsh-refs` binary in tmux, typed at like a person, checked on disk.
 
 use crate::support::tmux::Tmux;
+use crate::support::write_source;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -12,20 +13,6 @@ fn tui_command(workdir: &Path, home: &Path, extra: &str) -> String {
         env!("CARGO_BIN_EXE_dsh-refs"),
         home.display()
     )
-}
-
-fn write_source(home: &Path) {
-    let dir = home.join("sessions/--proj-api--/src-session-1");
-    std::fs::create_dir_all(&dir).unwrap();
-    let lines = [
-        r#"{"type":"session","version":0,"id":"src-session-1","createdAt":1780000000000,"cwd":"/proj/api","delegationDepth":0}"#,
-        r#"{"type":"turn/start","seq":0,"time":1780000000001,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}"#,
-        r#"{"type":"user/message","seq":1,"time":1780000000002,"data":{"content":[{"type":"text","text":"Why does the date parser reject 2024-02-29?"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#,
-        r#"{"type":"session/title","seq":2,"time":1780000000003,"data":{"title":"Leap day parsing","messageSeqs":[1],"source":{"kind":"fallback"}}}"#,
-        r#"{"type":"assistant/message","seq":3,"time":1780000000004,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[{"type":"text","text":"The validator used a non-leap month table."}],"source":{"kind":"model","provider":"p","model":"m"},"id":"a1"}},"surfaceOp":"append"}"#,
-        r#"{"type":"turn/end","seq":4,"time":1780000000005,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
-    ];
-    std::fs::write(dir.join("session.jsonl"), lines.join("\n") + "\n").unwrap();
 }
 
 /// The log of the session the TUI created (the only one besides the source).

@@ -2,28 +2,12 @@
 //! (SPEC §9); the log carries both references, and neither agent's home changes by a byte.
 
 use crate::support::tmux::Tmux;
+use crate::support::{agent_fixtures, copy_tree};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures")
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        let target = to.join(path.file_name().unwrap());
-        if path.is_dir() {
-            copy_tree(&path, &target);
-        } else {
-            fs::copy(&path, &target).unwrap();
-        }
-    }
-}
 
 /// Every path under `root` with its bytes and modification time (directories: no bytes).
 fn tree(root: &Path) -> BTreeMap<PathBuf, (Option<Vec<u8>>, std::time::SystemTime)> {
@@ -81,8 +65,8 @@ fn one_message_references_a_claude_and_a_codex_session() {
     let scratch = tempfile::tempdir().unwrap();
     let claude = scratch.path().join("claude");
     let codex = scratch.path().join("codex");
-    copy_tree(&fixtures().join("claude-code"), &claude);
-    copy_tree(&fixtures().join("codex"), &codex);
+    copy_tree(&agent_fixtures().join("claude-code"), &claude);
+    copy_tree(&agent_fixtures().join("codex"), &codex);
     let home = scratch.path().join("home");
     fs::create_dir_all(&home).unwrap();
     let before = (tree(&claude), tree(&codex));

@@ -1,7 +1,7 @@
 //! Snapshot semantics (SPEC §3.8) against the on-disk store: once prepared and logged, a context
 //! does not change when its source is appended to, compacted or deleted.
 
-use dsh_session_references::reference::render::context_json;
+use crate::support::conversation_texts;
 use dsh_session_references::reference::{
     AgentIdentity, ReferenceInput, SessionReferenceConfig, SessionReferences,
 };
@@ -13,7 +13,6 @@ use dsh_session_references::session::writer::{NewEvent, SessionWriter};
 use dsh_session_references::session::{
     ContentBlock, Message, MessageSource, SessionHeader, SessionQuery, SurfaceOp,
 };
-use serde_json::Value;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -37,17 +36,6 @@ fn assistant(text: &str, id: &str) -> NewEvent {
         message: message("assistant", text, MessageSource::model("p", "m"), id),
         extra: Default::default(),
     })
-}
-
-fn conversation_texts(context: &Message) -> Vec<String> {
-    let json = context_json(context.content[0].as_text().unwrap()).unwrap();
-    let objects: Vec<Value> = serde_json::from_str(json).unwrap();
-    objects[0]["conversation"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|item| item["text"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[tokio::test]

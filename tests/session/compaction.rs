@@ -3,7 +3,7 @@
 //! resumed on a grown log, and `prepare`. Seqs here never equal surface positions, in plain and
 //! zstd logs.
 
-use dsh_session_references::reference::render::context_json;
+use crate::support::conversation_texts;
 use dsh_session_references::reference::{
     AgentIdentity, ReferenceInput, SessionReferenceConfig, SessionReferences,
 };
@@ -211,17 +211,6 @@ fn the_pruned_tool_result_keeps_its_provenance_and_replacement_text() {
         checked = true;
     });
     assert!(checked);
-}
-
-fn conversation_texts(context: &Message) -> Vec<String> {
-    let json = context_json(context.content[0].as_text().unwrap()).unwrap();
-    let objects: Vec<Value> = serde_json::from_str(json).unwrap();
-    objects[0]["conversation"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|item| item["text"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 //! Every test compares the whole tree of each home byte for byte before and after what it does:
 //! reading another agent's sessions never writes, creates or removes anything there.
 
+use crate::support::{agent_fixtures, copy_tree};
 use dsh_session_references::reference::projection::{project, Role};
 use dsh_session_references::reference::{
     AgentIdentity, ReferenceInput, SessionReferenceConfig, SessionReferences,
@@ -16,10 +17,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures")
-}
 
 /// Every path under `root` (directories too) with the bytes of each file.
 fn tree(root: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
@@ -37,19 +34,6 @@ fn tree(root: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
         }
     }
     out
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        let target = to.join(path.file_name().unwrap());
-        if path.is_dir() {
-            copy_tree(&path, &target);
-        } else {
-            fs::copy(&path, &target).unwrap();
-        }
-    }
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -122,8 +106,8 @@ const CODEX_IDS: [&str; 7] = [
 
 #[test]
 fn every_fixture_lists_projects_and_prepares_without_writing() {
-    let claude_home = fixtures().join("claude-code");
-    let codex_home = fixtures().join("codex");
+    let claude_home = agent_fixtures().join("claude-code");
+    let codex_home = agent_fixtures().join("codex");
     let before = (tree(&claude_home), tree(&codex_home));
     let dsh_home = tempfile::tempdir().unwrap();
     let query = Arc::new(WithExternal::new(
@@ -235,7 +219,7 @@ fn every_fixture_lists_projects_and_prepares_without_writing() {
 #[test]
 fn synthetic_claude_shapes_compaction_titles_and_subagents() {
     let home = tempfile::tempdir().unwrap();
-    let synthetic = fixtures().join("claude-code/synthetic");
+    let synthetic = agent_fixtures().join("claude-code/synthetic");
     let project = home.path().join("projects/-tmp");
     fs::create_dir_all(&project).unwrap();
     fs::copy(
@@ -265,7 +249,7 @@ fn synthetic_claude_shapes_compaction_titles_and_subagents() {
 #[test]
 fn a_grown_claude_file_is_read_again_past_its_end() {
     let home = tempfile::tempdir().unwrap();
-    let growth = fixtures().join("claude-code/growth");
+    let growth = agent_fixtures().join("claude-code/growth");
     let turn1 = fs::read(growth.join("3fb74381-1bf4-475e-8c6f-442d872b1bcf.turn-1.jsonl")).unwrap();
     let turn2 = fs::read(growth.join("3fb74381-1bf4-475e-8c6f-442d872b1bcf.turn-2.jsonl")).unwrap();
     assert!(turn2.starts_with(&turn1));
@@ -322,7 +306,7 @@ fn a_torn_last_line_is_skipped_until_it_is_complete() {
 #[test]
 fn codex_synthetic_shapes_legacy_index_names_and_wrong_files() {
     let home = tempfile::tempdir().unwrap();
-    let synthetic = fixtures().join("codex/synthetic");
+    let synthetic = agent_fixtures().join("codex/synthetic");
     let day = home.path().join("sessions/2026/01/02");
     fs::create_dir_all(&day).unwrap();
     for (from, to) in [
@@ -419,8 +403,8 @@ fn a_hostile_title_is_kept_raw_and_escaped_on_screen() {
 
 #[test]
 fn the_cli_lists_and_prepares_other_agents_sessions_without_writing() {
-    let claude_home = fixtures().join("claude-code");
-    let codex_home = fixtures().join("codex");
+    let claude_home = agent_fixtures().join("claude-code");
+    let codex_home = agent_fixtures().join("codex");
     let before = (tree(&claude_home), tree(&codex_home));
     let dsh_home = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
@@ -497,8 +481,8 @@ mod tui {
     /// both snapshots, named by source, and neither home changed.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_tui_references_a_claude_and_a_codex_session_in_one_message() {
-        let claude_home = fixtures().join("claude-code");
-        let codex_home = fixtures().join("codex");
+        let claude_home = agent_fixtures().join("claude-code");
+        let codex_home = agent_fixtures().join("codex");
         let before = (tree(&claude_home), tree(&codex_home));
         let home = tempfile::tempdir().unwrap();
         let options = AppOptions {
@@ -562,7 +546,7 @@ mod tui {
 #[test]
 fn a_warm_listing_still_sees_a_head_complete_and_a_new_file() {
     let home = tempfile::tempdir().unwrap();
-    let growth = fixtures().join("claude-code/growth");
+    let growth = agent_fixtures().join("claude-code/growth");
     let turn1 = fs::read(growth.join("3fb74381-1bf4-475e-8c6f-442d872b1bcf.turn-1.jsonl")).unwrap();
     let project = home.path().join("projects/-p");
     fs::create_dir_all(&project).unwrap();

@@ -5,6 +5,7 @@
 //! is read without a byte under the home changing, and every record kind the fixtures hold is
 //! one the readers use or deliberately ignore (the drift guard).
 
+use crate::support::{agent_fixtures, copy_tree};
 use dsh_session_references::reference::projection::{project, Role};
 use dsh_session_references::session::external::{claude, codex, Agent, ExternalSessions};
 use dsh_session_references::session::SessionQuery;
@@ -14,13 +15,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures")
-}
-
 /// The fixture folders written by the real CLIs (one per generator run).
 fn real_dirs() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = fs::read_dir(fixtures())
+    let mut dirs: Vec<PathBuf> = fs::read_dir(agent_fixtures())
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| {
@@ -32,19 +29,6 @@ fn real_dirs() -> Vec<PathBuf> {
     dirs.sort();
     assert!(!dirs.is_empty(), "no real-agents fixtures");
     dirs
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        let target = to.join(path.file_name().unwrap());
-        if path.is_dir() {
-            copy_tree(&path, &target);
-        } else {
-            fs::copy(&path, &target).unwrap();
-        }
-    }
 }
 
 /// Every file under `root` with its bytes and modification time.
@@ -388,9 +372,12 @@ fn unknown_kinds(roots: Vec<PathBuf>, base: &Path) -> BTreeSet<(String, String)>
 
 #[test]
 fn drift_guard_every_record_kind_in_the_fixtures_is_used_or_ignored_on_purpose() {
-    let mut roots = vec![fixtures().join("claude-code"), fixtures().join("codex")];
+    let mut roots = vec![
+        agent_fixtures().join("claude-code"),
+        agent_fixtures().join("codex"),
+    ];
     roots.extend(real_dirs());
-    let unknown = unknown_kinds(roots, &fixtures());
+    let unknown = unknown_kinds(roots, &agent_fixtures());
     assert!(
         unknown.is_empty(),
         "record kinds no reader uses or lists as ignored (a format changed: decide, then list \

@@ -3,6 +3,7 @@
 //! keep only folds that were cached already or whose log may still grow.
 
 use crate::support::gen;
+use crate::support::user;
 
 use dsh_session_references::session::store::read_conversation_surface_file;
 use dsh_session_references::session::surface::compaction_replace;
@@ -11,16 +12,6 @@ use dsh_session_references::session::{
     SessionWriter,
 };
 use std::io::Write;
-
-fn user(text: &str) -> NewEvent {
-    EventData::UserMessage(Message::new(
-        "user",
-        vec![ContentBlock::text(text)],
-        MessageSource::user(),
-        format!("u-{text}"),
-    ))
-    .into()
-}
 
 fn assert_fresh(store: &DiskStore, id: &str, path: &std::path::Path, what: &str) {
     let cached = store.read_conversation_surface_blocking(id).unwrap();

@@ -2,23 +2,13 @@
 //! `captured_through_seq`, whether the store reads the log whole or resumes its title cache on a
 //! log that grows, in plain and zstd logs.
 
+use crate::support::user;
 use dsh_session_references::session::{
-    ContentBlock, DiskStore, Encoding, EventData, Message, MessageSource, NewEvent, SessionHeader,
-    SessionWriter,
+    DiskStore, Encoding, EventData, NewEvent, SessionHeader, SessionWriter,
 };
 use serde_json::Map;
 use std::io::Write;
 use std::path::Path;
-
-fn user(text: &str) -> NewEvent {
-    EventData::UserMessage(Message::new(
-        "user",
-        vec![ContentBlock::text(text)],
-        MessageSource::user(),
-        format!("u-{text}"),
-    ))
-    .into()
-}
 
 fn title(text: &str) -> NewEvent {
     EventData::SessionTitle {

@@ -3,6 +3,7 @@
 //! unchanged, one unfinished batch, and settled; damage is kept; another writer is refused or,
 //! when it appended valid records, adopted; a failing write leaves nothing behind.
 
+use crate::support::user;
 use crate::support::*;
 use dsh_session_references::session::reader::{read_log, Encoding};
 use dsh_session_references::session::writer::{home_encoding, WriteFault};
@@ -15,15 +16,6 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
-
-fn user(text: &str) -> NewEvent {
-    NewEvent::new(EventData::UserMessage(Message::new(
-        "user",
-        vec![ContentBlock::text(text)],
-        MessageSource::user(),
-        format!("m-{text}"),
-    )))
-}
 
 fn assistant(turn: u64, text: &str) -> NewEvent {
     NewEvent::new(EventData::AssistantMessage {

@@ -2,8 +2,10 @@
 //! `main.rs` declares it with `#[path = "../support/mod.rs"] mod support;`, a standalone file with
 //! `mod support;`; each uses the parts it needs):
 //!
-//! - here: the test data under `tests/data` (fixture logs, conformance vectors), log re-encoding,
-//!   homes laid out on disk, and the name a test re-executes itself under;
+//! - here: the test data under `tests/data` (fixture logs, other agents' homes, conformance
+//!   vectors), log re-encoding, homes laid out on disk (`copy_tree`, `write_source`), the events
+//!   and context readers several binaries share (`user`, `conversation_texts`), and the
+//!   name a test re-executes itself under;
 //! - [`memory_query`]: an in-memory `SessionQuery` double;
 //! - [`model`]: a scripted OpenAI-compatible server on 127.0.0.1;
 //! - [`tmux`]: the real binary in a tmux pane;
@@ -28,7 +30,11 @@ pub use gen::TestRng;
 #[allow(unused_imports)]
 pub use memory_query::MemoryQuery;
 
-use dsh_session_references::session::{Event, Record, SessionHeader, SurfaceSnapshot};
+use dsh_session_references::reference::render::context_json;
+use dsh_session_references::session::format::EventData;
+use dsh_session_references::session::{
+    ContentBlock, Event, Message, MessageSource, NewEvent, Record, SessionHeader, SurfaceSnapshot,
+};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -171,4 +177,62 @@ pub fn test_path(module_path: &str, test: &str) -> String {
         Some((_, inner)) => format!("{inner}::{test}"),
         None => test.to_string(),
     }
+}
+
+/// `tests/data/fixtures`: the other agents' homes (Claude Code, Codex) and the dsh logs.
+pub fn agent_fixtures() -> PathBuf {
+    data_dir().join("fixtures")
+}
+
+/// Copies the directory tree `from` to `to` (created), files byte for byte.
+pub fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_tree(&path, &target);
+        } else {
+            fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+/// A typed user message as an event to append (id `u-<text>`).
+pub fn user(text: &str) -> NewEvent {
+    EventData::UserMessage(Message::new(
+        "user",
+        vec![ContentBlock::text(text)],
+        MessageSource::user(),
+        format!("u-{text}"),
+    ))
+    .into()
+}
+
+/// A one-turn dsh session `src-session-1` ("Leap day parsing", cwd `/proj/api`) in `home`, the
+/// source the TUI and tmux tests reference.
+pub fn write_source(home: &Path) {
+    let dir = home.join("sessions/--proj-api--/src-session-1");
+    fs::create_dir_all(&dir).unwrap();
+    let lines = [
+        r#"{"type":"session","version":0,"id":"src-session-1","createdAt":1780000000000,"cwd":"/proj/api","delegationDepth":0}"#,
+        r#"{"type":"turn/start","seq":0,"time":1780000000001,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}"#,
+        r#"{"type":"user/message","seq":1,"time":1780000000002,"data":{"content":[{"type":"text","text":"Why does the date parser reject 2024-02-29?"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#,
+        r#"{"type":"session/title","seq":2,"time":1780000000003,"data":{"title":"Leap day parsing","messageSeqs":[1],"source":{"kind":"fallback"}}}"#,
+        r#"{"type":"assistant/message","seq":3,"time":1780000000004,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[{"type":"text","text":"The validator used a non-leap month table."}],"source":{"kind":"model","provider":"p","model":"m"},"id":"a1"}},"surfaceOp":"append"}"#,
+        r#"{"type":"turn/end","seq":4,"time":1780000000005,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    ];
+    fs::write(dir.join("session.jsonl"), lines.join("\n") + "\n").unwrap();
+}
+
+/// The texts of the first source's conversation in a session-reference context message.
+pub fn conversation_texts(context: &Message) -> Vec<String> {
+    let json = context_json(context.content[0].as_text().unwrap()).unwrap();
+    let objects: Vec<serde_json::Value> = serde_json::from_str(json).unwrap();
+    objects[0]["conversation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["text"].as_str().unwrap().to_string())
+        .collect()
 }

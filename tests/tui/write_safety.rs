@@ -3,6 +3,7 @@
 //! text kept, a write that fails gives the text back, and a held session is taken over (with what
 //! the other writer logged) once it is free.
 
+use crate::support::user;
 use crate::support::*;
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use dsh_session_references::agent::config::ModelChoice;
@@ -12,9 +13,7 @@ use dsh_session_references::agent::hooks::{
 use dsh_session_references::session::reader::{read_log, Encoding};
 use dsh_session_references::session::writer::WriteFault;
 use dsh_session_references::session::BoxFuture;
-use dsh_session_references::session::{
-    ContentBlock, EventData, Message, MessageSource, NewEvent, SessionHeader, SessionWriter,
-};
+use dsh_session_references::session::{EventData, Message, NewEvent, SessionHeader, SessionWriter};
 use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions, Wiring};
 use dsh_session_references::tui::transcript::TranscriptItem;
 use serde_json::{json, Map};
@@ -90,15 +89,6 @@ async fn pump(app: &mut App, rx: &mut UnboundedReceiver<AppEvent>, done: impl Fn
 fn quit(app: App) {
     app.agent.shutdown();
     drop(app);
-}
-
-fn user(text: &str) -> NewEvent {
-    NewEvent::new(EventData::UserMessage(Message::new(
-        "user",
-        vec![ContentBlock::text(text)],
-        MessageSource::user(),
-        format!("m-{text}"),
-    )))
 }
 
 fn turn(n: u64, text: &str) -> Vec<NewEvent> {

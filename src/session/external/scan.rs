@@ -8,9 +8,9 @@
 //! their scan ended at, so a grown file is read only past that offset. Every read runs on the
 //! blocking pool and opens files read-only.
 
-use super::{
-    claude, codex, codex_state, header, not_found, title_line, Agent, Conversation, Head, Stamped,
-};
+#[cfg(feature = "discovery")]
+use super::codex_state;
+use super::{claude, codex, header, not_found, title_line, Agent, Conversation, Head, Stamped};
 use crate::session::error::{Result, SessionError};
 use crate::session::files;
 use crate::session::query::{
@@ -148,6 +148,7 @@ struct Inner {
     listing: Mutex<Listing>,
     titles: Mutex<Stamped<TitleEntry>>,
     codex_index: Mutex<Option<CodexIndex>>,
+    #[cfg(feature = "discovery")]
     codex_state: Mutex<Option<CodexState>>,
 }
 
@@ -156,6 +157,7 @@ type CodexIndex = (FileStamp, Arc<HashMap<String, String>>);
 
 /// Codex's state database: the home's stamp when it was chosen, the database and its log's
 /// stamps when read, and what it said per thread id.
+#[cfg(feature = "discovery")]
 struct CodexState {
     home: Option<SystemTime>,
     db: Option<PathBuf>,
@@ -201,6 +203,7 @@ impl ExternalSessions {
                 listing: Mutex::new(Listing::default()),
                 titles: Mutex::new(HashMap::new()),
                 codex_index: Mutex::new(None),
+                #[cfg(feature = "discovery")]
                 codex_state: Mutex::new(None),
             }),
         }
@@ -399,14 +402,12 @@ impl ExternalSessions {
                 // A name the person gave wins (state database, the TUI's index, a rollout
                 // event), then Codex's own title, then the first prompt.
                 let own = &id[self.agent().name().len() + 1..];
-                let state = self.codex_thread(own).unwrap_or_default();
-                state
-                    .name
-                    .as_deref()
+                let (name, codex_title) = self.codex_thread(own);
+                name.as_deref()
                     .and_then(title_line)
                     .or_else(|| self.codex_index_name(own))
                     .or_else(|| scan.name())
-                    .or_else(|| state.title.as_deref().and_then(title_line))
+                    .or_else(|| codex_title.as_deref().and_then(title_line))
                     .or_else(|| scan.first_prompt())
             }
         };
@@ -419,9 +420,24 @@ impl ExternalSessions {
         Ok(title)
     }
 
-    /// What the newest `state_<n>.sqlite` says about thread `own`, read again only when the
-    /// home (a new database), the database or its log changed.
-    fn codex_thread(&self, own: &str) -> Option<codex_state::ThreadTitle> {
+    /// The name and title the newest `state_<n>.sqlite` holds for thread `own`, read again only
+    /// when the home (a new database), the database or its log changed.
+    #[cfg(feature = "discovery")]
+    fn codex_thread(&self, own: &str) -> (Option<String>, Option<String>) {
+        self.codex_state_thread(own)
+            .map(|t| (t.name, t.title))
+            .unwrap_or_default()
+    }
+
+    /// Without SQLite (feature `discovery`) the state database is not read: a Codex title comes
+    /// from `session_index.jsonl`, the rollout's events and its first prompt.
+    #[cfg(not(feature = "discovery"))]
+    fn codex_thread(&self, _own: &str) -> (Option<String>, Option<String>) {
+        (None, None)
+    }
+
+    #[cfg(feature = "discovery")]
+    fn codex_state_thread(&self, own: &str) -> Option<codex_state::ThreadTitle> {
         let home = &self.inner.home;
         let mut cache = self.inner.codex_state.lock().expect("codex state lock");
         let home_stamp = fs::metadata(home).ok().and_then(|m| m.modified().ok());
