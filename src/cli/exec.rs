@@ -322,26 +322,19 @@ async fn exec(
             return 1;
         }
     };
-    let prompt = match super::exec_refs::rewrite(
-        prompt,
-        &args.refs,
-        service.query(),
-        home,
-        sources,
-    )
-    .await
-    {
-        Ok(prompt) => prompt,
-        Err(super::exec_refs::RefError(lines)) => {
-            if out.json {
-                out.event(json!({"type": "error", "message": lines.join("\n")}));
-            } else {
-                warn_lines(&lines);
+    let prompt =
+        match super::exec_refs::rewrite(prompt, &args.refs, service.query(), home, sources).await {
+            Ok(prompt) => prompt,
+            Err(super::exec_refs::RefError(lines)) => {
+                if out.json {
+                    out.event(json!({"type": "error", "message": lines.join("\n")}));
+                } else {
+                    warn_lines(&lines);
+                }
+                close(&agent).await;
+                return 1;
             }
-            close(&agent).await;
-            return 1;
-        }
-    };
+        };
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
     let attachments = match attachments(args, &prompt).await {
         Ok(attachments) => attachments,

@@ -214,7 +214,7 @@ fn try_store(home: &Path, sessions_dir: &Path, index: &Index) -> std::io::Result
     written
 }
 
-/// FNV-1a over the file's bytes, eight at a time: catches a torn or damaged file, not an
+/// FxHash over the file's bytes, eight at a time: catches a torn or damaged file, not an
 /// adversary (one who can write the file can write the logs).
 fn checksum(bytes: &[u8]) -> u64 {
     let mut hasher = rustc_hash::FxHasher::default();
