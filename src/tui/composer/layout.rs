@@ -7,7 +7,7 @@
 //! tests `rows_never_wrap_inside_a_cluster`, `cursor_column_counts_cells_per_cluster` and
 //! `the_layout_is_computed_once_per_frame`.
 
-use super::{Composer, Elem, GUTTER, TAB_WIDTH};
+use super::{Composer, Elem, FileElement, MentionElement, GUTTER, TAB_WIDTH};
 use crate::tui::escape::{self, EscapeMode, Shown};
 use crate::tui::render::{clip, Renderable};
 use crate::tui::style;
@@ -67,7 +67,7 @@ impl Composer {
         while i < self.elems.len() {
             match &self.elems[i] {
                 Elem::Mention(m) => {
-                    widths[i] = 1 + cluster_cells(&escape::escape_line(&m.label));
+                    widths[i] = mention_name(m).width();
                     if let Some(badge) = self.badge(&m.session_id) {
                         widths[i] += badge_cells(badge);
                     }
@@ -80,8 +80,7 @@ impl Composer {
                     continue;
                 }
                 Elem::File(f) => {
-                    widths[i] =
-                        cluster_cells(&escape::escape_line(&f.token())) + badge_cells(&f.badge());
+                    widths[i] = file_name(f).width() + badge_cells(&f.badge());
                     i += 1;
                     continue;
                 }
@@ -241,8 +240,7 @@ impl Composer {
                     );
                 }
                 Elem::Mention(m) => {
-                    // Labels from `from_candidate` are already safe; one built elsewhere may not be.
-                    out.push_untrusted(&m.display(), EscapeMode::SingleLine, style::mention());
+                    out.append(mention_name(m));
                     if let Some(badge) = self.badge(&m.session_id) {
                         out.push(&format!(" ⟨{badge}⟩"), style::dim());
                     }
@@ -251,8 +249,7 @@ impl Composer {
                     out.push(&p.display(), style::dim());
                 }
                 Elem::File(f) => {
-                    // A path may hold any character a file name can: escaped like a label.
-                    out.push_untrusted(&f.token(), EscapeMode::SingleLine, style::mention());
+                    out.append(file_name(f));
                     out.push(&format!(" ⟨{}⟩", f.badge()), style::dim());
                 }
             }
@@ -261,13 +258,44 @@ impl Composer {
     }
 }
 
-/// Cells one grapheme cluster takes on screen: a tab or a control is spelled out (each is a
-/// cluster of its own, CR LF aside), anything else is as wide as the buffer draws it.
+/// The most cells a chip's name takes on screen (a mention's `@label`, a file chip's `@path`,
+/// badge aside): a longer one is cut with `…` (a label keeps its start, a path its end, where
+/// the file name is), so a chip stays a short unit on its row and never wraps. What is sent is
+/// untouched: the whole label and path.
+pub(super) const CHIP_NAME_CELLS: usize = 40;
+
+/// A mention as drawn: `@label`, escaped (labels from `from_candidate` are already safe; one
+/// built elsewhere may not be) and cut to [`CHIP_NAME_CELLS`].
+fn mention_name(m: &MentionElement) -> StyledText {
+    let mut name = StyledText::new();
+    name.push_untrusted(&m.display(), EscapeMode::SingleLine, style::mention());
+    name.truncate(CHIP_NAME_CELLS)
+}
+
+/// A file chip's name as drawn: `@path` escaped (a path may hold any character a file name
+/// can), keeping its end when cut to [`CHIP_NAME_CELLS`] (`@…/deep/dir/name.rs`).
+fn file_name(f: &FileElement) -> StyledText {
+    let token = f.token();
+    let mut name = StyledText::new();
+    name.push_untrusted(&token, EscapeMode::SingleLine, style::mention());
+    if name.width() <= CHIP_NAME_CELLS {
+        return name;
+    }
+    let mut path = StyledText::new();
+    path.push_untrusted(&token[1..], EscapeMode::SingleLine, style::mention());
+    let mut cut = StyledText::new();
+    cut.push("@", style::mention());
+    cut.append(path.truncate_left(CHIP_NAME_CELLS - 1));
+    cut
+}
+
 /// Cells of a badge as drawn: ` ⟨badge⟩`.
 fn badge_cells(badge: &str) -> usize {
     str_width(&format!(" ⟨{badge}⟩"))
 }
 
+/// Cells one grapheme cluster takes on screen: a tab or a control is spelled out (each is a
+/// cluster of its own, CR LF aside), anything else is as wide as the buffer draws it.
 pub(super) fn cluster_width(cluster: &str) -> usize {
     let mut chars = cluster.chars();
     if let (Some(c), None) = (chars.next(), chars.next()) {

@@ -697,6 +697,33 @@ mod tests {
     }
 
     #[test]
+    fn long_chip_names_are_cut_never_wrapped() {
+        let label = format!("{} tail-of-the-title", "very long title ".repeat(12));
+        let mut c = typed("see ");
+        c.insert_mention(&candidate("s-1", &label));
+        let deep = format!("{}name.rs", "deeply/nested/dir/".repeat(6));
+        c.insert_str(&format!(" @{deep}"));
+        let token = c.plain_tokens().pop().expect("the typed path is a token");
+        assert!(c.make_chip(&token, chip(&deep)));
+        let out = render_snapshot(70, 6, |area, buf| c.render(area, buf));
+        // Each chip is one short unit: the label keeps its start, the path its file name.
+        assert!(
+            out.contains("@very long title very long title very l…"),
+            "{out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.contains("@…") && l.contains("nested/dir/name.rs ⟨2 KiB⟩")),
+            "the path chip is one row, its start cut: {out}"
+        );
+        assert!(!out.contains("tail-of-the-title"), "{out}");
+        // What is sent is whole.
+        let sent = c.snapshot().submission_text();
+        assert!(sent.contains("tail-of-the-title"), "{sent}");
+        assert!(sent.contains(&deep), "{sent}");
+    }
+
+    #[test]
     fn only_plain_typed_tokens_become_chips() {
         let mut c = typed("see @src/main.rs, and @\"my file\" x");
         let paths: Vec<String> = c.plain_tokens().into_iter().map(|t| t.path).collect();
