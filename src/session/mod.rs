@@ -1,6 +1,7 @@
 //! The session layer: the dsh log format, the on-disk store, sessions live in this process, and
 //! the `SessionQuery` read interface that everything above consumes.
 
+pub mod civil;
 pub mod error;
 pub mod external;
 pub mod files;
