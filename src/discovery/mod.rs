@@ -203,7 +203,13 @@ impl Discovery {
     /// evicts what `prepare` keeps in the app's conversation cache. The background indexer
     /// watches `<home>/sessions` unless the dsh sessions are hidden.
     pub fn for_home(home: &Path, sources: &SourceSet) -> Discovery {
-        let store = DiskStore::new(home);
+        Discovery::for_store(DiskStore::new(home), sources)
+    }
+
+    /// Discovery like [`Discovery::for_home`] over `store`, the store of its home: whoever keeps
+    /// a clone of `store` (or serves [`Discovery::query`]) shares its one listing.
+    pub fn for_store(store: DiskStore, sources: &SourceSet) -> Discovery {
+        let home = store.home().to_path_buf();
         let watch_root = (!sources.hide_dsh).then(|| store.sessions_dir());
         let query = sources.serve(Arc::new(store.clone()));
         let stamper = Arc::new(FileStamper {
@@ -216,7 +222,7 @@ impl Discovery {
             Some(agent) => agents.contains(&agent),
             None => dsh,
         });
-        Discovery::with_watch_root(index::db_path(home), query, stamper, covers, watch_root)
+        Discovery::with_watch_root(index::db_path(&home), query, stamper, covers, watch_root)
     }
 
     /// The index database this discovery writes and searches (`<home>/index/discovery.sqlite3`

@@ -139,10 +139,13 @@ async fn notify_changes(server: Server, peer: rmcp::Peer<rmcp::RoleServer>) {
         let Ok(snapshot) = server.snapshot().await else {
             continue;
         };
+        let labelled = snapshot.has_rows();
         let Ok(now) = tokio::task::spawn_blocking(move || snapshot.fingerprint()).await else {
             continue;
         };
-        if last.is_some_and(|was| was != now) {
+        // A listing answered by ids while the rows loaded is out of date once they are here.
+        let relabelled = labelled && server.take_labels_pending();
+        if relabelled || last.is_some_and(|was| was != now) {
             tracing::debug!("the session list changed");
             if peer.notify_resource_list_changed().await.is_err() {
                 return;

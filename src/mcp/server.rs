@@ -41,8 +41,11 @@ pub const ARGUMENT: &str = "session";
 pub const SHOWN_CANDIDATES: usize = 10;
 /// Values a completion offers.
 pub const COMPLETIONS: usize = 20;
-/// How long the first listing waits for the index's first pass.
+/// How long the first listing of a home without an index waits for the index's first pass.
 pub const FIRST_PASS_WAIT: std::time::Duration = std::time::Duration::from_millis(300);
+/// How long a listing waits for the index's rows before it answers with what is at hand (ids
+/// for labels); the rows finish loading in the background and `list_changed` follows.
+pub const ROWS_WAIT: std::time::Duration = std::time::Duration::from_millis(30);
 /// How long resolving a word waits for the index's first pass.
 pub const WORD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// The MIME type of a read.
@@ -64,6 +67,9 @@ struct Inner {
     agent: AgentIdentity,
     /// The index's rows by id, kept while the searcher hands out the same copy.
     rows: Mutex<Option<RowMap>>,
+    /// A listing was answered before the index's rows were at hand: the change notifier says
+    /// `list_changed` once they are.
+    labels_pending: std::sync::atomic::AtomicBool,
     indexer: Option<IndexerThread>,
 }
 
@@ -87,6 +93,11 @@ impl Snapshot {
             .iter()
             .map(|(id, &i)| (id.as_str(), &self.rows[i]))
             .collect()
+    }
+
+    /// Whether the index's rows were at hand for this snapshot.
+    pub fn has_rows(&self) -> bool {
+        !self.rows.is_empty()
     }
 
     /// The ranked, capped resources.
@@ -119,10 +130,13 @@ impl Server {
     /// watcher) and a first load of the listing and the index's rows, so the first
     /// `resources/list` finds them warm.
     pub fn new(options: &Options) -> Result<Server, String> {
-        let discovery = Discovery::for_home(&options.home, &options.sources);
-        let store: Arc<dyn SessionQuery> = options
-            .sources
-            .serve(Arc::new(DiskStore::new(options.home.clone())));
+        // One store for discovery and the service: one listing of the home, started from the
+        // listing cache under `<home>/index/` (a new process lists at the cost of checking it).
+        let discovery = Discovery::for_store(
+            DiskStore::with_listing_cache(options.home.clone()),
+            &options.sources,
+        );
+        let store: Arc<dyn SessionQuery> = discovery.query().clone();
         let defaults = SessionReferenceConfig::default();
         let config = SessionReferenceConfig {
             max_references: 1,
@@ -145,6 +159,7 @@ impl Server {
                     options.cwd.clone(),
                 ),
                 rows: Mutex::new(None),
+                labels_pending: std::sync::atomic::AtomicBool::new(false),
                 indexer,
             }),
         })
@@ -169,6 +184,39 @@ impl Server {
             .await
             .map_err(|e| internal(format!("the listing task failed: {e}")))?;
         Ok(Snapshot { listing, rows, at })
+    }
+
+    /// Like [`Server::snapshot`], but waits at most [`ROWS_WAIT`] for the index's rows: a big
+    /// index's first load (every row) goes on in the background, this answers labelled by ids,
+    /// and the change notifier sends `list_changed` once the rows are loaded.
+    async fn snapshot_at_hand(&self) -> Result<Snapshot, McpError> {
+        let this = self.clone();
+        let rows = tokio::task::spawn_blocking(move || this.rows_blocking());
+        let listing = self
+            .inner
+            .discovery
+            .query()
+            .list_sessions()
+            .await
+            .map_err(|e| internal(format!("listing the sessions failed: {e}")))?;
+        let (rows, at) = match tokio::time::timeout(ROWS_WAIT, rows).await {
+            Ok(loaded) => loaded.map_err(|e| internal(format!("the listing task failed: {e}")))?,
+            Err(_) => {
+                tracing::debug!("the index's rows are still loading; listed by id");
+                self.inner
+                    .labels_pending
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                (Arc::new(Vec::new()), Arc::new(HashMap::new()))
+            }
+        };
+        Ok(Snapshot { listing, rows, at })
+    }
+
+    /// Takes the note that a listing went out before the index's rows were loaded.
+    pub(crate) fn take_labels_pending(&self) -> bool {
+        self.inner
+            .labels_pending
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
     }
 
     fn rows_blocking(&self) -> RowMap {
@@ -200,13 +248,14 @@ impl Server {
     /// home is labelled by titles and first prompts at once; a big new home is listed by id and
     /// relabelled (with `list_changed`) as the index fills.
     pub async fn entries(&self) -> Result<Vec<Entry>, McpError> {
-        if self.inner.indexer.is_some() {
+        let indexed = self.inner.discovery.db_path().exists();
+        if self.inner.indexer.is_some() && !indexed {
             let started = std::time::Instant::now();
             while self.inner.discovery.passes() == 0 && started.elapsed() < FIRST_PASS_WAIT {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
         }
-        let snapshot = self.snapshot().await?;
+        let snapshot = self.snapshot_at_hand().await?;
         let (cwd, max) = (self.inner.cwd.clone(), self.inner.max_resources);
         tokio::task::spawn_blocking(move || snapshot.ranked(cwd.as_deref(), max))
             .await

@@ -504,6 +504,21 @@ fn expose_prompts_lists_nothing() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// The server's one store keeps the listing cache (`<home>/index/listing`), so the next start
+/// lists from it instead of reading every session's header.
+#[test]
+fn the_first_listing_leaves_a_listing_cache_for_the_next_start() {
+    let (_dir, home) = demo_home();
+    let cache = home.join("index").join("listing");
+    assert!(!cache.exists());
+    runtime().block_on(async {
+        let (client, _) = connect(&home, &[]).await;
+        assert_eq!(all_pages(&client).await.0.len(), 8);
+        client.cancel().await.unwrap();
+    });
+    assert!(cache.is_file(), "no listing cache at {}", cache.display());
+}
+
 /// Path → (bytes, mtime) of every file under `root`.
 fn walk(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, SystemTime)> {
     let mut out = BTreeMap::new();
