@@ -416,7 +416,7 @@ async fn a_chip_whose_file_moved_outside_stops_the_send() {
 #[test]
 fn a_file_chip_shows_its_size() {
     let mut composer = Composer::new();
-    for c in "explain @src/main.rs and @../shared/notes.md please".chars() {
+    for c in "explain @src/main.rs and @../others/notes.md please".chars() {
         composer.handle_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
     }
     let first = composer.plain_token_ending_at(20).unwrap();
@@ -432,7 +432,7 @@ fn a_file_chip_shows_its_size() {
     assert!(composer.make_chip(
         &second,
         FileElement {
-            path: "../shared/notes.md".into(),
+            path: "../others/notes.md".into(),
             bytes: 512,
             outside: true,
         }
