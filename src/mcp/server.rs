@@ -514,13 +514,7 @@ impl ServerHandler for Server {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        if !self.inner.expose.resources {
-            return Err(McpError::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                "resources/list",
-                None,
-            ));
-        }
+        exposed(self.inner.expose.resources, "resources/list")?;
         let entries = self.entries().await?;
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
         let (page, next) =
@@ -544,13 +538,7 @@ impl ServerHandler for Server {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        if !self.inner.expose.resources {
-            return Err(McpError::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                "resources/read",
-                None,
-            ));
-        }
+        exposed(self.inner.expose.resources, "resources/read")?;
         let id = decode_session_reference_uri(&request.uri).map_err(|err| {
             McpError::invalid_params(
                 format!("not a dsh-session: URI: {}", request.uri),
@@ -569,13 +557,7 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        if !self.inner.expose.prompts {
-            return Err(McpError::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                "prompts/list",
-                None,
-            ));
-        }
+        exposed(self.inner.expose.prompts, "prompts/list")?;
         let prompt = Prompt::new(
             PROMPT,
             Some(
@@ -595,13 +577,7 @@ impl ServerHandler for Server {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        if !self.inner.expose.prompts {
-            return Err(McpError::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                "prompts/get",
-                None,
-            ));
-        }
+        exposed(self.inner.expose.prompts, "prompts/get")?;
         if request.name != PROMPT {
             return Err(McpError::invalid_params(
                 format!(
@@ -645,6 +621,15 @@ impl ServerHandler for Server {
         let values = self.complete_session(&request.argument.value).await?;
         let info = CompletionInfo::new(values).map_err(internal)?;
         Ok(CompleteResult::new(info))
+    }
+}
+
+/// A method of a part `--expose` left out answers "method not found", naming the method.
+fn exposed(on: bool, method: &'static str) -> Result<(), McpError> {
+    if on {
+        Ok(())
+    } else {
+        Err(McpError::new(ErrorCode::METHOD_NOT_FOUND, method, None))
     }
 }
 
