@@ -684,10 +684,33 @@ fn sorted_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(dirs)
 }
 
-/// Takes the exclusive, non-blocking writer lock on a session directory.
+/// Takes the exclusive, non-blocking writer lock on a session directory. A lock found held is
+/// tried again for a moment ([`LOCK_SETTLE`]) before it counts as another writer's: a lock this
+/// process's writer has just released can still be held for a few milliseconds by a child
+/// between its `fork` and `exec` (the descriptor is close-on-exec, but the child holds it until
+/// it execs), which is not a writer at all.
 fn lock_dir(dir: &Path) -> Result<File> {
     let handle = File::open(dir).map_err(|e| SessionError::io(dir, e))?;
-    match handle.try_lock() {
+    let deadline = std::time::Instant::now() + LOCK_SETTLE;
+    loop {
+        match handle.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return lock_result(dir, handle, other),
+        }
+    }
+}
+
+/// How long a held writer lock is tried again before it counts as another writer's.
+const LOCK_SETTLE: std::time::Duration = std::time::Duration::from_millis(100);
+
+fn lock_result(
+    dir: &Path,
+    handle: File,
+    locked: std::result::Result<(), std::fs::TryLockError>,
+) -> Result<File> {
+    match locked {
         Ok(()) => Ok(handle),
         Err(std::fs::TryLockError::WouldBlock) => Err(SessionError::NotWritable {
             path: dir.to_path_buf(),
