@@ -6,36 +6,15 @@
 use crate::support::model::{answer, chunked, Reply, Server};
 use dsh_session_references::reference::format_session_reference_mention;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 const KEY_MARKER: &str = "PLANTED-KEY-exec-93af-do-not-send";
 const NOTES_MARKER: &str = "exec notes 77c4";
 
-struct Tree {
-    _dir: tempfile::TempDir,
-    cwd: PathBuf,
-    key: PathBuf,
-    home: PathBuf,
-}
+use crate::support::planted::{planted, Planted as Tree};
 
 fn tree() -> Tree {
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let cwd = root.join("proj");
-    std::fs::create_dir_all(&cwd).unwrap();
-    std::fs::write(cwd.join("notes.md"), format!("{NOTES_MARKER}\n")).unwrap();
-    std::fs::create_dir_all(root.join("secret")).unwrap();
-    let key = root.join("secret/id_rsa");
-    std::fs::write(&key, format!("{KEY_MARKER}\n")).unwrap();
-    let home = root.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    Tree {
-        _dir: dir,
-        cwd,
-        key,
-        home,
-    }
+    planted(NOTES_MARKER, KEY_MARKER)
 }
 
 struct Run {

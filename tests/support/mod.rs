@@ -18,6 +18,7 @@
 
 pub mod memory_query;
 pub mod model;
+pub mod planted;
 pub mod raw_http;
 pub mod tmux;
 

@@ -13,7 +13,7 @@ use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions, Confirm
 use dsh_session_references::tui::composer::{Composer, FileElement};
 use dsh_session_references::tui::snapshot::render_snapshot;
 use dsh_session_references::tui::Renderable;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -24,32 +24,10 @@ const GUARD: Duration = Duration::from_millis(300);
 
 /// A scratch tree: `proj/` (the session's cwd, with `notes.md`), `secret/id_rsa` beside it
 /// holding [`KEY_MARKER`], and the dsh home.
-struct Tree {
-    _root: tempfile::TempDir,
-    root: PathBuf,
-    cwd: PathBuf,
-    key: PathBuf,
-    home: PathBuf,
-}
+use crate::support::planted::{planted, Planted as Tree};
 
 fn tree() -> Tree {
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let cwd = root.join("proj");
-    std::fs::create_dir_all(&cwd).unwrap();
-    std::fs::write(cwd.join("notes.md"), format!("{NOTES_MARKER}\n")).unwrap();
-    std::fs::create_dir_all(root.join("secret")).unwrap();
-    let key = root.join("secret/id_rsa");
-    std::fs::write(&key, format!("-----BEGIN KEY-----\n{KEY_MARKER}\n")).unwrap();
-    let home = root.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    Tree {
-        _root: dir,
-        root,
-        cwd,
-        key,
-        home,
-    }
+    planted(NOTES_MARKER, &format!("-----BEGIN KEY-----\n{KEY_MARKER}"))
 }
 
 fn choice(base_url: String) -> ModelChoice {
