@@ -99,6 +99,16 @@ impl Server {
             .unwrap_or(0)
     }
 
+    /// User + system CPU time the server has used so far.
+    fn cpu(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // Fields after the parenthesised command name: utime and stime are the 12th and 13th.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = after.split(' ').collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        Duration::from_millis(ticks * 10)
+    }
+
     fn stop(mut self) {
         drop(self.stdin);
         let _ = self.child.wait();
@@ -113,6 +123,10 @@ fn first_list(home: &Path) -> (Duration, Server, Vec<Value>) {
     let listed = server.ask(2, "resources/list", json!({}));
     let took = started.elapsed();
     let resources = listed["result"]["resources"].as_array().unwrap().clone();
+    eprintln!(
+        "  first list after {took:.1?}, server CPU {:.2?}",
+        server.cpu()
+    );
     (took, server, resources)
 }
 
@@ -126,7 +140,7 @@ fn list(sessions: usize, rounds: usize) {
     let _ = std::fs::remove_dir_all(home.join("index"));
     let (cold, server, resources) = first_list(&home);
     println!(
-        "cold (no index): first list {:.0?} ({} resources, first label {:?})",
+        "cold (no index): first list {:.1?} ({} resources, first label {:?})",
         cold,
         resources.len(),
         resources[0]["name"]
@@ -173,8 +187,22 @@ fn list(sessions: usize, rounds: usize) {
         server.stop();
     }
     warm.sort();
+    // Memory while serving: a warm start that lists, reads every listed session, and then
+    // serves on while its indexer checks the home (VmHWM after 10 s).
+    let (_, mut server, resources) = first_list(&home);
+    for (n, r) in resources.iter().enumerate() {
+        server.ask(100 + n as i64, "resources/read", json!({"uri": r["uri"]}));
+    }
+    std::thread::sleep(Duration::from_secs(10));
+    server.ask(99, "resources/list", json!({}));
     println!(
-        "warm (index present): first list p50 {:.0?}, min {:.0?}, max {:.0?} over {rounds} starts",
+        "peak resident memory of a warm start after a list, {} reads and 10 s of serving: {:.1} MiB",
+        resources.len(),
+        server.peak_rss_kib() as f64 / 1024.0
+    );
+    server.stop();
+    println!(
+        "warm (index present): first list p50 {:.1?}, min {:.1?}, max {:.1?} over {rounds} starts",
         warm[warm.len() / 2],
         warm[0],
         warm[warm.len() - 1]

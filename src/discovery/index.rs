@@ -437,11 +437,19 @@ fn try_open(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// The SQL indexes that hand out sessions in listing rank ([`super::recent`]): newest activity
+/// first, and within one cwd. Idempotent, so an index of this schema made before they existed
+/// gets them the next time a writer opens it.
+const RANK_INDEXES: &str = "CREATE INDEX IF NOT EXISTS sessions_recent ON sessions(last_activity);
+    CREATE INDEX IF NOT EXISTS sessions_cwd_recent ON sessions(cwd, last_activity);";
+
 fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
     // IMMEDIATE: a second process creating it at the same moment waits, then sees it made.
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let made: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if made == SCHEMA_VERSION {
+        // Added after the version's first release: an index made before gets them here.
+        conn.execute_batch(RANK_INDEXES)?;
         return conn.execute_batch("COMMIT");
     }
     let result = conn.execute_batch(&format!(
@@ -479,6 +487,7 @@ fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
             row INTEGER PRIMARY KEY,
             body TEXT NOT NULL
         );
+        {RANK_INDEXES}
         PRAGMA user_version = {SCHEMA_VERSION};
         PRAGMA application_id = {APPLICATION_ID};"
     ));

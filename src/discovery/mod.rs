@@ -35,6 +35,7 @@
 pub mod index;
 pub mod lifecycle;
 pub mod rank;
+pub mod recent;
 pub mod search;
 pub mod terms;
 pub mod watch;
@@ -229,6 +230,12 @@ impl Discovery {
     /// for [`Discovery::for_home`]); it need not exist before the first pass.
     pub fn db_path(&self) -> &Path {
         &self.shared.path
+    }
+
+    /// Whether this process serves session `id` (its source is one of the served ones); the
+    /// index keeps rows of other sources for the processes that serve them.
+    pub fn covers(&self, id: &str) -> bool {
+        (self.shared.covers)(id)
     }
 
     /// The sessions served (the listing hits are filtered by).

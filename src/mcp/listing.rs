@@ -11,6 +11,7 @@
 //! Proof: the unit tests below (a property test over every id shape for the URI, ranking and
 //! pages), and `tests/mcp/` over the real binary.
 
+use crate::discovery::recent::RecentRow;
 use crate::discovery::SessionInfo;
 use crate::escape::is_control;
 use crate::reference::encode_session_reference_uri;
@@ -88,14 +89,20 @@ pub fn clean(text: &str) -> String {
 /// Title, else first prompt, else id, cleaned, cut at [`MAX_LABEL_CHARS`]; the id when the
 /// others clean to nothing (an id that cleans to nothing stays as it is, escaped by the host).
 pub fn label(id: &str, row: Option<&SessionInfo>) -> String {
-    let chosen = row
-        .and_then(|r| {
-            [r.title.as_deref(), r.first_prompt.as_deref()]
-                .into_iter()
-                .flatten()
-                .map(clean)
-                .find(|l| !l.is_empty())
-        })
+    label_of(
+        id,
+        row.and_then(|r| r.title.as_deref()),
+        row.and_then(|r| r.first_prompt.as_deref()),
+    )
+}
+
+/// [`label`] of a session's title and first prompt.
+pub fn label_of(id: &str, title: Option<&str>, first_prompt: Option<&str>) -> String {
+    let chosen = [title, first_prompt]
+        .into_iter()
+        .flatten()
+        .map(clean)
+        .find(|l| !l.is_empty())
         .unwrap_or_else(|| {
             let cleaned = clean(id);
             if cleaned.is_empty() {
@@ -167,6 +174,19 @@ pub fn entry(summary: &SessionSummary, row: Option<&SessionInfo>) -> Entry {
             .map(|r| r.last_activity)
             .unwrap_or_else(|| summary.created_at()),
         messages: row.map(|r| (r.messages, r.conversation_bytes)),
+    }
+}
+
+/// The resource entry of one session as the index has it ([`RecentRow`]): what [`entry`]
+/// gives for the same session and row.
+pub fn entry_of_row(row: &RecentRow) -> Entry {
+    Entry {
+        id: row.id.clone(),
+        label: label_of(&row.id, row.title.as_deref(), row.first_prompt.as_deref()),
+        source: source_name(row.source.as_deref().and_then(Agent::parse)),
+        cwd: row.cwd.as_deref().map(clean),
+        last_activity: row.last_activity,
+        messages: Some((row.messages, row.conversation_bytes)),
     }
 }
 

@@ -98,11 +98,14 @@ where
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     let server = Server::new(&options)?;
-    // Warm the listing and the index's rows before the client asks.
-    let warm = {
+    // The indexer starts after the first answer (a new home's first listing starts it once
+    // the walk is done), or a second in anyway: the first listing never shares the cores with
+    // the indexer's pass over the whole home.
+    let anyway = {
         let server = server.clone();
         tokio::spawn(async move {
-            let _ = server.snapshot().await;
+            tokio::time::sleep(server::BACKGROUND_ANYWAY).await;
+            server.start_background();
         })
     };
     let running = server
@@ -115,7 +118,7 @@ where
         tokio::spawn(async move { notify_changes(server, peer).await })
     });
     let ended = running.waiting().await;
-    warm.abort();
+    anyway.abort();
     if let Some(notifier) = notifier {
         notifier.abort();
     }
@@ -128,30 +131,26 @@ where
     }
 }
 
-/// Sends `notifications/resources/list_changed` when a session appears or a label changes,
-/// looking once every [`NOTIFY_EVERY`] (so at most about one a second).
+/// Sends `notifications/resources/list_changed` when what a list would show (ids and labels,
+/// in rank order) differs from what the host was last told, looking once every
+/// [`NOTIFY_EVERY`] (so at most about one a second), and only once the host has listed.
 async fn notify_changes(server: Server, peer: rmcp::Peer<rmcp::RoleServer>) {
-    let mut last: Option<u64> = None;
     let mut tick = tokio::time::interval(NOTIFY_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Ok(snapshot) = server.snapshot().await else {
+        if !server.has_listed() {
+            continue;
+        }
+        let Ok(entries) = server.entries().await else {
             continue;
         };
-        let labelled = snapshot.has_rows();
-        let Ok(now) = tokio::task::spawn_blocking(move || snapshot.fingerprint()).await else {
-            continue;
-        };
-        // A listing answered by ids while the rows loaded is out of date once they are here.
-        let relabelled = labelled && server.take_labels_pending();
-        if relabelled || last.is_some_and(|was| was != now) {
+        if server.tell(Server::fingerprint(&entries), false) {
             tracing::debug!("the session list changed");
             if peer.notify_resource_list_changed().await.is_err() {
                 return;
             }
         }
-        last = Some(now);
     }
 }
 

@@ -1,17 +1,28 @@
 //! The MCP handler (SPEC §10): resources, the `reference` prompt and its completion, and the
 //! change notifier, over the reference service, the merged session sources and discovery.
 //!
+//! Where a list comes from: once an index exists (it was there when the server started, or this
+//! process's indexer finished a pass), `resources/list` is ranked straight from it
+//! ([`crate::discovery::recent`]: the first `--max-resources` rows in rank order, a few
+//! milliseconds at 100,000 sessions) and no listing or row is loaded for it. A new home is
+//! listed by a walk of the store instead, labelled by ids until the index has the rows. The
+//! indexer (and its watcher) starts only after the first answer is out, so that answer never
+//! shares the cores with a pass over the whole home; the pass then brings the index, and so the
+//! list, up to date with the home, and the change notifier tells the host.
+//!
 //! Invariant: every answer is computed whole before it is sent (a read is the context text of
-//! one `prepare`, never partial); blocking work (listing, the index's rows, ranking 100,000
-//! sessions) runs on blocking threads, never on the async workers that serve the protocol;
-//! nothing here writes a log: reads go through the store, the index is discovery's cache under
-//! `<home>/index/`.
+//! one `prepare`, never partial); blocking work (the index, the listing, ranking) runs on
+//! blocking threads, never on the async workers that serve the protocol; nothing here writes a
+//! log: reads go through the store, the index is discovery's cache under `<home>/index/`. The
+//! host is told `list_changed` exactly when what a list would show (ids and labels in rank
+//! order) differs from what it last received or was told.
 //! Proof: `tests/mcp/` (the real binary through `rmcp`'s client, and in process over
-//! `tokio::io::duplex`).
+//! `tokio::io::duplex`), including a warm start whose index is behind the home.
 
 use super::listing::{self, Entry};
 use super::{Expose, Options};
 use crate::discovery::lifecycle::{resolve_prefix, ResolveError};
+use crate::discovery::recent::RecentReader;
 use crate::discovery::{Discovery, IndexerThread, SearchQuery, SessionInfo};
 use crate::reference::{
     decode_session_reference_uri, AgentIdentity, ErrorCode as RefCode, ReferenceInput,
@@ -43,9 +54,17 @@ pub const SHOWN_CANDIDATES: usize = 10;
 pub const COMPLETIONS: usize = 20;
 /// How long the first listing of a home without an index waits for the index's first pass.
 pub const FIRST_PASS_WAIT: std::time::Duration = std::time::Duration::from_millis(300);
+/// A new home of at most this many sessions waits [`FIRST_PASS_WAIT`] for its first pass (a
+/// pass over a few thousand sessions fits in it); a bigger one is listed at once by id.
+pub const SMALL_HOME: usize = 2_000;
 /// How long a listing waits for the index's rows before it answers with what is at hand (ids
 /// for labels); the rows finish loading in the background and `list_changed` follows.
 pub const ROWS_WAIT: std::time::Duration = std::time::Duration::from_millis(30);
+/// How long after an answer the background work (the indexer's pass, the watcher) starts: the
+/// answer is on its way to the host first.
+pub const BACKGROUND_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
+/// The background work starts this long after the server did even when no request came.
+pub const BACKGROUND_ANYWAY: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long resolving a word waits for the index's first pass.
 pub const WORD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// The MIME type of a read.
@@ -67,10 +86,16 @@ struct Inner {
     agent: AgentIdentity,
     /// The index's rows by id, kept while the searcher hands out the same copy.
     rows: Mutex<Option<RowMap>>,
-    /// A listing was answered before the index's rows were at hand: the change notifier says
-    /// `list_changed` once they are.
-    labels_pending: std::sync::atomic::AtomicBool,
-    indexer: Option<IndexerThread>,
+    /// The fingerprint of the list the host was last told about (an answer to
+    /// `resources/list`, or a `list_changed` since); `None` until the host first lists.
+    told: Mutex<Option<u64>>,
+    /// Run the indexer (started after the first answer, see [`Server::start_background`]).
+    index: bool,
+    indexer: Mutex<Option<IndexerThread>>,
+    /// An index was there when the server started: lists are ranked from it at once.
+    index_at_start: bool,
+    /// The ranked listing straight from the index.
+    recent: Mutex<RecentReader>,
 }
 
 type RowMap = (Arc<Vec<SessionInfo>>, Arc<HashMap<String, usize>>);
@@ -95,25 +120,9 @@ impl Snapshot {
             .collect()
     }
 
-    /// Whether the index's rows were at hand for this snapshot.
-    pub fn has_rows(&self) -> bool {
-        !self.rows.is_empty()
-    }
-
     /// The ranked, capped resources.
     pub fn ranked(&self, cwd: Option<&str>, max: usize) -> Vec<Entry> {
         listing::ranked(&self.listing, &self.map(), cwd, max)
-    }
-
-    /// A fingerprint of every session's id and label (what `list_changed` is about).
-    pub fn fingerprint(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        for summary in self.listing.iter() {
-            summary.id().hash(&mut hasher);
-            listing::label(summary.id(), self.row(summary.id())).hash(&mut hasher);
-        }
-        hasher.finish()
     }
 }
 
@@ -146,7 +155,8 @@ impl Server {
             ..defaults
         };
         let service = SessionReferences::new(store, config).map_err(|e| e.to_string())?;
-        let indexer = options.index.then(|| discovery.spawn_indexer());
+        let index_at_start = discovery.db_path().is_file();
+        let recent = Mutex::new(RecentReader::new(discovery.db_path()));
         Ok(Server {
             inner: Arc::new(Inner {
                 cwd: options.cwd.clone(),
@@ -159,8 +169,11 @@ impl Server {
                     options.cwd.clone(),
                 ),
                 rows: Mutex::new(None),
-                labels_pending: std::sync::atomic::AtomicBool::new(false),
-                indexer,
+                told: Mutex::new(None),
+                index: options.index,
+                indexer: Mutex::new(None),
+                index_at_start,
+                recent,
             }),
         })
     }
@@ -202,21 +215,125 @@ impl Server {
         let (rows, at) = match tokio::time::timeout(ROWS_WAIT, rows).await {
             Ok(loaded) => loaded.map_err(|e| internal(format!("the listing task failed: {e}")))?,
             Err(_) => {
+                // The change notifier sees the labels change once they are loaded.
                 tracing::debug!("the index's rows are still loading; listed by id");
-                self.inner
-                    .labels_pending
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
                 (Arc::new(Vec::new()), Arc::new(HashMap::new()))
             }
         };
         Ok(Snapshot { listing, rows, at })
     }
 
-    /// Takes the note that a listing went out before the index's rows were loaded.
-    pub(crate) fn take_labels_pending(&self) -> bool {
-        self.inner
-            .labels_pending
-            .swap(false, std::sync::atomic::Ordering::SeqCst)
+    /// Starts what keeps the server current (the discovery indexer and its watcher), once, and
+    /// only [`BACKGROUND_AFTER`] from now: called as an answer goes out, so that a first listing
+    /// is never slowed by the indexer's pass over the whole home.
+    pub fn start_background(&self) {
+        if !self.inner.index || self.inner.indexer.lock().expect("indexer lock").is_some() {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(BACKGROUND_AFTER).await;
+            this.start_indexer_now();
+        });
+    }
+
+    /// Starts the indexer now (idempotent).
+    fn start_indexer_now(&self) {
+        if !self.inner.index {
+            return;
+        }
+        let mut slot = self.inner.indexer.lock().expect("indexer lock");
+        if slot.is_none() {
+            *slot = Some(self.inner.discovery.spawn_indexer());
+        }
+    }
+
+    fn indexing(&self) -> bool {
+        self.inner.indexer.lock().expect("indexer lock").is_some()
+    }
+
+    /// Whether lists are ranked straight from the index: it was there at the start, or this
+    /// process's indexer has finished a pass over the home (before that, a new index holds only
+    /// part of it).
+    fn ranks_from_index(&self) -> bool {
+        self.inner.index_at_start || self.inner.discovery.passes() > 0
+    }
+
+    /// The first `max` entries straight from the index, or `None` when it cannot answer.
+    fn entries_from_index(&self) -> Option<Vec<Entry>> {
+        let discovery = &self.inner.discovery;
+        let covers = |id: &str| discovery.covers(id);
+        let found = self.inner.recent.lock().expect("recent lock").top(
+            self.inner.cwd.as_deref(),
+            &covers,
+            self.inner.max_resources,
+        );
+        match found {
+            Ok(rows) => Some(rows.iter().map(listing::entry_of_row).collect()),
+            Err(e) => {
+                tracing::debug!(error = %e, "the index cannot rank; listing instead");
+                None
+            }
+        }
+    }
+
+    /// The label of session `id` as the listing gives it.
+    async fn label_of(&self, id: &str) -> Result<String, McpError> {
+        if self.ranks_from_index() {
+            let (this, key) = (self.clone(), id.to_string());
+            let row = tokio::task::spawn_blocking(move || {
+                this.inner.recent.lock().expect("recent lock").get(&key)
+            })
+            .await
+            .map_err(|e| internal(format!("the label task failed: {e}")))?;
+            if let Ok(Some(row)) = row {
+                return Ok(listing::label_of(
+                    &row.id,
+                    row.title.as_deref(),
+                    row.first_prompt.as_deref(),
+                ));
+            }
+        }
+        let this = self.clone();
+        let (rows, at) = tokio::task::spawn_blocking(move || this.rows_blocking())
+            .await
+            .map_err(|e| internal(format!("the label task failed: {e}")))?;
+        Ok(listing::label(id, at.get(id).map(|&i| &rows[i])))
+    }
+
+    /// The fingerprint of what a list shows (ids and labels, in order).
+    pub fn fingerprint(entries: &[Entry]) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for e in entries {
+            e.id.hash(&mut hasher);
+            e.label.hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+
+    /// Notes that the host now knows the list of fingerprint `now`; whether that differs from
+    /// what it knew before (always `false` before the host first listed).
+    pub(crate) fn tell(&self, now: u64, first_time_counts: bool) -> bool {
+        let mut told = self.inner.told.lock().expect("told lock");
+        let changed = match *told {
+            Some(was) => was != now,
+            None => first_time_counts,
+        };
+        if told.is_some() || first_time_counts {
+            *told = Some(now);
+        }
+        changed
+    }
+
+    /// Whether an index was there when the server started.
+    pub fn index_at_start(&self) -> bool {
+        self.inner.index_at_start
+    }
+
+    /// Whether the host has listed at least once.
+    pub(crate) fn has_listed(&self) -> bool {
+        self.inner.told.lock().expect("told lock").is_some()
     }
 
     fn rows_blocking(&self) -> RowMap {
@@ -248,11 +365,39 @@ impl Server {
     /// home is labelled by titles and first prompts at once; a big new home is listed by id and
     /// relabelled (with `list_changed`) as the index fills.
     pub async fn entries(&self) -> Result<Vec<Entry>, McpError> {
-        let indexed = self.inner.discovery.db_path().exists();
-        if self.inner.indexer.is_some() && !indexed {
+        if self.ranks_from_index() {
+            let this = self.clone();
+            let ranked = tokio::task::spawn_blocking(move || this.entries_from_index())
+                .await
+                .map_err(|e| internal(format!("the ranking task failed: {e}")))?;
+            if let Some(entries) = ranked {
+                return Ok(entries);
+            }
+        }
+        // No index to rank from yet (a new home): the listing comes first, then the indexer
+        // starts, so the walk over the home has both cores; a small home waits a moment for
+        // the first pass and is labelled by titles and first prompts at once.
+        let listing = self
+            .inner
+            .discovery
+            .query()
+            .list_sessions()
+            .await
+            .map_err(|e| internal(format!("listing the sessions failed: {e}")))?;
+        self.start_indexer_now();
+        if self.indexing() && listing.len() <= SMALL_HOME {
             let started = std::time::Instant::now();
             while self.inner.discovery.passes() == 0 && started.elapsed() < FIRST_PASS_WAIT {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            if self.ranks_from_index() {
+                let this = self.clone();
+                let ranked = tokio::task::spawn_blocking(move || this.entries_from_index())
+                    .await
+                    .map_err(|e| internal(format!("the ranking task failed: {e}")))?;
+                if let Some(entries) = ranked {
+                    return Ok(entries);
+                }
             }
         }
         let snapshot = self.snapshot_at_hand().await?;
@@ -265,16 +410,22 @@ impl Server {
     /// The text a model receives for a reference to `id` (SPEC §3.7), read afresh, labelled as
     /// the listing labels it.
     pub async fn read_text(&self, id: &str) -> Result<String, McpError> {
-        let snapshot = self.snapshot().await?;
-        let Some(summary) = snapshot.listing.iter().find(|s| s.id() == id) else {
+        let listing = self
+            .inner
+            .discovery
+            .query()
+            .list_sessions()
+            .await
+            .map_err(|e| internal(format!("listing the sessions failed: {e}")))?;
+        if !listing.iter().any(|s| s.id() == id) {
             let err =
                 SessionReferenceError::new(RefCode::ReadFailed, format!("session not found: {id}"));
             return Err(McpError::resource_not_found(
                 format!("no session {id:?} is listed"),
                 Some(error_data(&err)),
             ));
-        };
-        let label = listing::label(summary.id(), snapshot.row(summary.id()));
+        }
+        let label = self.label_of(id).await?;
         let prepared = self
             .inner
             .service
@@ -367,7 +518,8 @@ impl Server {
             return Err(unknown(Vec::new(), 0, "no session id starts with"));
         }
         // A word needs the index: give its first pass a moment (a prompt is typed by hand).
-        if self.inner.indexer.is_some() {
+        if self.inner.index {
+            self.start_indexer_now();
             let started = std::time::Instant::now();
             while self.inner.discovery.passes() == 0 && started.elapsed() < WORD_WAIT {
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -516,6 +668,8 @@ impl ServerHandler for Server {
     ) -> Result<ListResourcesResult, McpError> {
         exposed(self.inner.expose.resources, "resources/list")?;
         let entries = self.entries().await?;
+        self.tell(Server::fingerprint(&entries), true);
+        self.start_background();
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
         let (page, next) =
             listing::page(&entries, cursor).map_err(|e| McpError::invalid_params(e, None))?;
@@ -545,7 +699,9 @@ impl ServerHandler for Server {
                 Some(error_data(&err)),
             )
         })?;
-        let text = self.read_text(&id).await?;
+        let text = self.read_text(&id).await;
+        self.start_background();
+        let text = text?;
         Ok(ReadResourceResult::new(vec![
             ResourceContents::text(text, request.uri).with_mime_type(MIME)
         ])

@@ -123,7 +123,10 @@ pub fn open_read(path: &Path) -> io::Result<File> {
 /// when it is absent, not a regular file, unreadable, or longer than `max`.
 pub fn read_small(path: &Path, max: usize) -> Option<Vec<u8>> {
     let file = open_regular(path, OpenOptions::new().read(true), Symlinks::Refuse).ok()?;
-    let mut bytes = Vec::with_capacity(max + 1);
+    // Sized by the file (plus one byte to see it end), never by `max`: a 512 MB bound must not
+    // reserve 512 MB for a 16 MB file.
+    let len = file.metadata().map_or(0, |m| m.len());
+    let mut bytes = Vec::with_capacity(len.min(max as u64) as usize + 1);
     file.take(max as u64 + 1).read_to_end(&mut bytes).ok()?;
     (bytes.len() <= max).then_some(bytes)
 }

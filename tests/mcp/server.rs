@@ -396,6 +396,55 @@ fn a_session_written_while_connected_is_announced_and_listed() {
     });
 }
 
+/// A start on a home with an index ranks its first list straight from the index (sessions
+/// made or removed while no server ran are not in it yet); the indexer's pass that follows the
+/// answer brings the list up to date, and the host is told so.
+#[test]
+fn a_warm_start_lists_from_the_index_and_then_catches_up_with_the_home() {
+    let (_dir, home) = demo_home();
+    runtime().block_on(async {
+        let (client, _) = connect(&home, &[]).await;
+        labelled(&client, "Fix the flaky tokenizer test").await;
+        client.cancel().await.unwrap();
+    });
+    assert!(home.join("index").join("discovery.sqlite3").is_file());
+    // While no server runs: one session made, one removed.
+    new_session(&home, "made-while-away", "/p", "a question from yesterday");
+    let gone = std::fs::read_dir(home.join("sessions"))
+        .unwrap()
+        .flat_map(|p| std::fs::read_dir(p.unwrap().path()).unwrap())
+        .map(|d| d.unwrap().path())
+        .find(|d| d.file_name().unwrap().to_string_lossy() == INFRA)
+        .expect("the demo home holds the infra session");
+    std::fs::remove_dir_all(&gone).unwrap();
+    let (made, removed) = (
+        encode_session_reference_uri("made-while-away"),
+        encode_session_reference_uri(INFRA),
+    );
+    runtime().block_on(async {
+        let (client, host) = connect(&home, &[]).await;
+        let changed = host.changed.notified();
+        let (first, _) = all_pages(&client).await;
+        let uris = |rs: &[Resource]| rs.iter().map(|r| r.uri.clone()).collect::<Vec<_>>();
+        assert!(
+            !uris(&first).contains(&made),
+            "the index has not seen it yet"
+        );
+        assert!(uris(&first).contains(&removed), "the index still has it");
+        assert!(first
+            .iter()
+            .all(|r| r.description.as_deref().unwrap().contains(" messages · ")));
+        tokio::time::timeout(Duration::from_secs(20), changed)
+            .await
+            .expect("list_changed once the indexer caught up");
+        let (now, _) = all_pages(&client).await;
+        assert!(uris(&now).contains(&made), "{:?}", uris(&now));
+        assert!(!uris(&now).contains(&removed));
+        assert_eq!(now.len(), first.len());
+        client.cancel().await.unwrap();
+    });
+}
+
 #[test]
 fn the_reference_prompt_resolves_ids_prefixes_and_words_and_completes() {
     let (_dir, home) = demo_home();
