@@ -295,7 +295,7 @@ pub struct McpArgs {
 
 #[cfg(feature = "mcp")]
 fn parse_expose(text: &str) -> Result<crate::mcp::Expose, String> {
-    crate::mcp::Expose::parse(text)
+    crate::mcp::Expose::parse(text).map_err(|e| e.to_string())
 }
 
 /// `dsh-refs uri`: session ids to and from `dsh-session:` URIs (SPEC §2).

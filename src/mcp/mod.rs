@@ -31,6 +31,30 @@ pub const DEFAULT_MAX_RESOURCES: u64 = 200;
 /// How often the change notifier looks (and so at most how often it notifies).
 pub const NOTIFY_EVERY: Duration = Duration::from_secs(1);
 
+/// Why the server could not start or stopped serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The reference service refused its configuration (for example `--max-reference-bytes`).
+    #[error("the reference service cannot start: {0}")]
+    Config(#[source] crate::reference::SessionReferenceError),
+    /// The client's `initialize` exchange failed (it went away, or sent no handshake).
+    #[error("the MCP handshake failed: {0}")]
+    Handshake(String),
+    /// The connection failed while serving.
+    #[error("the MCP service failed: {0}")]
+    Service(String),
+}
+
+/// `--expose` named something other than `resources` and `prompts`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--expose {text:?}: unknown {part:?} (expected resources, prompts or both)")]
+pub struct ExposeError {
+    /// The whole value given.
+    pub text: String,
+    /// The part not known.
+    pub part: String,
+}
+
 /// What the server offers (`--expose`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expose {
@@ -51,7 +75,7 @@ impl Default for Expose {
 
 impl Expose {
     /// Parses `resources,prompts` (either or both).
-    pub fn parse(text: &str) -> Result<Expose, String> {
+    pub fn parse(text: &str) -> Result<Expose, ExposeError> {
         let mut expose = Expose {
             resources: false,
             prompts: false,
@@ -61,9 +85,10 @@ impl Expose {
                 "resources" => expose.resources = true,
                 "prompts" => expose.prompts = true,
                 other => {
-                    return Err(format!(
-                        "--expose {text:?}: unknown {other:?} (expected resources, prompts or both)"
-                    ))
+                    return Err(ExposeError {
+                        text: text.to_string(),
+                        part: other.to_string(),
+                    })
                 }
             }
         }
@@ -92,7 +117,7 @@ pub struct Options {
 }
 
 /// Serves MCP on `reader`/`writer` until the client goes away (end of input).
-pub async fn serve<R, W>(options: Options, reader: R, writer: W) -> Result<(), String>
+pub async fn serve<R, W>(options: Options, reader: R, writer: W) -> Result<(), ServeError>
 where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
@@ -112,7 +137,7 @@ where
         .clone()
         .serve((reader, writer))
         .await
-        .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+        .map_err(|e| ServeError::Handshake(e.to_string()))?;
     let notifier = server.expose().resources.then(|| {
         let (server, peer) = (server.clone(), running.peer().clone());
         tokio::spawn(async move { notify_changes(server, peer).await })
@@ -127,7 +152,7 @@ where
             tracing::info!(?reason, "MCP client gone");
             Ok(())
         }
-        Err(e) => Err(format!("the MCP service failed: {e}")),
+        Err(e) => Err(ServeError::Service(e.to_string())),
     }
 }
 
@@ -171,7 +196,8 @@ pub fn run_stdio(options: Options) -> i32 {
     runtime.shutdown_timeout(Duration::from_millis(100));
     match result {
         Ok(()) => 0,
-        Err(message) => {
+        Err(error) => {
+            let message = error.to_string();
             tracing::error!(%message, "dsh-refs mcp");
             eprintln!("dsh-refs: {}", crate::escape::diagnostic(&message));
             1

@@ -138,7 +138,7 @@ impl Server {
     /// Builds the server and starts what keeps it current: the discovery indexer (with its
     /// watcher) and a first load of the listing and the index's rows, so the first
     /// `resources/list` finds them warm.
-    pub fn new(options: &Options) -> Result<Server, String> {
+    pub fn new(options: &Options) -> Result<Server, super::ServeError> {
         // One store for discovery and the service: one listing of the home, started from the
         // listing cache under `<home>/index/` (a new process lists at the cost of checking it).
         let discovery = Discovery::for_store(
@@ -154,7 +154,7 @@ impl Server {
                 .unwrap_or(defaults.max_reference_bytes),
             ..defaults
         };
-        let service = SessionReferences::new(store, config).map_err(|e| e.to_string())?;
+        let service = SessionReferences::new(store, config).map_err(super::ServeError::Config)?;
         let index_at_start = discovery.db_path().is_file();
         let recent = Mutex::new(RecentReader::new(discovery.db_path()));
         Ok(Server {
