@@ -459,6 +459,16 @@ impl Server {
     /// The session `value` names: an id, a unique id prefix, or one word found by discovery.
     pub async fn resolve(&self, value: &str) -> Result<String, McpError> {
         let value = value.trim();
+        if is_placeholder(value) {
+            return Err(McpError::invalid_params(
+                format!(
+                    "the host sent its argument placeholder {value:?} instead of a session id: \
+                     it fills the prompt's text in itself and cannot pass a session to read; \
+                     pick the session with @ instead"
+                ),
+                None,
+            ));
+        }
         let snapshot = self.snapshot().await?;
         let unknown = |candidates: Vec<(String, String)>, total: usize, what: &str| {
             let mut text = format!("{what} {value:?}");
@@ -589,6 +599,15 @@ impl Server {
             .await
             .map_err(|e| internal(format!("the completion task failed: {e}")))
     }
+}
+
+/// Whether `value` is a host's own argument placeholder (`$1`, `$ARGUMENTS`), as opencode sends
+/// to `prompts/get` (it substitutes the person's words into the returned text itself), rather
+/// than anything a person typed for a session.
+fn is_placeholder(value: &str) -> bool {
+    value.strip_prefix('$').is_some_and(|rest| {
+        rest == "ARGUMENTS" || (!rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
+    })
 }
 
 /// For each of `ids` (in order, at most [`COMPLETIONS`]), the shortest prefix that names it
@@ -821,6 +840,16 @@ mod tests {
                 prop_assert!(found.is_ok(), "{value:?} of {ids:?}");
                 prop_assert!(found.unwrap().starts_with(&value));
             }
+        }
+    }
+
+    #[test]
+    fn host_placeholders_are_told_apart_from_typed_values() {
+        for yes in ["$1", "$12", "$ARGUMENTS"] {
+            assert!(is_placeholder(yes), "{yes}");
+        }
+        for no in ["$", "$x", "1", "$1a", "f382", "$arguments"] {
+            assert!(!is_placeholder(no), "{no}");
         }
     }
 

@@ -503,6 +503,13 @@ fn the_reference_prompt_resolves_ids_prefixes_and_words_and_completes() {
         );
         let err = mcp_error(get("zzz-nothing-like-it").await.unwrap_err());
         assert!(err.message.contains("no session"), "{}", err.message);
+        // opencode sends its own placeholder instead of what the person typed.
+        for placeholder in ["$1", "$ARGUMENTS", " $2 "] {
+            let err = mcp_error(get(placeholder).await.unwrap_err());
+            assert_eq!(err.code.0, -32602);
+            assert!(err.message.contains("placeholder"), "{}", err.message);
+            assert!(err.message.contains('@'), "{}", err.message);
+        }
         // Completion: single tokens, each resolving to exactly one session.
         for typed in ["", "f", "1", "Terraform"] {
             let values = client
