@@ -1,0 +1,261 @@
+//! The app's reaction to one event: terminal input goes through the key table, answers go to
+//! the state that asked for them.
+
+use super::{App, AppEvent, NextSession, QUIT_WINDOW, WHEEL_ROWS};
+use crate::tui::composer::ComposerOutcome;
+use crate::tui::help::{KeyOverlay, OverlayOutcome};
+use crate::tui::keys::{Action, KeyContext};
+use crate::tui::picker::PickerOutcome;
+use crate::tui::popup::{PopupItem, PopupOutcome};
+use crate::tui::slash::SlashOutcome;
+use crate::tui::transcript::NoticeLevel;
+use crossterm::event::{Event as TermEvent, KeyEvent, KeyEventKind, MouseEventKind};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+impl App {
+    /// Reacts to one event: updates the state and starts any background work it asks for.
+    pub fn handle(&mut self, event: AppEvent) {
+        self.handle_event(event);
+        self.sync_popup_preview();
+    }
+
+    pub(super) fn handle_event(&mut self, event: AppEvent) {
+        match event {
+            AppEvent::Input(TermEvent::Key(key)) if key.kind != KeyEventKind::Release => {
+                self.on_key(key)
+            }
+            AppEvent::Input(TermEvent::Paste(text)) => {
+                self.composer.handle_paste(&text);
+                self.sync_popup();
+            }
+            AppEvent::Input(TermEvent::Mouse(mouse)) => match mouse.kind {
+                MouseEventKind::ScrollUp => self.transcript.scroll_up(WHEEL_ROWS),
+                MouseEventKind::ScrollDown => self.transcript.scroll_down(WHEEL_ROWS),
+                _ => {}
+            },
+            AppEvent::Input(_) => {}
+            AppEvent::Agent(event) => self.on_agent(event),
+            AppEvent::Lookup(id, result) => {
+                self.popup.apply_results(id, result);
+            }
+            AppEvent::Discovered(id, details) => {
+                self.popup.set_details(id, details);
+            }
+            AppEvent::DiscoveryNote(note) => self.transcript.push_notice(NoticeLevel::Info, note),
+            AppEvent::Submitted(result) => self.on_submitted(result),
+            AppEvent::Listed(result) => self.show_sessions(result),
+            AppEvent::PopupPreview(id, serial, result) => {
+                if let Some(preview) = self
+                    .popup_preview
+                    .as_mut()
+                    .filter(|p| p.id == id && p.serial == serial)
+                {
+                    preview.result = Some(result);
+                }
+            }
+            AppEvent::Resolved(Ok(Ok(id))) => {
+                self.next = Some(NextSession::Resume(id));
+                self.should_quit = true;
+            }
+            // A word that starts no id: find it.
+            AppEvent::Resolved(Ok(Err(word))) if self.discovery.is_some() => {
+                self.open_picker(&word)
+            }
+            AppEvent::Resolved(Ok(Err(word))) => self.transcript.push_notice(
+                NoticeLevel::Error,
+                format!(
+                    "/resume: no session id is or starts with {}",
+                    crate::escape::escape_line(&format!("{word:?}"))
+                ),
+            ),
+            AppEvent::Resolved(Err(why)) => self
+                .transcript
+                .push_notice(NoticeLevel::Error, format!("/resume: {why}")),
+            AppEvent::Picker(generation, result) => {
+                if let Some(picker) = &mut self.picker {
+                    picker.apply(generation, result);
+                }
+            }
+            AppEvent::Badge(id, serial, result) => self.on_badge(id, serial, result),
+            AppEvent::FilesChanged => {
+                self.files_pending.store(false, Ordering::SeqCst);
+                self.refresh_file_rows();
+            }
+            AppEvent::Inspected(serial, result) => self.on_inspected(serial, result),
+            AppEvent::TypedId(token, prefix, result) => self.on_typed_id(token, prefix, result),
+            AppEvent::NotSent(why) => {
+                self.preparing = None;
+                let sent = self.in_flight.take().unwrap_or_default();
+                self.composer.restore_before(sent);
+                self.sync_popup();
+                self.transcript
+                    .push_notice(NoticeLevel::Error, format!("Not sent: {why}"));
+            }
+            AppEvent::Tick => {
+                if self.quit_armed.is_some_and(|t| t.elapsed() > QUIT_WINDOW) {
+                    self.quit_armed = None;
+                }
+                if self.esc_armed.is_some_and(|t| t.elapsed() > QUIT_WINDOW) {
+                    self.esc_armed = None;
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_key(&mut self, key: KeyEvent) {
+        if let Some(picker) = &mut self.picker {
+            match picker.handle_key_with(&self.keymap, key) {
+                PickerOutcome::Search(generation, query) => self.picker_search(generation, query),
+                PickerOutcome::Picked(id) => {
+                    self.picker = None;
+                    self.next = Some(NextSession::Resume(id));
+                    self.should_quit = true;
+                }
+                PickerOutcome::Cancelled => self.picker = None,
+                PickerOutcome::Moved | PickerOutcome::Ignored => {}
+            }
+            return;
+        }
+        if self.chips.asking().is_some() && self.on_confirm_key(&key) {
+            return;
+        }
+        if let Some(overlay) = &mut self.overlay {
+            let action = self.keymap.action(KeyContext::Overlay, &key);
+            if overlay.handle_action(action, &self.keymap) == OverlayOutcome::Close {
+                self.overlay = None;
+            }
+            return;
+        }
+        let app_action = self.keymap.action(KeyContext::App, &key);
+        if app_action == Some(Action::ClearOrQuit) {
+            return self.on_ctrl_c();
+        }
+        self.quit_armed = None;
+        let esc_armed = self.esc_armed.take();
+        if let Some(cancel) = &self.preparing {
+            // Typing goes on into the next draft; Esc (outside the popup) cancels the send.
+            if app_action == Some(Action::Interrupt) && !self.popup.is_open() {
+                cancel.cancel();
+                return;
+            }
+        }
+        if self.slash.is_open() {
+            let action = self.keymap.action(KeyContext::Popup, &key);
+            let enter = key.code == crossterm::event::KeyCode::Enter;
+            match action.map(|a| self.slash.handle_action(a, enter)) {
+                Some(SlashOutcome::Handled | SlashOutcome::Close) => return,
+                Some(SlashOutcome::Complete(command)) => {
+                    self.composer.set_text(&format!("/{} ", command.name()));
+                    self.sync_popup();
+                    return;
+                }
+                Some(SlashOutcome::Run(command)) => {
+                    let draft = self.composer.take_draft();
+                    self.composer.push_history(draft);
+                    self.sync_popup();
+                    self.run_command(command, "");
+                    return;
+                }
+                Some(SlashOutcome::Ignored) | None => {}
+            }
+        }
+        if self.popup.is_open() {
+            match self.popup.handle_key_with(&self.keymap, key) {
+                PopupOutcome::Handled => return,
+                PopupOutcome::Accept(item) => {
+                    self.composer.insert_item(&item);
+                    self.popup.close();
+                    self.sync_popup();
+                    if matches!(item, PopupItem::File(_)) {
+                        self.chip_after_pick();
+                    }
+                    return;
+                }
+                PopupOutcome::Close => {
+                    self.popup.dismiss();
+                    return;
+                }
+                PopupOutcome::Ignored => {}
+            }
+        }
+        if app_action == Some(Action::Help) && self.composer.is_empty() {
+            self.overlay = Some(KeyOverlay::new());
+            return;
+        }
+        if self.chip_on_tab(&key) {
+            return;
+        }
+        match self.composer.handle_key(key) {
+            ComposerOutcome::Submit => self.submit(),
+            ComposerOutcome::Edited => {
+                self.sync_popup();
+                self.chip_after_key(&key);
+            }
+            ComposerOutcome::Moved => self.sync_popup(),
+            ComposerOutcome::Ignored => self.on_app_action(app_action, esc_armed),
+        }
+    }
+
+    pub(super) fn on_app_action(&mut self, action: Option<Action>, esc_armed: Option<Instant>) {
+        match action {
+            Some(Action::Interrupt) => {
+                if self.status.running {
+                    self.agent.cancel();
+                } else if self.composer.is_empty() {
+                    // Esc Esc on an empty, idle composer: the last message comes back to edit.
+                    if esc_armed.is_some_and(|t| t.elapsed() <= QUIT_WINDOW) {
+                        if self.composer.move_up() == ComposerOutcome::Edited {
+                            self.sync_popup();
+                        }
+                    } else {
+                        self.esc_armed = Some(Instant::now());
+                    }
+                }
+            }
+            Some(Action::ScrollUp) => self.transcript.page_up(),
+            Some(Action::ScrollDown) => self.transcript.page_down(),
+            Some(Action::ScrollTop) => self.transcript.scroll_to_top(),
+            Some(Action::ScrollBottom) => self.transcript.scroll_to_bottom(),
+            Some(Action::Details) => {
+                self.transcript.toggle_selected_card();
+            }
+            Some(Action::CardPrev) => {
+                self.transcript.select_card(true);
+            }
+            Some(Action::CardNext) => {
+                self.transcript.select_card(false);
+            }
+            _ => {}
+        }
+    }
+
+    /// Ctrl+C (SPEC §5.5): cancels a send in flight, else clears a draft (Up recalls it), else
+    /// interrupts a running turn, and only quits on a second press with an empty, idle
+    /// composer.
+    pub(super) fn on_ctrl_c(&mut self) {
+        self.esc_armed = None;
+        if let Some(cancel) = &self.preparing {
+            cancel.cancel();
+            self.quit_armed = None;
+            return;
+        }
+        if !self.composer.is_empty() {
+            let draft = self.composer.take_draft();
+            self.composer.push_history(draft);
+            self.sync_popup();
+            self.quit_armed = None;
+            return;
+        }
+        if self.status.running {
+            self.agent.cancel();
+            self.quit_armed = None;
+            return;
+        }
+        if self.quit_armed.is_some_and(|t| t.elapsed() <= QUIT_WINDOW) {
+            self.should_quit = true;
+            return;
+        }
+        self.quit_armed = Some(Instant::now());
+    }
+}
