@@ -11,12 +11,12 @@
 pub mod app;
 pub mod attach;
 pub mod composer;
-pub mod discovery;
 pub mod escape;
 pub mod file_index;
 pub mod file_match;
 pub mod help;
 pub mod keys;
+pub mod lookup;
 pub mod mount;
 pub mod picker;
 pub mod popup;
