@@ -11,7 +11,6 @@ use crate::tui::picker::{PickerOutcome, PickerState};
 use crate::tui::slash::Command;
 use crate::tui::transcript::NoticeLevel;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 impl App {
     /// Runs a `/` command locally: nothing of it reaches the model.
@@ -43,14 +42,14 @@ impl App {
             Command::Model => self.switch_model(arg),
             Command::Sessions => {
                 let mount = self.mount.clone();
-                let tx = self.tx.clone();
-                tokio::spawn(async move {
-                    let result = mount
-                        .candidates("", &CancellationToken::new())
-                        .await
-                        .map_err(|e| e.message().to_string());
-                    let _ = tx.send(AppEvent::Listed(result));
-                });
+                self.listing
+                    .spawn(&mut self.serials, &self.tx, |serial, cancel| async move {
+                        let result = mount
+                            .candidates("", &cancel)
+                            .await
+                            .map_err(|e| e.message().to_string());
+                        AppEvent::Listed { serial, result }
+                    });
             }
             Command::Quit => self.should_quit = true,
             Command::Copy => self.copy_last_answer(),
@@ -132,7 +131,7 @@ impl App {
         let first = picker.start();
         self.picker = Some(picker);
         if let PickerOutcome::Search(generation, query) = first {
-            self.picker_search(generation, query);
+            self.picker_search(generation, query, false);
         }
     }
 
@@ -156,9 +155,8 @@ impl App {
             return;
         };
         let prefix = prefix.to_string();
-        let tx = self.tx.clone();
-        tokio::task::spawn_blocking(move || {
-            let result = DiskStore::new(&home)
+        let resolve = move || {
+            DiskStore::new(&home)
                 .list_sessions_blocking()
                 .map_err(|e| e.to_string())
                 .and_then(|listing| {
@@ -168,9 +166,15 @@ impl App {
                         }
                         other => other.map(Ok).map_err(|e| e.to_string()),
                     }
-                });
-            let _ = tx.send(AppEvent::Resolved(result));
-        });
+                })
+        };
+        self.resolving
+            .spawn(&mut self.serials, &self.tx, |serial, _| async move {
+                let result = tokio::task::spawn_blocking(resolve)
+                    .await
+                    .unwrap_or_else(|e| Err(e.to_string()));
+                AppEvent::Resolved { serial, result }
+            });
     }
 
     /// The answer to `/sessions`: the newest few, one line each.
@@ -210,12 +214,12 @@ impl App {
     }
 
     /// Runs one `/resume` picker query through discovery, off the loop: only this home's own
-    /// sessions (another agent's cannot be resumed), never the open one.
-    pub(super) fn picker_search(&self, generation: u64, text: String) {
+    /// sessions (another agent's cannot be resumed), never the open one. With `refresh_first`
+    /// (the picker `--resume` opens with) the index is brought up to date before it answers.
+    pub(super) fn picker_search(&mut self, generation: u64, text: String, refresh_first: bool) {
         let Some(discovery) = self.discovery.clone() else {
             return;
         };
-        let tx = self.tx.clone();
         let info = self.agent.info();
         let query = crate::discovery::SearchQuery {
             text,
@@ -225,20 +229,33 @@ impl App {
             now_ms: now_ms(),
             snippets: false,
         };
-        tokio::spawn(async move {
-            let result = discovery
-                .search(query)
-                .await
-                .map(|found| {
-                    let own = |hit: &crate::discovery::Hit| {
-                        crate::session::external::Agent::of_id(&hit.session_id).is_none()
-                    };
-                    let others = found.hits.iter().filter(|h| !own(h)).count();
-                    let hits: Vec<_> = found.hits.into_iter().filter(own).collect();
-                    (hits, found.total.saturating_sub(others))
-                })
-                .map_err(|e| e.to_string());
-            let _ = tx.send(AppEvent::Picker(generation, result));
-        });
+        self.picker_search
+            .spawn(&mut self.serials, &self.tx, |serial, _| async move {
+                if refresh_first {
+                    let index = discovery.clone();
+                    if let Ok(Err(e)) =
+                        tokio::task::spawn_blocking(move || index.refresh_blocking()).await
+                    {
+                        tracing::warn!(error = %e, "picker: index not refreshed");
+                    }
+                }
+                let result = discovery
+                    .search(query)
+                    .await
+                    .map(|found| {
+                        let own = |hit: &crate::discovery::Hit| {
+                            crate::session::external::Agent::of_id(&hit.session_id).is_none()
+                        };
+                        let others = found.hits.iter().filter(|h| !own(h)).count();
+                        let hits: Vec<_> = found.hits.into_iter().filter(own).collect();
+                        (hits, found.total.saturating_sub(others))
+                    })
+                    .map_err(|e| e.to_string());
+                AppEvent::Picker {
+                    serial,
+                    generation,
+                    result,
+                }
+            });
     }
 }

@@ -36,54 +36,61 @@ impl App {
             },
             AppEvent::Input(_) => {}
             AppEvent::Agent(event) => self.on_agent(event),
-            AppEvent::Lookup(id, result) => {
-                self.popup.apply_results(id, result);
-            }
-            AppEvent::Discovered(id, details) => {
+            AppEvent::Lookup {
+                id,
+                result,
+                details,
+            } => {
+                // Details first: the rows are drawn with them (each is dropped when stale).
                 self.popup.set_details(id, details);
+                self.popup.apply_results(id, result);
             }
             AppEvent::DiscoveryNote(note) => self.transcript.push_notice(NoticeLevel::Info, note),
             AppEvent::Submitted(result) => self.on_submitted(result),
-            AppEvent::Listed(result) => self.show_sessions(result),
-            AppEvent::PopupPreview(id, serial, result) => {
+            AppEvent::Listed { serial, result } => {
+                if self.listing.is_current(serial) {
+                    self.listing.cancel();
+                    self.show_sessions(result)
+                }
+            }
+            AppEvent::PopupPreview { id, serial, result } => {
                 if let Some(preview) = self
                     .popup_preview
                     .as_mut()
-                    .filter(|p| p.id == id && p.serial == serial)
+                    .filter(|p| p.id == id && p.task.is_current(serial))
                 {
                     preview.result = Some(result);
                 }
             }
-            AppEvent::Resolved(Ok(Ok(id))) => {
-                self.next = Some(NextSession::Resume(id));
-                self.should_quit = true;
+            AppEvent::Resolved { serial, .. } if !self.resolving.is_current(serial) => {}
+            AppEvent::Resolved { result, .. } => {
+                self.resolving.cancel();
+                self.on_resolved(result)
             }
-            // A word that starts no id: find it.
-            AppEvent::Resolved(Ok(Err(word))) if self.discovery.is_some() => {
-                self.open_picker(&word)
-            }
-            AppEvent::Resolved(Ok(Err(word))) => self.transcript.push_notice(
-                NoticeLevel::Error,
-                format!(
-                    "/resume: no session id is or starts with {}",
-                    crate::escape::escape_line(&format!("{word:?}"))
-                ),
-            ),
-            AppEvent::Resolved(Err(why)) => self
-                .transcript
-                .push_notice(NoticeLevel::Error, format!("/resume: {why}")),
-            AppEvent::Picker(generation, result) => {
-                if let Some(picker) = &mut self.picker {
+            AppEvent::Picker {
+                serial,
+                generation,
+                result,
+            } => {
+                if let Some(picker) = self
+                    .picker
+                    .as_mut()
+                    .filter(|_| self.picker_search.is_current(serial))
+                {
                     picker.apply(generation, result);
                 }
             }
-            AppEvent::Badge(id, serial, result) => self.on_badge(id, serial, result),
+            AppEvent::Badge { id, serial, result } => self.on_badge(id, serial, result),
             AppEvent::FilesChanged => {
                 self.files_pending.store(false, Ordering::SeqCst);
                 self.refresh_file_rows();
             }
-            AppEvent::Inspected(serial, result) => self.on_inspected(serial, result),
-            AppEvent::TypedId(token, prefix, result) => self.on_typed_id(token, prefix, result),
+            AppEvent::Inspected { serial, result } => self.on_inspected(serial, result),
+            AppEvent::TypedId {
+                token,
+                prefix,
+                result,
+            } => self.on_typed_id(token, prefix, result),
             AppEvent::NotSent(why) => {
                 self.preparing = None;
                 let sent = self.in_flight.take().unwrap_or_default();
@@ -103,10 +110,35 @@ impl App {
         }
     }
 
+    /// The answer to `/resume PREFIX`: the session to open, the picker with the word typed, or
+    /// why not.
+    fn on_resolved(&mut self, result: Result<Result<String, String>, String>) {
+        match result {
+            Ok(Ok(id)) => {
+                self.next = Some(NextSession::Resume(id));
+                self.should_quit = true;
+            }
+            // A word that starts no id: find it.
+            Ok(Err(word)) if self.discovery.is_some() => self.open_picker(&word),
+            Ok(Err(word)) => self.transcript.push_notice(
+                NoticeLevel::Error,
+                format!(
+                    "/resume: no session id is or starts with {}",
+                    crate::escape::escape_line(&format!("{word:?}"))
+                ),
+            ),
+            Err(why) => self
+                .transcript
+                .push_notice(NoticeLevel::Error, format!("/resume: {why}")),
+        }
+    }
+
     pub(super) fn on_key(&mut self, key: KeyEvent) {
         if let Some(picker) = &mut self.picker {
             match picker.handle_key_with(&self.keymap, key) {
-                PickerOutcome::Search(generation, query) => self.picker_search(generation, query),
+                PickerOutcome::Search(generation, query) => {
+                    self.picker_search(generation, query, false)
+                }
                 PickerOutcome::Picked(id) => {
                     self.picker = None;
                     self.next = Some(NextSession::Resume(id));

@@ -1,6 +1,7 @@
 //! The app's state: one struct of widget states, the session's status and the slots of its
 //! background tasks. Pure: nothing here does I/O or spawns work.
 
+use super::tasks::{Serials, TaskSlot};
 use super::{file_chips, AppEvent, NextSession};
 use crate::agent::config::ModelChoice;
 use crate::agent::{Agent, AgentStatus};
@@ -24,15 +25,15 @@ use tokio_util::sync::CancellationToken;
 pub(super) struct PopupPreview {
     pub(super) id: String,
     pub(super) label: String,
-    pub(super) serial: u64,
-    pub(super) cancel: CancellationToken,
+    /// Its preview task (cancelled when the slot goes).
+    pub(super) task: TaskSlot,
     pub(super) result: Option<Result<Preview, String>>,
 }
 
 /// The background preview behind one mention's badge.
 pub(super) struct BadgeSlot {
-    pub(super) serial: u64,
-    pub(super) cancel: CancellationToken,
+    /// Its preview task (cancelled when the slot goes).
+    pub(super) task: TaskSlot,
     pub(super) preview: Option<Result<Preview, String>>,
 }
 
@@ -57,7 +58,14 @@ pub struct App {
     pub(super) preparing: Option<CancellationToken>,
     /// The message of the submit transaction in flight, to restore if it fails.
     pub(super) in_flight: Option<ComposerSnapshot>,
-    pub(super) lookup_cancel: Option<CancellationToken>,
+    /// The `@` popup's lookup in flight.
+    pub(super) lookup: TaskSlot,
+    /// The picker's search in flight.
+    pub(super) picker_search: TaskSlot,
+    /// `/resume PREFIX` being resolved.
+    pub(super) resolving: TaskSlot,
+    /// `/sessions` being listed.
+    pub(super) listing: TaskSlot,
     pub(super) streaming: bool,
     /// Context tokens of the last request, and every request's tokens so far.
     pub(super) context_tokens: Option<u64>,
@@ -87,7 +95,8 @@ pub struct App {
     pub(super) files_pending: Arc<AtomicBool>,
     /// Per mentioned session: the background preview behind its badge.
     pub(super) badges: std::collections::BTreeMap<String, BadgeSlot>,
-    pub(super) badge_serial: u64,
+    /// Where every task's serial comes from.
+    pub(super) serials: Serials,
     /// The preview of the session highlighted in the popup (SPEC §5.6).
     pub(super) popup_preview: Option<PopupPreview>,
     /// Set once the loop should end (a second Ctrl-C, `/quit`, or a session switch in `next`).
@@ -132,7 +141,10 @@ impl App {
             model_choice: None,
             preparing: None,
             in_flight: None,
-            lookup_cancel: None,
+            lookup: TaskSlot::default(),
+            picker_search: TaskSlot::default(),
+            resolving: TaskSlot::default(),
+            listing: TaskSlot::default(),
             streaming: false,
             context_tokens: None,
             session_tokens: 0,
@@ -149,7 +161,7 @@ impl App {
             files: None,
             files_pending: Arc::new(AtomicBool::new(false)),
             badges: Default::default(),
-            badge_serial: 0,
+            serials: Serials::default(),
             popup_preview: None,
             should_quit: false,
             tx,

@@ -1,6 +1,15 @@
-//! The app's background work and the one helper behind it: every task is started through a
-//! [`TaskSlot`] (a cancel token and a serial), so starting a new one cancels the old one and an
-//! answer that arrives for an older serial is dropped.
+//! The app's background work, and the one helper every task of the loop is started through.
+//!
+//! Purpose: lookups, badges, the popup's preview, the picker's searches, `/resume PREFIX` and
+//! `/sessions` all run off the loop and answer through the channel. [`TaskSlot::spawn`] is the
+//! one place that starts them: it cancels the slot's previous task, gives the new one a fresh
+//! serial and a cancel token, and sends its answer only if the token was not cancelled.
+//!
+//! Invariant: an answer is used only when its serial is the slot's current one
+//! ([`TaskSlot::is_current`]); serials come from one counter per app ([`Serials`]), so a slot
+//! made again for the same key (a mention that left and came back) never takes an older
+//! answer. At most one task per slot is wanted at a time: starting one cancels the one before.
+//! Proof: the unit tests below (a stale answer is dropped, a cancelled task sends nothing).
 
 use super::{App, AppEvent, BadgeSlot, PopupPreview, BARE_FILE_ROWS, FILE_ROWS};
 use crate::session::writer::now_ms;
@@ -9,10 +18,79 @@ use crate::tui::file_index::FileFinder;
 use crate::tui::mount::Preview;
 use crate::tui::popup::{LookupRequest, PopupItem};
 use crate::tui::prompt_history;
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
+
+/// The one counter every task's serial is drawn from (one per app).
+#[derive(Debug, Default)]
+pub(crate) struct Serials(u64);
+
+impl Serials {
+    fn next(&mut self) -> u64 {
+        self.0 += 1;
+        self.0
+    }
+}
+
+/// One kind of background task: the serial and the cancel token of the one started last.
+#[derive(Debug, Default)]
+pub(crate) struct TaskSlot {
+    serial: u64,
+    cancel: Option<CancellationToken>,
+}
+
+impl TaskSlot {
+    /// Starts `work` off the loop as this slot's task: the previous one is cancelled, the new
+    /// one gets a fresh serial and a token (`work` receives both), and what it answers goes to
+    /// `tx` unless the token was cancelled meanwhile. Returns the serial.
+    pub(crate) fn spawn<F>(
+        &mut self,
+        serials: &mut Serials,
+        tx: &UnboundedSender<AppEvent>,
+        work: impl FnOnce(u64, CancellationToken) -> F,
+    ) -> u64
+    where
+        F: Future<Output = AppEvent> + Send + 'static,
+    {
+        self.cancel();
+        let serial = serials.next();
+        let cancel = CancellationToken::new();
+        self.serial = serial;
+        self.cancel = Some(cancel.clone());
+        let answer = work(serial, cancel.clone());
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let event = answer.await;
+            if !cancel.is_cancelled() {
+                let _ = tx.send(event);
+            }
+        });
+        serial
+    }
+
+    /// Cancels the task in flight, if any: its answer, should it still come, is stale.
+    pub(crate) fn cancel(&mut self) {
+        if let Some(cancel) = self.cancel.take() {
+            cancel.cancel();
+        }
+    }
+
+    /// Whether an answer with `serial` is the current task's (and not a cancelled one's).
+    pub(crate) fn is_current(&self, serial: u64) -> bool {
+        self.cancel.is_some() && serial == self.serial
+    }
+}
+
+impl Drop for TaskSlot {
+    /// A slot that goes (a mention removed, the popup closed) cancels its task.
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
 
 impl App {
     /// Starts walking and matching the files of `cwd` for the popup, off the loop.
@@ -79,41 +157,32 @@ impl App {
             .map(|m| (m.session_id.clone(), m.label.clone()))
             .collect();
         let before = self.badges.len();
-        self.badges.retain(|id, slot| {
-            let keep = mentioned.iter().any(|(m, _)| m == id);
-            if !keep {
-                slot.cancel.cancel();
-            }
-            keep
-        });
+        // A slot that goes cancels its preview.
+        self.badges
+            .retain(|id, _| mentioned.iter().any(|(m, _)| m == id));
         let mut changed = before != self.badges.len();
         for (id, label) in mentioned {
             if self.badges.contains_key(&id) || !self.mount.has_service() {
                 continue;
             }
-            self.badge_serial += 1;
-            let serial = self.badge_serial;
-            let cancel = CancellationToken::new();
-            self.badges.insert(
-                id.clone(),
-                BadgeSlot {
-                    serial,
-                    cancel: cancel.clone(),
-                    preview: None,
-                },
-            );
+            let id_key = id.clone();
             changed = true;
             let mount = self.mount.clone();
-            let tx = self.tx.clone();
-            tokio::spawn(async move {
+            let mut task = super::tasks::TaskSlot::default();
+            task.spawn(&mut self.serials, &self.tx, |serial, cancel| async move {
                 let result = mount
                     .preview(&id, &label, &cancel)
                     .await
                     .map_err(|e| e.to_string());
-                if !cancel.is_cancelled() {
-                    let _ = tx.send(AppEvent::Badge(id, serial, result));
-                }
+                AppEvent::Badge { id, serial, result }
             });
+            self.badges.insert(
+                id_key,
+                BadgeSlot {
+                    task,
+                    preview: None,
+                },
+            );
         }
         if changed {
             self.show_badges();
@@ -121,7 +190,11 @@ impl App {
     }
 
     pub(super) fn on_badge(&mut self, id: String, serial: u64, result: Result<Preview, String>) {
-        let Some(slot) = self.badges.get_mut(&id).filter(|s| s.serial == serial) else {
+        let Some(slot) = self
+            .badges
+            .get_mut(&id)
+            .filter(|s| s.task.is_current(serial))
+        else {
             return; // The mention left (or came back) since: a stale answer.
         };
         slot.preview = Some(result);
@@ -158,40 +231,35 @@ impl App {
             _ => None,
         };
         let Some((id, label)) = highlighted else {
-            if let Some(old) = self.popup_preview.take() {
-                old.cancel.cancel();
-            }
+            self.popup_preview = None;
             return;
         };
         if self.popup_preview.as_ref().is_some_and(|p| p.id == id) {
             return;
         }
-        if let Some(old) = self.popup_preview.take() {
-            old.cancel.cancel();
-        }
+        self.popup_preview = None;
         if !self.mount.has_service() {
             return;
         }
-        self.badge_serial += 1;
-        let serial = self.badge_serial;
-        let cancel = CancellationToken::new();
-        self.popup_preview = Some(PopupPreview {
-            id: id.clone(),
-            label: label.clone(),
-            serial,
-            cancel: cancel.clone(),
-            result: None,
-        });
         let mount = self.mount.clone();
-        let tx = self.tx.clone();
-        tokio::spawn(async move {
+        let mut task = super::tasks::TaskSlot::default();
+        let (for_id, for_label) = (id.clone(), label.clone());
+        task.spawn(&mut self.serials, &self.tx, |serial, cancel| async move {
             let result = mount
-                .preview(&id, &label, &cancel)
+                .preview(&for_id, &for_label, &cancel)
                 .await
                 .map_err(|e| e.to_string());
-            if !cancel.is_cancelled() {
-                let _ = tx.send(AppEvent::PopupPreview(id, serial, result));
+            AppEvent::PopupPreview {
+                id: for_id,
+                serial,
+                result,
             }
+        });
+        self.popup_preview = Some(PopupPreview {
+            id,
+            label,
+            task,
+            result: None,
         });
     }
 
@@ -229,34 +297,91 @@ impl App {
         self.refresh_file_rows();
     }
 
+    /// Starts the popup's lookup for `request` (the one before is cancelled): the contract's
+    /// candidates and discovery's details come back as one answer.
     pub(super) fn start_lookup(&mut self, request: LookupRequest) {
-        if let Some(previous) = self.lookup_cancel.take() {
-            previous.cancel();
-        }
-        let cancel = CancellationToken::new();
-        self.lookup_cancel = Some(cancel.clone());
         let mount = self.mount.clone();
         let tx = self.tx.clone();
         let discovery = self.discovery.clone();
         let info = self.agent.info();
         let agent = (info.session_id.clone(), info.cwd.clone());
-        tokio::spawn(async move {
-            let (result, details) = crate::tui::discovery::lookup(
-                mount,
-                discovery.clone(),
-                agent,
-                request.query,
-                now_ms(),
-                cancel.clone(),
-            )
-            .await;
-            if let Some(note) = discovery.and_then(|d| d.take_note()) {
-                let _ = tx.send(AppEvent::DiscoveryNote(note));
-            }
-            if !cancel.is_cancelled() {
-                let _ = tx.send(AppEvent::Discovered(request.id, details));
-                let _ = tx.send(AppEvent::Lookup(request.id, result));
-            }
+        self.lookup
+            .spawn(&mut self.serials, &self.tx, |_, cancel| async move {
+                let (result, details) = crate::tui::lookup::lookup(
+                    mount,
+                    discovery.clone(),
+                    agent,
+                    request.query,
+                    now_ms(),
+                    cancel,
+                )
+                .await;
+                // Said even when the lookup is stale: the note is taken once.
+                if let Some(note) = discovery.and_then(|d| d.take_note()) {
+                    let _ = tx.send(AppEvent::DiscoveryNote(note));
+                }
+                AppEvent::Lookup {
+                    id: request.id,
+                    result,
+                    details,
+                }
+            });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn note(text: &str) -> AppEvent {
+        AppEvent::DiscoveryNote(text.to_string())
+    }
+
+    #[tokio::test]
+    async fn a_new_task_cancels_the_old_one_and_only_the_current_serial_counts() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut serials = Serials::default();
+        let mut slot = TaskSlot::default();
+        let (gate_tx, gate) = tokio::sync::oneshot::channel::<()>();
+        let first = slot.spawn(&mut serials, &tx, |_, _| async move {
+            let _ = gate.await;
+            note("first")
         });
+        let second = slot.spawn(&mut serials, &tx, |_, _| async { note("second") });
+        assert!(second > first);
+        assert!(!slot.is_current(first), "the older serial is stale");
+        assert!(slot.is_current(second));
+        let _ = gate_tx.send(());
+        let got = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+        assert!(matches!(got, Ok(Some(AppEvent::DiscoveryNote(t))) if t == "second"));
+        // The first (cancelled) task answered nothing.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_dropped_or_cancelled_slot_sends_nothing_and_serials_never_repeat() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut serials = Serials::default();
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..3 {
+            let mut slot = TaskSlot::default();
+            let (gate_tx, gate) = tokio::sync::oneshot::channel::<()>();
+            let serial = slot.spawn(&mut serials, &tx, |_, cancel| async move {
+                let _ = gate.await;
+                assert!(cancel.is_cancelled());
+                note("late")
+            });
+            assert!(seen.insert(serial), "a slot made again gets a new serial");
+            drop(slot);
+            let _ = gate_tx.send(());
+        }
+        let mut slot = TaskSlot::default();
+        let serial = slot.spawn(&mut serials, &tx, |_, _| async { note("x") });
+        slot.cancel();
+        assert!(!slot.is_current(serial));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(rx.try_recv().is_err());
     }
 }
