@@ -135,6 +135,19 @@ impl App {
         }
     }
 
+    /// Opens the picker over a session that was just started (`dsh-refs --resume` with no id,
+    /// or a word that starts none), `query` typed: the index is brought up to date before its
+    /// first answer, and closing it without a pick ends the app (nothing was written).
+    pub fn open_start_picker(&mut self, query: &str) {
+        let mut picker = PickerState::with_query(query, self.agent.info().cwd.clone());
+        let first = picker.start();
+        self.picker = Some(picker);
+        self.picker_exits = true;
+        if let PickerOutcome::Search(generation, query) = first {
+            self.picker_search(generation, query, true);
+        }
+    }
+
     /// `/resume ID`: an id or a unique prefix of one of this home's own sessions (SPEC §8),
     /// resolved off the loop; a word that is no id's start opens the picker with it typed
     /// (with discovery on), else the session stays open.

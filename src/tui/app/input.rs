@@ -144,7 +144,10 @@ impl App {
                     self.next = Some(NextSession::Resume(id));
                     self.should_quit = true;
                 }
-                PickerOutcome::Cancelled => self.picker = None,
+                PickerOutcome::Cancelled => {
+                    self.picker = None;
+                    self.should_quit |= std::mem::take(&mut self.picker_exits);
+                }
                 PickerOutcome::Moved | PickerOutcome::Ignored => {}
             }
             return;

@@ -38,7 +38,7 @@ mod wiring;
 
 pub use event::AppEvent;
 pub use file_chips::ConfirmOutside;
-pub use run::{run_loop, run_terminal};
+pub use run::{run_loop, run_terminal, run_terminal_picking};
 pub use state::App;
 use state::{BadgeSlot, PopupPreview};
 pub use wiring::{build, Wiring};

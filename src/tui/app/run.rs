@@ -72,7 +72,19 @@ pub async fn run_loop<B: Backend>(
 /// Opens the TUI on the real terminal with what `wiring` provides; `/new` and `/resume` open
 /// the next session on the same terminal. Answers the id of the last session it ran (to tell
 /// the user how to come back to it).
-pub async fn run_terminal(mut options: AppOptions, mut wiring: Wiring) -> Result<String, AppError> {
+pub async fn run_terminal(options: AppOptions, wiring: Wiring) -> Result<String, AppError> {
+    run_terminal_picking(options, wiring, None).await
+}
+
+/// [`run_terminal`], the first session opened with the picker up and `pick` typed in it
+/// (`dsh-refs --resume` with no id, or a word that starts none): picking resumes that session
+/// on the same terminal, closing the picker ends the app. The picker is the app's own, drawn
+/// by the one loop under the panic hook.
+pub async fn run_terminal_picking(
+    mut options: AppOptions,
+    mut wiring: Wiring,
+    mut pick: Option<String>,
+) -> Result<String, AppError> {
     terminal::install_panic_hook();
     // Discovery indexes on its own thread from now on; it stops when the TUI returns.
     let discovery = crate::discovery::Discovery::for_home(&options.home, &options.sources);
@@ -109,6 +121,9 @@ pub async fn run_terminal(mut options: AppOptions, mut wiring: Wiring) -> Result
         }
         let session_id = app.agent.info().session_id.clone();
         app.set_discovery(discovery.clone());
+        if let Some(query) = pick.take() {
+            app.open_start_picker(&query);
+        }
         if let Some(note) = &demo_note {
             app.set_home_note(note.clone());
         }

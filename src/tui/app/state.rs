@@ -81,6 +81,9 @@ pub struct App {
     pub(super) overlay: Option<KeyOverlay>,
     /// The finder as a picker (`/resume` with no id), when open.
     pub(super) picker: Option<PickerState>,
+    /// The picker was opened at start (`--resume` with no id): closing it ends the app, as
+    /// nothing was started yet.
+    pub(super) picker_exits: bool,
     /// The `/` command menu.
     pub slash: SlashMenu,
     /// A `/word` line naming no command, shown once: the same line again is sent.
@@ -154,6 +157,7 @@ impl App {
             keymap: Arc::new(Keymap::standard()),
             overlay: None,
             picker: None,
+            picker_exits: false,
             slash: SlashMenu::default(),
             confirm_unknown: None,
             next: None,
