@@ -238,6 +238,17 @@ pub struct PickerView<'a> {
     keymap: &'a Keymap,
 }
 
+impl super::render::Renderable for PickerView<'_> {
+    fn render(&self, area: Rect, buf: &mut Buffer) {
+        PickerView::render(self, area, buf)
+    }
+
+    /// The picker fills what it is given.
+    fn desired_height(&self, _width: u16) -> u16 {
+        u16::MAX
+    }
+}
+
 /// Width from which the picker shows a preview pane beside the list.
 const PREVIEW_FROM: u16 = 90;
 /// Rows a page move goes (the view shows the selection whatever its height).

@@ -1,12 +1,15 @@
 //! One frame: the layout of the rows, the widgets drawn into them and the layers over the
 //! transcript, each anchored to its bottom by [`anchor_bottom`].
 
+use super::focus::{self, anchor_bottom, DrawCx, Focus, Layer, Placement};
+use super::preview::PopupPreviewView;
 use super::App;
 use crate::session::writer::now_ms;
 use crate::tui::help::KeyHelp;
 use crate::tui::keys::Action;
 use crate::tui::render::Renderable;
 use crate::tui::status::StatusLine;
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
 
 impl App {
@@ -98,61 +101,76 @@ impl App {
         self.composer.render(areas.composer, buf);
         self.status_line().render(areas.status, buf);
         self.key_help().render(areas.help, buf);
-        if self.popup.is_open() {
-            let view = self.popup.view(now_ms());
-            let transcript = areas.transcript;
-            let height = view.desired_height(transcript.width).min(transcript.height);
-            let popup = Rect {
-                x: transcript.x,
-                y: transcript.y + transcript.height - height,
-                width: transcript.width,
-                height,
+        // Bottom first: the layer drawn last, on top, is the one that takes keys first.
+        let cx = DrawCx {
+            keymap: &self.keymap,
+            now_ms: now_ms(),
+        };
+        let over = areas.transcript;
+        let mut cursor = self.composer.cursor_pos(areas.composer);
+        for layer in focus::stack(self.open_layers()).into_iter().rev() {
+            let focus: &dyn Focus = match layer {
+                Layer::Popup => &self.popup,
+                Layer::Slash => &self.slash,
+                Layer::Overlay => match &self.overlay {
+                    Some(overlay) => overlay,
+                    None => continue,
+                },
+                Layer::Picker => match &self.picker {
+                    Some(picker) => picker,
+                    None => continue,
+                },
+                Layer::Confirm => {
+                    self.render_confirm(over, buf);
+                    cursor = None;
+                    continue;
+                }
+                Layer::Guard | Layer::Composer | Layer::Session => continue,
             };
-            view.render(popup, buf);
-            let above = Rect {
-                height: popup.y - transcript.y,
-                ..transcript
-            };
-            self.render_popup_preview(above, buf);
-        }
-        if self.slash.is_open() {
-            let view = self.slash.view();
-            let transcript = areas.transcript;
-            let height = view.desired_height(transcript.width).min(transcript.height);
-            let at = Rect {
-                x: transcript.x,
-                y: transcript.y + transcript.height - height,
-                width: transcript.width,
-                height,
-            };
-            view.render(at, buf);
-        }
-        if let Some(picker) = &self.picker {
-            // Over the transcript, the composer and its draft kept below it.
-            picker
-                .view_with(now_ms(), &self.keymap)
-                .render(areas.transcript, buf);
-            return None;
-        }
-        if self.chips.asking().is_some() {
-            self.render_confirm(areas.transcript, buf);
-            return None;
-        }
-        if let Some(overlay) = &self.overlay {
-            let view = overlay.view(&self.keymap);
-            let transcript = areas.transcript;
-            let height = view.desired_height(transcript.width).min(transcript.height);
-            let width = transcript.width.min(100);
-            let at = Rect {
-                x: transcript.x + (transcript.width - width) / 2,
-                y: transcript.y + transcript.height - height,
-                width,
-                height,
+            let view = focus.view(&cx);
+            let at = match focus.placement() {
+                Placement::Fill => over,
+                Placement::Bottom { max_width } => {
+                    anchor_bottom(over, view.desired_height(over.width), max_width)
+                }
             };
             view.render(at, buf);
-            return None;
+            match layer {
+                Layer::Popup => self.render_popup_preview(over, at, buf),
+                // A modal layer hides the composer's cursor.
+                Layer::Picker | Layer::Overlay => cursor = None,
+                _ => {}
+            }
         }
-        self.composer.cursor_pos(areas.composer)
+        cursor
+    }
+
+    /// Which layers of the focus stack are up.
+    pub(super) fn open_layers(&self) -> focus::Open {
+        focus::Open {
+            picker: self.picker.is_some(),
+            confirm: self.chips.asking().is_some(),
+            overlay: self.overlay.is_some(),
+            slash: self.slash.is_open(),
+            popup: self.popup.is_open(),
+        }
+    }
+
+    /// The highlighted session's preview, anchored to the bottom of what `popup` leaves of
+    /// `over` above it.
+    fn render_popup_preview(&self, over: Rect, popup: Rect, buf: &mut Buffer) {
+        let Some(preview) = &self.popup_preview else {
+            return;
+        };
+        let above = Rect {
+            height: popup.y - over.y,
+            ..over
+        };
+        let view = PopupPreviewView { preview };
+        view.render(
+            anchor_bottom(above, view.desired_height(above.width), u16::MAX),
+            buf,
+        );
     }
 
     /// Draws one frame into `area` of `buf`.

@@ -1,13 +1,12 @@
 //! The app's reaction to one event: terminal input goes through the key table, answers go to
 //! the state that asked for them.
 
+use super::focus::{self, Command, Focus, Handled, Layer};
 use super::{App, AppEvent, NextSession, QUIT_WINDOW, WHEEL_ROWS};
 use crate::tui::composer::ComposerOutcome;
-use crate::tui::help::{KeyOverlay, OverlayOutcome};
-use crate::tui::keys::{Action, KeyContext};
-use crate::tui::picker::PickerOutcome;
-use crate::tui::popup::{PopupItem, PopupOutcome};
-use crate::tui::slash::SlashOutcome;
+use crate::tui::help::KeyOverlay;
+use crate::tui::keys::{Action, KeyContext, Keymap};
+use crate::tui::popup::PopupItem;
 use crate::tui::transcript::NoticeLevel;
 use crossterm::event::{Event as TermEvent, KeyEvent, KeyEventKind, MouseEventKind};
 use std::sync::atomic::Ordering;
@@ -133,102 +132,108 @@ impl App {
         }
     }
 
+    /// Offers `key` to the focus stack, top first, and carries out what the layer that took it
+    /// asks for.
     pub(super) fn on_key(&mut self, key: KeyEvent) {
-        if let Some(picker) = &mut self.picker {
-            match picker.handle_key_with(&self.keymap, key) {
-                PickerOutcome::Search(generation, query) => {
-                    self.picker_search(generation, query, false)
+        let layers = focus::stack(self.open_layers());
+        let keymap = self.keymap.clone();
+        let taken = focus::dispatch(&layers, |layer| self.key_to(layer, &key, &keymap));
+        if let Some((_, Handled::Emit(command))) = taken {
+            self.carry_out(command, &key);
+        }
+    }
+
+    /// What `layer` does with `key`.
+    fn key_to(&mut self, layer: Layer, key: &KeyEvent, keymap: &Keymap) -> Handled {
+        let app_action = keymap.action(KeyContext::App, key);
+        match layer {
+            Layer::Picker => match &mut self.picker {
+                Some(picker) => Focus::handle_key(picker, key, keymap),
+                None => Handled::Ignored,
+            },
+            Layer::Confirm if self.on_confirm_key(key) => Handled::Consumed,
+            Layer::Confirm => Handled::Ignored,
+            Layer::Overlay => match &mut self.overlay {
+                Some(overlay) => Focus::handle_key(overlay, key, keymap),
+                None => Handled::Ignored,
+            },
+            Layer::Guard => {
+                if app_action == Some(Action::ClearOrQuit) {
+                    self.on_ctrl_c();
+                    return Handled::Consumed;
                 }
-                PickerOutcome::Picked(id) => {
-                    self.picker = None;
-                    self.next = Some(NextSession::Resume(id));
-                    self.should_quit = true;
-                }
-                PickerOutcome::Cancelled => {
-                    self.picker = None;
-                    self.should_quit |= std::mem::take(&mut self.picker_exits);
-                }
-                PickerOutcome::Moved | PickerOutcome::Ignored => {}
-            }
-            return;
-        }
-        if self.chips.asking().is_some() && self.on_confirm_key(&key) {
-            return;
-        }
-        if let Some(overlay) = &mut self.overlay {
-            let action = self.keymap.action(KeyContext::Overlay, &key);
-            if overlay.handle_action(action, &self.keymap) == OverlayOutcome::Close {
-                self.overlay = None;
-            }
-            return;
-        }
-        let app_action = self.keymap.action(KeyContext::App, &key);
-        if app_action == Some(Action::ClearOrQuit) {
-            return self.on_ctrl_c();
-        }
-        self.quit_armed = None;
-        let esc_armed = self.esc_armed.take();
-        if let Some(cancel) = &self.preparing {
-            // Typing goes on into the next draft; Esc (outside the popup) cancels the send.
-            if app_action == Some(Action::Interrupt) && !self.popup.is_open() {
-                cancel.cancel();
-                return;
-            }
-        }
-        if self.slash.is_open() {
-            let action = self.keymap.action(KeyContext::Popup, &key);
-            let enter = key.code == crossterm::event::KeyCode::Enter;
-            match action.map(|a| self.slash.handle_action(a, enter)) {
-                Some(SlashOutcome::Handled | SlashOutcome::Close) => return,
-                Some(SlashOutcome::Complete(command)) => {
-                    self.composer.set_text(&format!("/{} ", command.name()));
-                    self.sync_popup();
-                    return;
-                }
-                Some(SlashOutcome::Run(command)) => {
-                    let draft = self.composer.take_draft();
-                    self.composer.push_history(draft);
-                    self.sync_popup();
-                    self.run_command(command, "");
-                    return;
-                }
-                Some(SlashOutcome::Ignored) | None => {}
-            }
-        }
-        if self.popup.is_open() {
-            match self.popup.handle_key_with(&self.keymap, key) {
-                PopupOutcome::Handled => return,
-                PopupOutcome::Accept(item) => {
-                    self.composer.insert_item(&item);
-                    self.popup.close();
-                    self.sync_popup();
-                    if matches!(item, PopupItem::File(_)) {
-                        self.chip_after_pick();
+                self.quit_armed = None;
+                self.esc_before = self.esc_armed.take();
+                match &self.preparing {
+                    // Typing goes on into the next draft; Esc (outside the popup) cancels the
+                    // send.
+                    Some(cancel)
+                        if app_action == Some(Action::Interrupt) && !self.popup.is_open() =>
+                    {
+                        cancel.cancel();
+                        Handled::Consumed
                     }
-                    return;
+                    _ => Handled::Ignored,
                 }
-                PopupOutcome::Close => {
-                    self.popup.dismiss();
-                    return;
+            }
+            Layer::Slash => Focus::handle_key(&mut self.slash, key, keymap),
+            Layer::Popup => Focus::handle_key(&mut self.popup, key, keymap),
+            Layer::Composer => {
+                if app_action == Some(Action::Help) && self.composer.is_empty() {
+                    self.overlay = Some(KeyOverlay::new());
+                    return Handled::Consumed;
                 }
-                PopupOutcome::Ignored => {}
+                if self.chip_on_tab(key) {
+                    return Handled::Consumed;
+                }
+                Focus::handle_key(&mut self.composer, key, keymap)
+            }
+            Layer::Session => {
+                let esc_before = self.esc_before.take();
+                self.on_app_action(app_action, esc_before);
+                Handled::Consumed
             }
         }
-        if app_action == Some(Action::Help) && self.composer.is_empty() {
-            self.overlay = Some(KeyOverlay::new());
-            return;
-        }
-        if self.chip_on_tab(&key) {
-            return;
-        }
-        match self.composer.handle_key(key) {
-            ComposerOutcome::Submit => self.submit(),
-            ComposerOutcome::Edited => {
+    }
+
+    /// Carries out what a layer asked for.
+    fn carry_out(&mut self, command: Command, key: &KeyEvent) {
+        match command {
+            Command::Insert(item) => {
+                self.composer.insert_item(&item);
+                self.popup.close();
                 self.sync_popup();
-                self.chip_after_key(&key);
+                if matches!(item, PopupItem::File(_)) {
+                    self.chip_after_pick();
+                }
             }
-            ComposerOutcome::Moved => self.sync_popup(),
-            ComposerOutcome::Ignored => self.on_app_action(app_action, esc_armed),
+            Command::Complete(command) => {
+                self.composer.set_text(&format!("/{} ", command.name()));
+                self.sync_popup();
+            }
+            Command::Run(command) => {
+                let draft = self.composer.take_draft();
+                self.composer.push_history(draft);
+                self.sync_popup();
+                self.run_command(command, "");
+            }
+            Command::Search { generation, query } => self.picker_search(generation, query, false),
+            Command::Resume(id) => {
+                self.picker = None;
+                self.next = Some(NextSession::Resume(id));
+                self.should_quit = true;
+            }
+            Command::ClosePicker => {
+                self.picker = None;
+                self.should_quit |= std::mem::take(&mut self.picker_exits);
+            }
+            Command::CloseOverlay => self.overlay = None,
+            Command::Submit => self.submit(),
+            Command::Edited => {
+                self.sync_popup();
+                self.chip_after_key(key);
+            }
+            Command::Moved => self.sync_popup(),
         }
     }
 

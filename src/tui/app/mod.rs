@@ -28,6 +28,7 @@ mod draw;
 mod event;
 mod feed;
 mod file_chips;
+mod focus;
 mod input;
 mod preview;
 mod run;

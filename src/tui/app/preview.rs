@@ -1,35 +1,42 @@
 //! The preview pane over the `@` popup: the highlighted session's last messages, drawn from
-//! the answer of its background preview.
+//! the answer of its background preview (SPEC §5.6). A widget of its own: it borrows the
+//! preview's state and draws into the rect the app anchors above the popup. Pure.
 
-use super::App;
+use super::PopupPreview;
+use crate::tui::render::{clip, Renderable};
+use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
+use ratatui::widgets::{Block, BorderType, Clear, Widget};
 
-impl App {
-    /// The preview pane over the popup: the highlighted session's last messages.
-    pub(super) fn render_popup_preview(&self, above: Rect, buf: &mut ratatui::buffer::Buffer) {
-        use ratatui::widgets::{Block, BorderType, Clear, Widget};
-        let Some(preview) = &self.popup_preview else {
-            return;
-        };
-        let rows: Vec<(String, String)> = match &preview.result {
+/// Draws a [`PopupPreview`]: a bordered pane titled with the session's label, one row per
+/// message (its role, then its text on one line, cut to the width).
+pub(super) struct PopupPreviewView<'a> {
+    pub(super) preview: &'a PopupPreview,
+}
+
+impl PopupPreviewView<'_> {
+    /// The rows shown: the last messages, else what the preview is waiting for or why none.
+    fn rows(&self) -> Vec<(String, String)> {
+        match &self.preview.result {
             None => vec![(String::new(), "reading…".to_string())],
             Some(Err(e)) => vec![(String::new(), format!("cannot be read: {e}"))],
             Some(Ok(p)) if p.last.is_empty() => {
                 vec![(String::new(), "no conversation to send".to_string())]
             }
             Some(Ok(p)) => p.last.clone(),
-        };
-        let height = u16::try_from(rows.len() + 2)
-            .unwrap_or(u16::MAX)
-            .min(above.height);
-        if height < 3 {
+        }
+    }
+}
+
+impl Renderable for PopupPreviewView<'_> {
+    /// Draws nothing in fewer than 3 rows (a border and one message).
+    fn render(&self, area: Rect, buf: &mut Buffer) {
+        let area = clip(area, buf);
+        if area.height < 3 {
             return;
         }
-        let area = Rect {
-            y: above.y + above.height - height,
-            height,
-            ..above
-        };
+        let preview = self.preview;
+        let rows = self.rows();
         Clear.render(area, buf);
         let mut title = crate::tui::text::StyledText::new();
         title.push(" preview · ", crate::tui::style::dim());
@@ -75,5 +82,10 @@ impl App {
                 inner.width,
             );
         }
+    }
+
+    /// Two border rows and one per message.
+    fn desired_height(&self, _width: u16) -> u16 {
+        u16::try_from(self.rows().len() + 2).unwrap_or(u16::MAX)
     }
 }

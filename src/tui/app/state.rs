@@ -75,6 +75,8 @@ pub struct App {
     pub(super) quit_armed: Option<Instant>,
     /// Esc on an empty, idle composer: a second one soon after edits the last message.
     pub(super) esc_armed: Option<Instant>,
+    /// `esc_armed` as it was when the key being handled arrived (the session layer reads it).
+    pub(super) esc_before: Option<Instant>,
     /// The keys every handler, the help line and the overlay read.
     pub(super) keymap: Arc<Keymap>,
     /// The `?` key-help overlay, when open.
@@ -154,6 +156,7 @@ impl App {
             provider_notice: None,
             quit_armed: None,
             esc_armed: None,
+            esc_before: None,
             keymap: Arc::new(Keymap::standard()),
             overlay: None,
             picker: None,
