@@ -14,14 +14,26 @@
 //! session that cannot be written (held by another writer, damaged) opens read-only: Enter keeps
 //! the text and says why.
 //!
-//! Keys go through one [`Keymap`] (SPEC §5.5): the overlay first, then Ctrl-C (clear a draft,
-//! cancel a send, interrupt, or quit on a second idle press), the `/` menu, the `@` popup (which
-//! leaves keys it has no use for to the composer), `?` on an empty composer, the composer, and
-//! last the session keys (Esc, scrolling, cards). A `/` line runs here and never reaches the
-//! model. Also off the loop: the file matcher ([`FileFinder`]), the previews behind mention
-//! badges (cancelled when the mention goes; an answer for a mention that left is dropped by
-//! serial), `@path` reads and prompt-history appends. Proof: `tests/tui/app.rs`,
-//! `tests/tui/keys.rs` and the tmux runs in `tests/e2e/tmux.rs`.
+//! Keys go through one [`Keymap`](crate::tui::keys::Keymap) (SPEC §5.5) and one focus stack (`focus.rs`): the picker,
+//! the outside-file prompt and the `?` overlay on top (modal), then the app's guard keys
+//! (Ctrl-C: clear a draft, cancel a send, interrupt, or quit on a second idle press; Esc
+//! cancelling a send), the `/` menu, the `@` popup (which leaves keys it has no use for to the
+//! composer), the composer (`?` on an empty one), and last the session keys (Esc, scrolling,
+//! cards). A key goes down the stack until a layer takes it, and a frame draws the same stack
+//! bottom-up, so what is on top takes keys first. A `/` line runs here and never reaches the
+//! model. `--resume` with no id opens the app with the picker up, on this one loop.
+//!
+//! The rooms: `event.rs` (what the loop reacts to), `state.rs` (the [`App`] struct), `input.rs`
+//! (one event, one key), `focus.rs`, `tasks.rs` (the one helper every background task is started
+//! through: a cancel token and a serial, stale answers dropped — the popup's lookup, badges, the
+//! popup preview, the picker's searches, `/resume PREFIX`, `/sessions`), `commands.rs`,
+//! `send.rs` (the submit transaction and giving text back), `feed.rs` (agent events into the
+//! transcript), `draw.rs` and `preview.rs` (the frame), `file_chips.rs`, `wiring.rs` ([`build`])
+//! and `run.rs` (the one terminal loop, under the panic hook). Also off the loop: the file
+//! matcher ([`FileFinder`](crate::tui::file_index::FileFinder)), `@path` reads and
+//! prompt-history appends. Proof: `tests/tui/app.rs`, `tests/tui/keys.rs`,
+//! `tests/tui/resume_start.rs`, the unit tests of `focus.rs` and `tasks.rs`, and the tmux runs
+//! in `tests/e2e/tmux.rs` and `tests/e2e/cli_lifecycle.rs`.
 
 mod commands;
 mod draw;
