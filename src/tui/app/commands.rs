@@ -125,26 +125,28 @@ impl App {
             ),
         }
     }
+
     /// The finder as a picker over this home's own sessions, `query` already typed.
     pub(super) fn open_picker(&mut self, query: &str) {
-        let mut picker = PickerState::with_query(query, self.agent.info().cwd.clone());
-        let first = picker.start();
-        self.picker = Some(picker);
-        if let PickerOutcome::Search(generation, query) = first {
-            self.picker_search(generation, query, false);
-        }
+        self.show_picker(query, false);
     }
 
     /// Opens the picker over a session that was just started (`dsh-refs --resume` with no id,
     /// or a word that starts none), `query` typed: the index is brought up to date before its
     /// first answer, and closing it without a pick ends the app (nothing was written).
     pub fn open_start_picker(&mut self, query: &str) {
+        self.show_picker(query, true);
+    }
+
+    /// Opens the picker with `query` typed and starts its first search; `at_start`: the
+    /// picker `--resume` opens with (see [`App::open_start_picker`]).
+    fn show_picker(&mut self, query: &str, at_start: bool) {
         let mut picker = PickerState::with_query(query, self.agent.info().cwd.clone());
         let first = picker.start();
         self.picker = Some(picker);
-        self.picker_exits = true;
+        self.picker_exits = at_start;
         if let PickerOutcome::Search(generation, query) = first {
-            self.picker_search(generation, query, true);
+            self.picker_search(generation, query, at_start);
         }
     }
 
