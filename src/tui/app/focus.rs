@@ -245,9 +245,25 @@ impl Focus for SlashMenu {
 }
 
 impl Focus for PopupState {
-    /// The popup's list actions; keys it has no use for go on to the composer.
+    /// The popup's list actions; keys it has no use for go on to the composer, and so does
+    /// accepting with nothing to insert when the key is also the composer's `submit` (it
+    /// sends).
     fn handle_key(&mut self, key: &KeyEvent, keymap: &Keymap) -> Handled {
-        match self.handle_key_with(keymap, *key) {
+        if !self.is_open() {
+            return Handled::Ignored;
+        }
+        let Some(action) = keymap.action(KeyContext::Popup, key) else {
+            return Handled::Ignored;
+        };
+        let submit = keymap.action(KeyContext::Composer, key) == Some(Action::Submit);
+        if action == Action::PopupAccept
+            && submit
+            && self.selected().is_none()
+            && !self.is_loading()
+        {
+            return Handled::Ignored;
+        }
+        match self.handle_action(action) {
             PopupOutcome::Handled => Handled::Consumed,
             PopupOutcome::Accept(item) => Handled::Emit(Command::Insert(item)),
             PopupOutcome::Close => {
