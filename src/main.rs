@@ -12,7 +12,7 @@ use dsh_session_references::escape::{diagnostic, escape_line};
 use dsh_session_references::session::paths::resolve_home;
 use dsh_session_references::session::DiskStore;
 use dsh_session_references::session::Encoding;
-use dsh_session_references::tui::app::{run_terminal, AppOptions, Wiring};
+use dsh_session_references::tui::app::{run_terminal_picking, AppOptions, Wiring};
 use dsh_session_references::tui::keys::Keymap;
 use std::path::Path;
 use std::time::Duration;
@@ -107,6 +107,7 @@ fn run_tui(
     let cwd = std::env::current_dir()
         .ok()
         .map(|d| d.to_string_lossy().into_owned());
+    let mut pick = None;
     let resume = match resolve_start_hinted(
         &home,
         args.resume.as_deref(),
@@ -116,18 +117,17 @@ fn run_tui(
     ) {
         Ok(Start::New) => None,
         Ok(Start::Resume(id)) => Some(id),
-        Ok(Start::Pick(query)) => match pick(&home, cwd.as_deref(), &query) {
-            Some(Ok(Some(id))) => Some(id),
-            Some(Ok(None)) => return 0,
-            Some(Err(e)) => {
-                eprintln!("dsh-refs: the session picker failed: {e}");
-                return 1;
-            }
-            None if query.is_empty() => {
-                return print_recent(&home, cwd.as_deref(), args.demo, home_flag)
-            }
-            None => return print_found(&home, cwd.as_deref(), &query, args.demo, home_flag),
-        },
+        // On a terminal the app opens with the picker up; without one, what it would offer.
+        Ok(Start::Pick(query)) if on_terminal() => {
+            pick = Some(query);
+            None
+        }
+        Ok(Start::Pick(query)) if query.is_empty() => {
+            return print_recent(&home, cwd.as_deref(), args.demo, home_flag)
+        }
+        Ok(Start::Pick(query)) => {
+            return print_found(&home, cwd.as_deref(), &query, args.demo, home_flag)
+        }
         Err(message) => {
             eprintln!("dsh-refs: {message}");
             return 1;
@@ -175,7 +175,7 @@ fn run_tui(
         }
     };
     dsh_session_references::tui::terminal::set_mouse_capture(!args.no_mouse);
-    let result = runtime.block_on(run_terminal(options, wiring));
+    let result = runtime.block_on(run_terminal_picking(options, wiring, pick));
     // Do not wait for lingering blocking reads (a stuck filesystem must not hang the exit).
     runtime.shutdown_timeout(Duration::from_millis(200));
     match result {
@@ -200,25 +200,10 @@ fn run_tui(
     }
 }
 
-/// `--resume` with no id (or a word) on a terminal: the finder as a picker, `query` typed
-/// (`None` without a terminal).
-fn pick(home: &Path, cwd: Option<&str>, query: &str) -> Option<std::io::Result<Option<String>>> {
+/// Whether both stdin and stdout are a terminal (the picker needs one to be drawn on).
+fn on_terminal() -> bool {
     use std::io::IsTerminal;
-    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
-        return None;
-    }
-    eprintln!("dsh-refs: indexing sessions…");
-    // Only our own sessions can be resumed.
-    let discovery = dsh_session_references::discovery::Discovery::for_home(
-        home,
-        &dsh_session_references::session::external::SourceSet::default(),
-    );
-    Some(dsh_session_references::tui::picker::pick_session(
-        discovery,
-        cwd.map(str::to_string),
-        query,
-        dsh_session_references::session::writer::now_ms,
-    ))
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
 }
 
 /// `--resume WORD` (a word that starts no id) without a terminal: the sessions it finds and how

@@ -537,3 +537,44 @@ fn line_numbers_survive_blanking() {
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].line, 6, "{}", found[0]);
 }
+
+/// Files of the TUI's app room (the TUI, `tui/app/`): none over this many lines.
+const APP_ROOM_LINES: usize = 600;
+
+/// The TUI's app has one terminal loop: only `tui/terminal.rs` (the modes and the guard) and
+/// `tui/app/run.rs` (the loop) take the terminal (raw mode, the alternate screen, a
+/// `Terminal` over stdout, `crossterm::event::read`), so no widget runs a second loop (the
+/// picker once did, before the panic hook was installed). And the app's rooms stay small.
+#[test]
+fn the_tui_has_one_terminal_loop_and_small_app_rooms() {
+    let root = std::env::var_os("DSH_ARCH_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let files = read_tree(&root.join("src"));
+    assert!(
+        files.iter().any(|(p, _)| p == "tui/app/run.rs"),
+        "the checker must see the app's loop"
+    );
+    let takes_terminal = [
+        "enable_raw_mode",
+        "EnterAlternateScreen",
+        "CrosstermBackend::new",
+        "event::read()",
+    ];
+    let mut found = Vec::new();
+    for (path, source) in files.iter().filter(|(p, _)| p.starts_with("tui/")) {
+        let code = code_only(source);
+        if path != "tui/terminal.rs" && path != "tui/app/run.rs" {
+            for needle in takes_terminal.iter().filter(|n| code.contains(*n)) {
+                found.push(format!("{path} takes the terminal ({needle})"));
+            }
+        }
+        let lines = source.lines().count();
+        if path.starts_with("tui/app/") && lines > APP_ROOM_LINES {
+            found.push(format!(
+                "{path} has {lines} lines (more than {APP_ROOM_LINES})"
+            ));
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}

@@ -568,7 +568,7 @@ fn popup(home: &Path, discovery: &Discovery, sessions: usize, rounds: usize) {
     };
     use dsh_session_references::session::DiskStore;
     use dsh_session_references::tui::composer::Composer;
-    use dsh_session_references::tui::discovery::merge;
+    use dsh_session_references::tui::lookup::merge;
     use dsh_session_references::tui::popup::PopupState;
     use dsh_session_references::tui::Renderable;
     use ratatui::backend::TestBackend;

@@ -248,8 +248,8 @@ impl KeyOverlay {
         self.scroll.top
     }
 
-    /// Any key is taken while the overlay is open: its own keys scroll or close it, any other
-    /// closes it too (so a user who did not read it is never stuck).
+    /// Any key is taken while the overlay is open: its own keys scroll or close it
+    /// (`overlay-close`, named in its title); a key not in the table does nothing.
     pub fn handle_action(&mut self, action: Option<Action>, keymap: &Keymap) -> OverlayOutcome {
         let len = overlay_rows(keymap).len();
         let cap = self.visible.get().max(1);
@@ -271,7 +271,8 @@ impl KeyOverlay {
                 self.scroll.top = (self.scroll.top + cap).min(max_top);
                 OverlayOutcome::Handled
             }
-            _ => OverlayOutcome::Close,
+            Some(Action::OverlayClose) => OverlayOutcome::Close,
+            _ => OverlayOutcome::Handled,
         }
     }
 

@@ -6,17 +6,19 @@
 //! TUI and every visible state can be snapshot-tested. I/O sits in a few rooms at the edge:
 //! `terminal` (modes, restore, panic hook), `file_index` (the walk and the matcher thread),
 //! `attach` (reading `@path` files), `prompt_history` (`<home>/history.jsonl`) and `app` (the
-//! loop and its tasks). `keys` is the one key table every handler and both help views read.
+//! loop and its tasks, in rooms of one idea under `app/`). `keys` is the one key table every
+//! handler and both help views read; `app/focus.rs` is the one focus stack keys go down, and
+//! `lookup` merges the popup's session rows from the contract and discovery.
 
 pub mod app;
 pub mod attach;
 pub mod composer;
-pub mod discovery;
 pub mod escape;
 pub mod file_index;
 pub mod file_match;
 pub mod help;
 pub mod keys;
+pub mod lookup;
 pub mod mount;
 pub mod picker;
 pub mod popup;

@@ -1,20 +1,27 @@
-//! The session picker of `dsh-refs --resume` with no id (SPEC §8): the finder as a full-screen
-//! list to choose the session to continue.
+//! The session picker of `/resume` and of `dsh-refs --resume` with no id (SPEC §8): the finder
+//! as a full-screen list over the app to choose the session to continue.
 //!
-//! [`PickerState`] is pure (a query line, hits, a selection) and drawn by [`PickerView`]; the loop
-//! [`pick_session`] runs searches on a thread of their own, tagged with a generation number, so
-//! typing never waits for the index and an answer to an older query is dropped.
+//! [`PickerState`] is pure (a query line, hits, a [`ScrollState`] selection) and drawn by
+//! [`PickerView`]. It never runs a terminal loop of its own: the app opens it (at start for
+//! `--resume`, so the panic hook and the one terminal guard cover it too) and runs the searches
+//! it asks for as tasks tagged with a generation number, so typing never waits for the index and
+//! an answer to an older query is dropped. Every key is read through the key table: the picker's
+//! own action (`picker-this-dir`), the list actions of the popup (move, page, accept, close),
+//! `clear-or-quit` to cancel and the composer's `backspace` for the query; typed characters go
+//! to the query, and any other key does nothing.
 //!
 //! Proof: unit tests below (keys, stale answers); `tests/tui/picker.rs` snapshots the view;
 //! `tests/e2e/cli_lifecycle.rs` picks a session through the real binary in tmux.
 
 use super::escape::EscapeMode;
+use super::keys::KeyBinding;
 use super::keys::{Action, KeyContext, Keymap};
 use super::render::clip;
+use super::scroll::{visible_top, ScrollState};
 use super::style;
 use super::text::{format_age, format_size, StyledText};
-use crate::discovery::{listed_ids, Discovery, Hit, SearchQuery};
-use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crate::discovery::Hit;
+use crossterm::event::{KeyEvent, KeyEventKind};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -43,7 +50,7 @@ pub struct PickerState {
     generation: u64,
     hits: Vec<Hit>,
     total: usize,
-    selected: usize,
+    scroll: ScrollState,
     loading: bool,
     error: Option<String>,
     /// The directory the picker was opened in (what the this-directory filter keeps).
@@ -98,7 +105,7 @@ impl PickerState {
 
     /// The highlighted hit, if there is any.
     pub fn selected(&self) -> Option<&Hit> {
-        self.visible().get(self.selected).copied()
+        self.visible().get(self.scroll.selected).copied()
     }
 
     /// Applies the answer of search `generation`; false (and nothing changes) when stale.
@@ -119,7 +126,8 @@ impl PickerState {
                 self.error = Some(e);
             }
         }
-        self.selected = self.selected.min(self.visible().len().saturating_sub(1));
+        let len = self.visible().len();
+        self.scroll.select(self.scroll.selected, len, PAGE);
         true
     }
 
@@ -128,56 +136,78 @@ impl PickerState {
         self.handle_key_with(Keymap::shared_standard(), key)
     }
 
-    /// Reacts to one key: edits the query, moves the selection, toggles the this-directory
-    /// filter (the key table's `picker-this-dir`), picks or cancels.
+    /// Reacts to one key through `keymap`: toggles the this-directory filter
+    /// (`picker-this-dir`), moves or pages the selection and picks or closes (the popup's list
+    /// actions), cancels (`clear-or-quit`), deletes from the query (`backspace`) or types into
+    /// it. A key bound to none of these does nothing.
     pub fn handle_key_with(&mut self, keymap: &Keymap, key: KeyEvent) -> PickerOutcome {
         if key.kind == KeyEventKind::Release {
             return PickerOutcome::Ignored;
         }
-        if keymap.action(KeyContext::Picker, &key) == Some(Action::PickerThisDir) {
-            self.this_dir = !self.this_dir;
-            self.selected = 0;
-            return PickerOutcome::Moved;
+        let action = keymap
+            .action(KeyContext::Picker, &key)
+            .or_else(|| keymap.action(KeyContext::Popup, &key))
+            .or_else(|| {
+                keymap
+                    .action(KeyContext::App, &key)
+                    .filter(|a| *a == Action::ClearOrQuit)
+            })
+            .or_else(|| {
+                keymap
+                    .action(KeyContext::Composer, &key)
+                    .filter(|a| *a == Action::Backspace)
+            });
+        match action {
+            Some(action) => self.handle_action(action),
+            None => match key.code {
+                crossterm::event::KeyCode::Char(c) if KeyBinding::of(&key).is_typed_text() => {
+                    self.query.push(c);
+                    self.changed()
+                }
+                _ => PickerOutcome::Ignored,
+            },
         }
-        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        match key.code {
-            KeyCode::Esc => PickerOutcome::Cancelled,
-            KeyCode::Char('c') if ctrl => PickerOutcome::Cancelled,
-            KeyCode::Enter => match self.selected() {
+    }
+
+    /// Does one action of the key table; one the picker has no use for is ignored.
+    pub fn handle_action(&mut self, action: Action) -> PickerOutcome {
+        let len = self.visible().len();
+        let moved = |s: &mut PickerState, f: fn(&mut ScrollState, usize, usize)| {
+            if len == 0 {
+                return PickerOutcome::Ignored;
+            }
+            f(&mut s.scroll, len, PAGE);
+            PickerOutcome::Moved
+        };
+        match action {
+            Action::PickerThisDir => {
+                self.this_dir = !self.this_dir;
+                self.scroll.reset();
+                PickerOutcome::Moved
+            }
+            Action::PopupUp => moved(self, ScrollState::move_up_wrap),
+            Action::PopupDown => moved(self, ScrollState::move_down_wrap),
+            Action::PopupPageUp => moved(self, ScrollState::page_up),
+            Action::PopupPageDown => moved(self, ScrollState::page_down),
+            Action::PopupAccept => match self.selected() {
                 Some(hit) => PickerOutcome::Picked(hit.session_id.clone()),
                 None => PickerOutcome::Ignored,
             },
-            KeyCode::Up => self.step(-1),
-            KeyCode::Char('p') if ctrl => self.step(-1),
-            KeyCode::Down => self.step(1),
-            KeyCode::Char('n') if ctrl => self.step(1),
-            KeyCode::Backspace => {
+            Action::PopupClose | Action::ClearOrQuit => PickerOutcome::Cancelled,
+            Action::Backspace => {
                 if self.query.pop().is_some() {
                     self.changed()
                 } else {
                     PickerOutcome::Ignored
                 }
             }
-            KeyCode::Char(c) if !ctrl && !c.is_control() => {
-                self.query.push(c);
-                self.changed()
-            }
             _ => PickerOutcome::Ignored,
         }
     }
 
-    fn step(&mut self, by: isize) -> PickerOutcome {
-        let n = self.visible().len() as isize;
-        if n == 0 {
-            return PickerOutcome::Ignored;
-        }
-        self.selected = ((self.selected as isize + by).rem_euclid(n)) as usize;
-        PickerOutcome::Moved
-    }
-
     fn changed(&mut self) -> PickerOutcome {
         self.generation += 1;
-        self.selected = 0;
+        self.scroll.reset();
         self.loading = true;
         PickerOutcome::Search(self.generation, self.query.clone())
     }
@@ -208,8 +238,21 @@ pub struct PickerView<'a> {
     keymap: &'a Keymap,
 }
 
+impl super::render::Renderable for PickerView<'_> {
+    fn render(&self, area: Rect, buf: &mut Buffer) {
+        PickerView::render(self, area, buf)
+    }
+
+    /// The picker fills what it is given.
+    fn desired_height(&self, _width: u16) -> u16 {
+        u16::MAX
+    }
+}
+
 /// Width from which the picker shows a preview pane beside the list.
 const PREVIEW_FROM: u16 = 90;
+/// Rows a page move goes (the view shows the selection whatever its height).
+const PAGE: usize = 10;
 
 impl PickerView<'_> {
     /// Draws the query line, the hits (age first) and the selection into `area` (clipped to
@@ -276,9 +319,10 @@ impl PickerView<'_> {
             (area.width, None)
         };
         let rows = usize::from(area.height.saturating_sub(2));
-        let scroll = s.selected.saturating_sub(rows.saturating_sub(1));
+        let selected_row = s.scroll.selected;
+        let scroll = visible_top(0, selected_row, rows, visible.len());
         for (i, hit) in visible.iter().enumerate().skip(scroll).take(rows) {
-            let selected = i == s.selected;
+            let selected = i == selected_row;
             let base = if selected {
                 Style::new().add_modifier(Modifier::BOLD)
             } else {
@@ -400,97 +444,11 @@ impl PickerView<'_> {
     }
 }
 
-/// Runs the picker on the terminal until the user picks (`Some(id)`) or cancels (`None`). Only
-/// sessions `discovery` lists are offered; its index is brought up to date first.
-pub fn pick_session(
-    discovery: Discovery,
-    cwd: Option<String>,
-    query: &str,
-    now_ms: impl Fn() -> i64,
-) -> std::io::Result<Option<String>> {
-    use crossterm::{event, execute, terminal};
-    use std::sync::mpsc;
-    if let Err(e) = discovery.refresh_blocking() {
-        tracing::warn!(error = %e, "picker: index not refreshed");
-    }
-    let listing = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?
-        .block_on(discovery.query().list_sessions())
-        .map_err(std::io::Error::other)?;
-    let listed = listed_ids(&listing);
-    let (ask, questions) = mpsc::channel::<(u64, String)>();
-    let (tell, answers) = mpsc::channel::<(u64, Result<(Vec<Hit>, usize), String>)>();
-    let searcher = discovery.clone();
-    let mut state = PickerState::with_query(query, cwd.clone());
-    std::thread::spawn(move || {
-        while let Ok(mut question) = questions.recv() {
-            // Only the newest question waiting is worth answering.
-            while let Ok(newer) = questions.try_recv() {
-                question = newer;
-            }
-            let result = searcher
-                .search_blocking(
-                    &SearchQuery {
-                        text: question.1,
-                        agent: None,
-                        cwd: cwd.clone(),
-                        limit: 200,
-                        now_ms: crate::session::writer::now_ms(),
-                        snippets: false,
-                    },
-                    Some(&listed),
-                )
-                .map(|r| (r.hits, r.total))
-                .map_err(|e| e.to_string());
-            if tell.send((question.0, result)).is_err() {
-                break;
-            }
-        }
-    });
-    if let PickerOutcome::Search(g, q) = state.start() {
-        let _ = ask.send((g, q));
-    }
-    terminal::enable_raw_mode()?;
-    execute!(std::io::stdout(), terminal::EnterAlternateScreen)?;
-    let restore = || {
-        let _ = execute!(std::io::stdout(), terminal::LeaveAlternateScreen);
-        let _ = terminal::disable_raw_mode();
-    };
-    let result = (|| {
-        let backend = ratatui::backend::CrosstermBackend::new(std::io::stdout());
-        let mut term = ratatui::Terminal::new(backend)?;
-        loop {
-            while let Ok((g, result)) = answers.try_recv() {
-                state.apply(g, result);
-            }
-            term.draw(|frame| {
-                let area = frame.area();
-                state.view(now_ms()).render(area, frame.buffer_mut());
-            })?;
-            if !event::poll(std::time::Duration::from_millis(50))? {
-                continue;
-            }
-            if let event::Event::Key(key) = event::read()? {
-                match state.handle_key(key) {
-                    PickerOutcome::Search(g, q) => {
-                        let _ = ask.send((g, q));
-                    }
-                    PickerOutcome::Picked(id) => return Ok(Some(id)),
-                    PickerOutcome::Cancelled => return Ok(None),
-                    PickerOutcome::Moved | PickerOutcome::Ignored => {}
-                }
-            }
-        }
-    })();
-    restore();
-    result
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::discovery::rank::Field;
+    use crossterm::event::{KeyCode, KeyModifiers};
 
     fn hit(id: &str) -> Hit {
         Hit {

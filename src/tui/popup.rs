@@ -7,10 +7,10 @@
 //! locally with the service's own rule, so rows don't flicker while typing. File rows are
 //! matched synchronously from a prebuilt [`FileIndex`].
 
-use super::discovery::{size_text, truncation_text, RowDetail, SessionDetails};
 use super::escape::EscapeMode;
 use super::file_match::{FileIndex, FileMatcher, FileRow};
 use super::keys::{Action, KeyContext, Keymap};
+use super::lookup::{size_text, truncation_text, RowDetail, SessionDetails};
 use super::render::{clip, Renderable};
 use super::scroll::{visible_top, ScrollState};
 use super::style;

@@ -411,3 +411,28 @@ fn hints_keep_demo_and_sessions_show_last_activity() {
         "{text}"
     );
 }
+
+#[test]
+fn resume_without_an_id_draws_the_picker_over_the_app_on_one_terminal() {
+    let home = tempfile::tempdir().unwrap();
+    write_session(
+        home.path(),
+        "abc123-first",
+        "/w",
+        1_780_000_000_000,
+        "Leap day parsing",
+    );
+    let tmux = shell(
+        "picker-app",
+        &format!("{BIN} --home {} --resume", home.path().display()),
+    );
+    // The app's own picker: its composer and status line are drawn below it.
+    tmux.wait_for_screen("the picker over the app", |s| {
+        s.contains("Resume a session") && s.contains("Leap day parsing") && s.contains("idle")
+    });
+    // Ctrl-C (clear-or-quit in the key table) cancels like Esc: nothing starts.
+    tmux.keys(&["C-c"]);
+    let screen = tmux.wait_for_screen("the exit", |s| s.contains("EXITED="));
+    assert!(screen.contains("EXITED=0"), "{screen}");
+    assert!(!screen.contains("--resume"), "nothing written: {screen}");
+}

@@ -15,6 +15,7 @@ mod model;
 mod mount;
 mod picker;
 mod popup;
+mod resume_start;
 mod status;
 mod transcript;
 mod write_safety;

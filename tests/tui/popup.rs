@@ -225,7 +225,7 @@ fn other_agents_sessions_wear_a_source_badge() {
 fn discovery_rows_and_a_truncated_list() {
     use dsh_session_references::discovery::rank::Field;
     use dsh_session_references::discovery::Hit;
-    use dsh_session_references::tui::discovery::merge;
+    use dsh_session_references::tui::lookup::merge;
     let hit = |id: &str, title: Option<&str>, prompt: &str, active_ago: i64, msgs: u64| Hit {
         session_id: id.into(),
         title: title.map(Into::into),

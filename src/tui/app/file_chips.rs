@@ -95,7 +95,7 @@ impl App {
             })
             .await
             .unwrap_or_else(|e| Err(e.to_string()));
-            let _ = tx.send(AppEvent::Inspected(serial, result));
+            let _ = tx.send(AppEvent::Inspected { serial, result });
         });
     }
 
@@ -184,7 +184,11 @@ impl App {
                 .resolve_typed(std::slice::from_ref(&prefix))
                 .await
                 .map(|ids| ids.into_iter().next().flatten());
-            let _ = tx.send(AppEvent::TypedId(token, prefix, result));
+            let _ = tx.send(AppEvent::TypedId {
+                token,
+                prefix,
+                result,
+            });
         });
     }
 

@@ -1,0 +1,168 @@
+//! What the binary wires into the app (store, live sessions, model, keys) and [`build`], which
+//! opens or resumes the session over it.
+
+use super::{App, AppError, AppEvent, AppOptions};
+use crate::agent::config::ModelChoice;
+use crate::agent::{Agent, AgentConfig, ModelProvider};
+use crate::reference::{SessionReferenceConfig, SessionReferences};
+use crate::session::writer::now_ms;
+use crate::session::{DiskStore, HostSessions, LiveSessions, Record, SessionHeader};
+use crate::tui::keys::Keymap;
+use crate::tui::mount::SessionReferenceMount;
+use crate::tui::transcript::NoticeLevel;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// What the binary wires into the app: the store sessions live in, the live sessions of this
+/// process, and the model that answers (with its status-line label).
+#[derive(Clone)]
+pub struct Wiring {
+    /// The session store.
+    pub store: DiskStore,
+    /// The sessions held by agents in this process.
+    pub live: LiveSessions,
+    /// The model that answers turns.
+    pub model: Arc<dyn ModelProvider>,
+    /// The model's status-line label, e.g. `deepseek/deepseek-v4-flash`.
+    pub model_label: String,
+    /// The keys (the standard ones, or with the user's `[keys]` overrides).
+    pub keymap: Arc<Keymap>,
+    /// The configuration the model came from, when known (`/model` derives another from it).
+    pub choice: Option<ModelChoice>,
+}
+
+impl Wiring {
+    /// The store of `home`, no live sessions yet, and `model`.
+    pub fn new(home: &std::path::Path, model: Arc<dyn ModelProvider>, label: String) -> Wiring {
+        Wiring {
+            store: DiskStore::with_listing_cache(home),
+            live: LiveSessions::default(),
+            model,
+            model_label: label,
+            keymap: Arc::new(Keymap::standard()),
+            choice: None,
+        }
+    }
+
+    /// The store of `options.home` and the model a resolved configuration names (SPEC §7).
+    pub fn for_choice(options: &AppOptions, choice: &ModelChoice) -> Result<Wiring, AppError> {
+        let (model, label) =
+            crate::agent::model_for(choice, options.offline_delay).map_err(AppError::Other)?;
+        let mut wiring = Wiring::new(&options.home, model, label);
+        wiring.choice = Some(choice.clone());
+        Ok(wiring)
+    }
+
+    /// The same wiring with the configured provider's model `name` (SPEC §7: the next request
+    /// logs a `request/header` with reason `change`). The offline model has no other models.
+    pub fn with_model(&self, options: &AppOptions, name: &str) -> Result<Wiring, String> {
+        let Some(ModelChoice::Remote(settings)) = &self.choice else {
+            return Err(
+                "the offline model has no other models: configure a provider \
+                        (--provider NAME, or the [provider] table of config.toml)"
+                    .to_string(),
+            );
+        };
+        let mut settings = settings.clone();
+        settings.model = name.to_string();
+        let choice = ModelChoice::Remote(settings);
+        let mut wiring = Wiring::for_choice(options, &choice).map_err(|e| e.to_string())?;
+        wiring.keymap = self.keymap.clone();
+        wiring.store = self.store.clone();
+        wiring.live = self.live.clone();
+        Ok(wiring)
+    }
+}
+
+/// Builds the agent, the service and the mount for `options` over what `wiring` provides.
+pub fn build(
+    options: &AppOptions,
+    wiring: Wiring,
+    tx: mpsc::UnboundedSender<AppEvent>,
+) -> Result<(App, Vec<Record>), AppError> {
+    let Wiring {
+        store: disk,
+        live,
+        model,
+        model_label,
+        keymap,
+        choice,
+    } = wiring;
+    let mut resumed_log = None;
+    let (agent, history) = match &options.resume {
+        Some(id) => {
+            let path = disk.log_path(id)?;
+            let resumed = Agent::resume_with_history(&path, model, live.clone())?;
+            resumed_log = Some(path);
+            resumed
+        }
+        None => {
+            let encoding = crate::session::writer::home_encoding(&options.home, options.encoding)?;
+            let header = SessionHeader::new(
+                format!("session-{}", uuid::Uuid::new_v4()),
+                now_ms(),
+                options.cwd.clone(),
+            );
+            let agent = Agent::start(AgentConfig {
+                home: options.home.clone(),
+                header,
+                encoding,
+                model,
+                live: live.clone(),
+            });
+            (agent, Vec::new())
+        }
+    };
+    let query = options
+        .sources
+        .serve(Arc::new(HostSessions::new(disk, live)));
+    let service = SessionReferences::new(query, SessionReferenceConfig::default())
+        .map_err(|e| AppError::Other(e.to_string()))?;
+    let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
+    let mut app = App::new(agent, mount, model_label.clone(), tx);
+    app.model_choice = choice;
+    app.set_keymap(keymap);
+    app.keep_history_in(&options.home);
+    if options.resume.is_none() {
+        app.transcript.push_welcome(
+            env!("CARGO_PKG_VERSION"),
+            &model_label,
+            options.cwd.as_deref(),
+            &options.home.display().to_string(),
+        );
+    }
+    app.show_history(&history);
+    if let Some(reason) = app.agent.write_blocker() {
+        app.transcript.push_notice(
+            NoticeLevel::Error,
+            format!("Read-only: {reason}. What you type stays in the composer until then"),
+        );
+    } else if let Some(age) = resumed_log
+        .as_deref()
+        .and_then(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok())
+        .and_then(|modified| modified.elapsed().ok())
+        .filter(|age| *age < crate::session::writer::SETTLE)
+    {
+        // dsh takes no lock: a log that just changed may be one it is writing right now.
+        app.transcript.push_notice(
+            NoticeLevel::Info,
+            format!(
+                "This log changed {:.1} s ago: another program may be writing this session. \
+                 Nothing of it is cut while it may be, and what it appends is read in before \
+                 each message is written",
+                age.as_secs_f64()
+            ),
+        );
+    } else if let Some(tail) = app.agent.log_tail() {
+        app.transcript.push_notice(
+            NoticeLevel::Info,
+            format!(
+                "The log ends in {} bytes that are not a complete batch ({}); they are left as \
+                 they are unless the next message finds them unchanged and settled",
+                tail.len - tail.at,
+                tail.reason
+            ),
+        );
+    }
+    Ok((app, history))
+}
