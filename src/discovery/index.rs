@@ -33,11 +33,15 @@
 //! the database runs in WAL mode with a busy timeout, so two processes on one home can index
 //! and search at once; logs are read outside any transaction and written a batch per short
 //! write transaction, so a second indexer waits only for writes; a session that cannot be read is recorded with its stamp and header only
-//! (never failing the pass) and read again once it changes.
+//! (never failing the pass) and read again once it changes. A first build of a large home
+//! ([`FRESH_BUILD_SESSIONS`]) is written without a journal to a fresh file beside the database,
+//! under the rebuild lock, and linked into place only when complete and synced (never over a
+//! database that appeared meanwhile; a database is only made under that lock): no WAL copy of
+//! every page, and nothing half-built is ever opened as the index.
 //!
 //! Proof: `tests/discovery/index.rs` (build, incremental growth, compaction, damaged and foreign
 //! databases, two connections and a second process, the write lock free during a read, external
-//! sessions), `tests/discovery/cache.rs` (symlinks, directories, FIFOs at its paths, a database
+//! sessions, the fresh first build and a database made during it), `tests/discovery/cache.rs` (symlinks, directories, FIFOs at its paths, a database
 //! held under `BEGIN EXCLUSIVE`), `tests/discovery/watch.rs`
 //! (targeted refreshes under the background indexer); the chunking and the
 //! hash chain are unit-tested below.
@@ -86,6 +90,11 @@ const COMMIT_EVERY: Duration = Duration::from_millis(400);
 /// ...or until this much text is read (it is held in memory until its batch is written, and
 /// FTS5 keeps a transaction's terms in memory until it commits).
 const COMMIT_BYTES: u64 = 32 << 20;
+/// A pass that finds no database and at least this many sessions builds the index as a fresh
+/// file beside it and moves it into place when done ([`Indexer::build_fresh`]).
+pub const FRESH_BUILD_SESSIONS: usize = 1_000;
+/// The file a fresh build writes, beside [`DB_FILE`].
+const FRESH_FILE: &str = "discovery.sqlite3.fresh";
 
 /// Why an indexing pass or a search failed. Callers fall back to the contract listing; the
 /// index itself is rebuilt when the failure was a damaged or foreign database.
@@ -233,12 +242,23 @@ pub fn open(path: &Path) -> Result<Connection> {
     let dir = path.parent().unwrap_or(Path::new("."));
     prepare_dir(dir)?;
     set_aside_foreign(path)?;
+    // A database is made under the rebuild lock, so it never appears while another process's
+    // fresh build ([`Indexer::build_fresh`]) is about to move its file into place.
+    let making = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Some(RebuildLock::take(&dir.join(LOCK_FILE))?)
+        }
+        _ => None,
+    };
     match try_open(path) {
         Ok(conn) => Ok(conn),
         Err(first) if is_busy_error(&first) => Err(first),
         Err(first) => {
             tracing::warn!(error = %first, "discovery index unusable; rebuilding it");
-            let _lock = RebuildLock::take(&dir.join(LOCK_FILE))?;
+            let _lock = match making {
+                Some(lock) => lock,
+                None => RebuildLock::take(&dir.join(LOCK_FILE))?,
+            };
             // Another process may have rebuilt it while we waited for the lock.
             match try_open(path) {
                 Ok(conn) => return Ok(conn),
@@ -437,6 +457,76 @@ fn try_open(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// Opens the fresh file of a first build ([`Indexer::build_fresh`]) and makes the schema: no
+/// journal and no syncs (the file is used only once it is complete and synced), 8 KiB pages.
+fn open_fresh(path: &Path) -> Result<Connection> {
+    let sql = |source| IndexError::Sql {
+        path: path.to_path_buf(),
+        source,
+    };
+    let conn = Connection::open_with_flags(resolved(path), open_flags(false)).map_err(sql)?;
+    conn.execute_batch(&format!(
+        "PRAGMA page_size = {PAGE_BYTES}; PRAGMA synchronous = OFF; PRAGMA cache_size = -32768"
+    ))
+    .map_err(sql)?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = OFF", [], |r| r.get(0))
+        .map_err(sql)?;
+    if !mode.eq_ignore_ascii_case("off") {
+        tracing::warn!(mode, "discovery index: the fresh build keeps a journal");
+    }
+    create_schema(&conn).map_err(sql)?;
+    Ok(conn)
+}
+
+/// The last step of a fresh build before its file is closed: WAL mode, as every connection to
+/// the published database expects.
+fn finish_fresh(conn: &Connection) -> rusqlite::Result<()> {
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        tracing::warn!(mode, "discovery index is not in WAL mode");
+    }
+    Ok(())
+}
+
+/// Moves the complete, closed fresh file to `path`, where no database is (checked under the
+/// rebuild lock): synced first, then linked without replacing anything. A `-wal`, `-shm` or
+/// `-journal` file left at `path` by a database that is gone is removed first (SQLite would
+/// replay a stray WAL into the new file). `false` when a database appeared at `path` anyway:
+/// ours is removed and theirs kept.
+fn publish_fresh(fresh: &Path, path: &Path) -> Result<bool> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| IndexError::Io { path, source }
+    };
+    std::fs::File::open(fresh)
+        .and_then(|file| file.sync_all())
+        .map_err(io(fresh))?;
+    set_aside_foreign(path)?;
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let file = PathBuf::from(format!("{}{suffix}", path.display()));
+        match std::fs::remove_file(&file) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(IndexError::Io { path: file, source }),
+        }
+    }
+    match std::fs::hard_link(fresh, path) {
+        Ok(()) => {
+            std::fs::remove_file(fresh).map_err(io(fresh))?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            remove_db(fresh)?;
+            Ok(false)
+        }
+        // No hard links here: a rename (the lock is held and no database was there).
+        Err(_) => std::fs::rename(fresh, path)
+            .map_err(io(path))
+            .map(|()| true),
+    }
+}
+
 fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
     // IMMEDIATE: a second process creating it at the same moment waits, then sees it made.
     conn.execute_batch("BEGIN IMMEDIATE")?;
@@ -593,6 +683,11 @@ pub struct Indexer {
     /// The last full pass's listing: the summaries a targeted refresh
     /// ([`Indexer::refresh_sessions`]) stamps and indexes without listing again.
     listing: Option<Arc<Vec<SessionSummary>>>,
+    /// The fresh file being built, while a fresh build runs: `conn` writes it instead of `path`.
+    building: Option<PathBuf>,
+    /// How many sessions a pass that finds no database must list to build a fresh file
+    /// ([`FRESH_BUILD_SESSIONS`]).
+    fresh_from: usize,
     /// Drives the query's futures on the indexer's own thread; `None` only while dropping.
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -631,6 +726,8 @@ impl Indexer {
             known: HashMap::new(),
             data_version: None,
             listing: None,
+            building: None,
+            fresh_from: FRESH_BUILD_SESSIONS,
             runtime: Some(runtime),
         })
     }
@@ -647,7 +744,24 @@ impl Indexer {
             .block_on(future)
     }
 
+    /// Sets how many listed sessions a pass that finds no database needs to build a fresh file
+    /// ([`FRESH_BUILD_SESSIONS`] unless set): tests reach the fresh build with a small home.
+    #[doc(hidden)]
+    pub fn with_fresh_build_from(mut self, sessions: usize) -> Indexer {
+        self.fresh_from = sessions;
+        self
+    }
+
     fn connection(&mut self) -> Result<&Connection> {
+        if let Some(fresh) = &self.building {
+            return match &self.conn {
+                Some(conn) => Ok(conn),
+                None => Err(IndexError::Io {
+                    path: fresh.clone(),
+                    source: std::io::Error::other("the fresh build's connection is closed"),
+                }),
+            };
+        }
         let now = entry_id(&self.path);
         if self.conn.is_some() && (now.is_none() || now != self.file) {
             // Deleted or replaced under us: our rows would go to a file nobody reads.
@@ -692,6 +806,14 @@ impl Indexer {
 
     fn refresh_inner(&mut self) -> Result<PassStats> {
         let sessions = self.block_on(self.query.list_sessions())?;
+        if sessions.len() >= self.fresh_from
+            && matches!(std::fs::symlink_metadata(&self.path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        {
+            if let Some(stats) = self.build_fresh(&sessions)? {
+                self.listing = Some(sessions);
+                return Ok(stats);
+            }
+        }
         self.load_known()?;
         let mut stats = PassStats {
             listed: sessions.len(),
@@ -712,6 +834,81 @@ impl Indexer {
         self.data_version = Some(self.current_data_version()?);
         self.listing = Some(sessions);
         Ok(stats)
+    }
+
+    /// A first build (no database at the index's path) of a home of at least
+    /// [`FRESH_BUILD_SESSIONS`] sessions, written to a fresh file beside the database without a
+    /// journal, then moved into place. `None` when a database appeared before the rebuild lock
+    /// was held: the pass then goes on as usual.
+    ///
+    /// In WAL mode every page is written twice, to the WAL and again when it is checkpointed
+    /// into the database; at 100,000 sessions and 1 GB of conversation that second write and its
+    /// bookkeeping were a quarter of the build's CPU. A file nobody else reads needs neither the
+    /// WAL nor a rollback journal: a failed build's file is removed, and a crash leaves only
+    /// [`FRESH_FILE`], which the next fresh build removes unread. The rebuild lock is held
+    /// throughout and a database is made only under it ([`open`]), so no other process of ours
+    /// makes one meanwhile. The file is switched to WAL mode and synced before it is linked into
+    /// place, and linking never replaces a file (a database that appeared anyway is kept, and
+    /// ours dropped). Searches meanwhile answer from the listing, as before any index exists.
+    fn build_fresh(&mut self, sessions: &Arc<Vec<SessionSummary>>) -> Result<Option<PassStats>> {
+        let dir = self.path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        prepare_dir(&dir)?;
+        let lock = RebuildLock::take(&dir.join(LOCK_FILE))?;
+        if std::fs::symlink_metadata(&self.path).is_ok() {
+            return Ok(None);
+        }
+        let fresh = dir.join(FRESH_FILE);
+        set_aside_foreign(&fresh)?;
+        remove_db(&fresh)?;
+        self.conn = Some(open_fresh(&fresh)?);
+        self.file = None;
+        self.building = Some(fresh.clone());
+        self.known.clear();
+        self.data_version = None;
+        let mut stats = PassStats {
+            listed: sessions.len(),
+            ..PassStats::default()
+        };
+        // Oldest first, as in any pass: search reads the newest rows first.
+        let stale = sessions
+            .iter()
+            .rev()
+            .map(|summary| (summary.clone(), self.stamper.stamp(summary)))
+            .collect();
+        let mut built = self.index_stale(stale, &mut stats);
+        if built.is_ok() {
+            built = finish_fresh(self.conn.as_ref().expect("the fresh build's connection"))
+                .map_err(|source| IndexError::Sql {
+                    path: fresh.clone(),
+                    source,
+                });
+        }
+        self.building = None;
+        if let Some(conn) = self.conn.take() {
+            if let Err((_, source)) = conn.close() {
+                built = built.and(Err(IndexError::Sql {
+                    path: fresh.clone(),
+                    source,
+                }));
+            }
+        }
+        let published = built.and_then(|()| publish_fresh(&fresh, &self.path));
+        drop(lock);
+        match published {
+            Ok(true) => {
+                self.data_version = Some(self.current_data_version()?);
+                Ok(Some(stats))
+            }
+            Ok(false) => {
+                self.known.clear();
+                Ok(None)
+            }
+            Err(e) => {
+                self.known.clear();
+                let _ = remove_db(&fresh);
+                Err(e)
+            }
+        }
     }
 
     /// A targeted refresh: stamps only the sessions `ids` of the last full pass's listing and
