@@ -228,6 +228,15 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         kb: usize,
     },
+    /// Start → first popup rows over the generated discovery home of N sessions (run `search`
+    /// with `--keep-index` first for an indexed home): the TUI's start-up (store with its listing
+    /// cache, reference service, discovery and its indexer) and its first `@` lookup.
+    FirstPopup {
+        #[arg(long)]
+        sessions: usize,
+        #[arg(long, default_value_t = 10)]
+        kb: usize,
+    },
     /// Discovery index build over COPIES copies of the 105 real dsh logs in tests/data (each
     /// copy under new session ids): MB/s of real log per CPU-second.
     IndexReal {
@@ -328,6 +337,7 @@ fn main() {
             build_only,
         ),
         Command::Watch { sessions, kb } => measure_discovery::watch_cost(sessions, kb),
+        Command::FirstPopup { sessions, kb } => measure_discovery::first_popup(sessions, kb),
         Command::IndexReal { copies } => {
             let (home, log_bytes) = measure_discovery::real_home(copies).unwrap();
             println!(

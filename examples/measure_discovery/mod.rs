@@ -691,3 +691,91 @@ fn count_appends(path: &Path) -> u64 {
     let text = std::fs::read_to_string(path).unwrap();
     (text.lines().count() as u64).saturating_sub(RECORDS + 1)
 }
+
+/// Start → first popup rows on the generated home of `sessions` sessions (its index built by an
+/// earlier `search` run): what the TUI does from its start to the rows of the first `@` — the
+/// store with its listing cache, the reference service, discovery with its background indexer,
+/// then one lookup (the contract list and the discovery search at once, merged) — timed from
+/// the start of this function, in wall time and in this process's CPU time. A second lookup
+/// (`@a`) shows the warm cost beside it.
+pub fn first_popup(sessions: usize, kb: usize) {
+    use dsh_session_references::reference::{
+        AgentIdentity, SessionReferenceConfig, SessionReferences,
+    };
+    use dsh_session_references::session::DiskStore;
+    use dsh_session_references::tui::discovery::merge;
+    use std::sync::Arc;
+    use tokio_util::sync::CancellationToken;
+
+    let (home, _) = cached_search_home(sessions, kb).unwrap();
+    let cached = home.join("index/listing").is_file();
+    let indexed = home.join("index/discovery.sqlite3").is_file();
+    let started = Instant::now();
+    let cpu0 = cpu_time();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let agent = AgentIdentity::new("agent-self", Some(gen::project_cwd(3)));
+    let service = SessionReferences::new(
+        Arc::new(DiskStore::with_listing_cache(&home)),
+        SessionReferenceConfig::default(),
+    )
+    .unwrap();
+    let discovery = Discovery::for_home(&home, &SourceSet::default());
+    let indexer = discovery.spawn_indexer();
+    let now = 1_700_000_000_000 + sessions as i64 * 60_000;
+    let cancel = CancellationToken::new();
+    let set_up = started.elapsed();
+    // Each part's own time from the start of the lookup (they run at once).
+    let lookup = |text: &str| {
+        rt.block_on(async {
+            let began = Instant::now();
+            let ((contract, contract_took), (found, search_took)) = tokio::join!(
+                async {
+                    let contract = service.list_candidates(&agent, text, None, &cancel).await;
+                    (contract, began.elapsed())
+                },
+                async {
+                    let found = discovery
+                        .search(SearchQuery {
+                            text: text.to_string(),
+                            agent: Some(agent.id.clone()),
+                            cwd: agent.cwd.clone(),
+                            limit: 50,
+                            now_ms: now,
+                            snippets: false,
+                        })
+                        .await;
+                    (found, began.elapsed())
+                }
+            );
+            let found = found.unwrap();
+            let merged = merge(contract.unwrap(), &found.hits, found.total, 50);
+            (
+                merged.candidates.len(),
+                found.from_listing,
+                contract_took,
+                search_took,
+            )
+        })
+    };
+    let (rows, from_listing, contract_took, search_took) = lookup("");
+    let first = started.elapsed();
+    let first_cpu = cpu_time() - cpu0;
+    let again = Instant::now();
+    let (rows_a, ..) = lookup("a");
+    let second = again.elapsed();
+    println!(
+        "start → first popup rows: {first:.2?} wall, {first_cpu:.2?} CPU (all threads, the \
+         indexer's first pass included); {rows} rows (search from the listing: {from_listing}); \
+         listing cache present at start: {cached}; index present: {indexed}"
+    );
+    println!(
+        "  set-up (store, service, discovery, indexer started) {set_up:.2?}; then the lookup's \
+         list_candidates {contract_took:.2?}, search {search_took:.2?} (at once)"
+    );
+    println!("then `@a`: {second:.2?} wall, {rows_a} rows");
+    drop(indexer);
+}

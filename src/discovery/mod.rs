@@ -202,9 +202,12 @@ impl Discovery {
     /// Discovery of the dsh sessions under `home` and the other agents' sessions `sources`
     /// serves, indexed at `<home>/index/`. Reads through a store of its own, so indexing never
     /// evicts what `prepare` keeps in the app's conversation cache. The background indexer
-    /// watches `<home>/sessions` unless the dsh sessions are hidden.
+    /// watches `<home>/sessions` unless the dsh sessions are hidden. The store keeps its
+    /// listing in `<home>/index/listing` ([`DiskStore::with_listing_cache`]): the first search
+    /// and the first pass of a new process check directory stamps instead of reading every
+    /// header (at 100,000 sessions the walk kept the first `@` waiting for seconds).
     pub fn for_home(home: &Path, sources: &SourceSet) -> Discovery {
-        Discovery::for_store(DiskStore::new(home), sources)
+        Discovery::for_store(DiskStore::with_listing_cache(home), sources)
     }
 
     /// Discovery like [`Discovery::for_home`] over `store`, the store of its home: whoever keeps

@@ -622,3 +622,89 @@ fn an_unreadable_session_is_recorded_and_read_again_once_it_changes() {
     let d = Discovery::for_home(dir.path(), &SourceSet::default());
     assert_eq!(ids(&search(&d, "numbats")), ["broken-1"]);
 }
+
+/// A first build of a large home (here any home: the threshold is lowered) is written to a fresh
+/// file beside the database and moved into place when complete: while it runs there is no
+/// database at the index's path, a leftover fresh file and a stray `-wal` at the path are
+/// removed unread, and the published database is in WAL mode and answers like any other.
+#[test]
+fn a_first_build_is_written_aside_and_moved_into_place() {
+    let dir = tempfile::tempdir().unwrap();
+    small_home(dir.path());
+    let db = db_path(dir.path());
+    let fresh = db.with_file_name("discovery.sqlite3.fresh");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    // What a crash in an earlier fresh build, and a database deleted without its WAL, leave.
+    std::fs::write(&fresh, b"half a database ".repeat(300)).unwrap();
+    std::fs::write(
+        format!("{}-wal", db.display()),
+        b"a stray write-ahead log ".repeat(300),
+    )
+    .unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let (db_at, fresh_at) = (db.clone(), fresh.clone());
+    let query = Arc::new(Hooked {
+        store: DiskStore::new(dir.path()),
+        before_read: Box::new(move |_| {
+            record
+                .lock()
+                .unwrap()
+                .push((db_at.exists(), fresh_at.exists()));
+            None
+        }),
+    });
+    let mut indexer = indexer_of(dir.path(), query).with_fresh_build_from(1);
+    let stats = indexer.refresh().unwrap();
+    assert_eq!((stats.listed, stats.indexed, stats.failed), (3, 3, 0));
+    assert_eq!(*seen.lock().unwrap(), vec![(false, true); 3]);
+    assert!(db.is_file());
+    assert!(!fresh.exists(), "the fresh file is moved, not copied");
+    let mode: String = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let d = Discovery::for_home(dir.path(), &SourceSet::default());
+    assert_eq!(ids(&search(&d, "lexer buffer")), ["s-fix"]);
+    assert_eq!(search(&d, "").total, 3);
+    // What it wrote is known: nothing is read again, and growth goes to the published file.
+    assert_eq!(indexer.refresh().unwrap().indexed, 0);
+    session(
+        dir.path(),
+        "s-new",
+        "/w/new",
+        1_700_000_300_000,
+        vec![user("a word about quolls")],
+    );
+    assert_eq!(indexer.refresh().unwrap().indexed, 1);
+    assert_eq!(ids(&search(&d, "quolls")), ["s-new"]);
+}
+
+/// A database that appears at the index's path during a fresh build (made by a process that
+/// does not take the rebuild lock) is never replaced: the fresh file is dropped and the pass
+/// goes on with what is there (here a foreign database, which is rebuilt as usual).
+#[test]
+fn a_database_made_during_a_fresh_build_is_not_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    small_home(dir.path());
+    let db = db_path(dir.path());
+    let made = db.clone();
+    let query = Arc::new(Hooked {
+        store: DiskStore::new(dir.path()),
+        before_read: Box::new(move |_| {
+            if !made.exists() {
+                let conn = rusqlite::Connection::open(&made).unwrap();
+                conn.execute_batch("CREATE TABLE other(x); INSERT INTO other VALUES (1);")
+                    .unwrap();
+            }
+            None
+        }),
+    });
+    let mut indexer = indexer_of(dir.path(), query).with_fresh_build_from(1);
+    let stats = indexer.refresh().unwrap();
+    assert_eq!((stats.indexed, stats.failed), (3, 0), "{stats:?}");
+    assert!(!db.with_file_name("discovery.sqlite3.fresh").exists());
+    let d = Discovery::for_home(dir.path(), &SourceSet::default());
+    assert_eq!(ids(&search(&d, "dark")), ["s-dark"]);
+}
