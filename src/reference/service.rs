@@ -18,7 +18,7 @@ use super::projection::project_owned;
 use super::ranking::RankIndex;
 use super::render::{reference_entry, render_context};
 use super::retention::{retain, Retained, SourceMeta};
-use crate::session::external::Agent;
+use crate::session::external::ExternalAgent;
 use crate::session::{
     ContentBlock, Message, MessageSource, SessionError, SessionQuery, SurfaceSnapshot,
 };
@@ -234,7 +234,7 @@ impl SessionReferences {
             .collect();
         #[allow(clippy::type_complexity)]
         let outcomes: Vec<
-            std::result::Result<Result<(Retained, Option<Agent>)>, SessionError>,
+            std::result::Result<Result<(Retained, Option<ExternalAgent>)>, SessionError>,
         > = until_cancelled(cancel, "preparing session references", join_all(work)).await?;
         if cancel.is_cancelled() {
             return Err(SessionReferenceError::cancelled(
@@ -327,7 +327,7 @@ async fn retain_source(
 ///
 /// An entry for another agent's session ends with `"source"` (`"claude"`, `"codex"`), after the
 /// §3.9 keys; entries for dsh sessions keep exactly the §3.9 keys.
-fn context_message(sources: &[(Retained, Option<Agent>)]) -> Message {
+fn context_message(sources: &[(Retained, Option<ExternalAgent>)]) -> Message {
     let entries: Vec<_> = sources
         .iter()
         .enumerate()

@@ -18,7 +18,7 @@ use super::text::{ci_matches, format_age, StyledText};
 use super::token::ActiveToken;
 pub use super::token::PopupItem;
 use crate::reference::{Candidate, CandidateFilter};
-use crate::session::external::Agent;
+use crate::session::external::ExternalAgent;
 use crossterm::event::{KeyEvent, KeyEventKind};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Alignment, Rect};
@@ -623,7 +623,7 @@ impl PopupView<'_> {
         let narrow = width < NARROW;
         let mut line = prefix(selected, narrow, true);
         // Another agent's session wears its source as a badge (SPEC §9).
-        if let Some(agent) = Agent::of_id(&c.session_id) {
+        if let Some(agent) = ExternalAgent::of_id(&c.session_id) {
             line.push(agent.name(), style::session_tag());
             line.push(" ", Style::new());
         }

@@ -10,7 +10,7 @@ use super::escape::EscapeMode;
 use super::render::{clip, Renderable};
 use super::style;
 use super::text::StyledText;
-use crate::session::external::{Agent, SOURCE_KEY};
+use crate::session::external::{ExternalAgent, SOURCE_KEY};
 use crate::session::format::{
     ContentBlock, Event, Message, MessageSource, ASSISTANT_MESSAGE, STEERING_MESSAGE, TOOL_RESULT,
     USER_MESSAGE,
@@ -30,7 +30,7 @@ pub struct ReferencedSession {
     /// The label the mention gave it, raw (escaped when drawn).
     pub label: String,
     /// The agent that wrote it, for another agent's session (SPEC §9).
-    pub source: Option<Agent>,
+    pub source: Option<ExternalAgent>,
     /// What the snapshot kept of it (SPEC §3.9), when the metadata says.
     pub kept: Option<Kept>,
 }
@@ -683,7 +683,7 @@ fn parse_references(references: &Value) -> Option<Vec<ReferencedSession>> {
                 source: object
                     .get(SOURCE_KEY)
                     .and_then(Value::as_str)
-                    .and_then(Agent::parse),
+                    .and_then(ExternalAgent::parse),
                 kept: (|| {
                     Some(Kept {
                         original: object.get("originalMessages")?.as_u64()?,
