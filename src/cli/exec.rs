@@ -200,35 +200,27 @@ impl Output {
 
 /// The `references` event of `--json`: what a logged context message attached, per source.
 fn references_event(message: &crate::session::Message) -> Option<Value> {
-    let crate::session::MessageSource::SessionReference { references, .. } = &message.source else {
-        return None;
-    };
+    let references = message.source.recorded_references()?;
     let text = message.text();
     // Each source's share of the context: its object in the snapshot JSON, as sent.
-    let sources: Vec<Value> = text
-        .split_once("<referenced-sessions>\n")
-        .and_then(|(_, rest)| rest.split_once("\n</referenced-sessions>"))
-        .and_then(|(json, _)| serde_json::from_str(json).ok())
-        .unwrap_or_default();
+    let sources = crate::reference::render::read_context(&text).unwrap_or_default();
     let bytes_of = |id: &str| {
         sources
             .iter()
-            .find(|s| s["sessionId"] == id)
-            .and_then(|s| serde_json::to_string(s).ok())
-            .map(|j| j.len() + 5 * j.matches('<').count())
+            .find(|s| s.session_id == id)
+            .map(|s| s.sent_bytes)
     };
     let list: Vec<Value> = references
-        .as_array()?
         .iter()
         .map(|r| {
-            let id = r["sessionId"].as_str().unwrap_or_default();
+            let id = r.session_id.as_deref().unwrap_or_default();
             json!({
                 "sessionId": id,
-                "label": r["label"],
-                "retainedMessages": r["retainedMessages"],
-                "originalMessages": r["originalMessages"],
+                "label": r.label,
+                "retainedMessages": r.retained_messages,
+                "originalMessages": r.original_messages,
                 "bytes": bytes_of(id),
-                "truncated": r["truncated"],
+                "truncated": r.truncated,
             })
         })
         .collect();

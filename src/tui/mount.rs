@@ -173,43 +173,26 @@ impl SessionReferenceMount {
         cancel: &CancellationToken,
     ) -> Result<Preview, SubmitError> {
         let service = self.service.as_ref().ok_or(SubmitError::Unavailable)?;
-        let prepared = service
-            .prepare(
+        let preview = service
+            .preview(
                 &self.agent.identity(),
-                Vec::new(),
-                vec![crate::reference::ReferenceInput::new(
-                    session_id,
-                    Some(label.to_string()),
-                )],
+                ReferenceInput::new(session_id, Some(label.to_string())),
                 cancel,
             )
             .await
             .map_err(SubmitError::Failed)?;
-        let Some(context) = prepared.additional_context else {
-            return Err(SubmitError::Unavailable);
-        };
-        let bytes = context.text().len() as u64;
-        let meta = match &context.source {
-            MessageSource::SessionReference { references, .. } => references.get(0).cloned(),
-            _ => None,
-        }
-        .unwrap_or_default();
-        let count = |key: &str| {
-            meta.get(key)
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(0)
-        };
-        let mut last: Vec<(String, String)> = super::transcript::readable_snapshot(&context.text())
-            .and_then(|sources| sources.into_iter().next())
-            .map(|source| source.conversation)
-            .unwrap_or_default();
+        let mut last = preview.conversation;
         last.drain(..last.len().saturating_sub(PREVIEW_MESSAGES));
+        let stats = preview.meta.stats;
         Ok(Preview {
-            bytes,
-            original: count("originalMessages"),
-            retained: count("retainedMessages"),
-            truncated: meta.get("truncated") == Some(&serde_json::Value::Bool(true)),
-            last,
+            bytes: preview.context_bytes as u64,
+            original: stats.original_messages as u64,
+            retained: stats.retained_messages as u64,
+            truncated: stats.truncated,
+            last: last
+                .into_iter()
+                .map(|entry| (entry.role.as_str().to_string(), entry.text))
+                .collect(),
         })
     }
 
@@ -316,14 +299,9 @@ impl SessionReferenceMount {
                     .map_err(SubmitError::Failed)?;
                 message.content = prepared.content;
                 let message_id = message.id.clone();
+                let referenced = prepared.references.len();
                 let (admission, referenced) = match prepared.additional_context {
                     Some(context) => {
-                        let referenced = match &context.source {
-                            MessageSource::SessionReference { references, .. } => {
-                                references.as_array().map_or(0, Vec::len)
-                            }
-                            _ => 0,
-                        };
                         let mut contexts = vec![context];
                         contexts.extend(attachments);
                         (

@@ -10,7 +10,9 @@ use super::escape::EscapeMode;
 use super::render::{clip, Renderable};
 use super::style;
 use super::text::StyledText;
-use crate::session::external::{ExternalAgent, SOURCE_KEY};
+use crate::reference::render::RecordedSource;
+use crate::session::external::ExternalAgent;
+use crate::session::format::RecordedReference;
 use crate::session::format::{
     ContentBlock, Event, Message, MessageSource, ASSISTANT_MESSAGE, STEERING_MESSAGE, TOOL_RESULT,
     USER_MESSAGE,
@@ -595,52 +597,14 @@ fn context_card(message: &Message) -> TranscriptItem {
     }
 }
 
-/// One source of a snapshot, read back from the context text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadableSource {
-    /// The source's mention label.
-    pub label: String,
-    /// The source's session id.
-    pub session_id: String,
-    /// The last event seq of the source that the snapshot covers (`capturedThroughSeq`), when
-    /// given.
-    pub captured_through_seq: Option<u64>,
-    /// `(role, text)` in order.
-    pub conversation: Vec<(String, String)>,
-}
-
 /// The snapshot inside a session-reference context (SPEC §3.7), or `None` when the text is
 /// not of that shape (then the card shows it as it is).
-pub fn readable_snapshot(context: &str) -> Option<Vec<ReadableSource>> {
-    let start = context.find("<referenced-sessions>\n")? + "<referenced-sessions>\n".len();
-    let end = start + context[start..].find("\n</referenced-sessions>")?;
-    let sources: Value = serde_json::from_str(&context[start..end]).ok()?;
-    sources
-        .as_array()?
-        .iter()
-        .map(|source| {
-            Some(ReadableSource {
-                label: source.get("label")?.as_str()?.to_string(),
-                session_id: source.get("sessionId")?.as_str()?.to_string(),
-                captured_through_seq: source.get("capturedThroughSeq").and_then(Value::as_u64),
-                conversation: source
-                    .get("conversation")?
-                    .as_array()?
-                    .iter()
-                    .map(|item| {
-                        Some((
-                            item.get("role")?.as_str()?.to_string(),
-                            item.get("text")?.as_str()?.to_string(),
-                        ))
-                    })
-                    .collect::<Option<Vec<_>>>()?,
-            })
-        })
-        .collect()
+pub fn readable_snapshot(context: &str) -> Option<Vec<RecordedSource>> {
+    crate::reference::render::read_context(context)
 }
 
 /// The rows of a readable snapshot: per source a heading, then each message under its role.
-fn readable_lines(sources: &[ReadableSource], width: usize) -> Vec<Line<'static>> {
+fn readable_lines(sources: &[RecordedSource], width: usize) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     for source in sources {
         let mut head = text("  ── ", style::dim());
@@ -654,12 +618,12 @@ fn readable_lines(sources: &[ReadableSource], width: usize) -> Vec<Line<'static>
             head.push(&format!(" · through seq {seq}"), style::dim());
         }
         lines.push(head.truncate(width).to_line());
-        for (role, body) in &source.conversation {
+        for entry in &source.conversation {
             let mut first = text("    ", Style::new());
-            first.push_untrusted(role, EscapeMode::SingleLine, style::key());
+            first.push_untrusted(&entry.role, EscapeMode::SingleLine, style::key());
             first.push(": ", style::dim());
             let mut t = StyledText::new();
-            t.push_untrusted(body, EscapeMode::MultiLine, style::dim());
+            t.push_untrusted(&entry.text, EscapeMode::MultiLine, style::dim());
             lines.extend(t.wrap(width, &first, &text("      ", Style::new())));
         }
     }
@@ -668,29 +632,31 @@ fn readable_lines(sources: &[ReadableSource], width: usize) -> Vec<Line<'static>
 
 /// `references` when it is a non-empty array of objects with string `sessionId` and `label`.
 fn parse_references(references: &Value) -> Option<Vec<ReferencedSession>> {
-    let items = references.as_array()?;
+    let items = RecordedReference::read_all(references)?;
     if items.is_empty() {
         return None;
     }
     items
-        .iter()
+        .into_iter()
         .map(|item| {
-            let object = item.as_object()?;
+            let kept = match (
+                item.original_messages,
+                item.retained_messages,
+                item.omitted_bytes,
+            ) {
+                (Some(original), Some(retained), Some(omitted_bytes)) => Some(Kept {
+                    original,
+                    retained,
+                    omitted_bytes,
+                }),
+                _ => None,
+            };
             Some(ReferencedSession {
-                session_id: object.get("sessionId")?.as_str()?.to_string(),
-                label: object.get("label")?.as_str()?.to_string(),
+                session_id: item.session_id?,
+                label: item.label?,
                 // Only a source this build knows is named; anything else is not shown.
-                source: object
-                    .get(SOURCE_KEY)
-                    .and_then(Value::as_str)
-                    .and_then(ExternalAgent::parse),
-                kept: (|| {
-                    Some(Kept {
-                        original: object.get("originalMessages")?.as_u64()?,
-                        retained: object.get("retainedMessages")?.as_u64()?,
-                        omitted_bytes: object.get("omittedBytes")?.as_u64()?,
-                    })
-                })(),
+                source: item.source,
+                kept,
             })
         })
         .collect()

@@ -40,7 +40,8 @@ pub use scan::ExternalSessions;
 
 /// Which other agent wrote a session (named apart from [`crate::agent::Agent`], the runtime
 /// this crate runs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ExternalAgent {
     /// Claude Code (`~/.claude/projects/**/<uuid>.jsonl`; ids `claude:<uuid>`).
     Claude,
