@@ -10,8 +10,9 @@
 //! Invariant: nothing is dispatched unless every step succeeded: a chosen file that cannot be
 //! read as chosen, a parse error, a missing service, a failed or cancelled preparation each
 //! return a [`SubmitError`] and leave the agent untouched. File reading is blocking and runs on
-//! a blocking thread inside the transaction, racing the cancel token. Proof: `tests/tui/mount.rs`,
-//! `tests/reliability_cancel.rs`, `tests/tui/attach.rs` and `tests/agent/exec_attach.rs`.
+//! a blocking thread inside the transaction, racing the cancel token. Proof: the unit test below,
+//! `tests/tui/mount.rs`, `tests/reliability_cancel.rs`, `tests/tui/attach.rs` and
+//! `tests/agent/exec_attach.rs`.
 
 use super::attach::{read_chosen, ChosenFile};
 use crate::agent::{Admission, Agent};
@@ -365,5 +366,82 @@ impl SessionReferenceMount {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// An agent that records what it was handed: `(message text, context texts)`.
+    #[derive(Default)]
+    struct Recorder {
+        sent: Mutex<Vec<(String, Vec<String>)>>,
+    }
+
+    impl AgentSurface for Recorder {
+        fn identity(&self) -> AgentIdentity {
+            AgentIdentity::new("me", None)
+        }
+        fn dispatch(&self, message: Message) -> Admission {
+            self.dispatch_with_contexts(message, Vec::new())
+        }
+        fn dispatch_with_contexts(&self, message: Message, contexts: Vec<Message>) -> Admission {
+            let contexts = contexts.iter().map(Message::text).collect();
+            if let Ok(mut sent) = self.sent.lock() {
+                sent.push((message.text(), contexts));
+            }
+            Admission::Queued
+        }
+    }
+
+    fn file(path: &str) -> ChosenFile {
+        ChosenFile {
+            path: path.into(),
+            allow_outside: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_transaction_reads_the_chosen_files_and_nothing_goes_when_one_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.md"), "hello").unwrap();
+        let agent = Arc::new(Recorder::default());
+        let mount = SessionReferenceMount::new(None, agent.clone());
+        let cwd = Some(dir.path().to_path_buf());
+        let cancel = CancellationToken::new();
+
+        let sent = mount
+            .submit_files("look", cwd.clone(), vec![file("notes.md")], &cancel)
+            .await
+            .unwrap();
+        assert_eq!(sent.referenced, 0);
+        {
+            let log = agent.sent.lock().unwrap();
+            assert_eq!(log.len(), 1);
+            assert_eq!(log[0].0, "look");
+            assert_eq!(log[0].1.len(), 1);
+            assert!(log[0].1[0].starts_with("## Attached file: notes.md\n\nhello"));
+        }
+
+        let gone = mount
+            .submit_files("again", cwd.clone(), vec![file("gone.md")], &cancel)
+            .await;
+        assert!(
+            matches!(&gone, Err(SubmitError::Attachment(why)) if why.contains("@gone.md")),
+            "{gone:?}"
+        );
+        assert!(gone
+            .unwrap_err()
+            .to_string()
+            .starts_with("Not sent: @gone.md"));
+
+        cancel.cancel();
+        let cancelled = mount
+            .submit_files("later", cwd, vec![file("notes.md")], &cancel)
+            .await;
+        assert!(cancelled.is_err_and(|e| e.was_cancelled()));
+        assert_eq!(agent.sent.lock().unwrap().len(), 1, "nothing else went");
     }
 }
