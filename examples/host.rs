@@ -21,6 +21,7 @@
 
 use crossterm::event::{self, Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use dsh_session_references::agent::Admission;
+use dsh_session_references::host::{AgentSurface, SessionReferenceMount, SubmitError, Submitted};
 use dsh_session_references::reference::{
     AgentIdentity, Candidate, SessionReferenceConfig, SessionReferences,
 };
@@ -29,9 +30,6 @@ use dsh_session_references::session::{
     BoxFuture, DiskStore, Message, SessionQuery, SessionSummary, SurfaceSnapshot,
 };
 use dsh_session_references::tui::composer::{Composer, ComposerOutcome, ComposerSnapshot};
-use dsh_session_references::tui::mount::{
-    AgentSurface, SessionReferenceMount, SubmitError, Submitted,
-};
 use dsh_session_references::tui::popup::{LookupRequest, PopupOutcome, PopupState, QueryId};
 use dsh_session_references::tui::transcript::TranscriptItem;
 use dsh_session_references::tui::Renderable;

@@ -19,10 +19,17 @@
 //! - `discovery` (feature `discovery`): the finder beside the contract (a full-text index of
 //!   the sessions served, ranked search, what `--resume PREFIX` and `--continue` mean). Uses
 //!   `session` and the reference projection only.
+//! - [`host`]: the terminal-free room every face sends through: the mount
+//!   ([`host::SessionReferenceMount`], over a host's [`host::AgentSurface`]) with the candidate
+//!   lookups, the one-mention preview and the submit transaction, and the `@path` attachment
+//!   rules ([`host::attach`]), whose chosen files the transaction reads. Uses `session`,
+//!   `reference`, `agent` and (for typed `@PREFIX` resolution) `discovery`; names no terminal
+//!   crate and builds with no features.
 //! - `tui` (feature `tui`, which builds on `discovery`): the standard terminal bundle (composer,
-//!   `@` popup, transcript, status, key help, the app loop) and the terminal-free mount
-//!   (`tui::mount`) that runs the submit transaction. Uses the layers above, never the command
-//!   line.
+//!   `@` popup, transcript, status, key help, the app loop) over the host room. Uses the layers
+//!   above, never the command line.
+//! - `mcp` (feature `mcp`): the session-reference service as a stdio MCP server; a face beside
+//!   the TUI.
 //! - `cli` (feature `cli`): the `dsh-refs` command line and its command implementations; the
 //!   binary (`src/main.rs`) wires everything.
 //! - [`escape`] sits below every layer: untrusted text made safe for a terminal.
@@ -75,21 +82,20 @@
 //! # }
 //! ```
 //!
-//! **2. Mounted into your own TUI.** Implement `tui::mount::AgentSurface` for your agent (its
-//! identity, and how it takes a message with or without contexts), give
-//! `tui::mount::SessionReferenceMount` the service, and use the bundle's widgets where you
-//! want them: `tui::popup::PopupState` for the `@` rows, `tui::composer::Composer` for mention
+//! **2. Mounted into your own front end.** Implement [`host::AgentSurface`] for your agent (its
+//! identity, and how it takes a message with or without contexts) and give
+//! [`host::SessionReferenceMount`] the service: that needs no terminal crate (a headless host,
+//! `exec` and the MCP server use it so). In a TUI, use the bundle's widgets where you want them: `tui::popup::PopupState` for the `@` rows, `tui::composer::Composer` for mention
 //! editing, `tui::transcript::TranscriptItem` for the reference card. `examples/host.rs` is a
 //! whole application doing this (its own layout, agent and session source), driven headless by
 //! `tests/tui/host_example.rs`.
 //!
 //! ```no_run
-//! # #[cfg(feature = "tui")]
 //! # mod host {
 //! use dsh_session_references::agent::Admission;
+//! use dsh_session_references::host::{AgentSurface, SessionReferenceMount};
 //! use dsh_session_references::reference::{AgentIdentity, SessionReferences};
 //! use dsh_session_references::session::Message;
-//! use dsh_session_references::tui::mount::{AgentSurface, SessionReferenceMount};
 //! use std::sync::Arc;
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -132,6 +138,7 @@ pub mod demo;
 #[cfg(feature = "discovery")]
 pub mod discovery;
 pub mod escape;
+pub mod host;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod reference;

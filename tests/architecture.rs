@@ -2,8 +2,10 @@
 //!
 //! Bottom up: `session/` (the log, the store, `SessionQuery`) knows nothing above it;
 //! `reference/` and `agent/` use only `session/`; `discovery/` (the search index) uses
-//! `session/` and the reference projection; `tui/` uses those four but never the command line;
-//! `cli/` wires everything; nothing reaches the binary (`main.rs`). The neutral root modules
+//! `session/` and the reference projection; `host/` (the terminal-free mount and `@path`
+//! attachments, the submit transaction every face shares) uses those four and names no terminal
+//! crate; `tui/` and `mcp/` are faces on top of them and `host/`, the TUI never the command
+//! line; `cli/` wires everything; nothing reaches the binary (`main.rs`). The neutral root modules
 //! (`escape`, `test_rng`) sit below every layer and anyone may use them; `demo` (the embedded
 //! demo home) is for the front ends only.
 //!
@@ -25,6 +27,7 @@ const LAYERS: &[&str] = &[
     "reference",
     "agent",
     "discovery",
+    "host",
     "tui",
     "mcp",
     "cli",
@@ -39,14 +42,17 @@ fn allowed(layer: &str) -> &'static [&'static str] {
         "reference" | "agent" => &["session"],
         // Discovery indexes what the store serves, projected as references project it.
         "discovery" => &["session", "reference"],
-        "tui" => &["session", "reference", "agent", "discovery", "demo"],
-        // The MCP server: the service, the sources and discovery, never the TUI.
-        "mcp" => &["session", "reference", "discovery"],
+        // The submit transaction and the `@path` rules, for every face; no terminal.
+        "host" => &["session", "reference", "agent", "discovery"],
+        "tui" => &["session", "reference", "agent", "discovery", "host", "demo"],
+        // The MCP server: the service, the sources, discovery and the host room, never the TUI.
+        "mcp" => &["session", "reference", "discovery", "host"],
         "cli" => &[
             "session",
             "reference",
             "agent",
             "discovery",
+            "host",
             "tui",
             "mcp",
             "demo",
@@ -448,6 +454,23 @@ fn planted_violations_are_caught() {
             "reference",
         ),
         ("agent/mod.rs", "pub use crate::tui::mount;", "tui"),
+        // The host room sits below the faces and above the layers it serves.
+        ("host/mount.rs", "use crate::tui::text::StyledText;", "tui"),
+        ("host/attach.rs", "use crate::cli::ExecArgs;", "cli"),
+        ("host/mod.rs", "use crate::mcp::server;", "mcp"),
+        ("host/mount.rs", "use crate::demo::DEMO_HOME;", "demo"),
+        (
+            "agent/runtime.rs",
+            "use crate::host::mount::Submitted;",
+            "host",
+        ),
+        ("reference/service.rs", "use crate::host::attach;", "host"),
+        ("session/files.rs", "use crate::host::ChosenFile;", "host"),
+        (
+            "discovery/index.rs",
+            "use crate::host::SubmitError;",
+            "host",
+        ),
         ("tui/app.rs", "use crate::cli::TuiArgs;", "cli"),
         ("reference/render.rs", "use crate::demo::DEMO_HOME;", "demo"),
         ("escape.rs", "use crate::session::Record;", "session"),
@@ -577,4 +600,52 @@ fn the_tui_has_one_terminal_loop_and_small_app_rooms() {
         }
     }
     assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// The terminal crates: none of them may be named by the host room, which `exec` and the MCP
+/// server use without a terminal (and which builds with no features).
+const TERMINAL_CRATES: &[&str] = &["ratatui", "crossterm", "nucleo", "unicode_segmentation"];
+
+/// Files of `files` under `host/` whose code names a terminal crate, with the crate.
+fn terminal_names(files: &[(String, String)]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (relative, source) in files {
+        if !relative.starts_with("host/") {
+            continue;
+        }
+        let code = code_only(source);
+        for name in TERMINAL_CRATES {
+            let bytes = code.as_bytes();
+            let named = code.match_indices(name).any(|(at, _)| {
+                let before = at.checked_sub(1).map(|i| bytes[i]);
+                let after = bytes.get(at + name.len()).copied();
+                !before.is_some_and(is_ident) && !after.is_some_and(is_ident)
+            });
+            if named {
+                out.push((relative.clone(), name.to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_host_room_names_no_terminal_crate() {
+    let root = std::env::var_os("DSH_ARCH_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let files = read_tree(&root.join("src"));
+    assert!(
+        files.iter().any(|(p, _)| p.starts_with("host/")),
+        "the checker must see the host room"
+    );
+    assert_eq!(terminal_names(&files), Vec::<(String, String)>::new());
+    // Planted: a widget import is caught, a comment or a string naming one is not.
+    assert_eq!(
+        terminal_names(&tree(&[(
+            "host/mount.rs",
+            "use ratatui::text::Line;\n// crossterm\nconst S: &str = \"nucleo\";\n"
+        )])),
+        vec![("host/mount.rs".to_string(), "ratatui".to_string())]
+    );
 }

@@ -703,7 +703,7 @@ pub fn first_popup(sessions: usize, kb: usize) {
         AgentIdentity, SessionReferenceConfig, SessionReferences,
     };
     use dsh_session_references::session::DiskStore;
-    use dsh_session_references::tui::discovery::merge;
+    use dsh_session_references::tui::lookup::merge;
     use std::sync::Arc;
     use tokio_util::sync::CancellationToken;
 

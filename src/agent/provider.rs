@@ -6,6 +6,7 @@
 //! that only knows text implements [`ModelProvider::respond`]; [`ModelProvider::stream`] wraps
 //! it. The OpenAI-compatible provider (`super::openai`) implements `stream` itself.
 
+use crate::session::format::RecordedReference;
 use crate::session::{BoxFuture, Message, MessageSource};
 use serde_json::Value;
 use std::time::Duration;
@@ -273,17 +274,17 @@ pub fn describe(messages: &[Message]) -> String {
 }
 
 fn describe_references(refs: &Value) -> Vec<String> {
-    let Some(items) = refs.as_array() else {
+    let Some(items) = RecordedReference::read_all(refs) else {
         return vec!["(malformed reference metadata)".into()];
     };
     items
         .iter()
         .map(|r| {
-            let label = r["label"].as_str().unwrap_or("?");
-            let id = r["sessionId"].as_str().unwrap_or("?");
-            let retained = r["retainedMessages"].as_u64().unwrap_or(0);
-            let original = r["originalMessages"].as_u64().unwrap_or(0);
-            let omitted = r["omittedMessages"].as_u64().unwrap_or(0);
+            let label = r.label.as_deref().unwrap_or("?");
+            let id = r.session_id.as_deref().unwrap_or("?");
+            let retained = r.retained_messages.unwrap_or(0);
+            let original = r.original_messages.unwrap_or(0);
+            let omitted = r.omitted_messages.unwrap_or(0);
             let name = if label == id {
                 format!("\"{label}\"")
             } else {
@@ -293,7 +294,7 @@ fn describe_references(refs: &Value) -> Vec<String> {
             if omitted > 0 {
                 text.push_str(&format!(", {omitted} omitted"));
             }
-            if r["truncated"].as_bool() == Some(true) {
+            if r.truncated == Some(true) {
                 text.push_str(", truncated");
             }
             text

@@ -1,8 +1,9 @@
 //! `dsh-refs exec`: one turn without the TUI (SPEC §7, headless).
 //!
-//! It builds the same agent, service and mount as the TUI, submits the prompt through the
-//! mount's transaction (so mentions are parsed and referenced sessions prepared exactly as the
-//! TUI does, and the log is the one the TUI would write), then streams the answer to stdout:
+//! It builds the same agent, service and mount as the TUI (the host room, `crate::host`),
+//! submits the prompt through the mount's transaction (so the chosen files are read, mentions
+//! parsed and referenced sessions prepared exactly as the TUI does, and the log is the one the
+//! TUI would write), then streams the answer to stdout:
 //! plain text, or with `--json` one JSON object per line (`session` with the provider and the
 //! model's name, `references` for what a context attached, `reasoning` and `text` deltas
 //! gathered per [`COALESCE`], `usage`, `retry`, `error`, `done`). `@ID`, `@PREFIX` and `--ref`
@@ -23,12 +24,12 @@ use crate::agent::config::{self, ModelChoice, ModelFlags};
 use crate::agent::{Agent, AgentConfig, AgentEvent, ModelProvider};
 use crate::cli::ExecArgs;
 use crate::escape;
+use crate::host::{ChosenFile, SessionReferenceMount, SubmitError};
 use crate::reference::{SessionReferenceConfig, SessionReferences};
 use crate::session::external::SourceSet;
 use crate::session::format::TURN_END;
 use crate::session::writer::now_ms;
 use crate::session::{DiskStore, Encoding, EventData, HostSessions, LiveSessions, SessionHeader};
-use crate::tui::mount::{SessionReferenceMount, SubmitError};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -200,35 +201,27 @@ impl Output {
 
 /// The `references` event of `--json`: what a logged context message attached, per source.
 fn references_event(message: &crate::session::Message) -> Option<Value> {
-    let crate::session::MessageSource::SessionReference { references, .. } = &message.source else {
-        return None;
-    };
+    let references = message.source.recorded_references()?;
     let text = message.text();
     // Each source's share of the context: its object in the snapshot JSON, as sent.
-    let sources: Vec<Value> = text
-        .split_once("<referenced-sessions>\n")
-        .and_then(|(_, rest)| rest.split_once("\n</referenced-sessions>"))
-        .and_then(|(json, _)| serde_json::from_str(json).ok())
-        .unwrap_or_default();
+    let sources = crate::reference::render::read_context(&text).unwrap_or_default();
     let bytes_of = |id: &str| {
         sources
             .iter()
-            .find(|s| s["sessionId"] == id)
-            .and_then(|s| serde_json::to_string(s).ok())
-            .map(|j| j.len() + 5 * j.matches('<').count())
+            .find(|s| s.session_id == id)
+            .map(|s| s.sent_bytes)
     };
     let list: Vec<Value> = references
-        .as_array()?
         .iter()
         .map(|r| {
-            let id = r["sessionId"].as_str().unwrap_or_default();
+            let id = r.session_id.as_deref().unwrap_or_default();
             json!({
                 "sessionId": id,
-                "label": r["label"],
-                "retainedMessages": r["retainedMessages"],
-                "originalMessages": r["originalMessages"],
+                "label": r.label,
+                "retainedMessages": r.retained_messages,
+                "originalMessages": r.original_messages,
                 "bytes": bytes_of(id),
-                "truncated": r["truncated"],
+                "truncated": r.truncated,
             })
         })
         .collect();
@@ -336,8 +329,8 @@ async fn exec(
             }
         };
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
-    let attachments = match attachments(args, &prompt).await {
-        Ok(attachments) => attachments,
+    let (cwd, files) = match attachments(args, &prompt).await {
+        Ok(choice) => choice,
         Err(message) => {
             out.error(&message);
             close(&agent).await;
@@ -347,7 +340,7 @@ async fn exec(
     let mut events = agent.subscribe();
     let cancel = CancellationToken::new();
     let submitted = tokio::select! {
-        submitted = mount.submit_with(&prompt, attachments, &cancel) => submitted,
+        submitted = mount.submit_files(&prompt, cwd, files, &cancel) => submitted,
         _ = interrupts.next() => {
             cancel.cancel();
             out.error("interrupted before the prompt was sent");
@@ -356,7 +349,11 @@ async fn exec(
         }
     };
     if let Err(e) = submitted {
-        let mut message = e.to_string();
+        let mut message = match &e {
+            // A file that could not be read as chosen: the reason alone, as `exec` words it.
+            SubmitError::Attachment(why) => why.clone(),
+            e => e.to_string(),
+        };
         if matches!(e, SubmitError::InvalidReference(_)) {
             message.push_str(
                 "; write a mention with `dsh-refs mention format ID` (or `--label TITLE`), or \
@@ -467,27 +464,27 @@ async fn exec(
     1
 }
 
-/// The files this turn sends: `--attach` paths, and the prompt argument's `@path` tokens under
-/// the working directory (a prompt read from stdin was not typed here: its tokens attach
-/// nothing). A token naming a file outside it is noted on stderr, not sent. Reads off the
-/// async workers.
+/// The files this turn sends, as chosen (the mount's transaction reads them): `--attach`
+/// paths, and the prompt argument's `@path` tokens under the working directory (a prompt read
+/// from stdin was not typed here: its tokens attach nothing). A token naming a file outside it
+/// is noted on stderr, not sent. Sizes the paths off the async workers.
 async fn attachments(
     args: &ExecArgs,
     prompt: &str,
-) -> Result<Vec<crate::session::Message>, String> {
+) -> Result<(Option<std::path::PathBuf>, Vec<ChosenFile>), String> {
     let typed = (args.prompt != "-").then(|| prompt.to_string());
     if args.attach.is_empty() && typed.as_deref().is_none_or(|p| !p.contains('@')) {
-        return Ok(Vec::new());
+        return Ok((None, Vec::new()));
     }
     let explicit = args.attach.clone();
     tokio::task::spawn_blocking(move || {
         let cwd = std::env::current_dir()
             .map_err(|e| format!("cannot read the working directory: {e}"))?;
-        let (chosen, notes) = crate::tui::attach::exec_choice(&cwd, typed.as_deref(), &explicit)?;
+        let (chosen, notes) = crate::host::attach::exec_choice(&cwd, typed.as_deref(), &explicit)?;
         for note in notes {
             eprintln!("dsh-refs: {note}");
         }
-        crate::tui::attach::read_chosen(Some(&cwd), &chosen)
+        Ok((Some(cwd), chosen))
     })
     .await
     .map_err(|e| format!("could not read the attached files: {e}"))?

@@ -19,7 +19,7 @@ use crate::discovery::lifecycle::{resolve_prefix, ResolveError};
 use crate::discovery::{listed_ids, Discovery, SearchQuery};
 use crate::escape;
 use crate::reference::format_session_reference_mention;
-use crate::session::external::{Agent, SourceSet};
+use crate::session::external::{ExternalAgent, SourceSet};
 use crate::session::{SessionQuery, SessionSummary};
 use std::path::Path;
 use std::sync::Arc;
@@ -39,7 +39,7 @@ const SHOWN: usize = 10;
 
 /// Whether `token` is spelled like a session id (so naming nothing is an error, not text).
 fn looks_like_an_id(token: &str) -> bool {
-    token.starts_with("session-") || Agent::of_id(token).is_some()
+    token.starts_with("session-") || ExternalAgent::of_id(token).is_some()
 }
 
 /// At least four hex digits (and dashes): the start of a dsh uuid.

@@ -7,7 +7,7 @@
 
 use crate::discovery::lifecycle::{newest_in_cwd, resolve_prefix, ResolveError};
 use crate::escape;
-use crate::session::external::Agent;
+use crate::session::external::ExternalAgent;
 use crate::session::{DiskStore, SessionError, SessionSummary};
 use std::path::Path;
 
@@ -66,7 +66,7 @@ pub fn resolve_start_hinted(
     if prefix.is_empty() {
         return Ok(Start::Pick(String::new()));
     }
-    if let Some(agent) = Agent::of_id(prefix) {
+    if let Some(agent) = ExternalAgent::of_id(prefix) {
         return Err(format!(
             "{} sessions are read-only: reference them with @ instead of resuming them",
             agent.product()
@@ -163,7 +163,7 @@ pub fn find_sessions(
     Ok(found
         .hits
         .into_iter()
-        .filter(|h| Agent::of_id(&h.session_id).is_none())
+        .filter(|h| ExternalAgent::of_id(&h.session_id).is_none())
         .map(|h| {
             let title = h.title.or(h.first_prompt).unwrap_or_default();
             (h.session_id, title)

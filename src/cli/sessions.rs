@@ -100,7 +100,7 @@ fn render(store: &DiskStore, sources: &SourceSet, json: bool) -> Result<String, 
             created_at: summary.created_at(),
             live: summary.live,
             persisted: summary.persisted,
-            source: agent.map(external::Agent::name),
+            source: agent.map(external::ExternalAgent::name),
             last_active: match agent {
                 None => super::lifecycle::last_active(store, summary),
                 Some(_) => summary.created_at(),

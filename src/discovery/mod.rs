@@ -43,7 +43,7 @@ pub mod watch;
 pub use index::{FileStamper, IndexError, Indexer, PassStats, Stamper, Targeted};
 pub use search::{Hit, SearchQuery, SearchResult, Searcher, SessionInfo};
 
-use crate::session::external::{Agent, SourceSet};
+use crate::session::external::{ExternalAgent, SourceSet};
 use crate::session::{DiskStore, SessionQuery, SessionSummary};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -221,8 +221,8 @@ impl Discovery {
             external: sources.external.clone(),
         });
         let dsh = !sources.hide_dsh;
-        let agents: Vec<Agent> = sources.external.iter().map(|s| s.agent()).collect();
-        let covers = Arc::new(move |id: &str| match Agent::of_id(id) {
+        let agents: Vec<ExternalAgent> = sources.external.iter().map(|s| s.agent()).collect();
+        let covers = Arc::new(move |id: &str| match ExternalAgent::of_id(id) {
             Some(agent) => agents.contains(&agent),
             None => dsh,
         });

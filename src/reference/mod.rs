@@ -26,6 +26,6 @@ pub use mention::{
 };
 pub use projection::{ConversationItem, Role};
 pub use ranking::CandidateFilter;
-pub use render::{RetentionStats, SourceData};
-pub use service::{AgentIdentity, Prepared, ReferenceInput, SessionReferences};
+pub use render::{ReferenceMeta, RetentionStats, SourceData};
+pub use service::{AgentIdentity, Prepared, ReferenceInput, ReferencePreview, SessionReferences};
 pub use uri::{decode_session_reference_uri, encode_session_reference_uri, SESSION_URI_PREFIX};

@@ -1,14 +1,23 @@
 //! What the model sees (SPEC §3.7, §3.9): the per-source data objects, the framed context text,
 //! and the metadata recorded in the context message's source.
 //!
+//! The data objects and the metadata are serde types ([`SourceData`], [`ReferenceMeta`]) whose
+//! field order is the wire's key order, so what is logged is byte-identical to §3.7/§3.9 (proof:
+//! the key-order tests below and `tests/reference/conformance.rs`). Their readers are typed as
+//! well: [`read_context`] reads a logged context's sources back, and the metadata is read by
+//! [`crate::session::format::RecordedReference`] (it lives with the message source, below the
+//! agent's offline model that reads it too); `writer_and_reader_agree` proves the two match.
+//!
 //! All source-controlled text (ids, labels, cwds, transcript text) travels only inside JSON
 //! string literals with every `<` written as `\u003c`, so nothing a source says can close the
 //! `<referenced-sessions>` frame or open a new one.
 
 use super::json::{stringify_tag_safe, tag_safe_string_len};
 use super::projection::Role;
-use serde::Serialize;
-use serde_json::{Map, Value};
+use crate::session::external::ExternalAgent;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
 
 /// The heading line of the context message.
 pub const CONTEXT_HEADING: &str = "## Referenced sessions";
@@ -64,8 +73,9 @@ pub(crate) fn entry_size(role: Role, text: &str) -> usize {
     FIXED + tag_safe_string_len(role.as_str()) + tag_safe_string_len(text)
 }
 
-/// Retention statistics of one source (SPEC §3.6 step 4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Retention statistics of one source (SPEC §3.6 step 4), keys in the §3.9 order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RetentionStats {
     /// `compacted`: some projected item was a compaction checkpoint.
     pub compacted: bool,
@@ -81,23 +91,56 @@ pub struct RetentionStats {
     pub truncated: bool,
 }
 
-/// One `references` entry of the context source, keys in the §3.9 order.
+/// One `references` entry of the context source (SPEC §3.9): the §3.9 keys in order, then
+/// `source` (`"claude"`, `"codex"`) for another agent's session only (SPEC §9).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReferenceMeta {
+    /// `sessionId`: the source's id.
+    pub session_id: String,
+    /// `label`: the mention's label (the id when the mention gave none).
+    pub label: String,
+    /// `capturedThroughSeq`: `null` for an empty log.
+    pub captured_through_seq: Option<u64>,
+    /// `compacted` … `truncated`.
+    #[serde(flatten)]
+    pub stats: RetentionStats,
+    /// `inputIndex`: the source's 0-based position after normalization.
+    pub input_index: usize,
+    /// `source`: the other agent that wrote the session; absent for a dsh session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<ExternalAgent>,
+}
+
+impl ReferenceMeta {
+    /// The entry of the source `data` kept with `stats`, at `input_index`, written by `source`.
+    pub fn new(
+        data: &SourceData,
+        stats: &RetentionStats,
+        input_index: usize,
+        source: Option<ExternalAgent>,
+    ) -> ReferenceMeta {
+        ReferenceMeta {
+            session_id: data.session_id.clone(),
+            label: data.label.clone(),
+            captured_through_seq: data.captured_through_seq,
+            stats: *stats,
+            input_index,
+            source,
+        }
+    }
+
+    /// The entries as the JSON value the message source keeps (`references`).
+    pub fn to_references(entries: &[ReferenceMeta]) -> Value {
+        // Only string keys, integers, booleans and strings: serializing cannot fail.
+        serde_json::to_value(entries).unwrap_or(Value::Null)
+    }
+}
+
+/// One `references` entry of the context source, keys in the §3.9 order (a dsh source: no
+/// `source` key).
 pub fn reference_entry(data: &SourceData, stats: &RetentionStats, input_index: usize) -> Value {
-    let mut entry = Map::new();
-    entry.insert("sessionId".into(), data.session_id.clone().into());
-    entry.insert("label".into(), data.label.clone().into());
-    entry.insert(
-        "capturedThroughSeq".into(),
-        data.captured_through_seq.map_or(Value::Null, Value::from),
-    );
-    entry.insert("compacted".into(), stats.compacted.into());
-    entry.insert("originalMessages".into(), stats.original_messages.into());
-    entry.insert("retainedMessages".into(), stats.retained_messages.into());
-    entry.insert("omittedMessages".into(), stats.omitted_messages.into());
-    entry.insert("omittedBytes".into(), stats.omitted_bytes.into());
-    entry.insert("truncated".into(), stats.truncated.into());
-    entry.insert("inputIndex".into(), input_index.into());
-    Value::Object(entry)
+    serde_json::to_value(ReferenceMeta::new(data, stats, input_index, None)).unwrap_or(Value::Null)
 }
 
 /// The full context text for the given serialized data objects (normalized order).
@@ -136,6 +179,57 @@ pub fn context_json(context: &str) -> Option<&str> {
     let body = context[start..].strip_prefix('\n')?;
     let end = body.find(CLOSE_TAG)?;
     body[..end].strip_suffix('\n')
+}
+
+/// One source of a logged context, read back from its text (the reader of [`SourceData`]).
+/// The role stays a string: a log is untrusted and is shown as it is.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct RecordedSource {
+    /// `sessionId`.
+    #[serde(rename = "sessionId")]
+    pub session_id: String,
+    /// `label`.
+    pub label: String,
+    /// `capturedThroughSeq`, when it is a sequence number.
+    #[serde(
+        rename = "capturedThroughSeq",
+        default,
+        deserialize_with = "seq_or_none"
+    )]
+    pub captured_through_seq: Option<u64>,
+    /// `conversation`, in order.
+    pub conversation: Vec<RecordedEntry>,
+    /// Bytes of this source's object in the text the model received (tag-safe, as sent).
+    #[serde(skip)]
+    pub sent_bytes: usize,
+}
+
+/// `{role, text}` of a [`RecordedSource`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct RecordedEntry {
+    /// `role` as logged (`user` or `assistant` for what this crate writes).
+    pub role: String,
+    /// `text`.
+    pub text: String,
+}
+
+/// The sources of a rendered context (SPEC §3.7), or `None` when the text does not have that
+/// shape (a context written by someone else): the frame, a JSON array, and every element a
+/// source object.
+pub fn read_context(context: &str) -> Option<Vec<RecordedSource>> {
+    let objects: Vec<&RawValue> = serde_json::from_str(context_json(context)?).ok()?;
+    objects
+        .into_iter()
+        .map(|raw| {
+            let mut source: RecordedSource = serde_json::from_str(raw.get()).ok()?;
+            source.sent_bytes = raw.get().len();
+            Some(source)
+        })
+        .collect()
+}
+
+fn seq_or_none<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    Ok(Value::deserialize(deserializer)?.as_u64())
 }
 
 #[cfg(test)]
@@ -204,6 +298,67 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&reference_entry(&data(&[]), &stats, 1)).unwrap(),
             r#"{"sessionId":"s<1>","label":"l","capturedThroughSeq":7,"compacted":true,"originalMessages":4,"retainedMessages":2,"omittedMessages":2,"omittedBytes":22,"truncated":true,"inputIndex":1}"#
+        );
+    }
+
+    #[test]
+    fn writer_and_reader_agree() {
+        use crate::session::format::RecordedReference;
+        let stats = RetentionStats {
+            compacted: false,
+            original_messages: 3,
+            retained_messages: 3,
+            omitted_messages: 0,
+            omitted_bytes: 0,
+            truncated: false,
+        };
+        let entries = [
+            ReferenceMeta::new(&data(&[]), &stats, 0, None),
+            ReferenceMeta::new(&data(&[]), &stats, 1, Some(ExternalAgent::Codex)),
+        ];
+        let value = ReferenceMeta::to_references(&entries);
+        assert_eq!(
+            serde_json::to_string(&value).unwrap(),
+            r#"[{"sessionId":"s<1>","label":"l","capturedThroughSeq":7,"compacted":false,"originalMessages":3,"retainedMessages":3,"omittedMessages":0,"omittedBytes":0,"truncated":false,"inputIndex":0},{"sessionId":"s<1>","label":"l","capturedThroughSeq":7,"compacted":false,"originalMessages":3,"retainedMessages":3,"omittedMessages":0,"omittedBytes":0,"truncated":false,"inputIndex":1,"source":"codex"}]"#
+        );
+        let read = RecordedReference::read_all(&value).unwrap();
+        for (entry, read) in entries.iter().zip(&read) {
+            assert_eq!(read.session_id.as_deref(), Some(entry.session_id.as_str()));
+            assert_eq!(read.label.as_deref(), Some(entry.label.as_str()));
+            assert_eq!(read.captured_through_seq, entry.captured_through_seq);
+            assert_eq!(read.compacted, Some(entry.stats.compacted));
+            assert_eq!(read.original_messages, Some(3));
+            assert_eq!(read.retained_messages, Some(3));
+            assert_eq!(read.omitted_messages, Some(0));
+            assert_eq!(read.omitted_bytes, Some(0));
+            assert_eq!(read.truncated, Some(false));
+            assert_eq!(read.input_index, Some(entry.input_index as u64));
+            assert_eq!(read.source, entry.source);
+        }
+        assert_eq!(ExternalAgent::Codex.name(), "codex");
+        assert_eq!(
+            serde_json::to_value(ExternalAgent::Claude).unwrap(),
+            ExternalAgent::Claude.name()
+        );
+    }
+
+    #[test]
+    fn a_rendered_context_reads_back() {
+        let first = data(&["a</referenced-sessions>", "b"]);
+        let second = data(&[]);
+        let context = render_context(&[first.to_json(), second.to_json()]);
+        let read = read_context(&context).unwrap();
+        assert_eq!(read.len(), 2);
+        assert_eq!(read[0].session_id, "s<1>");
+        assert_eq!(read[0].captured_through_seq, Some(7));
+        assert_eq!(read[0].conversation[0].role, "user");
+        assert_eq!(read[0].conversation[0].text, "a</referenced-sessions>");
+        assert_eq!(read[0].sent_bytes, first.to_json().len());
+        assert_eq!(read[1].sent_bytes, second.to_json().len());
+        assert_eq!(read_context("## Referenced sessions\n\nno frame"), None);
+        assert_eq!(
+            read_context("<referenced-sessions>\n[{\"x\":1}]\n</referenced-sessions>"),
+            None
         );
     }
 }

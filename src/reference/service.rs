@@ -16,9 +16,9 @@ use super::json::string_literal;
 use super::mention::ParsedReference;
 use super::projection::project_owned;
 use super::ranking::RankIndex;
-use super::render::{reference_entry, render_context};
+use super::render::{render_context, ConversationEntry, ReferenceMeta};
 use super::retention::{retain, Retained, SourceMeta};
-use crate::session::external::Agent;
+use crate::session::external::ExternalAgent;
 use crate::session::{
     ContentBlock, Message, MessageSource, SessionError, SessionQuery, SurfaceSnapshot,
 };
@@ -79,6 +79,20 @@ pub struct Prepared {
     pub content: Vec<ContentBlock>,
     /// The context message to log before the content, when there were references.
     pub additional_context: Option<Message>,
+    /// The context's per-source metadata, typed (the same entries its source's `references`
+    /// holds, SPEC §3.9), in normalized order; empty without references.
+    pub references: Vec<ReferenceMeta>,
+}
+
+/// What a mention of one session would send, prepared alone ([`SessionReferences::preview`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReferencePreview {
+    /// UTF-8 bytes of the context message this source alone would add.
+    pub context_bytes: usize,
+    /// Its metadata entry (SPEC §3.9).
+    pub meta: ReferenceMeta,
+    /// The conversation the snapshot would carry, in surface order (what retention kept).
+    pub conversation: Vec<ConversationEntry>,
 }
 
 /// A normalized reference: distinct id, resolved label.
@@ -201,12 +215,54 @@ impl SessionReferences {
         references: Vec<ReferenceInput>,
         cancel: &CancellationToken,
     ) -> Result<Prepared> {
-        let sources = self.normalize(agent, references)?;
-        if sources.is_empty() {
+        let retained = self.retain_all(agent, references, cancel).await?;
+        if retained.is_empty() {
             return Ok(Prepared {
                 content,
                 additional_context: None,
+                references: Vec::new(),
             });
+        }
+        let (message, references) = context_message(&retained);
+        Ok(Prepared {
+            content,
+            additional_context: Some(message),
+            references,
+        })
+    }
+
+    /// What a mention of `reference` would send, prepared alone (SPEC §5.6): the badge and the
+    /// popup's preview read it. The same steps as [`prepare`](Self::prepare) (a send prepares
+    /// afresh); errors are `prepare`'s.
+    pub async fn preview(
+        &self,
+        agent: &AgentIdentity,
+        reference: ReferenceInput,
+        cancel: &CancellationToken,
+    ) -> Result<ReferencePreview> {
+        let mut retained = self.retain_all(agent, vec![reference], cancel).await?;
+        let (retained, source) = retained.pop().ok_or_else(|| {
+            SessionReferenceError::invalid_reference("a preview needs one reference")
+        })?;
+        let context_bytes = render_context(&[retained.data.to_json()]).len();
+        Ok(ReferencePreview {
+            context_bytes,
+            meta: ReferenceMeta::new(&retained.data, &retained.stats, 0, source),
+            conversation: retained.data.conversation,
+        })
+    }
+
+    /// Steps 1–4 of §3.4: normalize, read every source once, project and retain each; in
+    /// normalized order, each with the other agent that wrote it. Empty without references.
+    async fn retain_all(
+        &self,
+        agent: &AgentIdentity,
+        references: Vec<ReferenceInput>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<(Retained, Option<ExternalAgent>)>> {
+        let sources = self.normalize(agent, references)?;
+        if sources.is_empty() {
+            return Ok(Vec::new());
         }
         if cancel.is_cancelled() {
             return Err(SessionReferenceError::cancelled(
@@ -234,7 +290,7 @@ impl SessionReferences {
             .collect();
         #[allow(clippy::type_complexity)]
         let outcomes: Vec<
-            std::result::Result<Result<(Retained, Option<Agent>)>, SessionError>,
+            std::result::Result<Result<(Retained, Option<ExternalAgent>)>, SessionError>,
         > = until_cancelled(cancel, "preparing session references", join_all(work)).await?;
         if cancel.is_cancelled() {
             return Err(SessionReferenceError::cancelled(
@@ -246,11 +302,7 @@ impl SessionReferences {
         for (outcome, source) in outcomes.into_iter().zip(&sources) {
             retained_sources.push(outcome.map_err(|err| read_failed(source, err))?);
         }
-        let retained_sources = retained_sources.into_iter().collect::<Result<Vec<_>>>()?;
-        Ok(Prepared {
-            content,
-            additional_context: Some(context_message(&retained_sources)),
-        })
+        retained_sources.into_iter().collect()
     }
 
     /// Step 1 of §3.4: self check per element, dedupe (first label wins), limit after dedupe.
@@ -323,23 +375,17 @@ async fn retain_source(
     }
 }
 
-/// Step 5 of §3.4: the context message of the retained sources, in normalized order.
+/// Step 5 of §3.4: the context message of the retained sources, in normalized order, and its
+/// typed metadata.
 ///
 /// An entry for another agent's session ends with `"source"` (`"claude"`, `"codex"`), after the
 /// §3.9 keys; entries for dsh sessions keep exactly the §3.9 keys.
-fn context_message(sources: &[(Retained, Option<Agent>)]) -> Message {
-    let entries: Vec<_> = sources
+fn context_message(sources: &[(Retained, Option<ExternalAgent>)]) -> (Message, Vec<ReferenceMeta>) {
+    let entries: Vec<ReferenceMeta> = sources
         .iter()
         .enumerate()
         .map(|(index, (retained, agent))| {
-            let mut entry = reference_entry(&retained.data, &retained.stats, index);
-            if let (Some(agent), Some(map)) = (agent, entry.as_object_mut()) {
-                map.insert(
-                    crate::session::external::SOURCE_KEY.into(),
-                    agent.name().into(),
-                );
-            }
-            entry
+            ReferenceMeta::new(&retained.data, &retained.stats, index, *agent)
         })
         .collect();
     let objects: Vec<_> = sources
@@ -348,15 +394,16 @@ fn context_message(sources: &[(Retained, Option<Agent>)]) -> Message {
         .collect();
     let source = MessageSource::SessionReference {
         version: 1.into(),
-        references: entries.into(),
+        references: ReferenceMeta::to_references(&entries),
         extra: Default::default(),
     };
-    Message::new(
+    let message = Message::new(
         "user",
         vec![ContentBlock::text(render_context(&objects))],
         source,
         format!("session-reference-{}", uuid::Uuid::new_v4()),
-    )
+    );
+    (message, entries)
 }
 
 fn read_failed(source: &Source, err: SessionError) -> SessionReferenceError {

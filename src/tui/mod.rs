@@ -5,10 +5,12 @@
 //! [`Renderable`], with no terminal or async I/O, so a host can mount single pieces in its own
 //! TUI and every visible state can be snapshot-tested. I/O sits in a few rooms at the edge:
 //! `terminal` (modes, restore, panic hook), `file_index` (the walk and the matcher thread),
-//! `attach` (reading `@path` files), `prompt_history` (`<home>/history.jsonl`) and `app` (the
-//! loop and its tasks, in rooms of one idea under `app/`). `keys` is the one key table every
-//! handler and both help views read; `app/focus.rs` is the one focus stack keys go down, and
-//! `lookup` merges the popup's session rows from the contract and discovery.
+//! `prompt_history` (`<home>/history.jsonl`) and `app` (the loop and its tasks, in rooms of one
+//! idea under `app/`). The submit transaction and the `@path` rules are the terminal-free host
+//! room's ([`crate::host`]; `mount` and `attach` here name it for the bundle's callers). `keys`
+//! is the one key table every handler and both help views read; `app/focus.rs` is the one focus
+//! stack keys go down, and `lookup` merges the popup's session rows from the contract and
+//! discovery.
 
 pub mod app;
 pub mod attach;

@@ -437,15 +437,7 @@ pub fn format_age(created_ms: i64, now_ms: i64) -> String {
     format_age_secs(now_ms.saturating_sub(created_ms) / 1000)
 }
 
-/// A size as every row, badge and card shows it: `512 B`, `48 KiB`, `3.1 MiB` (binary units,
-/// KiB rounded up so a non-empty size is never `0 KiB`).
-pub fn format_size(n: u64) -> String {
-    match n {
-        0..=1023 => format!("{n} B"),
-        1024..=1_048_575 => format!("{} KiB", n.div_ceil(1024)),
-        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
-    }
-}
+pub use crate::host::format_size;
 
 /// An age of `secs` seconds in the one compact format used everywhere (`now`, `45s`, `3m`,
 /// `2h`, `5d`, `3w`, `1y`).

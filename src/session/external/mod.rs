@@ -38,48 +38,54 @@ use std::sync::{Arc, Mutex};
 
 pub use scan::ExternalSessions;
 
-/// Which agent wrote a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Agent {
+/// Which other agent wrote a session (named apart from [`crate::agent::Agent`], the runtime
+/// this crate runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExternalAgent {
     /// Claude Code (`~/.claude/projects/**/<uuid>.jsonl`; ids `claude:<uuid>`).
     Claude,
     /// Codex (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`; ids `codex:<uuid>`).
     Codex,
 }
 
-impl Agent {
+/// The earlier name of [`ExternalAgent`], kept so existing callers still build; new code names
+/// `ExternalAgent`, which does not collide with the runtime's [`crate::agent::Agent`].
+pub use self::ExternalAgent as Agent;
+
+impl ExternalAgent {
     /// The id namespace and badge: `claude`, `codex`.
     pub fn name(self) -> &'static str {
         match self {
-            Agent::Claude => "claude",
-            Agent::Codex => "codex",
+            ExternalAgent::Claude => "claude",
+            ExternalAgent::Codex => "codex",
         }
     }
 
     /// A human name for cards: where the session came from.
     pub fn product(self) -> &'static str {
         match self {
-            Agent::Claude => "Claude Code",
-            Agent::Codex => "Codex",
+            ExternalAgent::Claude => "Claude Code",
+            ExternalAgent::Codex => "Codex",
         }
     }
 
     /// The agent whose namespace `id` is in, if any.
-    pub fn of_id(id: &str) -> Option<Agent> {
+    pub fn of_id(id: &str) -> Option<ExternalAgent> {
         let (prefix, _) = id.split_once(':')?;
         match prefix {
-            "claude" => Some(Agent::Claude),
-            "codex" => Some(Agent::Codex),
+            "claude" => Some(ExternalAgent::Claude),
+            "codex" => Some(ExternalAgent::Codex),
             _ => None,
         }
     }
 
     /// The agent named `name` as `--sources` and the header's `source` key spell it (`claude`,
     /// `codex`); `None` for anything else (`dsh` included).
-    pub fn parse(name: &str) -> Option<Agent> {
+    pub fn parse(name: &str) -> Option<ExternalAgent> {
         match name {
-            "claude" => Some(Agent::Claude),
-            "codex" => Some(Agent::Codex),
+            "claude" => Some(ExternalAgent::Claude),
+            "codex" => Some(ExternalAgent::Codex),
             _ => None,
         }
     }
@@ -89,12 +95,12 @@ impl Agent {
 pub const SOURCE_KEY: &str = "source";
 
 /// The agent a header says its session came from (`None` for dsh sessions).
-pub fn source_of(header: &SessionHeader) -> Option<Agent> {
+pub fn source_of(header: &SessionHeader) -> Option<ExternalAgent> {
     header
         .extra
         .get(SOURCE_KEY)
         .and_then(Value::as_str)
-        .and_then(Agent::parse)
+        .and_then(ExternalAgent::parse)
 }
 
 /// What a head scan learns about one session file: enough to list it.
@@ -143,7 +149,7 @@ pub struct Conversation {
 }
 
 /// The header a listing shows for an external session.
-pub fn header(agent: Agent, head: &Head) -> SessionHeader {
+pub fn header(agent: ExternalAgent, head: &Head) -> SessionHeader {
     let mut header = SessionHeader::new(
         format!("{}:{}", agent.name(), head.id),
         head.created_at,
@@ -189,7 +195,7 @@ pub fn surface(header: SessionHeader, conversation: &Conversation) -> SurfaceSna
 }
 
 fn external_model(header: &SessionHeader) -> MessageSource {
-    let agent = source_of(header).map_or("external", Agent::name);
+    let agent = source_of(header).map_or("external", ExternalAgent::name);
     MessageSource::model(agent, "unknown")
 }
 
@@ -306,7 +312,7 @@ impl WithExternal {
     }
 
     fn source(&self, id: &str) -> Option<&ExternalSessions> {
-        let agent = Agent::of_id(id)?;
+        let agent = ExternalAgent::of_id(id)?;
         self.sources.iter().find(|s| s.agent() == agent)
     }
 }
@@ -393,13 +399,13 @@ impl SessionQuery for WithExternal {
 
 /// Where each agent keeps its sessions, resolved from a flag, else the agent's environment
 /// variable, else its default under the user's home directory.
-pub fn resolve_agent_home(agent: Agent, flag: Option<&Path>) -> Option<PathBuf> {
+pub fn resolve_agent_home(agent: ExternalAgent, flag: Option<&Path>) -> Option<PathBuf> {
     if let Some(dir) = flag {
         return Some(dir.to_path_buf());
     }
     let var = match agent {
-        Agent::Claude => "CLAUDE_CONFIG_DIR",
-        Agent::Codex => "CODEX_HOME",
+        ExternalAgent::Claude => "CLAUDE_CONFIG_DIR",
+        ExternalAgent::Codex => "CODEX_HOME",
     };
     if let Some(value) = std::env::var_os(var).filter(|v| !v.is_empty()) {
         // CLAUDE_CONFIG_DIR may list several directories; the first is the primary one.
@@ -416,8 +422,8 @@ pub fn resolve_agent_home(agent: Agent, flag: Option<&Path>) -> Option<PathBuf> 
     }
     let home = std::env::var_os("HOME").filter(|v| !v.is_empty())?;
     Some(PathBuf::from(home).join(match agent {
-        Agent::Claude => ".claude",
-        Agent::Codex => ".codex",
+        ExternalAgent::Claude => ".claude",
+        ExternalAgent::Codex => ".codex",
     }))
 }
 
@@ -465,8 +471,8 @@ pub fn external_sources(
 ) -> Vec<ExternalSessions> {
     let mut sources = Vec::new();
     for (agent, flag, chosen) in [
-        (Agent::Claude, claude_home, choice.map(|c| c.claude)),
-        (Agent::Codex, codex_home, choice.map(|c| c.codex)),
+        (ExternalAgent::Claude, claude_home, choice.map(|c| c.claude)),
+        (ExternalAgent::Codex, codex_home, choice.map(|c| c.codex)),
     ] {
         if chosen == Some(false) {
             continue;
@@ -574,8 +580,14 @@ mod tests {
 
     #[test]
     fn ids_name_their_agent() {
-        assert_eq!(Agent::of_id("claude:abc"), Some(Agent::Claude));
-        assert_eq!(Agent::of_id("codex:abc"), Some(Agent::Codex));
-        assert_eq!(Agent::of_id("0190-abc"), None);
+        assert_eq!(
+            ExternalAgent::of_id("claude:abc"),
+            Some(ExternalAgent::Claude)
+        );
+        assert_eq!(
+            ExternalAgent::of_id("codex:abc"),
+            Some(ExternalAgent::Codex)
+        );
+        assert_eq!(ExternalAgent::of_id("0190-abc"), None);
     }
 }

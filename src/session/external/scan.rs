@@ -10,7 +10,9 @@
 
 #[cfg(feature = "discovery")]
 use super::codex_state;
-use super::{claude, codex, header, not_found, title_line, Agent, Conversation, Head, Stamped};
+use super::{
+    claude, codex, header, not_found, title_line, Conversation, ExternalAgent, Head, Stamped,
+};
 use crate::session::error::{Result, SessionError};
 use crate::session::files;
 use crate::session::query::{
@@ -143,7 +145,7 @@ pub struct ExternalSessions {
 }
 
 struct Inner {
-    agent: Agent,
+    agent: ExternalAgent,
     home: PathBuf,
     listing: Mutex<Listing>,
     titles: Mutex<Stamped<TitleEntry>>,
@@ -195,7 +197,7 @@ const SETTLE: Duration = Duration::from_secs(2);
 impl ExternalSessions {
     /// A read-only source over `agent`'s home (`~/.claude`, `~/.codex`, or the directory a flag
     /// or the environment named). Reads nothing until asked; never writes under the home.
-    pub fn new(agent: Agent, home: impl Into<PathBuf>) -> ExternalSessions {
+    pub fn new(agent: ExternalAgent, home: impl Into<PathBuf>) -> ExternalSessions {
         ExternalSessions {
             inner: Arc::new(Inner {
                 agent,
@@ -210,7 +212,7 @@ impl ExternalSessions {
     }
 
     /// Which agent's sessions this source serves.
-    pub fn agent(&self) -> Agent {
+    pub fn agent(&self) -> ExternalAgent {
         self.inner.agent
     }
 
@@ -220,10 +222,10 @@ impl ExternalSessions {
     }
 
     /// The directory under the home that holds the agent's sessions.
-    pub fn sessions_subdir(agent: Agent) -> &'static str {
+    pub fn sessions_subdir(agent: ExternalAgent) -> &'static str {
         match agent {
-            Agent::Claude => "projects",
-            Agent::Codex => "sessions",
+            ExternalAgent::Claude => "projects",
+            ExternalAgent::Codex => "sessions",
         }
     }
 
@@ -253,8 +255,8 @@ impl ExternalSessions {
         let now = SystemTime::now();
         // Directory levels below the root: Claude `projects/<dir>/`, Codex `sessions/Y/M/D/`.
         let depth = match agent {
-            Agent::Claude => 1,
-            Agent::Codex => 3,
+            ExternalAgent::Claude => 1,
+            ExternalAgent::Codex => 3,
         };
         let mut changed = false;
         let mut level = vec![root];
@@ -375,8 +377,8 @@ impl ExternalSessions {
                     offset: 0,
                     line: 0,
                     state: match self.agent() {
-                        Agent::Claude => TitleState::Claude(claude::TitleScan::default()),
-                        Agent::Codex => TitleState::Codex(codex::TitleScan::default()),
+                        ExternalAgent::Claude => TitleState::Claude(claude::TitleScan::default()),
+                        ExternalAgent::Codex => TitleState::Codex(codex::TitleScan::default()),
                     },
                 },
                 true,
@@ -505,12 +507,12 @@ impl ExternalSessions {
         let path = self.path_of(id)?;
         let head = read_head(self.agent(), &path)?.ok_or_else(|| not_found(id))?;
         let conversation = match self.agent() {
-            Agent::Claude => {
+            ExternalAgent::Claude => {
                 let mut scan = claude::ConversationScan::default();
                 read_lines(&path, 0, 0, &mut scan)?;
                 scan.finish()
             }
-            Agent::Codex => {
+            ExternalAgent::Codex => {
                 let mut scan = codex::ConversationScan::default();
                 read_lines(&path, 0, 0, &mut scan)?;
                 scan.finish()
@@ -596,27 +598,27 @@ fn refresh_dir(
     Ok(changed)
 }
 
-fn is_session_file(agent: Agent, path: &Path) -> bool {
+fn is_session_file(agent: ExternalAgent, path: &Path) -> bool {
     let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
         return false;
     };
     match agent {
         // `agent-*` files are subagents, the compaction helper or warm-ups: not sessions.
-        Agent::Claude => name.ends_with(".jsonl") && !name.starts_with("agent-"),
-        Agent::Codex => name.starts_with("rollout-") && name.ends_with(".jsonl"),
+        ExternalAgent::Claude => name.ends_with(".jsonl") && !name.starts_with("agent-"),
+        ExternalAgent::Codex => name.starts_with("rollout-") && name.ends_with(".jsonl"),
     }
 }
 
 /// The head of one session file; `None` while it is incomplete. A file of another format is an
 /// error naming what was wrong.
-fn read_head(agent: Agent, path: &Path) -> Result<Option<Head>> {
+fn read_head(agent: ExternalAgent, path: &Path) -> Result<Option<Head>> {
     match agent {
-        Agent::Claude => {
+        ExternalAgent::Claude => {
             let mut scan = claude::HeadScan::default();
             read_lines(path, 0, 0, &mut scan)?;
             scan.finish(path)
         }
-        Agent::Codex => {
+        ExternalAgent::Codex => {
             let mut scan = codex::HeadScan::default();
             read_lines(path, 0, 0, &mut scan)?;
             scan.finish(path)

@@ -8,7 +8,8 @@
 //!
 //! One room per record kind: [`header`] (line 0), [`record`] (an event or a packed row, and the
 //! record visitor), [`packed`] (packed chunk rows), [`content`] (content blocks), [`message`]
-//! (messages and their sources), [`event_data`] (the typed payload per event type), and
+//! (messages and their sources), [`reference_meta`] (a session-reference source's entries read
+//! back), [`event_data`] (the typed payload per event type), and
 //! `legacy` (the upgrade of the flat, older message shapes to the identified one, kept out of
 //! the decoder). Every writer of a "type + known fields + unknown fields" object goes through
 //! `write_map` (serde) or `object` (a JSON value), so known fields always come first, in the
@@ -31,6 +32,7 @@ mod legacy;
 pub mod message;
 pub mod packed;
 pub mod record;
+pub mod reference_meta;
 
 pub use content::ContentBlock;
 pub use event_data::EventData;
@@ -38,6 +40,7 @@ pub use header::SessionHeader;
 pub use message::{join_text, DisplayContent, Envelope, Message, MessageSource, COMPACT_PLUGIN};
 pub use packed::{PackedChunks, PackedKind};
 pub use record::{Event, Record, SurfaceOp};
+pub use reference_meta::RecordedReference;
 
 /// The only format version this crate reads and writes.
 pub const FORMAT_VERSION: u64 = 0;

@@ -2,7 +2,6 @@
 //! transcript, each anchored to its bottom by [`anchor_bottom`].
 
 use super::focus::{self, anchor_bottom, DrawCx, Focus, Layer, Placement};
-use super::preview::PopupPreviewView;
 use super::App;
 use crate::session::writer::now_ms;
 use crate::tui::help::KeyHelp;
@@ -166,7 +165,7 @@ impl App {
             height: popup.y - over.y,
             ..over
         };
-        let view = PopupPreviewView { preview };
+        let view = crate::tui::popup::PreviewPane::new(&preview.label, preview.result.as_ref());
         view.render(
             anchor_bottom(above, view.desired_height(above.width), u16::MAX),
             buf,

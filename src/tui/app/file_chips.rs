@@ -13,7 +13,7 @@
 //! that goes was drawn as a chip before the send. Proof: `tests/tui/attach.rs`.
 
 use super::{App, AppEvent};
-use crate::tui::attach::{self, Inspected};
+use crate::host::attach::{self, Inspected};
 use crate::tui::composer::{FileElement, MentionElement, PlainToken};
 use crate::tui::escape::EscapeMode;
 use crate::tui::render::Renderable;

@@ -28,7 +28,7 @@
 //! through: a cancel token and a serial, stale answers dropped — the popup's lookup, badges, the
 //! popup preview, the picker's searches, `/resume PREFIX`, `/sessions`), `commands.rs`,
 //! `send.rs` (the submit transaction and giving text back), `feed.rs` (agent events into the
-//! transcript), `draw.rs` and `preview.rs` (the frame), `file_chips.rs`, `wiring.rs` ([`build`])
+//! transcript), `draw.rs` (the frame; the popup's preview pane is `tui::popup::PreviewPane`), `file_chips.rs`, `wiring.rs` ([`build`])
 //! and `run.rs` (the one terminal loop, under the panic hook). Also off the loop: the file
 //! matcher ([`FileFinder`](crate::tui::file_index::FileFinder)), `@path` reads and
 //! prompt-history appends. Proof: `tests/tui/app.rs`, `tests/tui/keys.rs`,
@@ -42,7 +42,6 @@ mod feed;
 mod file_chips;
 mod focus;
 mod input;
-mod preview;
 mod run;
 mod send;
 mod state;

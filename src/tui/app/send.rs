@@ -127,22 +127,9 @@ impl App {
                     }
                 }
             };
-            let attachments = if chosen.is_empty() {
-                Ok(Vec::new())
-            } else {
-                tokio::task::spawn_blocking(move || attach::read_chosen(cwd.as_deref(), &chosen))
-                    .await
-                    .unwrap_or_else(|e| Err(e.to_string()))
-            };
-            match attachments {
-                Ok(attachments) => {
-                    let result = mount.submit_with(&text, attachments, &cancel).await;
-                    let _ = tx.send(AppEvent::Submitted(result));
-                }
-                Err(why) => {
-                    let _ = tx.send(AppEvent::NotSent(why));
-                }
-            }
+            // The chips' files are read inside the transaction (host room).
+            let result = mount.submit_files(&text, cwd, chosen, &cancel).await;
+            let _ = tx.send(AppEvent::Submitted(result));
         });
     }
 

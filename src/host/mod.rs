@@ -1,0 +1,33 @@
+//! The host room: what any front end needs to offer `@` references, without a terminal.
+//!
+//! Purpose: the TUI, `exec` and the MCP server all send a message the same way, so the submit
+//! transaction lives here, below every face: [`mount`] (the [`AgentSurface`] a host implements,
+//! the [`SessionReferenceMount`] that looks up candidates, previews one mention and runs the
+//! transaction) and [`attach`] (the `@path` rules: finding tokens, sizing a path, reading exactly
+//! the chosen files into bounded context messages).
+//!
+//! Invariant: no ratatui, crossterm or other terminal crate is named here, and the room builds
+//! with no features at all (`cargo check --no-default-features`); only the typed `@PREFIX`
+//! resolution ([`SessionReferenceMount::resolve_typed`]) needs feature `discovery`, whose prefix
+//! rules it applies. It uses `session`, `reference`, `agent` and `discovery`; nothing below it
+//! uses it, and `tui`, `mcp` and `cli` may. Proof: `tests/architecture.rs` (the layer edges) and
+//! the bare build in CI (`.ci/run`).
+
+pub mod attach;
+pub mod mount;
+
+pub use attach::{ChosenFile, Inspected};
+pub use mount::{
+    AgentSurface, Preview, SessionReferenceMount, Submission, SubmitError, Submitted,
+    MIN_AMBIGUOUS_PREFIX, PREVIEW_MESSAGES,
+};
+
+/// A size as every row, badge and card shows it: `512 B`, `48 KiB`, `3.1 MiB` (binary units,
+/// KiB rounded up so a non-empty size is never `0 KiB`).
+pub fn format_size(n: u64) -> String {
+    match n {
+        0..=1023 => format!("{n} B"),
+        1024..=1_048_575 => format!("{} KiB", n.div_ceil(1024)),
+        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    }
+}
