@@ -152,7 +152,7 @@ fn run_tui(
     // The user's `[keys]` overrides; a wrong one is a start-up error naming it.
     let keys = dsh_session_references::agent::config::load_keys(&home)
         .map_err(|e| e.to_string())
-        .and_then(|overrides| Keymap::with_overrides(&overrides));
+        .and_then(|overrides| Keymap::with_overrides(&overrides).map_err(|e| e.to_string()));
     match keys {
         Ok(keymap) => wiring.keymap = std::sync::Arc::new(keymap),
         Err(e) => {

@@ -29,7 +29,8 @@ pub fn model_for(
         #[cfg(feature = "openai")]
         config::ModelChoice::Remote(settings) => {
             let label = settings.label();
-            let provider = openai::OpenAiProvider::new((**settings).clone())?;
+            let provider =
+                openai::OpenAiProvider::new((**settings).clone()).map_err(|e| e.to_string())?;
             Ok((std::sync::Arc::new(provider), label))
         }
         #[cfg(not(feature = "openai"))]

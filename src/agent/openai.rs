@@ -568,6 +568,17 @@ fn transport_error(settings: &ProviderSettings, error: &reqwest::Error) -> Model
     failure("TRANSPORT", format!("request to {url} failed: {detail}"))
 }
 
+/// The HTTP client of a provider could not be built (no TLS roots, a bad proxy setting…).
+#[derive(Debug, thiserror::Error)]
+#[error("could not build the HTTP client: {reason}")]
+pub struct ClientError {
+    /// The whole chain of causes, as one line.
+    pub reason: String,
+    /// reqwest's error.
+    #[source]
+    pub source: reqwest::Error,
+}
+
 /// The OpenAI-compatible provider.
 pub struct OpenAiProvider {
     settings: ProviderSettings,
@@ -576,7 +587,7 @@ pub struct OpenAiProvider {
 
 impl OpenAiProvider {
     /// A provider for `settings`; the error says why the HTTP client could not be built.
-    pub fn new(settings: ProviderSettings) -> Result<OpenAiProvider, String> {
+    pub fn new(settings: ProviderSettings) -> Result<OpenAiProvider, ClientError> {
         let client = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
             // A redirect is reported, never followed: a 307/308 would re-send the whole
@@ -584,7 +595,10 @@ impl OpenAiProvider {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("dsh-refs/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| format!("could not build the HTTP client: {}", chain(&e)))?;
+            .map_err(|source| ClientError {
+                reason: chain(&source),
+                source,
+            })?;
         Ok(OpenAiProvider { settings, client })
     }
 

@@ -105,7 +105,7 @@ impl SourceArgs {
 }
 
 fn parse_sources(text: &str) -> Result<SourceChoice, String> {
-    SourceChoice::parse(text)
+    SourceChoice::parse(text).map_err(|e| e.to_string())
 }
 
 /// Options of the TUI (no subcommand).

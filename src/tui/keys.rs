@@ -185,10 +185,10 @@ impl KeyBinding {
     }
 
     /// Parses `ctrl+a`, `alt+enter`, `shift+enter`, `pgup`, `esc`, `?`, `f1`…
-    pub fn parse(text: &str) -> Result<KeyBinding, String> {
+    pub fn parse(text: &str) -> Result<KeyBinding, KeyParseError> {
         let spec = text.trim();
         if spec.is_empty() {
-            return Err("an empty key".into());
+            return Err(KeyParseError::Empty);
         }
         // The last part is the key itself (which may be `+`).
         let (mods_part, key_part) = match spec.rfind('+') {
@@ -204,7 +204,12 @@ impl KeyBinding {
                 "ctrl" | "control" | "c" => KeyModifiers::CONTROL,
                 "alt" | "meta" | "option" | "m" => KeyModifiers::ALT,
                 "shift" | "s" => KeyModifiers::SHIFT,
-                other => return Err(format!("unknown modifier \"{other}\" in \"{spec}\"")),
+                other => {
+                    return Err(KeyParseError::UnknownModifier {
+                        modifier: other.to_string(),
+                        spec: spec.to_string(),
+                    })
+                }
             };
         }
         let lower = key_part.to_ascii_lowercase();
@@ -231,12 +236,96 @@ impl KeyBinding {
                 let mut chars = key_part.chars();
                 match (chars.next(), chars.next()) {
                     (Some(c), None) => KeyCode::Char(c),
-                    _ => return Err(format!("unknown key \"{key_part}\" in \"{spec}\"")),
+                    _ => {
+                        return Err(KeyParseError::UnknownKey {
+                            key: key_part.to_string(),
+                            spec: spec.to_string(),
+                        })
+                    }
                 }
             }
         };
         Ok(KeyBinding::new(code, modifiers))
     }
+}
+
+/// Why a key spelling (`ctrl+a`, `f1`, …) could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyParseError {
+    /// Nothing was written.
+    #[error("an empty key")]
+    Empty,
+    /// A modifier other than ctrl, alt and shift (and their other spellings).
+    #[error("unknown modifier \"{modifier}\" in \"{spec}\"")]
+    UnknownModifier {
+        /// The modifier as written.
+        modifier: String,
+        /// The whole spelling.
+        spec: String,
+    },
+    /// The key itself is neither a named key nor one character.
+    #[error("unknown key \"{key}\" in \"{spec}\"")]
+    UnknownKey {
+        /// The key as written.
+        key: String,
+        /// The whole spelling.
+        spec: String,
+    },
+}
+
+/// Why a `[keys]` table could not become a keymap; each names what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeymapError {
+    /// No action has this name.
+    #[error("[keys]: unknown action \"{name}\" (known: {})", known_actions())]
+    UnknownAction {
+        /// The name given.
+        name: String,
+    },
+    /// One of the action's keys cannot be read.
+    #[error("[keys] {action}: {source}")]
+    Key {
+        /// The action's name.
+        action: String,
+        /// Why the key could not be read.
+        #[source]
+        source: KeyParseError,
+    },
+    /// A plain character bound to a composer or popup action (it could never be typed again).
+    #[error(
+        "[keys] {action}: \"{key}\" is a character you type; bound to \"{action}\" it could \
+         never be typed in a message again. Bind it with a modifier (e.g. \"ctrl+{key}\" or \
+         \"alt+{key}\")"
+    )]
+    TypedText {
+        /// The action's name.
+        action: String,
+        /// The key.
+        key: KeyBinding,
+    },
+    /// One key bound to two actions of the same context.
+    #[error(
+        "[keys]: {key} is bound to both \"{}\" and \"{}\"; unbind one (e.g. {} = [])",
+        first.name(),
+        second.name(),
+        first.name()
+    )]
+    BoundTwice {
+        /// The key.
+        key: KeyBinding,
+        /// The action it was bound to first.
+        first: Action,
+        /// The action it was bound to again.
+        second: Action,
+    },
+}
+
+fn known_actions() -> String {
+    Action::ALL
+        .iter()
+        .map(|a| a.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl fmt::Display for KeyBinding {
@@ -313,30 +402,27 @@ impl Keymap {
     /// The standard keymap with `overrides` (action name → its keys, replacing the defaults;
     /// an empty list unbinds it). Unknown actions, unparsable keys and a key bound twice in one
     /// context are errors naming what was wrong.
-    pub fn with_overrides(overrides: &[(String, Vec<String>)]) -> Result<Keymap, String> {
+    pub fn with_overrides(overrides: &[(String, Vec<String>)]) -> Result<Keymap, KeymapError> {
         let mut map = Keymap::standard();
         for (name, keys) in overrides {
             let Some(&action) = Action::ALL.iter().find(|a| a.name() == name) else {
-                return Err(format!(
-                    "[keys]: unknown action \"{name}\" (known: {})",
-                    Action::ALL
-                        .iter()
-                        .map(|a| a.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
+                return Err(KeymapError::UnknownAction { name: name.clone() });
             };
             let parsed = keys
                 .iter()
-                .map(|k| KeyBinding::parse(k).map_err(|e| format!("[keys] {name}: {e}")))
+                .map(|k| {
+                    KeyBinding::parse(k).map_err(|source| KeymapError::Key {
+                        action: name.clone(),
+                        source,
+                    })
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             if matches!(action.context(), KeyContext::Composer | KeyContext::Popup) {
                 if let Some(key) = parsed.iter().find(|k| k.is_typed_text()) {
-                    return Err(format!(
-                        "[keys] {name}: \"{key}\" is a character you type; bound to \"{name}\" \
-                         it could never be typed in a message again. Bind it with a modifier \
-                         (e.g. \"ctrl+{key}\" or \"alt+{key}\")"
-                    ));
+                    return Err(KeymapError::TypedText {
+                        action: name.clone(),
+                        key: *key,
+                    });
                 }
             }
             map.keys.insert(action, parsed);
@@ -347,13 +433,11 @@ impl Keymap {
             for (&action, keys) in map.keys.iter().filter(|(a, _)| a.context() == context) {
                 for key in keys {
                     if let Some((_, other)) = seen.iter().find(|(k, _)| k == key) {
-                        return Err(format!(
-                            "[keys]: {key} is bound to both \"{}\" and \"{}\"; unbind one \
-                             (e.g. {} = [])",
-                            other.name(),
-                            action.name(),
-                            other.name()
-                        ));
+                        return Err(KeymapError::BoundTwice {
+                            key: *key,
+                            first: *other,
+                            second: action,
+                        });
                     }
                     seen.push((*key, action));
                 }
@@ -431,8 +515,14 @@ mod tests {
             KeyBinding::parse("ctrl++").unwrap(),
             KeyBinding::new(KeyCode::Char('+'), KeyModifiers::CONTROL)
         );
-        assert!(KeyBinding::parse("hyper+x").unwrap_err().contains("hyper"));
-        assert!(KeyBinding::parse("ctrl+nope").unwrap_err().contains("nope"));
+        assert!(KeyBinding::parse("hyper+x")
+            .unwrap_err()
+            .to_string()
+            .contains("hyper"));
+        assert!(KeyBinding::parse("ctrl+nope")
+            .unwrap_err()
+            .to_string()
+            .contains("nope"));
     }
 
     #[test]
@@ -464,11 +554,17 @@ mod tests {
             map.action(KeyContext::Composer, &enter),
             Some(Action::Newline)
         );
-        let err = Keymap::with_overrides(&[("newline".into(), vec!["enter".into()])]).unwrap_err();
+        let err = Keymap::with_overrides(&[("newline".into(), vec!["enter".into()])])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("enter") && err.contains("submit") && err.contains("newline"));
-        let err = Keymap::with_overrides(&[("fly".into(), vec![])]).unwrap_err();
+        let err = Keymap::with_overrides(&[("fly".into(), vec![])])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("unknown action \"fly\""));
-        let err = Keymap::with_overrides(&[("help".into(), vec!["ctrl+zz".into()])]).unwrap_err();
+        let err = Keymap::with_overrides(&[("help".into(), vec!["ctrl+zz".into()])])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("[keys] help") && err.contains("zz"));
         // A character one types cannot be a composer or popup action: typing would be lost.
         for (action, spelled) in [
@@ -477,7 +573,9 @@ mod tests {
             ("up", "space"),
             ("popup-accept", "é"),
         ] {
-            let err = Keymap::with_overrides(&[(action.into(), vec![spelled.into()])]).unwrap_err();
+            let err = Keymap::with_overrides(&[(action.into(), vec![spelled.into()])])
+                .unwrap_err()
+                .to_string();
             let shown = KeyBinding::parse(spelled).unwrap().to_string();
             assert!(
                 err.starts_with(&format!(

@@ -438,9 +438,28 @@ pub struct SourceChoice {
     pub codex: bool,
 }
 
+/// Why a `--sources` value could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceChoiceError {
+    /// Two commas with nothing between them (or an empty value).
+    #[error("--sources {text:?}: empty source name")]
+    Empty {
+        /// The whole value.
+        text: String,
+    },
+    /// A name other than dsh, claude and codex.
+    #[error("--sources {text:?}: unknown source {name:?} (expected dsh, claude or codex)")]
+    Unknown {
+        /// The whole value.
+        text: String,
+        /// The name not known.
+        name: String,
+    },
+}
+
 impl SourceChoice {
     /// Parses `dsh,claude,codex` (any subset, any order, no duplicates needed).
-    pub fn parse(text: &str) -> std::result::Result<SourceChoice, String> {
+    pub fn parse(text: &str) -> std::result::Result<SourceChoice, SourceChoiceError> {
         let mut choice = SourceChoice {
             dsh: false,
             claude: false,
@@ -451,11 +470,16 @@ impl SourceChoice {
                 "dsh" => choice.dsh = true,
                 "claude" => choice.claude = true,
                 "codex" => choice.codex = true,
-                "" => return Err(format!("--sources {text:?}: empty source name")),
+                "" => {
+                    return Err(SourceChoiceError::Empty {
+                        text: text.to_string(),
+                    })
+                }
                 other => {
-                    return Err(format!(
-                    "--sources {text:?}: unknown source {other:?} (expected dsh, claude or codex)"
-                ))
+                    return Err(SourceChoiceError::Unknown {
+                        text: text.to_string(),
+                        name: other.to_string(),
+                    })
                 }
             }
         }
@@ -574,7 +598,7 @@ mod tests {
                 codex: true
             }
         );
-        let err = SourceChoice::parse("dsh,opencode").unwrap_err();
+        let err = SourceChoice::parse("dsh,opencode").unwrap_err().to_string();
         assert!(err.contains("opencode"), "{err}");
     }
 
