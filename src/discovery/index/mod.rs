@@ -173,10 +173,34 @@ pub struct Targeted {
     pub unknown: Vec<String>,
 }
 
-/// What the index knows of one session, as far as the indexer needs to decide.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the index knows of one session, as far as the indexer needs to decide: a 64-bit hash
+/// of its stamp (the stamp text is 60-odd bytes; 100,000 of them cost tens of megabytes, the
+/// hashes 800 kB). Two different stamps share a hash with a chance of 2⁻⁶⁴; the session is
+/// then indexed at its next change instead of this one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Known {
-    stamp: Option<String>,
+    stamp: Option<u64>,
+}
+
+impl Known {
+    fn of(stamp: Option<&str>) -> Known {
+        Known {
+            stamp: stamp.map(stamp_hash),
+        }
+    }
+
+    /// Whether `stamp` (the log's stamp now) is the one indexed.
+    fn is(&self, stamp: Option<&str>) -> bool {
+        self.stamp == stamp.map(stamp_hash)
+    }
+}
+
+/// The stamp's hash kept in [`Known`] (fixed keys: the same in every process and run).
+fn stamp_hash(stamp: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    stamp.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Keeps the index of one set of sessions up to date. Owns the write connection.
@@ -191,7 +215,7 @@ pub struct Indexer {
     /// Which ids this indexer is responsible for: rows of other ids are left alone when they
     /// are not listed (another process may serve other sources into the same home).
     covers: Arc<dyn Fn(&str) -> bool + Send + Sync>,
-    known: HashMap<String, Known>,
+    known: HashMap<Box<str>, Known>,
     data_version: Option<i64>,
     /// The last full pass's listing: the summaries a targeted refresh
     /// ([`Indexer::refresh_sessions`]) stamps and indexes without listing again.
@@ -337,8 +361,7 @@ impl Indexer {
         for summary in sessions.iter().rev() {
             let stamp = self.stamper.stamp(summary);
             match self.known.get(summary.id()) {
-                Some(known) if known.stamp.is_some() && known.stamp == stamp => continue,
-                Some(known) if stamp.is_none() && known.stamp.is_none() => continue,
+                Some(known) if known.is(stamp.as_deref()) => continue,
                 _ => stale.push((summary.clone(), stamp)),
             }
         }
@@ -370,7 +393,11 @@ impl Indexer {
             let Some(stamp) = self.stamper.stamp(summary) else {
                 continue;
             };
-            if self.known.get(summary.id()).and_then(|k| k.stamp.as_ref()) != Some(&stamp) {
+            if !self
+                .known
+                .get(summary.id())
+                .is_some_and(|k| k.stamp.is_some() && k.is(Some(&stamp)))
+            {
                 stale.push((summary, Some(stamp)));
             }
         }
@@ -422,7 +449,11 @@ impl Indexer {
             let mut stmt = conn.prepare("SELECT id, stamp FROM sessions")?;
             let mut rows = stmt.query([])?;
             while let Some(row) = rows.next()? {
-                known.insert(row.get::<_, String>(0)?, Known { stamp: row.get(1)? });
+                let stamp: Option<String> = row.get(1)?;
+                known.insert(
+                    row.get::<_, String>(0)?.into_boxed_str(),
+                    Known::of(stamp.as_deref()),
+                );
             }
             Ok(())
         })();
@@ -437,8 +468,8 @@ impl Indexer {
         let gone: Vec<String> = self
             .known
             .keys()
-            .filter(|id| !listed.contains(id.as_str()) && (self.covers)(id))
-            .cloned()
+            .filter(|id| !listed.contains(id.as_ref()) && (self.covers)(id))
+            .map(|id| id.to_string())
             .collect();
         if gone.is_empty() {
             return Ok(0);
@@ -456,7 +487,7 @@ impl Indexer {
             return Err(self.sql(e));
         }
         for id in &gone {
-            self.known.remove(id);
+            self.known.remove(id.as_str());
         }
         Ok(gone.len())
     }
@@ -555,7 +586,8 @@ impl Indexer {
         match written {
             Ok(written) => {
                 for (id, stamp) in written {
-                    self.known.insert(id, Known { stamp });
+                    self.known
+                        .insert(id.into_boxed_str(), Known::of(stamp.as_deref()));
                 }
                 Ok(())
             }
