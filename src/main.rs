@@ -217,7 +217,7 @@ fn pick(home: &Path, cwd: Option<&str>, query: &str) -> Option<std::io::Result<O
         discovery,
         cwd.map(str::to_string),
         query,
-        dsh_session_references::session::writer::now_ms,
+        dsh_session_references::session::clock::now_ms,
     ))
 }
 

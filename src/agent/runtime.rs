@@ -34,8 +34,8 @@
 
 use super::hooks::{AgentInfo, ContextWrapper, HookError, PromptDecision, PromptSubmitHooks};
 use super::provider::{ModelError, ModelEvent, ModelOutput, ModelProvider, ModelRequest, Usage};
+use crate::session::clock::now_ms;
 use crate::session::format::{PackedChunks, PackedKind};
-use crate::session::writer::now_ms;
 use crate::session::{
     ContentBlock, Encoding, Event, EventData, LiveSession, LiveSessions, Message, MessageSource,
     NewEvent, Record, SessionError, SessionHeader, SessionWriter,
