@@ -8,7 +8,7 @@
 //! (the skimmer's soundness, [`crate::session::skim`]); anything it does not vouch for goes to
 //! serde, which stays the one definition of a valid record and of its errors. A header of a
 //! version other than [`FORMAT_VERSION`] is [`SessionError::UnsupportedVersion`]. Proof:
-//! `tests/session/reliability_skim.rs`, `tests/session/reader.rs`.
+//! `tests/session/reliability_skim.rs`, `tests/session/versions.rs`.
 
 use super::scan::Parsed;
 use super::RecordSink;

@@ -8,9 +8,9 @@
 //! Invariant: a sink never sees a record of a batch that is not valid whole, and sees records
 //! in log order with contiguous seqs; a defect followed by a readable `turn/end` is an error
 //! naming file and line, one with no `turn/end` after it ends the valid prefix as a torn tail.
-//! Proof: `tests/session/reader.rs`, `tests/session/reliability_*.rs` (torn tails, corruption,
-//! hostile logs) and the skim differential tests (a skimmed line gives the sink the envelope a
-//! decoded one would).
+//! Proof: `tests/session/store.rs` (torn tails at every offset, corruption naming file and
+//! line), `tests/session/hostile_sessions.rs`, `tests/session/reliability_crash.rs`, and the
+//! skim differential tests (a skimmed line gives the sink the envelope a decoded one would).
 
 use super::parse::{lines, parse_line};
 use super::source::{Batch, Input, LineSource};

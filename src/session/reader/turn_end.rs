@@ -7,8 +7,8 @@
 //!
 //! Invariant: memory never depends on the log's size: at most one line (up to
 //! [`MAX_BATCH_BYTES`]) and one candidate frame ([`MAX_COMPRESSED_FRAME`]) are held. Proof:
-//! `tests/session/reliability_*.rs` (torn tails against corruption in both encodings) and
-//! `tests/reliability_bounded_memory.rs`.
+//! `tests/session/store.rs` and `tests/session/hostile_sessions.rs` (torn tails against
+//! corruption in both encodings) and `tests/reliability_bounded_memory.rs`.
 
 use super::source::OUT_CHUNK;
 use super::{MAX_BATCH_BYTES, SCAN_BUFFER};
