@@ -16,7 +16,7 @@
 //! `skim_vs_serde` check exactly that.
 
 use super::format::{is_surface_type, PackedKind, SurfaceOp};
-use simd::{digit_mask, eq_mask, string_masks, StringMasks, Wide};
+use simd::{digit_mask, eq_mask, string_masks, MaskedScan, StringMasks, Wide};
 
 mod simd;
 
@@ -237,7 +237,7 @@ impl<'a> Cursor<'a> {
     /// valid UTF-8. On a CPU with AVX-512BW the block loop runs in a frame compiled for it, so
     /// its masks are computed inline ([`simd::with_cpu_masks`]).
     fn string_body(&mut self) -> Option<()> {
-        simd::with_cpu_masks(|wide| self.strings(None, wide, |_, at| AfterQuote::End(at + 1)))
+        simd::with_cpu_masks(StringBody(self))
     }
 
     /// Scans string bodies from just after an opening quote. At each closing quote `after`
@@ -703,6 +703,19 @@ impl<'a> Cursor<'a> {
             b'"' => self.string_body(),
             _ => None,
         }
+    }
+}
+
+/// The body of one string as a [`MaskedScan`], so that its block loop is compiled into the
+/// AVX-512BW frame where the CPU has it.
+struct StringBody<'c, 'a>(&'c mut Cursor<'a>);
+
+impl MaskedScan for StringBody<'_, '_> {
+    type Output = Option<()>;
+
+    #[inline(always)]
+    fn scan(self, wide: Wide) -> Option<()> {
+        self.0.strings(None, wide, |_, at| AfterQuote::End(at + 1))
     }
 }
 

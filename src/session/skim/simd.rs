@@ -42,29 +42,40 @@ impl Wide {
     }
 }
 
-/// Runs `scan` with the widest masks the CPU has: on a CPU with AVX-512BW, `scan(wide)` is
-/// called from a frame compiled for it, so a block loop inlined into `scan` computes its masks
-/// inline instead of calling out per block; elsewhere `scan(Wide::NARROW)`.
-#[inline(always)]
-#[allow(unsafe_code)] // The AVX-512 frame below.
-pub(super) fn with_cpu_masks<R>(scan: impl FnOnce(Wide) -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let wide = Wide::detect();
-        if wide.0 {
-            // SAFETY: `Wide(true)` comes only from `Wide::detect`, true only when the CPU has
-            // AVX-512BW, which is all `wide_frame` requires.
-            return unsafe { wide_frame(scan, wide) };
-        }
-    }
-    scan(Wide::NARROW)
+/// A block loop that can run with either kind of masks. Its `scan` is meant to be
+/// `#[inline(always)]`: [`with_cpu_masks`] calls it from a frame compiled for AVX-512BW, and only
+/// an always-inlined body is compiled into that frame (a closure would stay a separate function,
+/// calling out for every block's masks).
+pub(super) trait MaskedScan {
+    /// What the scan answers.
+    type Output;
+    /// Runs the loop, its masks from AVX-512BW when `wide` says the CPU has it.
+    fn scan(self, wide: Wide) -> Self::Output;
 }
 
-/// [`with_cpu_masks`]'s frame compiled for AVX-512BW.
+/// Runs `scan` with the widest masks the CPU has: on a CPU with AVX-512BW from a frame compiled
+/// for it, so the block loop inlined there computes its masks inline; elsewhere with
+/// [`Wide::NARROW`].
+#[inline(always)]
+#[allow(unsafe_code)] // The AVX-512 frame below.
+pub(super) fn with_cpu_masks<S: MaskedScan>(scan: S) -> S::Output {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if Wide::detect().0 {
+            // SAFETY: `Wide(true)` comes only from `Wide::detect`, true only when the CPU has
+            // AVX-512BW, which is all `wide_frame` requires.
+            return unsafe { wide_frame(scan) };
+        }
+    }
+    scan.scan(Wide::NARROW)
+}
+
+/// [`with_cpu_masks`]'s frame compiled for AVX-512BW. The token is a constant here, so the
+/// SSE2 path folds away from the loop compiled into it.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512bw")]
-fn wide_frame<R>(scan: impl FnOnce(Wide) -> R, wide: Wide) -> R {
-    scan(wide)
+fn wide_frame<S: MaskedScan>(scan: S) -> S::Output {
+    scan.scan(Wide(true))
 }
 
 /// What a string scan needs to know of a 64-byte block: bit `k` of each mask is byte `k`.
@@ -347,9 +358,16 @@ mod tests {
         }
     }
 
-    /// The AVX-512BW frame answers what the closure answers, with the token it was given.
+    /// The AVX-512BW frame runs the scan with the detected token.
     #[test]
     fn the_wide_frame_passes_the_detected_token() {
-        assert_eq!(with_cpu_masks(|wide| wide), Wide::detect());
+        struct Token;
+        impl MaskedScan for Token {
+            type Output = Wide;
+            fn scan(self, wide: Wide) -> Wide {
+                wide
+            }
+        }
+        assert_eq!(with_cpu_masks(Token), Wide::detect());
     }
 }
