@@ -159,7 +159,7 @@ pub fn read_log(path: &Path) -> Result<(LogScan, Vec<Record>)> {
 }
 
 /// Reads only the header (the first line, or the first frame). A version other than
-/// [`FORMAT_VERSION`] is [`SessionError::UnsupportedVersion`].
+/// [`FORMAT_VERSION`](super::format::FORMAT_VERSION) is [`SessionError::UnsupportedVersion`].
 pub fn read_header(path: &Path) -> Result<SessionHeader> {
     check_version(path, read_header_any_version(path)?)
 }
