@@ -16,6 +16,10 @@
 //! tree, and `planted_violations_are_caught` on in-memory trees (one per forbidden edge, plus the
 //! two the tree had before the command implementations moved to `cli/`).
 //!
+//! A second check keeps `unsafe` in its rooms: only `session/skim/simd.rs` (the skimmer's SIMD,
+//! behind a safe API) and `main.rs` (`mallopt`) may use the keyword in code
+//! (`unsafe_code_lives_in_its_rooms`, which also plants one of each kind).
+//!
 //! `DSH_ARCH_ROOT=<dir>` checks `<dir>/src` instead of this crate's (to show an old tree fails).
 
 use std::collections::BTreeSet;
@@ -401,6 +405,58 @@ fn the_crate_keeps_its_layers() {
         "layer violations:\n{}",
         report.join("\n")
     );
+}
+
+/// The files that may hold `unsafe` code: the SIMD byte classes of the skimmer, behind a safe
+/// API, and the binary's `mallopt`.
+const UNSAFE_ROOMS: &[&str] = &["session/skim/simd.rs", "main.rs"];
+
+/// The files of `files` whose code (comments and strings blanked) uses the `unsafe` keyword.
+fn unsafe_files(files: &[(String, String)]) -> Vec<String> {
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    files
+        .iter()
+        .filter(|(_, source)| {
+            let code = code_only(source);
+            let bytes = code.as_bytes();
+            code.match_indices("unsafe").any(|(at, word)| {
+                let before = at.checked_sub(1).map(|i| bytes[i]);
+                let after = bytes.get(at + word.len()).copied();
+                !before.is_some_and(is_ident) && !after.is_some_and(is_ident)
+            })
+        })
+        .map(|(path, _)| path.clone())
+        .collect()
+}
+
+#[test]
+fn unsafe_code_lives_in_its_rooms() {
+    let files = read_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    // The rooms issue 22 split the session and agent files into are where the tree says.
+    for room in [
+        "session/clock.rs",
+        "session/skim/simd.rs",
+        "session/store/lru.rs",
+        "session/reader/source.rs",
+        "agent/runtime/turn.rs",
+    ] {
+        assert!(files.iter().any(|(p, _)| p == room), "{room} is missing");
+    }
+    let found = unsafe_files(&files);
+    let stray: Vec<&String> = found
+        .iter()
+        .filter(|p| !UNSAFE_ROOMS.contains(&p.as_str()))
+        .collect();
+    assert!(stray.is_empty(), "unsafe code outside its rooms: {stray:?}");
+    // Planted: a keyword in code is found, one in a comment, a string or a longer name is not.
+    let planted = tree(&[
+        ("session/a.rs", "fn f() { unsafe { g() } }"),
+        (
+            "session/b.rs",
+            "// unsafe\nconst S: &str = \"unsafe\"; fn not_unsafe_at_all() {}",
+        ),
+    ]);
+    assert_eq!(unsafe_files(&planted), vec!["session/a.rs".to_string()]);
 }
 
 fn tree(files: &[(&str, &str)]) -> Vec<(String, String)> {

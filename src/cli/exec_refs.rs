@@ -183,7 +183,7 @@ async fn search_one(
             .ok()
             .map(|d| d.to_string_lossy().into_owned()),
         limit: SHOWN,
-        now_ms: crate::session::writer::now_ms(),
+        now_ms: crate::session::clock::now_ms(),
         snippets: false,
     };
     let result = tokio::task::spawn_blocking(move || {

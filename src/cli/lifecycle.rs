@@ -154,7 +154,7 @@ pub fn find_sessions(
                 agent: None,
                 cwd: cwd.map(str::to_string),
                 limit,
-                now_ms: crate::session::writer::now_ms(),
+                now_ms: crate::session::clock::now_ms(),
                 snippets: false,
             },
             None,

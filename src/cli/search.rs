@@ -8,8 +8,8 @@
 
 use crate::discovery::{listed_ids, Discovery, Hit, IndexError, SearchQuery};
 use crate::escape;
+use crate::session::clock::now_ms;
 use crate::session::external::SourceSet;
-use crate::session::writer::now_ms;
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;

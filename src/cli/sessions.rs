@@ -131,7 +131,7 @@ fn render(store: &DiskStore, sources: &SourceSet, json: bool) -> Result<String, 
         "{:<id_width$}  {:<20}  {:<11}  {:<30}  CWD\n",
         "ID", "CREATED (UTC)", "LAST ACTIVE", "TITLE"
     ));
-    let now = crate::session::writer::now_ms();
+    let now = crate::session::clock::now_ms();
     for row in &rows {
         let title = row.title.as_deref().map(visible).unwrap_or_default();
         out.push_str(&format!(

@@ -554,7 +554,7 @@ impl Server {
             agent: Some(self.inner.agent.id.clone()),
             cwd: self.inner.cwd.clone(),
             limit,
-            now_ms: crate::session::writer::now_ms(),
+            now_ms: crate::session::clock::now_ms(),
             snippets: false,
         };
         match self.inner.discovery.search(query).await {

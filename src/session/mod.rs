@@ -2,6 +2,7 @@
 //! the `SessionQuery` read interface that everything above consumes.
 
 pub mod civil;
+pub mod clock;
 pub mod error;
 pub mod external;
 pub mod files;

@@ -16,6 +16,9 @@
 //! `skim_vs_serde` check exactly that.
 
 use super::format::{is_surface_type, PackedKind, SurfaceOp};
+use simd::{digit_mask, eq_mask, string_masks, MaskedScan, StringMasks, Wide};
+
+mod simd;
 
 /// The envelope of a record whose payload was validated but not decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,22 +234,10 @@ impl<'a> Cursor<'a> {
     }
 
     /// The rest of a string after its opening quote: escapes checked, no raw control characters,
-    /// valid UTF-8.
-    #[allow(unsafe_code)] // The AVX-512 variant below.
+    /// valid UTF-8. On a CPU with AVX-512BW the block loop runs in a frame compiled for it, so
+    /// its masks are computed inline ([`simd::with_cpu_masks`]).
     fn string_body(&mut self) -> Option<()> {
-        #[cfg(target_arch = "x86_64")]
-        if wide_masks() {
-            // SAFETY: `wide_masks()` is true only when the CPU has AVX-512BW.
-            return unsafe { self.string_body_wide() };
-        }
-        self.strings(None, false, |_, at| AfterQuote::End(at + 1))
-    }
-
-    /// [`Cursor::string_body`] compiled for AVX-512BW, so the block masks are computed inline.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512bw")]
-    fn string_body_wide(&mut self) -> Option<()> {
-        self.strings(None, true, |_, at| AfterQuote::End(at + 1))
+        simd::with_cpu_masks(StringBody(self))
     }
 
     /// Scans string bodies from just after an opening quote. At each closing quote `after`
@@ -261,12 +252,12 @@ impl<'a> Cursor<'a> {
     /// With `elements`, the scan is over an array's elements, and a block holding nothing but
     /// plain strings separated by `","` is checked as a whole (see [`separated_run`]); each
     /// element it passes is counted there, as `after` would have. `wide`: the masks come from
-    /// AVX-512BW (`wide_masks()` said so).
+    /// AVX-512BW ([`Wide::detect`] said so).
     #[inline(always)]
     fn strings(
         &mut self,
         mut elements: Option<&mut u64>,
-        wide: bool,
+        wide: Wide,
         mut after: impl FnMut(&'a [u8], usize) -> AfterQuote,
     ) -> Option<()> {
         let bytes = self.b;
@@ -681,7 +672,7 @@ impl<'a> Cursor<'a> {
             // The canonical `","` between elements and the final `"]` are taken inside the scan.
             let mut closed = false;
             let mut passed = 0;
-            self.strings(Some(&mut passed), wide_masks(), |bytes, at| {
+            self.strings(Some(&mut passed), Wide::detect(), |bytes, at| {
                 if bytes.get(at + 1..at + 3) == Some(b",\"") {
                     count += 1;
                     AfterQuote::Next(at + 3)
@@ -712,6 +703,19 @@ impl<'a> Cursor<'a> {
             b'"' => self.string_body(),
             _ => None,
         }
+    }
+}
+
+/// The body of one string as a [`MaskedScan`], so that its block loop is compiled into the
+/// AVX-512BW frame where the CPU has it.
+struct StringBody<'c, 'a>(&'c mut Cursor<'a>);
+
+impl MaskedScan for StringBody<'_, '_> {
+    type Output = Option<()>;
+
+    #[inline(always)]
+    fn scan(self, wide: Wide) -> Option<()> {
+        self.0.strings(None, wide, |_, at| AfterQuote::End(at + 1))
     }
 }
 
@@ -797,23 +801,6 @@ fn utf8_len(bytes: &[u8], at: usize) -> Option<usize> {
     (valid >= width).then_some(width)
 }
 
-/// Bit `k` set when byte `k` of `chunk` is `"`, `\\`, below 0x20 or non-ASCII (the tests
-/// check the string masks, which hold the same bits, against it).
-#[cfg_attr(not(test), allow(dead_code))]
-#[allow(unsafe_code)] // The SSE2 call below; see `mod sse2`.
-fn special_mask(chunk: &[u8; 16]) -> u32 {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    {
-        // SAFETY: the cfg above makes this code exist only where SSE2 is enabled at compile
-        // time (it is part of the x86_64 baseline), which is all the `sse2` functions require.
-        unsafe { sse2::special_mask(chunk) }
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    {
-        portable::special_mask(chunk)
-    }
-}
-
 /// The block step of an array scan ([`Cursor::strings`] with `elements`): `flagged`, the block's
 /// flagged bytes from where the scan stands (inside a string), holding only quotes, which
 /// alternate closing and opening. When every closing quote but possibly the last one is
@@ -857,111 +844,10 @@ fn bits_from(n: usize) -> u64 {
     u64::MAX.checked_shl(n as u32).unwrap_or(0)
 }
 
-/// Bit `k` set when byte `k` of `chunk` is an ASCII digit.
-#[allow(unsafe_code)] // The SSE2 call below; see `mod sse2`.
-fn digit_mask(chunk: &[u8; 16]) -> u32 {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    {
-        // SAFETY: as in `special_mask`.
-        unsafe { sse2::digit_mask(chunk) }
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    {
-        portable::digit_mask(chunk)
-    }
-}
-
-/// Bit `k` set when byte `k` of `chunk` is `byte`.
-#[allow(unsafe_code)] // The SSE2 call below; see `mod sse2`.
-fn eq_mask(chunk: &[u8; 16], byte: u8) -> u32 {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    {
-        // SAFETY: as in `special_mask`.
-        unsafe { sse2::eq_mask(chunk, byte) }
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    {
-        portable::eq_mask(chunk, byte)
-    }
-}
-
 /// The index of the first `byte` in `haystack` (the `memchr` crate: SIMD, AVX2 where the CPU
 /// has it, chosen at run time).
 pub fn find_byte(haystack: &[u8], byte: u8) -> Option<usize> {
     memchr::memchr(byte, haystack)
-}
-
-/// What a string scan needs to know of a 64-byte block: bit `k` of each mask is byte `k`.
-#[derive(Clone, Copy)]
-struct StringMasks {
-    quote: u64,
-    backslash: u64,
-    /// `n`, the letter of the escape text holds most (`\n`).
-    n: u64,
-    /// Below 0x20 or 0x80 and up.
-    outside: u64,
-}
-
-impl StringMasks {
-    /// Every byte the byte-by-byte loop must look at ([`special_mask`]).
-    fn special(self) -> u64 {
-        self.quote | self.backslash | self.outside
-    }
-}
-
-/// Whether the CPU has AVX-512BW (64 bytes compared into a mask in one instruction), asked once.
-fn wide_masks() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *WIDE.get_or_init(|| std::arch::is_x86_feature_detected!("avx512bw"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-/// The [`StringMasks`] of `block`; `wide` is [`wide_masks`].
-#[inline(always)]
-#[allow(unsafe_code)] // The AVX-512 call below; see `mod avx512`.
-fn string_masks(block: &[u8; 64], wide: bool) -> StringMasks {
-    #[cfg(target_arch = "x86_64")]
-    if wide {
-        // SAFETY: `wide` is `wide_masks()`, true only when the CPU has AVX-512BW, which is all
-        // `avx512::string_masks` requires.
-        return unsafe { avx512::string_masks(block) };
-    }
-    let _ = wide;
-    let (chunks, _) = block.as_chunks::<16>();
-    let mut masks = StringMasks {
-        quote: 0,
-        backslash: 0,
-        n: 0,
-        outside: 0,
-    };
-    for (k, chunk) in chunks.iter().enumerate() {
-        let shift = 16 * k;
-        masks.quote |= u64::from(eq_mask(chunk, b'"')) << shift;
-        masks.backslash |= u64::from(eq_mask(chunk, b'\\')) << shift;
-        masks.n |= u64::from(eq_mask(chunk, b'n')) << shift;
-        masks.outside |= u64::from(outside_mask(chunk)) << shift;
-    }
-    masks
-}
-
-/// Bit `k` set when byte `k` of `chunk` is below 0x20 or 0x80 and up.
-#[allow(unsafe_code)] // The SSE2 call below; see `mod sse2`.
-fn outside_mask(chunk: &[u8; 16]) -> u32 {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    {
-        // SAFETY: as in `special_mask`.
-        unsafe { sse2::outside_mask(chunk) }
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    {
-        portable::outside_mask(chunk)
-    }
 }
 
 /// The fast step of a string scan over one block, for text whose escapes are all `\n` or
@@ -988,120 +874,6 @@ fn plain_block(masks: StringMasks, live: u64) -> Option<Option<u32>> {
         && masks.outside & live & within == 0
         && escaped & within & !(masks.quote | masks.n) == 0;
     plain.then(|| (closing != 0).then(|| closing.trailing_zeros()))
-}
-
-/// Byte classification with SSE2: sixteen bytes in a handful of instructions. This is the one
-/// place the library uses `unsafe` (`unsafe_code` is denied crate-wide in Cargo.toml and allowed
-/// only on the three callers), and only to call these functions, which are otherwise safe.
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-mod sse2 {
-    use std::arch::x86_64::{
-        __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_cmpgt_epi8, _mm_cmplt_epi8, _mm_movemask_epi8,
-        _mm_or_si128, _mm_set1_epi8, _mm_set_epi64x,
-    };
-
-    #[inline]
-    #[target_feature(enable = "sse2")]
-    fn load(chunk: &[u8; 16]) -> __m128i {
-        let lo = u64::from_le_bytes([
-            chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7],
-        ]);
-        let hi = u64::from_le_bytes([
-            chunk[8], chunk[9], chunk[10], chunk[11], chunk[12], chunk[13], chunk[14], chunk[15],
-        ]);
-        _mm_set_epi64x(hi as i64, lo as i64)
-    }
-
-    #[inline]
-    #[target_feature(enable = "sse2")]
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(super) fn special_mask(chunk: &[u8; 16]) -> u32 {
-        let v = load(chunk);
-        let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
-        let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
-        // A signed comparison: below 0x20, or 0x80 and up (negative as i8).
-        let outside = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
-        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), outside)) as u32
-    }
-
-    #[inline]
-    #[target_feature(enable = "sse2")]
-    pub(super) fn outside_mask(chunk: &[u8; 16]) -> u32 {
-        // A signed comparison: below 0x20, or 0x80 and up (negative as i8).
-        _mm_movemask_epi8(_mm_cmplt_epi8(load(chunk), _mm_set1_epi8(0x20))) as u32
-    }
-
-    #[inline]
-    #[target_feature(enable = "sse2")]
-    pub(super) fn digit_mask(chunk: &[u8; 16]) -> u32 {
-        let v = load(chunk);
-        // Digits are positive as i8, so signed comparisons bracket them.
-        let above = _mm_cmpgt_epi8(v, _mm_set1_epi8(b'0' as i8 - 1));
-        let below = _mm_cmplt_epi8(v, _mm_set1_epi8(b'9' as i8 + 1));
-        _mm_movemask_epi8(_mm_and_si128(above, below)) as u32
-    }
-
-    #[inline]
-    #[target_feature(enable = "sse2")]
-    pub(super) fn eq_mask(chunk: &[u8; 16], byte: u8) -> u32 {
-        _mm_movemask_epi8(_mm_cmpeq_epi8(load(chunk), _mm_set1_epi8(byte as i8))) as u32
-    }
-}
-
-/// The string masks with AVX-512BW: one load and four comparisons into mask registers per 64
-/// bytes. Called only when the CPU was seen to have AVX-512BW (see `wide_masks`).
-#[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use super::StringMasks;
-    use std::arch::x86_64::{
-        _mm512_cmpeq_epi8_mask, _mm512_cmplt_epi8_mask, _mm512_loadu_si512, _mm512_set1_epi8,
-    };
-
-    #[inline]
-    #[target_feature(enable = "avx512bw")]
-    #[allow(unsafe_code)]
-    pub(super) fn string_masks(block: &[u8; 64]) -> StringMasks {
-        // SAFETY: `block` is 64 readable bytes; the load has no alignment requirement.
-        let v = unsafe { _mm512_loadu_si512(block.as_ptr().cast()) };
-        StringMasks {
-            quote: _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'"' as i8)),
-            backslash: _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'\\' as i8)),
-            n: _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'n' as i8)),
-            // Signed: below 0x20, or 0x80 and up (negative as i8).
-            outside: _mm512_cmplt_epi8_mask(v, _mm512_set1_epi8(0x20)),
-        }
-    }
-}
-
-/// The portable fallback: the same masks, one byte at a time (every flagged byte is reported,
-/// as the block loop of `string_body` requires).
-#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
-mod portable {
-    fn mask(chunk: &[u8; 16], flag: impl Fn(u8) -> bool) -> u32 {
-        chunk
-            .iter()
-            .enumerate()
-            .fold(0, |mask, (k, &b)| mask | (u32::from(flag(b)) << k))
-    }
-
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(super) fn special_mask(chunk: &[u8; 16]) -> u32 {
-        mask(chunk, |b| {
-            b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b)
-        })
-    }
-
-    pub(super) fn eq_mask(chunk: &[u8; 16], byte: u8) -> u32 {
-        mask(chunk, |b| b == byte)
-    }
-
-    pub(super) fn outside_mask(chunk: &[u8; 16]) -> u32 {
-        mask(chunk, |b| !(0x20..0x80).contains(&b))
-    }
-
-    pub(super) fn digit_mask(chunk: &[u8; 16]) -> u32 {
-        mask(chunk, |b| b.is_ascii_digit())
-    }
 }
 
 #[cfg(test)]
@@ -1260,63 +1032,6 @@ mod tests {
                 r#"{{"type":"text-chunks","seq0":1,"time0":2,"data":{{"dt":[{dt}],"texts":["a"]}}}}"#
             );
             assert!(agrees(&line).is_none(), "{line}");
-        }
-    }
-
-    #[test]
-    fn masks_report_every_flagged_byte() {
-        let mut rng = TestRng::new(7);
-        for _ in 0..20_000 {
-            let mut chunk = [0u8; 16];
-            for byte in &mut chunk {
-                let seed = rng.next_u64();
-                *byte = match seed >> 60 {
-                    0 => b'"',
-                    1 => b'\\',
-                    2 => (seed >> 40) as u8 & 0x1F,
-                    3 => 0x80 | (seed >> 40) as u8,
-                    4..=6 => b'/' + (seed >> 40) as u8 % 12,
-                    7 => (seed >> 40) as u8,
-                    _ => b'a' + (seed >> 40) as u8 % 26,
-                };
-            }
-            assert_eq!(special_mask(&chunk), portable::special_mask(&chunk));
-            assert_eq!(outside_mask(&chunk), portable::outside_mask(&chunk));
-            assert_eq!(eq_mask(&chunk, b'"'), portable::eq_mask(&chunk, b'"'));
-            assert_eq!(digit_mask(&chunk), portable::digit_mask(&chunk));
-        }
-    }
-
-    /// Both ways of computing a block's string masks (AVX-512BW when the CPU has it, SSE2
-    /// otherwise) give the bytes' own classification.
-    #[test]
-    fn string_masks_report_every_byte() {
-        let mut rng = TestRng::new(11);
-        for _ in 0..5_000 {
-            let mut block = [0u8; 64];
-            for byte in &mut block {
-                let seed = rng.next_u64();
-                *byte = match seed >> 61 {
-                    0 => b'"',
-                    1 => b'\\',
-                    2 => b'n',
-                    3 => (seed >> 40) as u8,
-                    _ => b'a' + (seed >> 40) as u8 % 26,
-                };
-            }
-            let bits = |flag: &dyn Fn(u8) -> bool| {
-                block
-                    .iter()
-                    .enumerate()
-                    .fold(0u64, |m, (k, &b)| m | (u64::from(flag(b)) << k))
-            };
-            for wide in [false, wide_masks()] {
-                let masks = string_masks(&block, wide);
-                assert_eq!(masks.quote, bits(&|b| b == b'"'));
-                assert_eq!(masks.backslash, bits(&|b| b == b'\\'));
-                assert_eq!(masks.n, bits(&|b| b == b'n'));
-                assert_eq!(masks.outside, bits(&|b| !(0x20..0x80).contains(&b)));
-            }
         }
     }
 

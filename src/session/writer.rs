@@ -40,7 +40,7 @@ use std::fs::{self, File, OpenOptions};
 use std::hash::Hasher;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 const ZSTD_LEVEL: i32 = 3;
 
@@ -87,13 +87,8 @@ impl From<EventData> for NewEvent {
     }
 }
 
-/// Now, in epoch milliseconds (0 if the clock is before 1970).
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+/// The clock moved to [`super::clock`]; this path stays for callers outside the crate.
+pub use super::clock::now_ms;
 
 /// How long a torn tail must have been left alone before an append may cut it: dsh takes no lock,
 /// so a tail that changed more recently may be a batch it is still writing.

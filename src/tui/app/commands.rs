@@ -4,7 +4,7 @@
 use super::{App, AppEvent, NextSession, SESSIONS_SHOWN};
 use crate::agent::config::ModelChoice;
 use crate::reference::Candidate;
-use crate::session::writer::now_ms;
+use crate::session::clock::now_ms;
 use crate::session::DiskStore;
 use crate::tui::help::KeyOverlay;
 use crate::tui::picker::{PickerOutcome, PickerState};

@@ -3,7 +3,7 @@
 
 use super::focus::{self, anchor_bottom, DrawCx, Focus, Layer, Placement};
 use super::App;
-use crate::session::writer::now_ms;
+use crate::session::clock::now_ms;
 use crate::tui::help::KeyHelp;
 use crate::tui::keys::Action;
 use crate::tui::render::Renderable;

@@ -12,7 +12,7 @@
 //! Proof: the unit tests below (a stale answer is dropped, a cancelled task sends nothing).
 
 use super::{App, AppEvent, BadgeSlot, PopupPreview, BARE_FILE_ROWS, FILE_ROWS};
-use crate::session::writer::now_ms;
+use crate::session::clock::now_ms;
 use crate::tui::composer::ComposerSnapshot;
 use crate::tui::file_index::FileFinder;
 use crate::tui::mount::Preview;

@@ -5,7 +5,7 @@ use super::{App, AppError, AppEvent, AppOptions};
 use crate::agent::config::ModelChoice;
 use crate::agent::{Agent, AgentConfig, ModelProvider};
 use crate::reference::{SessionReferenceConfig, SessionReferences};
-use crate::session::writer::now_ms;
+use crate::session::clock::now_ms;
 use crate::session::{DiskStore, HostSessions, LiveSessions, Record, SessionHeader};
 use crate::tui::keys::Keymap;
 use crate::tui::mount::SessionReferenceMount;

@@ -1,0 +1,373 @@
+//! Byte classification with SIMD, the one room of the library that holds `unsafe` (besides
+//! `mallopt` in `main.rs`), behind a safe API.
+//!
+//! Purpose: the skimmer asks, of 16 or 64 bytes at a time, which are quotes, backslashes,
+//! digits, a given byte, or outside printable ASCII, as bit masks ([`StringMasks`],
+//! [`eq_mask`], [`digit_mask`], [`outside_mask`]). SSE2 (the x86_64 baseline) answers 16 bytes
+//! in a few instructions; AVX-512BW, when the CPU has it, 64 bytes in one load and four
+//! compares; elsewhere a portable loop gives the same bits.
+//!
+//! Invariant: every function here is safe to call with any input, and answers the same bits on
+//! every path. The only proof obligations of the `unsafe` blocks are the CPU features the
+//! intrinsics need: SSE2 is checked at compile time (the `cfg`s), AVX-512BW at run time and
+//! carried by the [`Wide`] token, which only [`Wide::detect`] can make wide, so no caller can
+//! claim the feature without the CPU having it; the one unaligned load reads a `&[u8; 64]`.
+//! Proof: `simd::tests` (each SIMD mask against the portable one and against the bytes' own
+//! classification, on both the SSE2 and the AVX-512BW paths), and the skimmer's property and
+//! differential tests against serde (`cargo test skim`, `fuzz/fuzz_targets/skim_vs_serde.rs`).
+//!
+//! `unsafe_code` is denied crate-wide (Cargo.toml) and allowed in this file only, item by item.
+
+/// Whether the block masks may come from AVX-512BW: wide only when the CPU was seen to have
+/// it ([`Wide::detect`]), which is what makes [`string_masks`] and [`with_cpu_masks`] safe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Wide(bool);
+
+impl Wide {
+    /// SSE2 (or portable) masks, whatever the CPU has.
+    pub(super) const NARROW: Wide = Wide(false);
+
+    /// Wide when the CPU has AVX-512BW (64 bytes compared into a mask in one instruction),
+    /// asked once.
+    pub(super) fn detect() -> Wide {
+        #[cfg(target_arch = "x86_64")]
+        {
+            static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+            Wide(*WIDE.get_or_init(|| std::arch::is_x86_feature_detected!("avx512bw")))
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            Wide(false)
+        }
+    }
+}
+
+/// A block loop that can run with either kind of masks. Its `scan` is meant to be
+/// `#[inline(always)]`: [`with_cpu_masks`] calls it from a frame compiled for AVX-512BW, and only
+/// an always-inlined body is compiled into that frame (a closure would stay a separate function,
+/// calling out for every block's masks).
+pub(super) trait MaskedScan {
+    /// What the scan answers.
+    type Output;
+    /// Runs the loop, its masks from AVX-512BW when `wide` says the CPU has it.
+    fn scan(self, wide: Wide) -> Self::Output;
+}
+
+/// Runs `scan` with the widest masks the CPU has: on a CPU with AVX-512BW from a frame compiled
+/// for it, so the block loop inlined there computes its masks inline; elsewhere with
+/// [`Wide::NARROW`].
+#[inline(always)]
+#[allow(unsafe_code)] // The AVX-512 frame below.
+pub(super) fn with_cpu_masks<S: MaskedScan>(scan: S) -> S::Output {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if Wide::detect().0 {
+            // SAFETY: `Wide(true)` comes only from `Wide::detect`, true only when the CPU has
+            // AVX-512BW, which is all `wide_frame` requires.
+            return unsafe { wide_frame(scan) };
+        }
+    }
+    scan.scan(Wide::NARROW)
+}
+
+/// [`with_cpu_masks`]'s frame compiled for AVX-512BW. The token is a constant here, so the
+/// SSE2 path folds away from the loop compiled into it.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw")]
+fn wide_frame<S: MaskedScan>(scan: S) -> S::Output {
+    scan.scan(Wide(true))
+}
+
+/// What a string scan needs to know of a 64-byte block: bit `k` of each mask is byte `k`.
+#[derive(Clone, Copy)]
+pub(super) struct StringMasks {
+    pub(super) quote: u64,
+    pub(super) backslash: u64,
+    /// `n`, the letter of the escape text holds most (`\n`).
+    pub(super) n: u64,
+    /// Below 0x20 or 0x80 and up.
+    pub(super) outside: u64,
+}
+
+impl StringMasks {
+    /// Every byte the byte-by-byte loop must look at (what `special_mask` flags).
+    pub(super) fn special(self) -> u64 {
+        self.quote | self.backslash | self.outside
+    }
+}
+
+/// The [`StringMasks`] of `block`, from AVX-512BW when `wide` says the CPU has it.
+#[inline(always)]
+#[allow(unsafe_code)] // The AVX-512 call below; see `mod avx512`.
+pub(super) fn string_masks(block: &[u8; 64], wide: Wide) -> StringMasks {
+    #[cfg(target_arch = "x86_64")]
+    if wide.0 {
+        // SAFETY: `Wide(true)` comes only from `Wide::detect`, true only when the CPU has
+        // AVX-512BW, which is all `avx512::string_masks` requires.
+        return unsafe { avx512::string_masks(block) };
+    }
+    let _ = wide;
+    let (chunks, _) = block.as_chunks::<16>();
+    let mut masks = StringMasks {
+        quote: 0,
+        backslash: 0,
+        n: 0,
+        outside: 0,
+    };
+    for (k, chunk) in chunks.iter().enumerate() {
+        let shift = 16 * k;
+        masks.quote |= u64::from(eq_mask(chunk, b'"')) << shift;
+        masks.backslash |= u64::from(eq_mask(chunk, b'\\')) << shift;
+        masks.n |= u64::from(eq_mask(chunk, b'n')) << shift;
+        masks.outside |= u64::from(outside_mask(chunk)) << shift;
+    }
+    masks
+}
+
+/// Bit `k` set when byte `k` of `chunk` is `"`, `\\`, below 0x20 or non-ASCII (the tests
+/// check the string masks, which hold the same bits, against it).
+#[cfg_attr(not(test), allow(dead_code))]
+#[allow(unsafe_code)] // The SSE2 call below; see `mod sse2`.
+pub(super) fn special_mask(chunk: &[u8; 16]) -> u32 {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        // SAFETY: the cfg above makes this code exist only where SSE2 is enabled at compile
+        // time (it is part of the x86_64 baseline), which is all the `sse2` functions require.
+        unsafe { sse2::special_mask(chunk) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        portable::special_mask(chunk)
+    }
+}
+
+/// Bit `k` set when byte `k` of `chunk` is an ASCII digit.
+#[allow(unsafe_code)] // The SSE2 call below; see `mod sse2`.
+pub(super) fn digit_mask(chunk: &[u8; 16]) -> u32 {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        // SAFETY: as in `special_mask`.
+        unsafe { sse2::digit_mask(chunk) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        portable::digit_mask(chunk)
+    }
+}
+
+/// Bit `k` set when byte `k` of `chunk` is `byte`.
+#[allow(unsafe_code)] // The SSE2 call below; see `mod sse2`.
+pub(super) fn eq_mask(chunk: &[u8; 16], byte: u8) -> u32 {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        // SAFETY: as in `special_mask`.
+        unsafe { sse2::eq_mask(chunk, byte) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        portable::eq_mask(chunk, byte)
+    }
+}
+
+/// Bit `k` set when byte `k` of `chunk` is below 0x20 or 0x80 and up.
+#[allow(unsafe_code)] // The SSE2 call below; see `mod sse2`.
+pub(super) fn outside_mask(chunk: &[u8; 16]) -> u32 {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        // SAFETY: as in `special_mask`.
+        unsafe { sse2::outside_mask(chunk) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        portable::outside_mask(chunk)
+    }
+}
+
+/// Byte classification with SSE2: sixteen bytes in a handful of instructions. The functions
+/// are safe but compiled for SSE2; their callers above are where `unsafe` is needed.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+mod sse2 {
+    use std::arch::x86_64::{
+        __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_cmpgt_epi8, _mm_cmplt_epi8, _mm_movemask_epi8,
+        _mm_or_si128, _mm_set1_epi8, _mm_set_epi64x,
+    };
+
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    fn load(chunk: &[u8; 16]) -> __m128i {
+        let lo = u64::from_le_bytes([
+            chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7],
+        ]);
+        let hi = u64::from_le_bytes([
+            chunk[8], chunk[9], chunk[10], chunk[11], chunk[12], chunk[13], chunk[14], chunk[15],
+        ]);
+        _mm_set_epi64x(hi as i64, lo as i64)
+    }
+
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(super) fn special_mask(chunk: &[u8; 16]) -> u32 {
+        let v = load(chunk);
+        let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+        let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+        // A signed comparison: below 0x20, or 0x80 and up (negative as i8).
+        let outside = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), outside)) as u32
+    }
+
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    pub(super) fn outside_mask(chunk: &[u8; 16]) -> u32 {
+        // A signed comparison: below 0x20, or 0x80 and up (negative as i8).
+        _mm_movemask_epi8(_mm_cmplt_epi8(load(chunk), _mm_set1_epi8(0x20))) as u32
+    }
+
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    pub(super) fn digit_mask(chunk: &[u8; 16]) -> u32 {
+        let v = load(chunk);
+        // Digits are positive as i8, so signed comparisons bracket them.
+        let above = _mm_cmpgt_epi8(v, _mm_set1_epi8(b'0' as i8 - 1));
+        let below = _mm_cmplt_epi8(v, _mm_set1_epi8(b'9' as i8 + 1));
+        _mm_movemask_epi8(_mm_and_si128(above, below)) as u32
+    }
+
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    pub(super) fn eq_mask(chunk: &[u8; 16], byte: u8) -> u32 {
+        _mm_movemask_epi8(_mm_cmpeq_epi8(load(chunk), _mm_set1_epi8(byte as i8))) as u32
+    }
+}
+
+/// The string masks with AVX-512BW: one load and four comparisons into mask registers per 64
+/// bytes. Called only when the CPU was seen to have AVX-512BW (see `Wide::detect`).
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::StringMasks;
+    use std::arch::x86_64::{
+        _mm512_cmpeq_epi8_mask, _mm512_cmplt_epi8_mask, _mm512_loadu_si512, _mm512_set1_epi8,
+    };
+
+    #[inline]
+    #[target_feature(enable = "avx512bw")]
+    #[allow(unsafe_code)]
+    pub(super) fn string_masks(block: &[u8; 64]) -> StringMasks {
+        // SAFETY: `block` is 64 readable bytes; the load has no alignment requirement.
+        let v = unsafe { _mm512_loadu_si512(block.as_ptr().cast()) };
+        StringMasks {
+            quote: _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'"' as i8)),
+            backslash: _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'\\' as i8)),
+            n: _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'n' as i8)),
+            // Signed: below 0x20, or 0x80 and up (negative as i8).
+            outside: _mm512_cmplt_epi8_mask(v, _mm512_set1_epi8(0x20)),
+        }
+    }
+}
+
+/// The portable fallback: the same masks, one byte at a time (every flagged byte is reported,
+/// as the block loop of `string_body` requires).
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+mod portable {
+    fn mask(chunk: &[u8; 16], flag: impl Fn(u8) -> bool) -> u32 {
+        chunk
+            .iter()
+            .enumerate()
+            .fold(0, |mask, (k, &b)| mask | (u32::from(flag(b)) << k))
+    }
+
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(super) fn special_mask(chunk: &[u8; 16]) -> u32 {
+        mask(chunk, |b| {
+            b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b)
+        })
+    }
+
+    pub(super) fn eq_mask(chunk: &[u8; 16], byte: u8) -> u32 {
+        mask(chunk, |b| b == byte)
+    }
+
+    pub(super) fn outside_mask(chunk: &[u8; 16]) -> u32 {
+        mask(chunk, |b| !(0x20..0x80).contains(&b))
+    }
+
+    pub(super) fn digit_mask(chunk: &[u8; 16]) -> u32 {
+        mask(chunk, |b| b.is_ascii_digit())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_rng::TestRng;
+
+    #[test]
+    fn masks_report_every_flagged_byte() {
+        let mut rng = TestRng::new(7);
+        for _ in 0..20_000 {
+            let mut chunk = [0u8; 16];
+            for byte in &mut chunk {
+                let seed = rng.next_u64();
+                *byte = match seed >> 60 {
+                    0 => b'"',
+                    1 => b'\\',
+                    2 => (seed >> 40) as u8 & 0x1F,
+                    3 => 0x80 | (seed >> 40) as u8,
+                    4..=6 => b'/' + (seed >> 40) as u8 % 12,
+                    7 => (seed >> 40) as u8,
+                    _ => b'a' + (seed >> 40) as u8 % 26,
+                };
+            }
+            assert_eq!(special_mask(&chunk), portable::special_mask(&chunk));
+            assert_eq!(outside_mask(&chunk), portable::outside_mask(&chunk));
+            assert_eq!(eq_mask(&chunk, b'"'), portable::eq_mask(&chunk, b'"'));
+            assert_eq!(digit_mask(&chunk), portable::digit_mask(&chunk));
+        }
+    }
+
+    /// Both ways of computing a block's string masks (AVX-512BW when the CPU has it, SSE2
+    /// otherwise) give the bytes' own classification.
+    #[test]
+    fn string_masks_report_every_byte() {
+        let mut rng = TestRng::new(11);
+        for _ in 0..5_000 {
+            let mut block = [0u8; 64];
+            for byte in &mut block {
+                let seed = rng.next_u64();
+                *byte = match seed >> 61 {
+                    0 => b'"',
+                    1 => b'\\',
+                    2 => b'n',
+                    3 => (seed >> 40) as u8,
+                    _ => b'a' + (seed >> 40) as u8 % 26,
+                };
+            }
+            let bits = |flag: &dyn Fn(u8) -> bool| {
+                block
+                    .iter()
+                    .enumerate()
+                    .fold(0u64, |m, (k, &b)| m | (u64::from(flag(b)) << k))
+            };
+            for wide in [Wide::NARROW, Wide::detect()] {
+                let masks = string_masks(&block, wide);
+                assert_eq!(masks.quote, bits(&|b| b == b'"'));
+                assert_eq!(masks.backslash, bits(&|b| b == b'\\'));
+                assert_eq!(masks.n, bits(&|b| b == b'n'));
+                assert_eq!(masks.outside, bits(&|b| !(0x20..0x80).contains(&b)));
+            }
+        }
+    }
+
+    /// The AVX-512BW frame runs the scan with the detected token.
+    #[test]
+    fn the_wide_frame_passes_the_detected_token() {
+        struct Token;
+        impl MaskedScan for Token {
+            type Output = Wide;
+            fn scan(self, wide: Wide) -> Wide {
+                wide
+            }
+        }
+        assert_eq!(with_cpu_masks(Token), Wide::detect());
+    }
+}
