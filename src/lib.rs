@@ -32,7 +32,8 @@
 //!   the TUI.
 //! - `cli` (feature `cli`): the `dsh-refs` command line and its command implementations; the
 //!   binary (`src/main.rs`) wires everything.
-//! - [`escape`] sits below every layer: untrusted text made safe for a terminal.
+//! - [`escape`] and [`sync`] sit below every layer: untrusted text made safe for a terminal, and
+//!   the one way a lock is taken (a poisoned lock is taken as its holder left it).
 //!
 //! # Features
 //!
@@ -143,6 +144,7 @@ pub mod host;
 pub mod mcp;
 pub mod reference;
 pub mod session;
+pub mod sync;
 #[cfg(test)]
 mod test_rng;
 #[cfg(feature = "tui")]

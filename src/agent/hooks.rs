@@ -6,6 +6,7 @@
 //! or cancelled, so a one-shot wrapper can never leak onto a later prompt.
 
 use crate::session::{BoxFuture, Message};
+use crate::sync::LockExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -133,26 +134,20 @@ impl PromptSubmitHooks {
     /// Adds an outermost listener.
     pub fn prepend(&self, listener: Arc<dyn PromptSubmitListener>) -> ListenerId {
         let id = self.id();
-        self.listeners
-            .lock()
-            .expect("hooks lock")
-            .insert(0, (id, listener));
+        self.listeners.locked().insert(0, (id, listener));
         id
     }
 
     /// Adds an innermost listener.
     pub fn append(&self, listener: Arc<dyn PromptSubmitListener>) -> ListenerId {
         let id = self.id();
-        self.listeners
-            .lock()
-            .expect("hooks lock")
-            .push((id, listener));
+        self.listeners.locked().push((id, listener));
         id
     }
 
     /// Removes the listener `id`; `false` when it was not registered (already removed or released).
     pub fn remove(&self, id: ListenerId) -> bool {
-        let mut listeners = self.listeners.lock().expect("hooks lock");
+        let mut listeners = self.listeners.locked();
         let before = listeners.len();
         listeners.retain(|(lid, _)| *lid != id);
         listeners.len() != before
@@ -160,7 +155,7 @@ impl PromptSubmitHooks {
 
     /// Removes every listener bound to `message_id`.
     pub fn release_bound(&self, message_id: &str) -> usize {
-        let mut listeners = self.listeners.lock().expect("hooks lock");
+        let mut listeners = self.listeners.locked();
         let before = listeners.len();
         listeners.retain(|(_, l)| l.bound_message_id() != Some(message_id));
         before - listeners.len()
@@ -168,7 +163,7 @@ impl PromptSubmitHooks {
 
     /// How many listeners are registered.
     pub fn len(&self) -> usize {
-        self.listeners.lock().expect("hooks lock").len()
+        self.listeners.locked().len()
     }
 
     /// No listener is registered: admission allows every prompt unchanged.
@@ -183,7 +178,7 @@ impl PromptSubmitHooks {
         message: &Message,
         cancel: &CancellationToken,
     ) -> HookResult {
-        let listeners = self.listeners.lock().expect("hooks lock").clone();
+        let listeners = self.listeners.locked().clone();
         Next { rest: &listeners }.run(agent, message, cancel).await
     }
 }

@@ -44,6 +44,7 @@ use crate::session::{
     ContentBlock, Encoding, Event, EventData, LiveSession, LiveSessions, Message, MessageSource,
     Record, SessionError, SessionHeader, SessionWriter,
 };
+use crate::sync::{LockExt, RwLockExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
@@ -299,7 +300,7 @@ impl Agent {
         {
             // Without its thread every append fails (and says so); the agent still runs.
             tracing::error!(error = %e, "could not start the session log's writer thread");
-            *inner.log.lock().expect("log lock") = LogSlot::Closed;
+            *inner.log.locked() = LogSlot::Closed;
             inner.closed.send_replace(true);
         }
         tokio::spawn(turn::run_loop(inner.clone()));
@@ -351,7 +352,7 @@ impl Agent {
 
     /// What lay past the valid prefix of the log when its writer last looked, if anything.
     pub fn log_tail(&self) -> Option<crate::session::writer::TailSeen> {
-        match &*self.inner.log.lock().expect("log lock") {
+        match &*self.inner.log.locked() {
             LogSlot::Open(writer) => writer.tail().cloned(),
             _ => None,
         }
@@ -360,7 +361,7 @@ impl Agent {
     #[doc(hidden)]
     /// Test seam: makes the log's next writes fail (see [`crate::session::writer::WriteFault`]).
     pub fn set_write_fault(&self, fault: Option<crate::session::writer::WriteFault>) {
-        if let LogSlot::Open(writer) = &mut *self.inner.log.lock().expect("log lock") {
+        if let LogSlot::Open(writer) = &mut *self.inner.log.locked() {
             writer.set_write_fault(fault);
         }
     }
@@ -368,11 +369,7 @@ impl Agent {
     /// Receives every event from now on.
     pub fn subscribe(&self) -> mpsc::UnboundedReceiver<AgentEvent> {
         let (tx, rx) = mpsc::unbounded_channel();
-        self.inner
-            .listeners
-            .lock()
-            .expect("listeners lock")
-            .push(tx);
+        self.inner.listeners.locked().push(tx);
         rx
     }
 
@@ -380,12 +377,12 @@ impl Agent {
     /// one it started with); the next request logs a `request/header` with reason `change` when
     /// the request config differs. Nothing is re-read or rebuilt.
     pub fn set_model(&self, model: Arc<dyn ModelProvider>) {
-        *self.inner.model.write().expect("model lock") = model;
+        *self.inner.model.write_locked() = model;
     }
 
     /// The admission state now.
     pub fn status(&self) -> AgentStatus {
-        status_of(&self.inner.state.lock().expect("state lock"))
+        status_of(&self.inner.state.locked())
     }
 
     /// A fresh direct-prompt message.
@@ -400,14 +397,14 @@ impl Agent {
 
     /// Queues a prompt that starts its own turn.
     pub fn followup(&self, message: Message) -> Admission {
-        let mut state = self.inner.state.lock().expect("state lock");
+        let mut state = self.inner.state.locked();
         self.enqueue(&mut state, message);
         Admission::Queued
     }
 
     /// Inside the window: staged as steering for the next safe boundary; else a followup.
     pub fn steer(&self, message: Message) -> Admission {
-        let mut state = self.inner.state.lock().expect("state lock");
+        let mut state = self.inner.state.locked();
         if state.window_open {
             state.outbox.push_back(Staged::Steering(message));
             self.inner.emit(AgentEvent::Status(status_of(&state)));
@@ -422,7 +419,7 @@ impl Agent {
     /// (resolving once it is written).
     pub async fn inject(&self, context: Message) -> Result<Admission, SessionError> {
         let ack = {
-            let mut state = self.inner.state.lock().expect("state lock");
+            let mut state = self.inner.state.locked();
             if state.window_open {
                 state.outbox.push_back(Staged::Context(context));
                 return Ok(Admission::Staged);
@@ -440,7 +437,7 @@ impl Agent {
     /// message, then `followup`. Decided under one lock, so the window cannot close between the
     /// two halves.
     pub fn dispatch_with_contexts(&self, message: Message, contexts: Vec<Message>) -> Admission {
-        let mut state = self.inner.state.lock().expect("state lock");
+        let mut state = self.inner.state.locked();
         if state.window_open {
             state
                 .outbox
@@ -467,7 +464,7 @@ impl Agent {
 
     /// Removes a queued prompt that was not claimed yet; its one-shot wrappers are released.
     pub fn discard(&self, message_id: &str) -> bool {
-        let mut state = self.inner.state.lock().expect("state lock");
+        let mut state = self.inner.state.locked();
         let before = state.queue.len();
         state.queue.retain(|p| p.message.id != message_id);
         let removed = state.queue.len() != before;
@@ -481,7 +478,7 @@ impl Agent {
     /// Cancels the prompt under admission or the open turn (Esc). Returns whether anything was
     /// running.
     pub fn cancel(&self) -> bool {
-        let state = self.inner.state.lock().expect("state lock");
+        let state = self.inner.state.locked();
         match &state.current {
             Some(token) if !token.is_cancelled() => {
                 token.cancel();
@@ -495,7 +492,7 @@ impl Agent {
     /// The log (and the session's writer lock) is let go once what was handed to it is written:
     /// at once when idle, else when the cancelled turn has ended; [`Agent::closed`] waits for it.
     pub fn shutdown(&self) {
-        let mut state = self.inner.state.lock().expect("state lock");
+        let mut state = self.inner.state.locked();
         state.stopped = true;
         for prompt in state.queue.drain(..) {
             self.inner.hooks.release_bound(&prompt.message.id);
@@ -538,16 +535,16 @@ pub fn new_message_id() -> String {
 impl Inner {
     /// The model answering now.
     fn model(&self) -> Arc<dyn ModelProvider> {
-        self.model.read().expect("model lock").clone()
+        self.model.read_locked().clone()
     }
 
     fn emit(&self, event: AgentEvent) {
-        let mut listeners = self.listeners.lock().expect("listeners lock");
+        let mut listeners = self.listeners.locked();
         listeners.retain(|tx| tx.send(event.clone()).is_ok());
     }
 
     fn emit_status(&self) {
-        let status = status_of(&self.state.lock().expect("state lock"));
+        let status = status_of(&self.state.locked());
         self.emit(AgentEvent::Status(status));
     }
 }

@@ -40,6 +40,7 @@ pub mod search;
 pub mod terms;
 pub mod watch;
 
+use crate::sync::LockExt;
 pub use index::{FileStamper, IndexError, Indexer, PassStats, Stamper, Targeted};
 pub use search::{Hit, SearchQuery, SearchResult, Searcher, SessionInfo};
 
@@ -146,7 +147,7 @@ struct Wake {
 impl Shared {
     /// The ids of `listing`, built once per listing the store hands out.
     fn listed_ids(&self, listing: &Arc<Vec<SessionSummary>>) -> Arc<HashSet<String>> {
-        let mut cached = self.listed.lock().expect("listed lock");
+        let mut cached = self.listed.locked();
         match &*cached {
             Some((of, ids)) if Arc::ptr_eq(of, listing) => ids.clone(),
             _ => {
@@ -262,22 +263,14 @@ impl Discovery {
         query: &SearchQuery,
         listed: Option<&HashSet<String>>,
     ) -> Result<SearchResult, IndexError> {
-        self.shared
-            .searcher
-            .lock()
-            .expect("searcher lock")
-            .search(query, listed)
+        self.shared.searcher.locked().search(query, listed)
     }
 
     /// Every indexed session's row (the searcher's in-memory copy, loaded or refreshed as a
     /// search would), on this thread (which must not be an async worker). Fails while no index
     /// exists yet.
     pub fn sessions_blocking(&self) -> Result<Arc<Vec<SessionInfo>>, IndexError> {
-        self.shared
-            .searcher
-            .lock()
-            .expect("searcher lock")
-            .sessions()
+        self.shared.searcher.locked().sessions()
     }
 
     /// Lists the served sessions, then searches off the async workers; hits are limited to the
@@ -303,7 +296,7 @@ impl Discovery {
             Err(e @ (IndexError::Sql { .. } | IndexError::Io { .. })) => {
                 if let Some(note) = self.unavailable_once(&e) {
                     tracing::warn!("{note}");
-                    *self.shared.note.lock().expect("note lock") = Some(note);
+                    *self.shared.note.locked() = Some(note);
                 }
                 self.search_listing(&for_listing, &listing).await
             }
@@ -314,7 +307,7 @@ impl Discovery {
     /// The sentence [`Discovery::search`] logged when it first answered without the index, for
     /// a screen to show once (`None` after it was taken, or while the index answers).
     pub fn take_note(&self) -> Option<String> {
-        self.shared.note.lock().expect("note lock").take()
+        self.shared.note.locked().take()
     }
 
     /// The first time only: the sentence that says the index cannot answer and why (later
@@ -335,7 +328,7 @@ impl Discovery {
         listing: &Arc<Vec<SessionSummary>>,
     ) -> Result<SearchResult, IndexError> {
         let cached = {
-            let fallback = self.shared.fallback.lock().expect("fallback lock");
+            let fallback = self.shared.fallback.locked();
             matches!(&*fallback, Some((of, _)) if Arc::ptr_eq(of, listing))
         };
         if !cached {
@@ -366,12 +359,12 @@ impl Discovery {
                         "search task failed: {e}"
                     )))
                 })?;
-            *self.shared.fallback.lock().expect("fallback lock") = Some((listing, searcher));
+            *self.shared.fallback.locked() = Some((listing, searcher));
         }
         let this = self.clone();
         let query = query.clone();
         tokio::task::spawn_blocking(move || {
-            let mut fallback = this.shared.fallback.lock().expect("fallback lock");
+            let mut fallback = this.shared.fallback.locked();
             match &mut *fallback {
                 Some((_, searcher)) => searcher.search(&query, None),
                 None => Ok(SearchResult::default()),
@@ -387,7 +380,7 @@ impl Discovery {
 
     /// Asks the background indexer for a pass now (e.g. when the popup opens).
     pub fn poke(&self) {
-        self.shared.wake.lock().expect("wake lock").poked = true;
+        self.shared.wake.locked().poked = true;
         self.shared.woken.notify_all();
     }
 
@@ -402,11 +395,7 @@ impl Discovery {
     /// included) when the returned handle is dropped, without waiting for a pass to end.
     pub fn spawn_indexer_with(&self, cadence: Cadence) -> IndexerThread {
         // The indexer reloads the searcher's rows after it writes: searches need not.
-        self.shared
-            .searcher
-            .lock()
-            .expect("searcher lock")
-            .set_background_reload(true);
+        self.shared.searcher.locked().set_background_reload(true);
         let stop = Arc::new(AtomicBool::new(false));
         let watch_root = cadence
             .watch
@@ -430,10 +419,10 @@ impl Discovery {
                 }
                 run_indexer(&shared, &stopped, cadence, &watcher, &caught_up);
                 // Drops a running watcher; one still starting is dropped when it is made.
-                *watcher.lock().expect("watch slot") = Slot::Stopped;
+                *watcher.locked() = Slot::Stopped;
             });
         if let Err(e) = &spawned {
-            *slot.lock().expect("watch slot") = Slot::Off;
+            *slot.locked() = Slot::Off;
             tracing::warn!(error = %e, "could not start the discovery indexer");
         }
         IndexerThread {
@@ -480,14 +469,14 @@ enum Slot {
 /// while on a big home, and the first pass need not wait for it); its events land in `shared`'s
 /// pending set. Once it runs, a full pass is asked for, to catch what changed before.
 fn start_watcher(shared: &Arc<Shared>, root: PathBuf, slot: &Arc<Mutex<Slot>>) {
-    *slot.lock().expect("watch slot") = Slot::Starting;
+    *slot.locked() = Slot::Starting;
     let (shared, fallback, slot) = (shared.clone(), slot.clone(), slot.clone());
     let reporter = Arc::downgrade(&shared);
     let report = move |seen: Result<Vec<watch::Touched>, String>| {
         let Some(shared) = reporter.upgrade() else {
             return;
         };
-        let mut wake = shared.wake.lock().expect("wake lock");
+        let mut wake = shared.wake.locked();
         match seen {
             Ok(seen) => {
                 let now = Instant::now();
@@ -506,7 +495,7 @@ fn start_watcher(shared: &Arc<Shared>, root: PathBuf, slot: &Arc<Mutex<Slot>>) {
         .name("dsh-discovery-watch".into())
         .spawn(move || {
             let made = watch::start(&root, report);
-            let mut slot = slot.lock().expect("watch slot");
+            let mut slot = slot.locked();
             if !matches!(*slot, Slot::Starting) {
                 // The indexer ended, or the watcher failed while its watches were added.
                 return;
@@ -514,7 +503,7 @@ fn start_watcher(shared: &Arc<Shared>, root: PathBuf, slot: &Arc<Mutex<Slot>>) {
             match made {
                 Ok(watcher) => {
                     *slot = Slot::Running(watcher);
-                    let mut wake = shared.wake.lock().expect("wake lock");
+                    let mut wake = shared.wake.locked();
                     wake.watching = true;
                     wake.poked = true;
                     drop(wake);
@@ -533,7 +522,7 @@ fn start_watcher(shared: &Arc<Shared>, root: PathBuf, slot: &Arc<Mutex<Slot>>) {
             }
         });
     if let Err(e) = spawned {
-        *fallback.lock().expect("watch slot") = Slot::Off;
+        *fallback.locked() = Slot::Off;
         tracing::warn!(error = %e, "cannot start the discovery watcher; discovery polls");
     }
 }
@@ -574,7 +563,7 @@ fn run_indexer(
     let mut strangers: HashSet<String> = HashSet::new();
     while !stopped.load(Ordering::SeqCst) {
         let work = {
-            let mut wake = shared.wake.lock().expect("wake lock");
+            let mut wake = shared.wake.locked();
             loop {
                 if stopped.load(Ordering::SeqCst) {
                     return;
@@ -583,13 +572,13 @@ fn run_indexer(
                     wake.watching = false;
                     ready.store(false, Ordering::SeqCst);
                     drop(wake);
-                    let was = std::mem::replace(&mut *slot.lock().expect("watch slot"), Slot::Off);
+                    let was = std::mem::replace(&mut *slot.locked(), Slot::Off);
                     if matches!(was, Slot::Running(_) | Slot::Starting) {
                         tracing::warn!(error = %e, "the sessions watcher failed; discovery polls");
                     }
                     let polled = passes.last_end + cadence.after(passes.last, false);
                     passes.next = passes.next.min(polled);
-                    wake = shared.wake.lock().expect("wake lock");
+                    wake = shared.wake.locked();
                     continue;
                 }
                 let now = Instant::now();
@@ -648,7 +637,7 @@ fn run_indexer(
                 };
                 if !unknown.is_empty() && !listing {
                     // New sessions: a full pass finds them (no sooner than the rate limit).
-                    let mut wake = shared.wake.lock().expect("wake lock");
+                    let mut wake = shared.wake.locked();
                     wake.pending.require_listing(unknown, Instant::now());
                     continue;
                 }
@@ -696,13 +685,9 @@ impl Shared {
     /// (100,000 rows take ~0.4 s). The copy is marked current as of the database before the load
     /// began: a commit that lands meanwhile asks for one more reload.
     fn reload_searcher(self: &Arc<Self>) {
-        let background = self
-            .searcher
-            .lock()
-            .expect("searcher lock")
-            .background_reload();
+        let background = self.searcher.locked().background_reload();
         if !background {
-            self.searcher.lock().expect("searcher lock").invalidate();
+            self.searcher.locked().invalidate();
             return;
         }
         if self.reloading.swap(true, Ordering::SeqCst) {
@@ -713,18 +698,10 @@ impl Shared {
         let spawned = std::thread::Builder::new()
             .name("dsh-discovery-reload".into())
             .spawn(move || loop {
-                let before = shared
-                    .searcher
-                    .lock()
-                    .expect("searcher lock")
-                    .data_version_now();
+                let before = shared.searcher.locked().data_version_now();
                 match (before, Searcher::load(&shared.path)) {
-                    (Ok(version), Ok(loaded)) => shared
-                        .searcher
-                        .lock()
-                        .expect("searcher lock")
-                        .install(loaded, version),
-                    _ => shared.searcher.lock().expect("searcher lock").invalidate(),
+                    (Ok(version), Ok(loaded)) => shared.searcher.locked().install(loaded, version),
+                    _ => shared.searcher.locked().invalidate(),
                 }
                 if !shared.reload_again.swap(false, Ordering::SeqCst) {
                     shared.reloading.store(false, Ordering::SeqCst);
@@ -738,7 +715,7 @@ impl Shared {
             });
         if spawned.is_err() {
             self.reloading.store(false, Ordering::SeqCst);
-            self.searcher.lock().expect("searcher lock").invalidate();
+            self.searcher.locked().invalidate();
         }
     }
 
@@ -748,7 +725,7 @@ impl Shared {
         self: &Arc<Self>,
         ids: &HashSet<String>,
     ) -> Result<Vec<String>, IndexError> {
-        let mut slot = self.indexer.lock().expect("indexer lock");
+        let mut slot = self.indexer.locked();
         let Some(indexer) = slot.as_mut() else {
             return Ok(ids.iter().cloned().collect());
         };
@@ -762,7 +739,7 @@ impl Shared {
     }
 
     fn refresh(self: &Arc<Self>) -> Result<PassStats, IndexError> {
-        let mut slot = self.indexer.lock().expect("indexer lock");
+        let mut slot = self.indexer.locked();
         if slot.is_none() {
             let indexer = Indexer::new(
                 self.path.clone(),
@@ -800,14 +777,14 @@ pub struct IndexerThread {
 impl IndexerThread {
     /// Whether the file watcher runs now (else changes are found by polling passes only).
     pub fn watching(&self) -> bool {
-        matches!(*self.slot.lock().expect("watch slot"), Slot::Running(_))
+        matches!(*self.slot.locked(), Slot::Running(_))
     }
 
     /// Whether the watcher is still adding its watches (on a big home this takes seconds); once
     /// it is not, it either runs ([`IndexerThread::watching`]) or could not start (the indexer
     /// then polls; the reason is logged).
     pub fn watch_starting(&self) -> bool {
-        matches!(*self.slot.lock().expect("watch slot"), Slot::Starting)
+        matches!(*self.slot.locked(), Slot::Starting)
     }
 
     /// Whether the watcher runs and a full pass has run since it started: from now on a write

@@ -29,6 +29,7 @@ use crate::reference::{
     SessionReferenceConfig, SessionReferenceError, SessionReferences,
 };
 use crate::session::{ContentBlock, DiskStore, SessionQuery, SessionSummary};
+use crate::sync::LockExt;
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, CompletionInfo, ErrorCode, GetPromptRequestParams,
     GetPromptResponse, GetPromptResult, Implementation, InitializeResult, ListPromptsResult,
@@ -227,7 +228,7 @@ impl Server {
     /// only [`BACKGROUND_AFTER`] from now: called as an answer goes out, so that a first listing
     /// is never slowed by the indexer's pass over the whole home.
     pub fn start_background(&self) {
-        if !self.inner.index || self.inner.indexer.lock().expect("indexer lock").is_some() {
+        if !self.inner.index || self.inner.indexer.locked().is_some() {
             return;
         }
         let this = self.clone();
@@ -242,14 +243,14 @@ impl Server {
         if !self.inner.index {
             return;
         }
-        let mut slot = self.inner.indexer.lock().expect("indexer lock");
+        let mut slot = self.inner.indexer.locked();
         if slot.is_none() {
             *slot = Some(self.inner.discovery.spawn_indexer());
         }
     }
 
     fn indexing(&self) -> bool {
-        self.inner.indexer.lock().expect("indexer lock").is_some()
+        self.inner.indexer.locked().is_some()
     }
 
     /// Whether lists are ranked straight from the index: it was there at the start, or this
@@ -263,7 +264,7 @@ impl Server {
     fn entries_from_index(&self) -> Option<Vec<Entry>> {
         let discovery = &self.inner.discovery;
         let covers = |id: &str| discovery.covers(id);
-        let found = self.inner.recent.lock().expect("recent lock").top(
+        let found = self.inner.recent.locked().top(
             self.inner.cwd.as_deref(),
             &covers,
             self.inner.max_resources,
@@ -281,11 +282,9 @@ impl Server {
     async fn label_of(&self, id: &str) -> Result<String, McpError> {
         if self.ranks_from_index() {
             let (this, key) = (self.clone(), id.to_string());
-            let row = tokio::task::spawn_blocking(move || {
-                this.inner.recent.lock().expect("recent lock").get(&key)
-            })
-            .await
-            .map_err(|e| internal(format!("the label task failed: {e}")))?;
+            let row = tokio::task::spawn_blocking(move || this.inner.recent.locked().get(&key))
+                .await
+                .map_err(|e| internal(format!("the label task failed: {e}")))?;
             if let Ok(Some(row)) = row {
                 return Ok(listing::label_of(
                     &row.id,
@@ -315,7 +314,7 @@ impl Server {
     /// Notes that the host now knows the list of fingerprint `now`; whether that differs from
     /// what it knew before (always `false` before the host first listed).
     pub(crate) fn tell(&self, now: u64, first_time_counts: bool) -> bool {
-        let mut told = self.inner.told.lock().expect("told lock");
+        let mut told = self.inner.told.locked();
         let changed = match *told {
             Some(was) => was != now,
             None => first_time_counts,
@@ -333,7 +332,7 @@ impl Server {
 
     /// Whether the host has listed at least once.
     pub(crate) fn has_listed(&self) -> bool {
-        self.inner.told.lock().expect("told lock").is_some()
+        self.inner.told.locked().is_some()
     }
 
     fn rows_blocking(&self) -> RowMap {
@@ -344,7 +343,7 @@ impl Server {
                 Arc::new(Vec::new())
             }
         };
-        let mut cached = self.inner.rows.lock().expect("rows lock");
+        let mut cached = self.inner.rows.locked();
         if let Some((of, at)) = &*cached {
             if Arc::ptr_eq(of, &rows) {
                 return (of.clone(), at.clone());

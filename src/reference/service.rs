@@ -22,6 +22,7 @@ use crate::session::external::ExternalAgent;
 use crate::session::{
     ContentBlock, Message, MessageSource, SessionError, SessionQuery, SurfaceSnapshot,
 };
+use crate::sync::LockExt;
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -170,7 +171,7 @@ impl SessionReferences {
                 .with_cause(err)
             })?;
         let selected = {
-            let mut index = self.ranking.lock().expect("ranking lock");
+            let mut index = self.ranking.locked();
             if !index.as_ref().is_some_and(|i| i.serves(&sessions, agent)) {
                 *index = Some(RankIndex::new(sessions.clone(), agent));
             }

@@ -8,6 +8,7 @@ use super::query::{sort_sessions, BoxFuture, SessionQuery, SessionSummary, Surfa
 use super::reader::RecordSink;
 use super::store::DiskStore;
 use super::surface::SurfaceBuilder;
+use crate::sync::{LockExt, RwLockExt};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -44,7 +45,7 @@ impl LiveSession {
 
     /// Records events just appended to the log (or replayed from it on resume).
     pub fn record(&self, events: &[Event]) -> Result<()> {
-        let mut state = self.state.lock().expect("live session lock");
+        let mut state = self.state.locked();
         for event in events {
             state.surface.apply_event(event.clone())?;
         }
@@ -53,7 +54,7 @@ impl LiveSession {
 
     /// Records raw-log records (packed chunk rows included), e.g. when a session is resumed.
     pub fn record_records(&self, records: Vec<Record>) -> Result<()> {
-        let mut state = self.state.lock().expect("live session lock");
+        let mut state = self.state.locked();
         for record in records {
             state.surface.accept(record)?;
         }
@@ -62,24 +63,24 @@ impl LiveSession {
 
     /// Marks that the log exists on disk.
     pub fn set_persisted(&self, persisted: bool) {
-        self.state.lock().expect("live session lock").persisted = persisted;
+        self.state.locked().persisted = persisted;
     }
 
     /// Whether the log exists on disk (as last set by [`LiveSession::set_persisted`]).
     pub fn persisted(&self) -> bool {
-        self.state.lock().expect("live session lock").persisted
+        self.state.locked().persisted
     }
 
     /// The title of the last `session/title` event recorded; `None` before the first.
     pub fn title(&self) -> Option<String> {
-        let state = self.state.lock().expect("live session lock");
+        let state = self.state.locked();
         state.surface.title().map(str::to_string)
     }
 
     /// The folded current surface and the highest seq recorded (`None` before any event): what
     /// `read_surface` answers for this session.
     pub fn snapshot(&self) -> SurfaceSnapshot {
-        let state = self.state.lock().expect("live session lock");
+        let state = self.state.locked();
         SurfaceSnapshot {
             session: (*self.header).clone(),
             captured_through_seq: state.surface.last_seq(),
@@ -106,12 +107,12 @@ impl LiveSessions {
 
     /// Takes the session with `id` out of the registry and hands it back; `None` if it was absent.
     pub fn remove(&self, id: &str) -> Option<Arc<LiveSession>> {
-        self.sessions.write().expect("live lock").remove(id)
+        self.sessions.write_locked().remove(id)
     }
 
     /// The session with `id`, if one is live.
     pub fn get(&self, id: &str) -> Option<Arc<LiveSession>> {
-        self.sessions.read().expect("live lock").get(id).cloned()
+        self.sessions.read_locked().get(id).cloned()
     }
 
     /// Every live session, in no particular order.
@@ -126,7 +127,7 @@ impl LiveSessions {
 
     /// Whether no session is live.
     pub fn is_empty(&self) -> bool {
-        self.sessions.read().expect("live lock").is_empty()
+        self.sessions.read_locked().is_empty()
     }
 }
 
@@ -177,7 +178,7 @@ impl SessionQuery for HostSessions {
                 .iter()
                 .map(|s| (s.header.clone(), s.persisted()))
                 .collect();
-            let mut cache = self.merged.lock().expect("merged list lock");
+            let mut cache = self.merged.locked();
             if let Some(merged) = cache.as_ref() {
                 let same_live = merged.live.len() == signature.len()
                     && merged

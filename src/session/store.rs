@@ -45,6 +45,7 @@ use crate::session::paths::SESSIONS_DIR;
 use crate::session::query::{BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
 use crate::session::reader;
 use crate::session::surface::SurfaceBuilder;
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -130,7 +131,7 @@ impl DiskStore {
 
     /// The cache counters so far (see [`StoreStats`]).
     pub fn stats(&self) -> StoreStats {
-        self.inner.index.lock().expect("index lock").stats
+        self.inner.index.locked().stats
     }
 
     /// Synchronous `read_surface`.
@@ -156,7 +157,7 @@ impl DiskStore {
     /// Drops a vanished log from the index; its project directory is listed again next time.
     fn forget(&self, path: &Path) {
         let session_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let mut index = self.inner.index.lock().expect("index lock");
+        let mut index = self.inner.index.locked();
         for project in index.projects.values_mut() {
             if let Some(entry) = project.sessions.get_mut(&session_dir) {
                 *entry = None;
@@ -165,7 +166,7 @@ impl DiskStore {
         }
         rebuild(&mut index);
         drop(index);
-        self.inner.titles.lock().expect("title lock").remove(path);
+        self.inner.titles.locked().remove(path);
     }
 
     fn spawn<T: Send + 'static>(

@@ -20,6 +20,7 @@ use crate::session::format::{PackedChunks, PackedKind};
 use crate::session::{
     Encoding, Event, EventData, NewEvent, Record, SessionError, SessionHeader, SessionWriter,
 };
+use crate::sync::LockExt;
 use serde_json::Map;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -115,7 +116,7 @@ pub(super) fn log_writer(inner: Weak<Inner>, jobs: std::sync::mpsc::Receiver<Log
                 let _ = reply.send(());
             }
             LogJob::Close => {
-                *inner.log.lock().expect("log lock") = LogSlot::Closed;
+                *inner.log.locked() = LogSlot::Closed;
                 inner.closed.send_replace(true);
             }
         }
@@ -150,7 +151,7 @@ impl Inner {
     /// only.
     pub(super) fn append_now(&self, batch: Vec<NewEvent>) -> Result<Vec<Event>, SessionError> {
         debug_assert!(on_writer_thread(), "log I/O off its writer thread");
-        let mut log = self.log.lock().expect("log lock");
+        let mut log = self.log.locked();
         let mut adopted = Vec::new();
         let appended = match self.writer(&mut log, &mut adopted) {
             Ok(writer) => {
@@ -210,7 +211,7 @@ impl Inner {
     /// [`Inner::refresh_log`] on the writer thread.
     pub(super) fn refresh_now(&self) {
         debug_assert!(on_writer_thread(), "log I/O off its writer thread");
-        let mut log = self.log.lock().expect("log lock");
+        let mut log = self.log.locked();
         let mut adopted = Vec::new();
         // A held log is taken over here if its writer is gone (what it wrote is adopted).
         if let Ok(writer) = self.writer(&mut log, &mut adopted) {
@@ -260,7 +261,7 @@ impl Inner {
         tail: Vec<NewEvent>,
     ) -> Result<Vec<Event>, SessionError> {
         debug_assert!(on_writer_thread(), "log I/O off its writer thread");
-        let mut log = self.log.lock().expect("log lock");
+        let mut log = self.log.locked();
         let mut adopted = Vec::new();
         let mut events = Vec::new();
         let appended = match self.writer(&mut log, &mut adopted) {

@@ -15,6 +15,7 @@ use super::{new_message_id, AgentError, AgentEvent, Inner};
 use crate::agent::provider::{ModelError, ModelEvent, ModelOutput, ModelRequest, Usage};
 use crate::session::clock::now_ms;
 use crate::session::{ContentBlock, EventData, Message, MessageSource, NewEvent};
+use crate::sync::LockExt;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -213,7 +214,7 @@ async fn log_request_header(inner: &Arc<Inner>) {
         return;
     };
     let reason = {
-        let mut state = inner.state.lock().expect("state lock");
+        let mut state = inner.state.locked();
         let reason = match (&state.last_header, state.header_logged) {
             (None, _) => "initial",
             (Some(last), _) if *last != config => "change",

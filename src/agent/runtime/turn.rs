@@ -21,6 +21,7 @@ use super::{AgentError, AgentEvent, Inner};
 use crate::agent::hooks::{ContextWrapper, HookError, PromptDecision};
 use crate::agent::provider::ModelError;
 use crate::session::{EventData, Message, NewEvent};
+use crate::sync::LockExt;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::sync::atomic::Ordering;
@@ -74,7 +75,7 @@ impl TurnOutcome {
 pub(super) async fn run_loop(inner: Arc<Inner>) {
     loop {
         let claimed = {
-            let mut state = inner.state.lock().expect("state lock");
+            let mut state = inner.state.locked();
             if state.stopped {
                 return;
             }
@@ -94,7 +95,7 @@ pub(super) async fn run_loop(inner: Arc<Inner>) {
         };
         inner.emit_status();
         admit_and_run(&inner, prompt).await;
-        let mut state = inner.state.lock().expect("state lock");
+        let mut state = inner.state.locked();
         state.current = None;
         state.turn_open = false;
         state.window_open = false;
@@ -172,7 +173,7 @@ async fn admit(
 async fn begin_turn(inner: &Arc<Inner>, message: Message, contexts: Vec<Message>) -> Option<u64> {
     inner.refresh_log().await;
     let (turn, title) = {
-        let mut state = inner.state.lock().expect("state lock");
+        let mut state = inner.state.locked();
         state.turns = state.turns.max(inner.adopted_turns.load(Ordering::Relaxed)) + 1;
         state.titled |= inner.adopted_title.load(Ordering::Relaxed);
         state.turn_open = true;
@@ -195,7 +196,7 @@ async fn begin_turn(inner: &Arc<Inner>, message: Message, contexts: Vec<Message>
         Err(e) => {
             // Nothing of this turn was written: its number and title are still free.
             {
-                let mut state = inner.state.lock().expect("state lock");
+                let mut state = inner.state.locked();
                 state.turns -= 1;
                 state.titled &= title.is_none();
                 state.turn_open = false;
@@ -229,7 +230,7 @@ async fn close_without_turn(inner: &Arc<Inner>) {
 }
 
 fn close_without_turn_locked(inner: &Arc<Inner>) -> Option<Pending> {
-    let mut state = inner.state.lock().expect("state lock");
+    let mut state = inner.state.locked();
     state.window_open = false;
     let staged: Vec<Staged> = state.outbox.drain(..).collect();
     let mut pending_contexts = Vec::new();
@@ -264,7 +265,7 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
     loop {
         // Safe boundary: before each model request the outbox drains, in FIFO order.
         let pending = {
-            let mut state = inner.state.lock().expect("state lock");
+            let mut state = inner.state.locked();
             let pending = inner.drain_outbox(&mut state, turn);
             pending.map(|pending| (pending, status_of(&state)))
         };
@@ -296,7 +297,7 @@ async fn run_turn(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> 
 /// staged (contexts) is logged.
 async fn stop(inner: &Arc<Inner>, turn: u64, cancel: &CancellationToken) -> Option<TurnOutcome> {
     let pending = {
-        let mut state = inner.state.lock().expect("state lock");
+        let mut state = inner.state.locked();
         if state
             .outbox
             .iter()
@@ -328,7 +329,7 @@ async fn abort(inner: &Arc<Inner>, turn: u64) -> TurnOutcome {
 /// The window closes and the outbox drains (a cancelled or failed turn).
 async fn close_turn(inner: &Arc<Inner>, turn: u64) {
     let pending = {
-        let mut state = inner.state.lock().expect("state lock");
+        let mut state = inner.state.locked();
         state.window_open = false;
         inner.drain_outbox(&mut state, turn)
     };

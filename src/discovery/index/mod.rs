@@ -40,7 +40,7 @@
 //! every page, and nothing half-built is ever opened as the index.
 //!
 //! Rooms: [`file`] opens, checks and rebuilds the database file (never through a link);
-//! [`fresh`] writes a first build aside; [`stamp`] says when a session changed; [`write`]
+//! `fresh` writes a first build aside; `stamp` says when a session changed; [`write`]
 //! turns one read session into rows. This module holds the passes.
 //!
 //! Proof: `tests/discovery/index.rs` (build, incremental growth, compaction, damaged and foreign
@@ -104,7 +104,7 @@ const COMMIT_EVERY: Duration = Duration::from_millis(400);
 /// FTS5 keeps a transaction's terms in memory until it commits).
 const COMMIT_BYTES: u64 = 32 << 20;
 /// A pass that finds no database and at least this many sessions builds the index as a fresh
-/// file beside it and moves it into place when done ([`Indexer::build_fresh`]).
+/// file beside it and moves it into place when done (`Indexer::build_fresh`).
 pub const FRESH_BUILD_SESSIONS: usize = 1_000;
 /// The file a fresh build writes, beside [`DB_FILE`].
 const FRESH_FILE: &str = "discovery.sqlite3.fresh";

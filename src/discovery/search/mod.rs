@@ -11,8 +11,8 @@
 //! Invariant: the agent's own session and sessions the caller's listing does not hold are never
 //! hits; every hit has at least one matched field unless the query is empty (then every
 //! session is a hit, ranked by recency and affinity alone).
-//! Rooms: [`rows`] holds the in-memory copy of the session rows, [`matching`] matches a row's
-//! fields in memory, [`fts`] finds the full-text rows, [`top`] keeps the best hits, [`snippet`]
+//! Rooms: `rows` holds the in-memory copy of the session rows, `matching` matches a row's
+//! fields in memory, `fts` finds the full-text rows, `top` keeps the best hits, `snippet`
 //! cuts a hit's excerpt. This module runs a search through them in named phases.
 //!
 //! Proof: unit tests in the rooms (query terms, prefilters, masks, snippets); `tests/discovery/search.rs` (labelled queries over the

@@ -111,7 +111,7 @@ impl SessionInfo {
     }
 }
 
-/// An in-memory copy of the session rows built off the searcher ([`Searcher::load`]).
+/// An in-memory copy of the session rows built off the searcher (`Searcher::load`).
 pub struct Loaded {
     pub(super) rows: Arc<Vec<SessionInfo>>,
     pub(super) at: Arc<HashMap<i64, u32>>,

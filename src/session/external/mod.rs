@@ -31,6 +31,7 @@ mod scan;
 use super::error::{Result, SessionError};
 use super::format::{ContentBlock, Event, EventData, Message, MessageSource, SessionHeader};
 use super::query::{sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
+use crate::sync::LockExt;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -336,7 +337,7 @@ impl SessionQuery for WithExternal {
             if parts.len() == 1 {
                 return Ok(parts.pop().expect("one part"));
             }
-            let mut cache = self.merged.lock().expect("merged list lock");
+            let mut cache = self.merged.locked();
             if let Some(merged) = cache.as_ref() {
                 if merged.parts.len() == parts.len()
                     && merged

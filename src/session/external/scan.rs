@@ -8,7 +8,6 @@
 //! their scan ended at, so a grown file is read only past that offset. Every read runs on the
 //! blocking pool and opens files read-only.
 
-#[cfg(feature = "discovery")]
 use super::codex_state;
 use super::{
     claude, codex, header, not_found, title_line, Conversation, ExternalAgent, Head, Stamped,
@@ -18,6 +17,8 @@ use crate::session::files;
 use crate::session::query::{
     sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot,
 };
+#[cfg(feature = "discovery")]
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -243,7 +244,7 @@ impl ExternalSessions {
     }
 
     fn lookup(&self, own: &str) -> Option<PathBuf> {
-        let listing = self.inner.listing.lock().expect("external listing lock");
+        let listing = self.inner.listing.locked();
         listing.by_id.get(own).cloned()
     }
 
@@ -251,7 +252,7 @@ impl ExternalSessions {
     pub fn list_sessions_blocking(&self) -> Result<Arc<Vec<SessionSummary>>> {
         let agent = self.agent();
         let root = self.inner.home.join(Self::sessions_subdir(agent));
-        let mut listing = self.inner.listing.lock().expect("external listing lock");
+        let mut listing = self.inner.listing.locked();
         let now = SystemTime::now();
         // Directory levels below the root: Claude `projects/<dir>/`, Codex `sessions/Y/M/D/`.
         let depth = match agent {
@@ -365,7 +366,7 @@ impl ExternalSessions {
         let path = self.path_of(id)?;
         let meta = fs::metadata(&path).map_err(|e| SessionError::io(&path, e))?;
         let stamp = FileStamp::of(&meta);
-        let mut titles = self.inner.titles.lock().expect("external titles lock");
+        let mut titles = self.inner.titles.locked();
         let entry = titles.remove(&path);
         let (entry, fresh) = match entry {
             Some((old, entry)) if old == stamp => (entry, false),
@@ -441,7 +442,7 @@ impl ExternalSessions {
     #[cfg(feature = "discovery")]
     fn codex_state_thread(&self, own: &str) -> Option<codex_state::ThreadTitle> {
         let home = &self.inner.home;
-        let mut cache = self.inner.codex_state.lock().expect("codex state lock");
+        let mut cache = self.inner.codex_state.locked();
         let home_stamp = fs::metadata(home).ok().and_then(|m| m.modified().ok());
         let db = match cache.as_ref() {
             Some(state) if state.home.is_some() && state.home == home_stamp => state.db.clone(),
@@ -481,7 +482,7 @@ impl ExternalSessions {
     /// The last non-empty `thread_name` of `session_index.jsonl` for thread `own`.
     fn codex_index_name(&self, own: &str) -> Option<String> {
         let path = self.inner.home.join("session_index.jsonl");
-        let mut cache = self.inner.codex_index.lock().expect("codex index lock");
+        let mut cache = self.inner.codex_index.locked();
         let Ok(meta) = fs::metadata(&path) else {
             *cache = None;
             return None;

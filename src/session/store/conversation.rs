@@ -21,6 +21,7 @@ use crate::session::error::Result;
 use crate::session::query::SurfaceSnapshot;
 use crate::session::reader::{self, LogScan};
 use crate::session::surface::SurfaceBuilder;
+use crate::sync::LockExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -162,10 +163,7 @@ impl DiskStore {
     }
 
     fn conversations(&self) -> std::sync::MutexGuard<'_, Conversations> {
-        self.inner
-            .conversations
-            .lock()
-            .expect("conversation cache lock")
+        self.inner.conversations.locked()
     }
 }
 

@@ -28,6 +28,7 @@ use crate::session::format::{SessionHeader, FORMAT_VERSION};
 use crate::session::paths::{self, SESSIONS_DIR};
 use crate::session::query::{sort_sessions, SessionSummary};
 use crate::session::reader::{self, Encoding};
+use crate::sync::LockExt;
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -88,7 +89,7 @@ impl DiskStore {
     /// The encoding new sessions should use: the home's existing one, else zstd (as dsh).
     pub fn preferred_encoding(&self) -> Encoding {
         let _ = self.list_sessions_blocking();
-        let index = self.inner.index.lock().expect("index lock");
+        let index = self.inner.index.locked();
         let mut plain = false;
         for path in index.by_id.values() {
             match Encoding::of_path(path) {
@@ -115,7 +116,7 @@ impl DiskStore {
     }
 
     fn lookup(&self, id: &str) -> Option<Result<PathBuf>> {
-        let index = self.inner.index.lock().expect("index lock");
+        let index = self.inner.index.locked();
         if let Some(path) = index.by_id.get(id) {
             return Some(Ok(path.clone()));
         }
@@ -129,7 +130,7 @@ impl DiskStore {
 
     /// Synchronous `list_sessions`.
     pub fn list_sessions_blocking(&self) -> Result<Arc<Vec<SessionSummary>>> {
-        let mut index = self.inner.index.lock().expect("index lock");
+        let mut index = self.inner.index.locked();
         let sessions_dir = self.inner.home.join(SESSIONS_DIR);
         if !self.inner.listing_cache {
             refresh(&sessions_dir, &mut index)?;
@@ -166,7 +167,7 @@ impl DiskStore {
     /// Logs the last listing left out because their format version is not 0, as the errors
     /// reading them gives, sorted by path (for a command line to say what it skipped).
     pub fn unsupported_logs(&self) -> Vec<SessionError> {
-        let index = self.inner.index.lock().expect("index lock");
+        let index = self.inner.index.locked();
         let mut logs: Vec<(PathBuf, u64)> = index.unsupported.values().cloned().collect();
         logs.sort();
         logs.into_iter()

@@ -17,6 +17,7 @@ use crate::session::error::{Result, SessionError};
 use crate::session::format::SessionHeader;
 use crate::session::reader::{self, Encoding, LogScan};
 use crate::session::surface::TitleFold;
+use crate::sync::LockExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -85,13 +86,7 @@ impl DiskStore {
     /// from a torn tail). A grown log is scanned from where its valid prefix ended.
     pub(super) fn title_of_path(&self, path: &Path) -> Result<Option<String>> {
         let stamp = FileStamp::of(path)?;
-        let cached = self
-            .inner
-            .titles
-            .lock()
-            .expect("title lock")
-            .get(path)
-            .cloned();
+        let cached = self.inner.titles.locked().get(path).cloned();
         let known = cached.as_ref().map(|entry| entry.title.clone());
         let scanned = match cached {
             Some(entry) if entry.stamp == stamp => return Ok(entry.title),
@@ -126,13 +121,13 @@ impl DiskStore {
             (Err(e), _) => return Err(e),
         };
         {
-            let mut index = self.inner.index.lock().expect("index lock");
+            let mut index = self.inner.index.locked();
             index.stats.title_scans += 1;
             index.stats.title_bytes_scanned += scan.scanned_len.saturating_sub(start);
         }
         // Under the stamp seen before the scan: a log that grew meanwhile is resumed next time.
         if let Ok(prefix) = PrefixCheck::read(path, scan.valid_len) {
-            self.inner.titles.lock().expect("title lock").insert(
+            self.inner.titles.locked().insert(
                 path.to_path_buf(),
                 TitleEntry {
                     stamp,
