@@ -8,6 +8,7 @@
 //! their scan ended at, so a grown file is read only past that offset. Every read runs on the
 //! blocking pool and opens files read-only.
 
+#[cfg(feature = "discovery")]
 use super::codex_state;
 use super::{
     claude, codex, header, not_found, title_line, Conversation, ExternalAgent, Head, Stamped,
@@ -17,7 +18,6 @@ use crate::session::files;
 use crate::session::query::{
     sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot,
 };
-#[cfg(feature = "discovery")]
 use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::fs;
