@@ -34,6 +34,7 @@
 
 pub mod index;
 pub mod lifecycle;
+pub mod meta;
 pub mod rank;
 pub mod recent;
 pub mod search;
@@ -42,6 +43,7 @@ pub mod watch;
 
 use crate::sync::LockExt;
 pub use index::{FileStamper, IndexError, Indexer, PassStats, Stamper, Targeted};
+pub use meta::SessionMeta;
 pub use search::{Hit, SearchQuery, SearchResult, Searcher, SessionInfo};
 
 use crate::session::external::{ExternalAgent, SourceSet};

@@ -18,37 +18,15 @@
 //! `tests/mcp/` checks the order against `dsh-refs search` over the real binary.
 
 use super::index::{self, IndexError};
+use super::meta::SessionMeta;
 use rusqlite::{Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
-
-/// One session as the index has it (the facts a listing shows).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecentRow {
-    /// The whole session id.
-    pub id: String,
-    /// The indexed title.
-    pub title: Option<String>,
-    /// The session's cwd as its header wrote it.
-    pub cwd: Option<String>,
-    /// Creation time, epoch milliseconds.
-    pub created_at: i64,
-    /// Time of the latest event, epoch milliseconds.
-    pub last_activity: i64,
-    /// Projected conversation items.
-    pub messages: u64,
-    /// UTF-8 bytes of projected conversation text.
-    pub conversation_bytes: u64,
-    /// The first user prompt (at most 512 bytes).
-    pub first_prompt: Option<String>,
-    /// The other agent it came from (`claude`, `codex`); `None` for a dsh session.
-    pub source: Option<String>,
-}
 
 const COLUMNS: &str = "id, title, cwd, created_at, last_activity, messages, conversation_bytes, \
                        first_prompt, source";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RecentRow> {
-    Ok(RecentRow {
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionMeta> {
+    Ok(SessionMeta {
         id: r.get(0)?,
         title: r.get(1)?,
         cwd: r.get(2)?,
@@ -108,7 +86,7 @@ impl RecentReader {
         cwd: Option<&str>,
         covers: &dyn Fn(&str) -> bool,
         limit: usize,
-    ) -> Result<Vec<RecentRow>, IndexError> {
+    ) -> Result<Vec<SessionMeta>, IndexError> {
         let result = self.top_inner(cwd, covers, limit);
         if let Ok(conn) = self.connection() {
             // Ends the read transaction whatever happened (a no-op when none is open).
@@ -126,7 +104,7 @@ impl RecentReader {
         cwd: Option<&str>,
         covers: &dyn Fn(&str) -> bool,
         limit: usize,
-    ) -> Result<Vec<RecentRow>, IndexError> {
+    ) -> Result<Vec<SessionMeta>, IndexError> {
         let mut out = Vec::with_capacity(limit.min(1024));
         if limit == 0 {
             return Ok(out);
@@ -178,7 +156,7 @@ impl RecentReader {
     }
 
     /// The row of session `id`, if the index has it.
-    pub fn get(&mut self, id: &str) -> Result<Option<RecentRow>, IndexError> {
+    pub fn get(&mut self, id: &str) -> Result<Option<SessionMeta>, IndexError> {
         let found = {
             let conn = self.connection()?;
             conn.prepare_cached(&format!("SELECT {COLUMNS} FROM sessions WHERE id = ?1"))
@@ -210,7 +188,7 @@ mod tests {
         path
     }
 
-    fn ids(rows: Vec<RecentRow>) -> Vec<String> {
+    fn ids(rows: Vec<SessionMeta>) -> Vec<String> {
         rows.into_iter().map(|r| r.id).collect()
     }
 

@@ -11,8 +11,7 @@
 //! Proof: the unit tests below (a property test over every id shape for the URI, ranking and
 //! pages), and `tests/mcp/` over the real binary.
 
-use crate::discovery::recent::RecentRow;
-use crate::discovery::SessionInfo;
+use crate::discovery::{SessionInfo, SessionMeta};
 use crate::escape::is_control;
 use crate::reference::encode_session_reference_uri;
 use crate::session::external::{source_of, Agent};
@@ -177,9 +176,9 @@ pub fn entry(summary: &SessionSummary, row: Option<&SessionInfo>) -> Entry {
     }
 }
 
-/// The resource entry of one session as the index has it ([`RecentRow`]): what [`entry`]
+/// The resource entry of one session as the index has it ([`SessionMeta`]): what [`entry`]
 /// gives for the same session and row.
-pub fn entry_of_row(row: &RecentRow) -> Entry {
+pub fn entry_of_row(row: &SessionMeta) -> Entry {
     Entry {
         id: row.id.clone(),
         label: label_of(&row.id, row.title.as_deref(), row.first_prompt.as_deref()),

@@ -278,6 +278,14 @@ impl Server {
         }
     }
 
+    /// [`Server::entries_from_index`] on a blocking thread.
+    async fn ranked_from_index(&self) -> Result<Option<Vec<Entry>>, McpError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.entries_from_index())
+            .await
+            .map_err(|e| internal(format!("the ranking task failed: {e}")))
+    }
+
     /// The label of session `id` as the listing gives it.
     async fn label_of(&self, id: &str) -> Result<String, McpError> {
         if self.ranks_from_index() {
@@ -365,11 +373,7 @@ impl Server {
     /// relabelled (with `list_changed`) as the index fills.
     pub async fn entries(&self) -> Result<Vec<Entry>, McpError> {
         if self.ranks_from_index() {
-            let this = self.clone();
-            let ranked = tokio::task::spawn_blocking(move || this.entries_from_index())
-                .await
-                .map_err(|e| internal(format!("the ranking task failed: {e}")))?;
-            if let Some(entries) = ranked {
+            if let Some(entries) = self.ranked_from_index().await? {
                 return Ok(entries);
             }
         }
@@ -390,11 +394,7 @@ impl Server {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
             if self.ranks_from_index() {
-                let this = self.clone();
-                let ranked = tokio::task::spawn_blocking(move || this.entries_from_index())
-                    .await
-                    .map_err(|e| internal(format!("the ranking task failed: {e}")))?;
-                if let Some(entries) = ranked {
+                if let Some(entries) = self.ranked_from_index().await? {
                     return Ok(entries);
                 }
             }

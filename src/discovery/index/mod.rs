@@ -55,10 +55,11 @@ mod fresh;
 mod stamp;
 mod write;
 
+use crate::discovery::meta::SessionMeta;
 pub(crate) use file::entry_id;
 pub use file::{is_busy, is_busy_error, open, open_reader, set_aside_foreign};
 pub use stamp::{parse_locks, FileStamper, Stamper};
-pub use write::{chain, chunk_ranges, clip_bytes, SessionDoc};
+pub use write::{chain, chunk_ranges, clip_bytes};
 
 use crate::reference::projection::{project_owned, ConversationItem};
 use crate::session::{SessionError, SessionQuery, SessionSummary};
@@ -539,7 +540,7 @@ impl Indexer {
         let last_event = snapshot.events.iter().map(|e| e.time).max();
         let labels = first_prompt_labels(&snapshot);
         let (_, _, items) = project_owned(snapshot);
-        let doc = SessionDoc::of(summary, title, last_event, &items, &labels);
+        let doc = SessionMeta::of(summary, title, last_event, &items, &labels);
         Ok(Read { doc, items })
     }
 
@@ -601,7 +602,7 @@ impl Indexer {
 
 /// One session read for the index: its row and its projected items.
 struct Read {
-    doc: SessionDoc,
+    doc: SessionMeta,
     items: Vec<ConversationItem>,
 }
 

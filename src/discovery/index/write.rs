@@ -7,6 +7,7 @@
 //! below, and the growth and compaction cases of `tests/discovery/index.rs`.
 
 use super::{CHUNK_BYTES, FIRST_PROMPT_BYTES};
+use crate::discovery::meta::SessionMeta;
 use crate::discovery::terms::index_terms;
 use crate::reference::projection::{ConversationItem, Role};
 use crate::session::external;
@@ -45,37 +46,14 @@ pub(super) struct Outcome {
     pub(super) bytes: u64,
 }
 
-/// The per-session fields of the index (one row of `sessions`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct SessionDoc {
-    /// The whole session id (`claude:<uuid>` / `codex:<uuid>` for other agents' sessions).
-    pub id: String,
-    /// The session's current title; `None` when it has none or it could not be read.
-    pub title: Option<String>,
-    /// The working directory of the session header; `None` when the header has none.
-    pub cwd: Option<String>,
-    /// Creation time from the header, epoch milliseconds.
-    pub created_at: i64,
-    /// The time of the latest event, epoch milliseconds; never before `created_at`.
-    pub last_activity: i64,
-    /// Projected conversation items (SPEC §3.5), checkpoints included.
-    pub messages: u64,
-    /// UTF-8 bytes of the projected items' text, summed.
-    pub conversation_bytes: u64,
-    /// The first direct user prompt (not a checkpoint), trimmed and cut to at most 512 bytes.
-    pub first_prompt: Option<String>,
-    /// The other agent it came from (`claude`, `codex`); `None` for a dsh session.
-    pub source: Option<&'static str>,
-}
-
-impl SessionDoc {
+impl SessionMeta {
     pub(super) fn of(
         summary: &SessionSummary,
         title: Option<String>,
         last_event: Option<i64>,
         items: &[ConversationItem],
         labels: &[String],
-    ) -> SessionDoc {
+    ) -> SessionMeta {
         // The person's own words: the labels of the sessions it referenced taken out.
         let first_prompt = items
             .iter()
@@ -83,7 +61,7 @@ impl SessionDoc {
             .map(|i| own_words(&i.text, labels))
             .filter(|t| !t.is_empty())
             .map(|t| clip_bytes(&t, FIRST_PROMPT_BYTES).to_string());
-        SessionDoc {
+        SessionMeta {
             id: summary.id().to_string(),
             title,
             cwd: summary.cwd().map(str::to_string),
@@ -92,7 +70,7 @@ impl SessionDoc {
             messages: items.len() as u64,
             conversation_bytes: items.iter().map(|i| i.text.len() as u64).sum(),
             first_prompt,
-            source: external::source_of(&summary.header).map(|a| a.name()),
+            source: external::source_of(&summary.header).map(|a| a.name().to_string()),
         }
     }
 }
@@ -229,7 +207,7 @@ pub(super) type Indexed = (i64, i64, i64, Option<i64>, i64, Option<String>);
 /// ([`start_point`]), the rows ([`insert_rows`]), then the session's row ([`update_session`]).
 pub(super) fn write_session(
     conn: &Connection,
-    doc: &SessionDoc,
+    doc: &SessionMeta,
     stamp: Option<String>,
     items: &[ConversationItem],
 ) -> rusqlite::Result<Outcome> {
@@ -337,7 +315,7 @@ fn start_point(
 fn insert_rows(
     conn: &Connection,
     rowid: i64,
-    doc: &SessionDoc,
+    doc: &SessionMeta,
     items: &[ConversationItem],
     from: usize,
 ) -> rusqlite::Result<(u64, Option<(i64, i64)>)> {
@@ -379,7 +357,7 @@ fn insert_rows(
 fn update_session(
     conn: &Connection,
     rowid: i64,
-    doc: &SessionDoc,
+    doc: &SessionMeta,
     stamp: Option<String>,
     items: usize,
     total_chain: i64,
