@@ -2,9 +2,10 @@
 //!
 //! Purpose: the indexer writes these facts from a session it read ([`super::index`]), and a
 //! listing straight from the index reads them back ([`super::recent`], the MCP server's
-//! `resources/list`); both speak of the same row, so they share this one type. (The searcher's
-//! rows, `SessionInfo`, carry the same facts beside what matching needs, and a search hit,
-//! `Hit`, is the wire form `dsh-refs search --json` prints, with its own key order.)
+//! `resources/list`), and the searcher's in-memory rows (`SessionInfo`) carry it beside what
+//! matching needs (lower-cased copies, masks, arena spans; its fields read through `Deref`).
+//! A search hit (`Hit`) stays its own type: it is the wire form `dsh-refs search --json`
+//! prints, with its own key order and the score, matched fields and snippet.
 //!
 //! Invariant: `last_activity` is never before `created_at`; `source` is `None` for a dsh
 //! session and the other agent's name (`claude`, `codex`) otherwise; `first_prompt` holds at

@@ -7,6 +7,7 @@
 //! copy has none and is matched field by field). Proof: the mask test in [`super::matching`],
 //! and `tests/discovery/search.rs`.
 
+use crate::discovery::meta::SessionMeta;
 use crate::session::title::own_words_of_title;
 use rusqlite::{Connection, OptionalExtension};
 use std::collections::HashMap;
@@ -22,24 +23,9 @@ pub struct SessionInfo {
     /// The row's SQLite rowid in `sessions` (stable until the session is removed or the
     /// database rebuilt; full-text rows name their session by it).
     pub rowid: i64,
-    /// The whole session id.
-    pub id: String,
-    /// The indexed title; `None` when the session had none (or its read failed).
-    pub title: Option<String>,
-    /// The session's working directory, as its header wrote it.
-    pub cwd: Option<String>,
-    /// Creation time, epoch milliseconds.
-    pub created_at: i64,
-    /// Time of the latest event, epoch milliseconds (what recency ranks by).
-    pub last_activity: i64,
-    /// Projected conversation items (SPEC §3.5); 0 for a session whose read failed.
-    pub messages: u64,
-    /// UTF-8 bytes of projected conversation text; 0 for a session whose read failed.
-    pub conversation_bytes: u64,
-    /// The first user prompt, at most 512 bytes.
-    pub first_prompt: Option<String>,
-    /// The other agent it came from (`claude`, `codex`); `None` for a dsh session.
-    pub source: Option<String>,
+    /// The session's facts as the index holds them (its fields read through `Deref`:
+    /// `info.title` is `info.meta.title`).
+    pub meta: SessionMeta,
     /// The id and cwd lower-cased once, for matching, and where the id's own part starts
     /// (after an agent namespace).
     pub(super) id_lower: String,
@@ -61,6 +47,14 @@ pub struct SessionInfo {
     pub(super) title_span: Option<(u32, u32)>,
 }
 
+impl std::ops::Deref for SessionInfo {
+    type Target = SessionMeta;
+
+    fn deref(&self) -> &SessionMeta {
+        &self.meta
+    }
+}
+
 impl SessionInfo {
     /// A row for a session known from a listing only (no index): `rowid` is any number unique
     /// among the rows searched together; no messages, sizes or first prompt are known, and the
@@ -75,15 +69,17 @@ impl SessionInfo {
     ) -> SessionInfo {
         SessionInfo {
             rowid,
-            id,
-            title,
-            cwd,
-            created_at,
-            last_activity: created_at,
-            messages: 0,
-            conversation_bytes: 0,
-            first_prompt: None,
-            source,
+            meta: SessionMeta {
+                id,
+                title,
+                cwd,
+                created_at,
+                last_activity: created_at,
+                messages: 0,
+                conversation_bytes: 0,
+                first_prompt: None,
+                source,
+            },
             id_lower: String::new(),
             own_start: 0,
             id_span: None,
@@ -97,11 +93,12 @@ impl SessionInfo {
 
     /// Fills in the lower-cased fields and character masks matching reads.
     pub(super) fn matchable(mut self) -> SessionInfo {
-        self.id_lower = self.id.to_lowercase();
+        self.id_lower = self.meta.id.to_lowercase();
         self.own_start = self.id_lower.find(':').map_or(0, |i| i + 1);
-        self.cwd_lower = self.cwd.as_deref().map(str::to_lowercase);
+        self.cwd_lower = self.meta.cwd.as_deref().map(str::to_lowercase);
         self.masks = [
-            self.title
+            self.meta
+                .title
                 .as_deref()
                 .map_or(0, |t| char_mask(own_words_of_title(t))),
             char_mask(&self.id_lower),
@@ -155,6 +152,7 @@ pub(super) fn arrange(
             info.id_span = Some((start, len));
         }
         if let Some(title) = info
+            .meta
             .title
             .as_deref()
             .map(own_words_of_title)
@@ -166,7 +164,7 @@ pub(super) fn arrange(
                 info.title_span = Some((start, len));
             }
         }
-        if let (Some(cwd), Some(lower)) = (&info.cwd, &info.cwd_lower) {
+        if let (Some(cwd), Some(lower)) = (&info.meta.cwd, &info.cwd_lower) {
             info.cwd_key = *keys.entry(cwd.clone()).or_insert_with(|| {
                 cwds.push((cwd.clone(), lower.clone()));
                 (cwds.len() - 1) as u32
@@ -185,15 +183,17 @@ pub(super) fn load_rows(
     let map = |r: &rusqlite::Row<'_>| {
         Ok(SessionInfo::matchable(SessionInfo {
             rowid: r.get(0)?,
-            id: r.get(1)?,
-            title: r.get(2)?,
-            cwd: r.get(3)?,
-            created_at: r.get(4)?,
-            last_activity: r.get(5)?,
-            messages: r.get::<_, i64>(6)?.max(0) as u64,
-            conversation_bytes: r.get::<_, i64>(7)?.max(0) as u64,
-            first_prompt: r.get(8)?,
-            source: r.get(9)?,
+            meta: SessionMeta {
+                id: r.get(1)?,
+                title: r.get(2)?,
+                cwd: r.get(3)?,
+                created_at: r.get(4)?,
+                last_activity: r.get(5)?,
+                messages: r.get::<_, i64>(6)?.max(0) as u64,
+                conversation_bytes: r.get::<_, i64>(7)?.max(0) as u64,
+                first_prompt: r.get(8)?,
+                source: r.get(9)?,
+            },
             id_lower: String::new(),
             own_start: 0,
             id_span: None,
