@@ -22,7 +22,7 @@
 //! - [`host`]: the terminal-free room every face sends through: the mount
 //!   ([`host::SessionReferenceMount`], over a host's [`host::AgentSurface`]) with the candidate
 //!   lookups, the one-mention preview and the submit transaction, and the `@path` attachment
-//!   rules ([`host::attach`]), whose chosen files the transaction reads. Uses `session`,
+//!   rules (`host::attach`), whose chosen files the transaction reads. Uses `session`,
 //!   `reference`, `agent` and (for typed `@PREFIX` resolution) `discovery`; names no terminal
 //!   crate and builds with no features.
 //! - `tui` (feature `tui`, which builds on `discovery`): the standard terminal bundle (composer,
@@ -32,7 +32,7 @@
 //!   the TUI.
 //! - `cli` (feature `cli`): the `dsh-refs` command line and its command implementations; the
 //!   binary (`src/main.rs`) wires everything.
-//! - [`escape`] and [`sync`] sit below every layer: untrusted text made safe for a terminal, and
+//! - [`escape`] and `sync` sit below every layer: untrusted text made safe for a terminal, and
 //!   the one way a lock is taken (a poisoned lock is taken as its holder left it).
 //!
 //! # Features
@@ -144,7 +144,7 @@ pub mod host;
 pub mod mcp;
 pub mod reference;
 pub mod session;
-pub mod sync;
+pub(crate) mod sync;
 #[cfg(test)]
 mod test_rng;
 #[cfg(feature = "tui")]

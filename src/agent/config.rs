@@ -250,7 +250,7 @@ pub fn load_keys(home: &std::path::Path) -> Result<Vec<(String, Vec<String>)>, C
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// The text of the config file at `path`, `None` when there is none. Opened the way the store
-/// opens its markers ([`crate::session::files::open_read`]): regular files only (a symlink to
+/// opens its markers (`crate::session::files::open_read`): regular files only (a symlink to
 /// one is followed) and without blocking, so a FIFO or a device at `config.toml` is an error
 /// naming it, never a start-up that waits for ever; at most [`MAX_CONFIG_BYTES`] are read.
 pub fn read_config_file(path: &std::path::Path) -> Result<Option<String>, ConfigError> {

@@ -6,7 +6,7 @@ pub mod hooks;
 #[cfg(feature = "openai")]
 pub mod openai;
 pub mod provider;
-pub mod runtime;
+pub(crate) mod runtime;
 pub mod sse;
 
 pub use hooks::{

@@ -2,7 +2,7 @@
 //! with no id, and the line printed on quitting.
 //!
 //! Only dsh sessions of the home can be resumed (other agents' sessions are read-only, SPEC §9).
-//! The choice itself is pure ([`crate::discovery::lifecycle`]); this module reads the listing
+//! The choice itself is pure (`crate::discovery::lifecycle`); this module reads the listing
 //! and the logs' modification times (for "last active").
 
 use crate::discovery::lifecycle::{newest_in_cwd, resolve_prefix, ResolveError};

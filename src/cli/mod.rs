@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 pub mod exec;
-pub mod exec_refs;
+pub(crate) mod exec_refs;
 pub mod lifecycle;
 pub mod reference;
 pub mod search;

@@ -3,7 +3,7 @@
 //! Purpose: `list_candidates` (SPEC §3.3) matches ids and cwds only, as the seed says; people
 //! remember titles, first prompts and words from the conversation. This layer keeps a full-text
 //! index of every session the app serves ([`index`]), searches it with a ranked blend
-//! ([`search`], [`rank`]) and resolves the session-lifecycle flags ([`lifecycle`]). It never
+//! (`search`, [`rank`]) and resolves the session-lifecycle flags (`lifecycle`). It never
 //! changes URIs, snapshots or logs: it is a cache under `<home>/index/`, and `list_candidates`
 //! and `dsh-refs candidates` are untouched.
 //!
@@ -34,11 +34,11 @@
 
 pub mod index;
 pub mod lifecycle;
-pub mod meta;
+pub(crate) mod meta;
 pub mod rank;
 pub mod recent;
-pub mod search;
-pub mod terms;
+pub(crate) mod search;
+pub(crate) mod terms;
 pub mod watch;
 
 use crate::sync::LockExt;

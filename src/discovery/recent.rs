@@ -9,7 +9,7 @@
 //! them out in rank order, so the first `limit` rows cost `limit` index steps.
 //!
 //! Invariant: [`RecentReader::top`] returns the rows the index holds in exactly the order
-//! [`crate::mcp::listing::ranked`] gives for the same rows: rows of `cwd` first, then
+//! the MCP listing's `ranked` gives for the same rows: rows of `cwd` first, then
 //! `last_activity` descending, then id ascending; only rows `covers` accepts; at most `limit`.
 //! It reads through a read-only connection (never a write, never through a symlink) and reopens
 //! when an indexer rebuilt the database into a new file. The rows are as fresh as the index:
@@ -20,7 +20,7 @@
 use super::index::{self, IndexError};
 use super::meta::SessionMeta;
 use rusqlite::{Connection, OptionalExtension};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 const COLUMNS: &str = "id, title, cwd, created_at, last_activity, messages, conversation_bytes, \
                        first_prompt, source";
@@ -54,11 +54,6 @@ impl RecentReader {
             conn: None,
             file: None,
         }
-    }
-
-    /// The database read.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn sql(&self, source: rusqlite::Error) -> IndexError {
@@ -172,6 +167,7 @@ impl RecentReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn make(dir: &Path, rows: &[(&str, Option<&str>, i64)]) -> PathBuf {
         let path = dir.join("index").join("discovery.sqlite3");

@@ -1,9 +1,9 @@
 //! The host room: what any front end needs to offer `@` references, without a terminal.
 //!
 //! Purpose: the TUI, `exec` and the MCP server all send a message the same way, so the submit
-//! transaction lives here, below every face: [`mount`] (the [`AgentSurface`] a host implements,
+//! transaction lives here, below every face: `mount` (the [`AgentSurface`] a host implements,
 //! the [`SessionReferenceMount`] that looks up candidates, previews one mention and runs the
-//! transaction) and [`attach`] (the `@path` rules: finding tokens, sizing a path, reading exactly
+//! transaction) and `attach` (the `@path` rules: finding tokens, sizing a path, reading exactly
 //! the chosen files into bounded context messages).
 //!
 //! Invariant: no ratatui, crossterm or other terminal crate is named here, and the room builds
@@ -14,7 +14,7 @@
 //! the bare build in CI (`.ci/run`).
 
 pub mod attach;
-pub mod mount;
+pub(crate) mod mount;
 
 pub use attach::{ChosenFile, Inspected};
 pub use mount::{

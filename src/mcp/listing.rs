@@ -120,11 +120,6 @@ fn cut(text: &str) -> String {
     }
 }
 
-/// The index's rows by session id.
-pub fn rows_by_id(rows: &[SessionInfo]) -> HashMap<&str, &SessionInfo> {
-    rows.iter().map(|r| (r.id.as_str(), r)).collect()
-}
-
 /// The first `max` sessions of `listing`, ranked: same cwd as `cwd` first, then last activity
 /// (newest first), then id.
 pub fn ranked(

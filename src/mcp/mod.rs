@@ -16,8 +16,8 @@
 //! on; no session home is written (reads only; discovery's cache lives under `<home>/index/`).
 //! Proof: `tests/mcp/` drives the real binary through `rmcp`'s client.
 
-pub mod listing;
-pub mod server;
+pub(crate) mod listing;
+pub(crate) mod server;
 
 pub use server::Server;
 

@@ -225,7 +225,7 @@ impl Server {
     }
 
     /// Starts what keeps the server current (the discovery indexer and its watcher), once, and
-    /// only [`BACKGROUND_AFTER`] from now: called as an answer goes out, so that a first listing
+    /// only `BACKGROUND_AFTER` from now: called as an answer goes out, so that a first listing
     /// is never slowed by the indexer's pass over the whole home.
     pub fn start_background(&self) {
         if !self.inner.index || self.inner.indexer.locked().is_some() {
@@ -368,7 +368,7 @@ impl Server {
     }
 
     /// The ranked, capped entries (ranking runs on a blocking thread). The first listing waits
-    /// up to [`FIRST_PASS_WAIT`] for the indexer's first pass, so a small or already indexed
+    /// up to `FIRST_PASS_WAIT` for the indexer's first pass, so a small or already indexed
     /// home is labelled by titles and first prompts at once; a big new home is listed by id and
     /// relabelled (with `list_changed`) as the index fills.
     pub async fn entries(&self) -> Result<Vec<Entry>, McpError> {
@@ -568,7 +568,7 @@ impl Server {
         }
     }
 
-    /// Up to [`COMPLETIONS`] single-token values for `typed`, each resolving to one session:
+    /// Up to `COMPLETIONS` single-token values for `typed`, each resolving to one session:
     /// the shortest unique prefix (at least 8 characters, or the whole id) of the sessions whose
     /// id starts with it, in listing rank, else of discovery's hits for it.
     pub async fn complete_session(&self, typed: &str) -> Result<Vec<String>, McpError> {

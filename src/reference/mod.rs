@@ -1,21 +1,21 @@
 //! Session references: `dsh-session:` URIs, `@`-mentions, and the service that turns a mentioned
 //! session into a bounded, read-only, untrusted snapshot for the model (SPEC §2–§3).
 //!
-//! Everything except [`service`] is pure and synchronous: the URI codec ([`uri`]), mention
-//! formatting and parsing ([`mention`]), projection of a folded surface ([`projection`]),
-//! retention under the byte budget ([`retention`]) and the model-facing text ([`render`]).
+//! Everything except `service` is pure and synchronous: the URI codec (`uri`), mention
+//! formatting and parsing (`mention`), projection of a folded surface ([`projection`]),
+//! retention under the byte budget (`retention`) and the model-facing text ([`render`]).
 
-pub mod candidate;
-pub mod config;
-pub mod error;
+pub(crate) mod candidate;
+pub(crate) mod config;
+pub(crate) mod error;
 pub mod json;
-pub mod mention;
+pub(crate) mod mention;
 pub mod projection;
-pub mod ranking;
+pub(crate) mod ranking;
 pub mod render;
-pub mod retention;
-pub mod service;
-pub mod uri;
+pub(crate) mod retention;
+pub(crate) mod service;
+pub(crate) mod uri;
 
 pub use candidate::Candidate;
 pub use config::SessionReferenceConfig;

@@ -13,7 +13,7 @@
 //! discovery.
 
 pub mod app;
-pub mod attach;
+pub(crate) mod attach;
 pub mod composer;
 pub mod escape;
 pub mod file_index;
@@ -24,17 +24,17 @@ pub mod lookup;
 pub mod mount;
 pub mod picker;
 pub mod popup;
-pub mod prompt_history;
+pub(crate) mod prompt_history;
 pub mod queued;
-pub mod render;
-pub mod scroll;
+pub(crate) mod render;
+pub(crate) mod scroll;
 pub mod slash;
 pub mod snapshot;
 pub mod status;
-pub mod style;
+pub(crate) mod style;
 pub mod terminal;
-pub mod text;
-pub mod token;
+pub(crate) mod text;
+pub(crate) mod token;
 pub mod transcript;
 
 pub use render::Renderable;

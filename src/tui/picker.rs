@@ -1,7 +1,7 @@
 //! The session picker of `/resume` and of `dsh-refs --resume` with no id (SPEC §8): the finder
 //! as a full-screen list over the app to choose the session to continue.
 //!
-//! [`PickerState`] is pure (a query line, hits, a [`ScrollState`] selection) and drawn by
+//! [`PickerState`] is pure (a query line, hits, a `ScrollState` selection) and drawn by
 //! [`PickerView`]. It never runs a terminal loop of its own: the app opens it (at start for
 //! `--resume`, so the panic hook and the one terminal guard cover it too) and runs the searches
 //! it asks for as tasks tagged with a generation number, so typing never waits for the index and

@@ -56,11 +56,6 @@ impl StyledText {
         StyledText::default()
     }
 
-    /// No characters at all.
-    pub fn is_empty(&self) -> bool {
-        self.cells.is_empty()
-    }
-
     /// Terminal columns the text takes when drawn on one line (wide characters count two).
     pub fn width(&self) -> usize {
         units(&self.cells).map(|u| u.width).sum()

@@ -10,7 +10,7 @@
 //! message boundaries. A row's number is shared by three tables: `owner` (its session and kind,
 //! small, so a query never reads text it does not show), `chunk` (its text, read only for a
 //! hit's snippet) and the contentless FTS5 table `doc`, which indexes the row's distinct words
-//! ([`super::terms`]) rather than its text: the same tokens, a third of the lookups and
+//! (`super::terms`) rather than its text: the same tokens, a third of the lookups and
 //! positions, and no second copy of the text. Conversation text is the projection of SPEC §3.5
 //! ([`crate::reference::projection`]): direct prompts, steering, assistant text and checkpoints;
 //! never tool output or reasoning.

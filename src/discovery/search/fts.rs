@@ -43,7 +43,8 @@ pub(super) fn expression(terms: &[(String, bool)]) -> Option<String> {
 
 /// The words of a query as an FTS5 expression (see [`query_terms`]). `None` when the query has
 /// no word characters.
-pub fn fts_expression(text: &str) -> Option<String> {
+#[cfg(test)]
+fn fts_expression(text: &str) -> Option<String> {
     expression(&query_terms(text))
 }
 

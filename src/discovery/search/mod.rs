@@ -25,9 +25,8 @@ mod scan;
 mod snippet;
 mod top;
 
-pub use fts::{fts_expression, query_terms};
+pub use fts::query_terms;
 pub use rows::{Loaded, SessionInfo};
-pub use snippet::snippet_of;
 
 use super::index::{self, IndexError, Result};
 use super::rank::{self, Field};
@@ -318,7 +317,7 @@ impl Searcher {
     }
 
     /// Whether a background indexer reloads the rows after its writes (then searches reload
-    /// only a copy older than [`STALE_AFTER`]).
+    /// only a copy older than `STALE_AFTER`).
     pub fn set_background_reload(&mut self, on: bool) {
         self.background_reload = on;
     }

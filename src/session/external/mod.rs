@@ -9,7 +9,7 @@
 //! [`WithExternal`] merges those sources with the host's own sessions.
 //!
 //! Invariant: nothing under an agent's home is ever written, created, locked or renamed: every
-//! file is opened read-only through [`crate::session::files::open_read`] (regular files only,
+//! file is opened read-only through `crate::session::files::open_read` (regular files only,
 //! never blocking on a FIFO or device), Codex's state database as `codex_state` describes (read
 //! only with the `discovery` feature, which brings SQLite), and no directory is created. Every line is read through a bound (`scan::MAX_LINE_BYTES`, 64 MiB; a
 //! longer one is skipped with a warning). A torn last line (no trailing newline, or not JSON) is
@@ -25,7 +25,7 @@
 pub mod claude;
 pub mod codex;
 #[cfg(feature = "discovery")]
-pub mod codex_state;
+pub(crate) mod codex_state;
 mod scan;
 
 use super::error::{Result, SessionError};

@@ -6,10 +6,10 @@
 //! are decoded on demand; both on-disk message shapes (identified and flat) decode to the same
 //! [`Message`].
 //!
-//! One room per record kind: [`header`] (line 0), [`record`] (an event or a packed row, and the
-//! record visitor), [`packed`] (packed chunk rows), [`content`] (content blocks), [`message`]
-//! (messages and their sources), [`reference_meta`] (a session-reference source's entries read
-//! back), [`event_data`] (the typed payload per event type), and
+//! One room per record kind: `header` (line 0), `record` (an event or a packed row, and the
+//! record visitor), `packed` (packed chunk rows), `content` (content blocks), `message`
+//! (messages and their sources), `reference_meta` (a session-reference source's entries read
+//! back), `event_data` (the typed payload per event type), and
 //! `legacy` (the upgrade of the flat, older message shapes to the identified one, kept out of
 //! the decoder). Every writer of a "type + known fields + unknown fields" object goes through
 //! `write_map` (serde) or `object` (a JSON value), so known fields always come first, in the
@@ -25,14 +25,14 @@ use serde::ser::SerializeMap;
 use serde::Serializer;
 use serde_json::{Map, Value};
 
-pub mod content;
-pub mod event_data;
-pub mod header;
+pub(crate) mod content;
+pub(crate) mod event_data;
+pub(crate) mod header;
 mod legacy;
-pub mod message;
-pub mod packed;
-pub mod record;
-pub mod reference_meta;
+pub(crate) mod message;
+pub(crate) mod packed;
+pub(crate) mod record;
+pub(crate) mod reference_meta;
 
 pub use content::ContentBlock;
 pub use event_data::EventData;

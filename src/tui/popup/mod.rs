@@ -7,13 +7,13 @@
 //! locally with the service's own rule, so rows don't flicker while typing. File rows are
 //! matched synchronously from a prebuilt [`crate::tui::file_match::FileIndex`].
 //!
-//! Rooms, as ratatui splits its list: [`state`] (the state and the lookups it asks for),
-//! [`rendering`] (the view that draws it) and [`preview`] (the pane over the popup showing the
+//! Rooms, as ratatui splits its list: `state` (the state and the lookups it asks for),
+//! `rendering` (the view that draws it) and `preview` (the pane over the popup showing the
 //! highlighted session's last messages).
 
-pub mod preview;
-pub mod rendering;
-pub mod state;
+pub(crate) mod preview;
+pub(crate) mod rendering;
+pub(crate) mod state;
 #[cfg(test)]
 mod tests;
 

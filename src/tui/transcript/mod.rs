@@ -6,12 +6,12 @@
 //! A session-reference context is folded into one dim card: the snapshot is for the model, and
 //! the user only needs to know which sessions went along, with the full text a toggle away.
 //!
-//! Rooms: [`item`] (what one entry is, and a log message read into one), [`cells`] (one type
+//! Rooms: `item` (what one entry is, and a log message read into one), `cells` (one type
 //! per kind that draws it, `display_lines(width)`), and here the [`Transcript`]: the list, its
 //! wrap cache and its scroll.
 
-pub mod cells;
-pub mod item;
+pub(crate) mod cells;
+pub(crate) mod item;
 
 pub use cells::TranscriptCell;
 pub use item::{
