@@ -387,7 +387,10 @@ impl Server {
             .list_sessions()
             .await
             .map_err(|e| internal(format!("listing the sessions failed: {e}")))?;
-        self.start_indexer_now();
+        // A big home's indexer starts once this answer is out (`start_background`).
+        if listing.len() <= SMALL_HOME {
+            self.start_indexer_now();
+        }
         if self.indexing() && listing.len() <= SMALL_HOME {
             let started = std::time::Instant::now();
             while self.inner.discovery.passes() == 0 && started.elapsed() < FIRST_PASS_WAIT {
