@@ -184,15 +184,19 @@ impl Server {
         self.inner.expose
     }
 
-    /// The merged listing and the index's rows now (the rows are empty until an index exists).
-    pub async fn snapshot(&self) -> Result<Snapshot, McpError> {
-        let listing = self
-            .inner
+    /// The merged listing of every served source (the store's, from its cache when current).
+    async fn listing(&self) -> Result<Arc<Vec<SessionSummary>>, McpError> {
+        self.inner
             .discovery
             .query()
             .list_sessions()
             .await
-            .map_err(|e| internal(format!("listing the sessions failed: {e}")))?;
+            .map_err(|e| internal(format!("listing the sessions failed: {e}")))
+    }
+
+    /// The merged listing and the index's rows now (the rows are empty until an index exists).
+    pub async fn snapshot(&self) -> Result<Snapshot, McpError> {
+        let listing = self.listing().await?;
         let this = self.clone();
         let (rows, at) = tokio::task::spawn_blocking(move || this.rows_blocking())
             .await
@@ -206,13 +210,7 @@ impl Server {
     async fn snapshot_at_hand(&self) -> Result<Snapshot, McpError> {
         let this = self.clone();
         let rows = tokio::task::spawn_blocking(move || this.rows_blocking());
-        let listing = self
-            .inner
-            .discovery
-            .query()
-            .list_sessions()
-            .await
-            .map_err(|e| internal(format!("listing the sessions failed: {e}")))?;
+        let listing = self.listing().await?;
         let (rows, at) = match tokio::time::timeout(ROWS_WAIT, rows).await {
             Ok(loaded) => loaded.map_err(|e| internal(format!("the listing task failed: {e}")))?,
             Err(_) => {
@@ -380,13 +378,7 @@ impl Server {
         // No index to rank from yet (a new home): the listing comes first, then the indexer
         // starts, so the walk over the home has both cores; a small home waits a moment for
         // the first pass and is labelled by titles and first prompts at once.
-        let listing = self
-            .inner
-            .discovery
-            .query()
-            .list_sessions()
-            .await
-            .map_err(|e| internal(format!("listing the sessions failed: {e}")))?;
+        let listing = self.listing().await?;
         // A big home's indexer starts once this answer is out (`start_background`).
         if listing.len() <= SMALL_HOME {
             self.start_indexer_now();
@@ -412,13 +404,7 @@ impl Server {
     /// The text a model receives for a reference to `id` (SPEC §3.7), read afresh, labelled as
     /// the listing labels it.
     pub async fn read_text(&self, id: &str) -> Result<String, McpError> {
-        let listing = self
-            .inner
-            .discovery
-            .query()
-            .list_sessions()
-            .await
-            .map_err(|e| internal(format!("listing the sessions failed: {e}")))?;
+        let listing = self.listing().await?;
         if !listing.iter().any(|s| s.id() == id) {
             let err =
                 SessionReferenceError::new(RefCode::ReadFailed, format!("session not found: {id}"));

@@ -67,9 +67,9 @@ impl SessionInfo {
         created_at: i64,
         source: Option<String>,
     ) -> SessionInfo {
-        SessionInfo {
+        SessionInfo::of(
             rowid,
-            meta: SessionMeta {
+            SessionMeta {
                 id,
                 title,
                 cwd,
@@ -80,6 +80,14 @@ impl SessionInfo {
                 first_prompt: None,
                 source,
             },
+        )
+    }
+
+    /// The row `rowid` of `meta`, ready for matching.
+    pub(super) fn of(rowid: i64, meta: SessionMeta) -> SessionInfo {
+        SessionInfo {
+            rowid,
+            meta,
             id_lower: String::new(),
             own_start: 0,
             id_span: None,
@@ -181,9 +189,9 @@ pub(super) fn load_rows(
     let sql = "SELECT rowid, id, title, cwd, created_at, last_activity, messages,
                conversation_bytes, first_prompt, source FROM sessions";
     let map = |r: &rusqlite::Row<'_>| {
-        Ok(SessionInfo::matchable(SessionInfo {
-            rowid: r.get(0)?,
-            meta: SessionMeta {
+        Ok(SessionInfo::of(
+            r.get(0)?,
+            SessionMeta {
                 id: r.get(1)?,
                 title: r.get(2)?,
                 cwd: r.get(3)?,
@@ -194,14 +202,7 @@ pub(super) fn load_rows(
                 first_prompt: r.get(8)?,
                 source: r.get(9)?,
             },
-            id_lower: String::new(),
-            own_start: 0,
-            id_span: None,
-            cwd_lower: None,
-            cwd_key: NO_CWD,
-            masks: [0; 3],
-            title_span: None,
-        }))
+        ))
     };
     match rowid {
         Some(rowid) => Ok(conn
