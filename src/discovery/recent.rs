@@ -22,21 +22,27 @@ use super::meta::SessionMeta;
 use rusqlite::{Connection, OptionalExtension};
 use std::path::PathBuf;
 
-const COLUMNS: &str = "id, title, cwd, created_at, last_activity, messages, conversation_bytes, \
-                       first_prompt, source";
+/// The columns of a [`SessionMeta`], in the order [`meta_at`] reads them.
+pub(crate) const COLUMNS: &str = "id, title, cwd, created_at, last_activity, messages, \
+                                  conversation_bytes, first_prompt, source";
+
+/// The [`SessionMeta`] of a row whose [`COLUMNS`] start at column `at`.
+pub(crate) fn meta_at(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<SessionMeta> {
+    Ok(SessionMeta {
+        id: r.get(at)?,
+        title: r.get(at + 1)?,
+        cwd: r.get(at + 2)?,
+        created_at: r.get(at + 3)?,
+        last_activity: r.get(at + 4)?,
+        messages: r.get::<_, i64>(at + 5)?.max(0) as u64,
+        conversation_bytes: r.get::<_, i64>(at + 6)?.max(0) as u64,
+        first_prompt: r.get(at + 7)?,
+        source: r.get(at + 8)?,
+    })
+}
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionMeta> {
-    Ok(SessionMeta {
-        id: r.get(0)?,
-        title: r.get(1)?,
-        cwd: r.get(2)?,
-        created_at: r.get(3)?,
-        last_activity: r.get(4)?,
-        messages: r.get::<_, i64>(5)?.max(0) as u64,
-        conversation_bytes: r.get::<_, i64>(6)?.max(0) as u64,
-        first_prompt: r.get(7)?,
-        source: r.get(8)?,
-    })
+    meta_at(r, 0)
 }
 
 /// A read-only connection to one index database, opened on first use.

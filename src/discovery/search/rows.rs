@@ -8,6 +8,7 @@
 //! and `tests/discovery/search.rs`.
 
 use crate::discovery::meta::SessionMeta;
+use crate::discovery::recent::{meta_at, COLUMNS};
 use crate::session::title::own_words_of_title;
 use rusqlite::{Connection, OptionalExtension};
 use std::collections::HashMap;
@@ -186,24 +187,9 @@ pub(super) fn load_rows(
     conn: &Connection,
     rowid: Option<i64>,
 ) -> rusqlite::Result<Vec<SessionInfo>> {
-    let sql = "SELECT rowid, id, title, cwd, created_at, last_activity, messages,
-               conversation_bytes, first_prompt, source FROM sessions";
-    let map = |r: &rusqlite::Row<'_>| {
-        Ok(SessionInfo::of(
-            r.get(0)?,
-            SessionMeta {
-                id: r.get(1)?,
-                title: r.get(2)?,
-                cwd: r.get(3)?,
-                created_at: r.get(4)?,
-                last_activity: r.get(5)?,
-                messages: r.get::<_, i64>(6)?.max(0) as u64,
-                conversation_bytes: r.get::<_, i64>(7)?.max(0) as u64,
-                first_prompt: r.get(8)?,
-                source: r.get(9)?,
-            },
-        ))
-    };
+    let sql = format!("SELECT rowid, {COLUMNS} FROM sessions");
+    let sql = sql.as_str();
+    let map = |r: &rusqlite::Row<'_>| Ok(SessionInfo::of(r.get(0)?, meta_at(r, 1)?));
     match rowid {
         Some(rowid) => Ok(conn
             .query_row(&format!("{sql} WHERE rowid = ?1"), [rowid], map)
