@@ -462,7 +462,7 @@ enum Slot {
     /// Adding its watches, on a thread of its own.
     Starting,
     /// Running; held only to be dropped (which stops it).
-    Running(#[allow(dead_code)] notify::RecommendedWatcher),
+    Running(#[allow(dead_code)] watch::Watching),
     /// The indexer thread ended: a watcher made now is dropped at once.
     Stopped,
 }

@@ -65,6 +65,8 @@ pub fn open_regular(
                 "a symbolic link, not a regular file",
             ))
         }
+        // Nothing there: nothing to name (no second path lookup).
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
         // Opening a FIFO for writing without a reader fails (ENXIO): name what is there.
         Err(e) => {
             let meta = match symlinks {

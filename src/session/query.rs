@@ -51,7 +51,8 @@ pub struct SurfaceSnapshot {
 
 /// Read access to sessions. Unknown ids fail with [`super::SessionError::NotFound`].
 pub trait SessionQuery: Send + Sync {
-    /// Every session, newest `createdAt` first, ties by id ascending. Never folds logs.
+    /// Every session, once each (ids are unique), newest `createdAt` first, ties by id
+    /// ascending. Never folds logs.
     fn list_sessions(&self) -> BoxFuture<'_, Result<Arc<Vec<SessionSummary>>>>;
     /// The folded current surface; a live session wins over its persisted copy.
     fn read_surface<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SurfaceSnapshot>>;
@@ -113,9 +114,12 @@ impl<T: SessionQuery + ?Sized> SessionQuery for Arc<T> {
 
 /// `list_sessions` order: newest `createdAt` first, ties by id ascending.
 pub fn sort_sessions(sessions: &mut [SessionSummary]) {
-    sessions.sort_by(|a, b| {
-        b.created_at()
-            .cmp(&a.created_at())
-            .then_with(|| a.id().cmp(b.id()))
-    });
+    sessions.sort_by(session_order);
+}
+
+/// The listing order [`sort_sessions`] sorts by: newest `createdAt` first, ties by id ascending.
+pub fn session_order(a: &SessionSummary, b: &SessionSummary) -> std::cmp::Ordering {
+    b.created_at()
+        .cmp(&a.created_at())
+        .then_with(|| a.id().cmp(b.id()))
 }

@@ -176,6 +176,35 @@ pub fn read_header_any_version(path: &Path) -> Result<SessionHeader> {
 /// [`read_header_any_version`] over any reader.
 pub fn read_header_from<R: Read>(
     path: &Path,
+    mut reader: R,
+    encoding: Encoding,
+) -> Result<SessionHeader> {
+    if encoding == Encoding::Plain {
+        // The common case without a buffer on the heap: the header line is within the first
+        // read (a listing reads 100,000 headers; the buffer was an allocation each). Anything
+        // else goes the general way, the bytes already read first.
+        let mut first = [0u8; HEADER_BUFFER];
+        let filled = loop {
+            match reader.read(&mut first) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(SessionError::io(path, e)),
+            }
+        };
+        if let Some(end) = find_byte(&first[..filled], b'\n') {
+            return match lines(&first[..=end]).next() {
+                Some(line) => decode_header(path, line),
+                None => Err(invalid_header(path, "the log is empty")),
+            };
+        }
+        return read_header_general(path, (&first[..filled]).chain(reader), encoding);
+    }
+    read_header_general(path, reader, encoding)
+}
+
+/// [`read_header_from`] through a [`LineSource`] (zstd, or a first line longer than one read).
+fn read_header_general<R: Read>(
+    path: &Path,
     reader: R,
     encoding: Encoding,
 ) -> Result<SessionHeader> {

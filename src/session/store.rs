@@ -54,6 +54,7 @@ mod conversation;
 mod listing;
 mod listing_cache;
 mod lru;
+mod session_dirs;
 mod stamp;
 mod title;
 
@@ -156,12 +157,15 @@ impl DiskStore {
 
     /// Drops a vanished log from the index; its project directory is listed again next time.
     fn forget(&self, path: &Path) {
-        let session_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let session_dir = path.parent().unwrap_or(Path::new(""));
+        let (project_dir, name) = (session_dir.parent(), session_dir.file_name());
         let mut index = self.inner.index.locked();
-        for project in index.projects.values_mut() {
-            if let Some(entry) = project.sessions.get_mut(&session_dir) {
-                *entry = None;
-                project.stamp = None;
+        if let (Some(project_dir), Some(name)) = (project_dir, name) {
+            if let Some(project) = index.projects.get_mut(project_dir) {
+                if let Some(entry) = project.sessions.get_mut(name) {
+                    *entry = None;
+                    project.stamp = None;
+                }
             }
         }
         rebuild(&mut index);

@@ -180,19 +180,26 @@ pub struct Targeted {
 /// then indexed at its next change instead of this one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Known {
-    stamp: Option<u64>,
+    /// The stamp's hash, never 0; 0 for a session indexed without a stamp (eight bytes a
+    /// session instead of an `Option`'s sixteen).
+    stamp: u64,
 }
 
 impl Known {
     fn of(stamp: Option<&str>) -> Known {
         Known {
-            stamp: stamp.map(stamp_hash),
+            stamp: stamp.map_or(0, stamp_hash),
         }
     }
 
     /// Whether `stamp` (the log's stamp now) is the one indexed.
     fn is(&self, stamp: Option<&str>) -> bool {
-        self.stamp == stamp.map(stamp_hash)
+        *self == Known::of(stamp)
+    }
+
+    /// Whether it was indexed with a stamp.
+    fn stamped(&self) -> bool {
+        self.stamp != 0
     }
 }
 
@@ -201,6 +208,17 @@ fn stamp_hash(stamp: &str) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     stamp.hash(&mut hasher);
+    hasher.finish().max(1)
+}
+
+/// The key [`Indexer::known`] files a session id under: a 64-bit hash instead of the id's text
+/// (100,000 ids cost 8 MB as boxed strings and their map). Two ids sharing a hash (a chance of
+/// 2⁻⁶⁴ per pair) share one entry: one of them is indexed again on a pass where the other's
+/// stamp is current, never left out of the index.
+fn id_key(id: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (0xd5u8, id).hash(&mut hasher);
     hasher.finish()
 }
 
@@ -216,7 +234,8 @@ pub struct Indexer {
     /// Which ids this indexer is responsible for: rows of other ids are left alone when they
     /// are not listed (another process may serve other sources into the same home).
     covers: Arc<dyn Fn(&str) -> bool + Send + Sync>,
-    known: HashMap<Box<str>, Known>,
+    /// What the database knows, by [`id_key`] of each session's id.
+    known: HashMap<u64, Known>,
     data_version: Option<i64>,
     /// The last full pass's listing: the summaries a targeted refresh
     /// ([`Indexer::refresh_sessions`]) stamps and indexes without listing again.
@@ -361,7 +380,7 @@ impl Indexer {
         // Oldest first: rows written later are newer, and search reads the newest rows first.
         for summary in sessions.iter().rev() {
             let stamp = self.stamper.stamp(summary);
-            match self.known.get(summary.id()) {
+            match self.known.get(&id_key(summary.id())) {
                 Some(known) if known.is(stamp.as_deref()) => continue,
                 _ => stale.push((summary.clone(), stamp)),
             }
@@ -396,8 +415,8 @@ impl Indexer {
             };
             if !self
                 .known
-                .get(summary.id())
-                .is_some_and(|k| k.stamp.is_some() && k.is(Some(&stamp)))
+                .get(&id_key(summary.id()))
+                .is_some_and(|k| k.stamped() && k.is(Some(&stamp)))
             {
                 stale.push((summary, Some(stamp)));
             }
@@ -450,11 +469,10 @@ impl Indexer {
             let mut stmt = conn.prepare("SELECT id, stamp FROM sessions")?;
             let mut rows = stmt.query([])?;
             while let Some(row) = rows.next()? {
-                let stamp: Option<String> = row.get(1)?;
-                known.insert(
-                    row.get::<_, String>(0)?.into_boxed_str(),
-                    Known::of(stamp.as_deref()),
-                );
+                // Borrowed from the row: no copy of 100,000 ids and stamps.
+                let id = row.get_ref(0)?.as_str()?;
+                let stamp = row.get_ref(1)?.as_str_or_null()?;
+                known.insert(id_key(id), Known::of(stamp));
             }
             Ok(())
         })();
@@ -465,13 +483,33 @@ impl Indexer {
     }
 
     fn remove_unlisted(&mut self, sessions: &[SessionSummary]) -> Result<usize> {
-        let listed: std::collections::HashSet<&str> = sessions.iter().map(|s| s.id()).collect();
-        let gone: Vec<String> = self
-            .known
-            .keys()
-            .filter(|id| !listed.contains(id.as_ref()) && (self.covers)(id))
-            .map(|id| id.to_string())
-            .collect();
+        // Listed ids are unique: when as many of them are known as the database holds, no row
+        // is unlisted (and no set of 100,000 keys is built to find out).
+        let known_listed = sessions
+            .iter()
+            .filter(|s| self.known.contains_key(&id_key(s.id())))
+            .count();
+        if known_listed == self.known.len() {
+            return Ok(0);
+        }
+        let listed: HashSet<u64> = sessions.iter().map(|s| id_key(s.id())).collect();
+        // Some rows are not listed: their ids are read from the database (rows of ids this
+        // indexer does not cover are left alone).
+        let covers = self.covers.clone();
+        let conn = self.connection()?;
+        let unlisted: rusqlite::Result<Vec<String>> = (|| {
+            let mut stmt = conn.prepare("SELECT id FROM sessions")?;
+            let mut rows = stmt.query([])?;
+            let mut gone = Vec::new();
+            while let Some(row) = rows.next()? {
+                let id = row.get_ref(0)?.as_str()?;
+                if !listed.contains(&id_key(id)) && covers(id) {
+                    gone.push(id.to_string());
+                }
+            }
+            Ok(gone)
+        })();
+        let gone = unlisted.map_err(|e| self.sql(e))?;
         if gone.is_empty() {
             return Ok(0);
         }
@@ -488,7 +526,7 @@ impl Indexer {
             return Err(self.sql(e));
         }
         for id in &gone {
-            self.known.remove(id.as_str());
+            self.known.remove(&id_key(id));
         }
         Ok(gone.len())
     }
@@ -587,8 +625,7 @@ impl Indexer {
         match written {
             Ok(written) => {
                 for (id, stamp) in written {
-                    self.known
-                        .insert(id.into_boxed_str(), Known::of(stamp.as_deref()));
+                    self.known.insert(id_key(&id), Known::of(stamp.as_deref()));
                 }
                 Ok(())
             }

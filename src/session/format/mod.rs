@@ -36,7 +36,7 @@ pub(crate) mod reference_meta;
 
 pub use content::ContentBlock;
 pub use event_data::EventData;
-pub use header::SessionHeader;
+pub use header::{Extra, SessionHeader};
 pub use message::{join_text, DisplayContent, Envelope, Message, MessageSource, COMPACT_PLUGIN};
 pub use packed::{PackedChunks, PackedKind};
 pub use record::{Event, Record, SurfaceOp};

@@ -23,11 +23,13 @@
 //! over, so readers see the old file or the new one; a home whose `index` is not a plain
 //! directory (a symlink, a file) or cannot be written is left alone.
 
+use super::session_dirs::SessionDirs;
 use super::{Index, LogEntry, Project, Stamp};
 use crate::session::format::SessionHeader;
-use crate::session::paths;
+use crate::session::reader::Encoding;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -79,40 +81,39 @@ pub(super) fn load(home: &Path, sessions_dir: &Path) -> Option<Index> {
     let root = r.stamp()?;
     let mut projects = HashMap::new();
     for _ in 0..r.u32()? {
-        let dir = sessions_dir.join(r.name()?);
+        let dir: Arc<Path> = Arc::from(sessions_dir.join(r.name()?));
         let stamp = r.stamp()?;
         let count = r.u32()? as usize;
-        let mut sessions = HashMap::with_capacity(count.min(1 << 20));
+        let mut sessions = Vec::with_capacity(count.min(1 << 20));
         for _ in 0..count {
-            let session_dir = dir.join(r.name()?);
+            let name: Arc<OsStr> = Arc::from(r.name()?);
             let log = match r.u8()? {
                 0 => None,
-                1 => Some(paths::PLAIN_LOG),
-                2 => Some(paths::ZSTD_LOG),
+                1 => Some(Encoding::Plain),
+                2 => Some(Encoding::Zstd),
                 _ => return None,
             };
             let Some(log) = log else {
-                sessions.insert(session_dir, None);
+                sessions.push((name, None));
                 continue;
             };
             let dir_stamp = r.stamp()?;
             let header = r.header()?;
-            let path = session_dir.join(log);
-            sessions.insert(
-                session_dir,
+            sessions.push((
+                name,
                 Some(LogEntry {
-                    path,
+                    log,
                     header: Arc::new(header),
                     dir_stamp,
                     verified: false,
                 }),
-            );
+            ));
         }
         projects.insert(
             dir,
             Project {
                 stamp,
-                sessions,
+                sessions: SessionDirs::from_entries(sessions),
                 ..Project::default()
             },
         );
@@ -147,36 +148,27 @@ fn try_store(home: &Path, sessions_dir: &Path, index: &Index) -> std::io::Result
     out.u64(dev);
     out.u64(ino);
     out.stamp(index.root.as_ref());
-    let mut projects: Vec<(&PathBuf, &Project)> = index.projects.iter().collect();
+    let mut projects: Vec<(&Arc<Path>, &Project)> = index.projects.iter().collect();
     projects.sort_by(|a, b| a.0.cmp(b.0));
     out.u32(projects.len() as u32);
     for (dir, project) in projects {
         out.name(dir).ok_or_else(|| other("a project name"))?;
         // A project with sessions still unverified is stored without its stamp: it is listed
         // again next time.
-        let verified = project.sessions.values().flatten().all(|e| e.verified);
+        let verified = project.sessions.logs().all(|e| e.verified);
         let stamp = project.stamp.filter(|_| verified);
         out.stamp(stamp.as_ref());
         out.u32(project.sessions.len() as u32);
-        for (session_dir, entry) in &project.sessions {
-            out.name(session_dir)
-                .ok_or_else(|| other("a session name"))?;
-            let log = entry.as_ref().and_then(|entry| {
-                let name = entry.path.file_name()?;
-                let kind = if name == paths::PLAIN_LOG {
-                    1
-                } else if name == paths::ZSTD_LOG {
-                    2
-                } else {
-                    return None;
-                };
-                (entry.path.parent() == Some(session_dir.as_path())).then_some((kind, entry))
-            });
-            let Some((kind, entry)) = log else {
+        for (name, entry) in project.sessions.iter() {
+            out.bytes(path_bytes(Path::new(&**name)).ok_or_else(|| other("a session name"))?);
+            let Some(entry) = entry else {
                 out.u8(0);
                 continue;
             };
-            out.u8(kind);
+            out.u8(match entry.log {
+                Encoding::Plain => 1,
+                Encoding::Zstd => 2,
+            });
             out.stamp(entry.dir_stamp.as_ref());
             out.header(&entry.header);
         }
@@ -325,7 +317,7 @@ impl<'a> Decoder<'a> {
         std::str::from_utf8(self.bytes()?).ok().map(str::to_string)
     }
     /// A single path component (no separator, not `.` or `..`).
-    fn name(&mut self) -> Option<PathBuf> {
+    fn name(&mut self) -> Option<&'a OsStr> {
         let raw = self.bytes()?;
         if raw.is_empty() || raw == b"." || raw == b".." || raw.contains(&b'/') {
             return None;
@@ -333,12 +325,12 @@ impl<'a> Decoder<'a> {
         #[cfg(unix)]
         {
             use std::os::unix::ffi::OsStrExt;
-            Some(PathBuf::from(std::ffi::OsStr::from_bytes(raw)))
+            Some(OsStr::from_bytes(raw))
         }
         #[cfg(not(unix))]
         {
             let name = std::str::from_utf8(raw).ok()?;
-            (!name.contains('\\')).then(|| PathBuf::from(name))
+            (!name.contains('\\')).then(|| OsStr::new(name))
         }
     }
     /// `Some(None)` for an absent stamp.
@@ -383,7 +375,7 @@ impl<'a> Decoder<'a> {
             created_at,
             cwd,
             delegation_depth,
-            extra,
+            extra: extra.into(),
         })
     }
 }

@@ -79,6 +79,11 @@ impl FileStamp {
 
     pub(super) fn of(path: &Path) -> Result<FileStamp> {
         let meta = fs::metadata(path).map_err(|e| SessionError::io(path, e))?;
+        Ok(FileStamp::of_meta(&meta))
+    }
+
+    /// The stamp of the file `meta` describes (an open file's `metadata()`: no path lookup).
+    pub(super) fn of_meta(meta: &fs::Metadata) -> FileStamp {
         #[cfg(unix)]
         let file = {
             use std::os::unix::fs::MetadataExt;
@@ -86,11 +91,11 @@ impl FileStamp {
         };
         #[cfg(not(unix))]
         let file = (0, 0);
-        Ok(FileStamp {
+        FileStamp {
             len: meta.len(),
             modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
             file,
-        })
+        }
     }
 }
 
@@ -119,6 +124,34 @@ impl Stamp {
             racy,
         }
     }
+    /// The stamp of the directory `name` in the open directory `parent` (a lookup of one
+    /// component, not of a whole path); `None` when it cannot be looked at.
+    #[cfg(unix)]
+    pub(super) fn at(parent: &fs::File, name: &std::ffi::OsStr, now: SystemTime) -> Option<Stamp> {
+        let stat = rustix::fs::statat(parent, name, rustix::fs::AtFlags::empty()).ok()?;
+        let since = Duration::new(
+            stat.st_mtime.unsigned_abs(),
+            u32::try_from(stat.st_mtime_nsec).unwrap_or(0),
+        );
+        let modified = if stat.st_mtime >= 0 {
+            SystemTime::UNIX_EPOCH.checked_add(since)
+        } else {
+            SystemTime::UNIX_EPOCH
+                .checked_sub(Duration::from_secs(since.as_secs()))?
+                .checked_add(Duration::from_nanos(u64::from(since.subsec_nanos())))
+        }
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+        let racy = now
+            .duration_since(modified)
+            .map(|age| age < RACY_WINDOW)
+            .unwrap_or(true);
+        Some(Stamp {
+            modified,
+            len: u64::try_from(stat.st_size).unwrap_or(0),
+            racy,
+        })
+    }
+
     pub(super) fn still(&self, fresh: &Stamp) -> bool {
         !self.racy && self.modified == fresh.modified && self.len == fresh.len
     }
