@@ -28,11 +28,12 @@
 //! table of positions ([`IdTable`]) instead of a map from id text to path.
 
 use super::listing_cache;
+use super::locate::{IdTable, Location};
+use super::project_dir::{open_log, ProjectDir};
 use super::session_dirs::SessionDirs;
 use super::stamp::{FileStamp, Stamp};
 use super::{DiskStore, StoreStats};
 use crate::session::error::{Result, SessionError};
-use crate::session::files;
 use crate::session::format::{SessionHeader, FORMAT_VERSION};
 use crate::session::paths::SESSIONS_DIR;
 use crate::session::query::{session_order, SessionSummary};
@@ -65,71 +66,6 @@ pub(super) struct Index {
     pub(super) unsupported: HashMap<String, (PathBuf, u64)>,
     pub(super) sorted: Arc<Vec<SessionSummary>>,
     pub(super) stats: StoreStats,
-}
-
-/// Session ids to positions in the sorted listing: a hash table of 4-byte positions, hashed by
-/// the id each points at (a map from id to path kept the id's text and two absolute paths per
-/// session, then an id and two shared names: 64 bytes a session against 5 now).
-#[derive(Default)]
-pub(super) struct IdTable {
-    table: hashbrown::HashTable<u32>,
-    hasher: std::hash::RandomState,
-}
-
-impl IdTable {
-    /// The table of `sessions` (ids unique).
-    fn of(sessions: &[SessionSummary]) -> IdTable {
-        use std::hash::BuildHasher;
-        let hasher = std::hash::RandomState::new();
-        let mut table = hashbrown::HashTable::with_capacity(sessions.len());
-        for (at, session) in sessions.iter().enumerate() {
-            table.insert_unique(hasher.hash_one(session.id()), at as u32, |&at| {
-                hasher.hash_one(sessions[at as usize].id())
-            });
-        }
-        IdTable { table, hasher }
-    }
-
-    /// The position of `id` in `sessions` (the listing the table was made of).
-    fn find(&self, sessions: &[SessionSummary], id: &str) -> Option<usize> {
-        use std::hash::BuildHasher;
-        self.table
-            .find(self.hasher.hash_one(id), |&at| {
-                sessions[at as usize].id() == id
-            })
-            .map(|&at| at as usize)
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.table.len()
-    }
-}
-
-/// Where a listed session's log is: its project directory (a position in
-/// [`Index::project_dirs`]), its session directory (a position in that project's
-/// [`SessionDirs`]) and the log's encoding. Valid until the next [`rebuild`], which every change
-/// of a project's directories is followed by, under the same lock.
-#[derive(Clone, Copy)]
-pub(super) struct Location {
-    pub(super) project: u32,
-    pub(super) dir: u32,
-    pub(super) log: Encoding,
-}
-
-impl Index {
-    /// The log file of the session at `at` in the listing.
-    fn log_at(&self, at: usize) -> Option<PathBuf> {
-        let location = self.located.get(at)?;
-        let project = self.project_dirs.get(location.project as usize)?;
-        let (name, _) = self
-            .projects
-            .get(project)?
-            .sessions
-            .at(location.dir as usize)?;
-        let mut path = project.join(&**name);
-        path.push(location.log.file_name());
-        Some(path)
-    }
 }
 
 /// The listing cache, as one store uses it.
@@ -262,29 +198,6 @@ impl DiskStore {
             .map(|(path, version)| SessionError::UnsupportedVersion { path, version })
             .collect()
     }
-}
-
-/// The log inside the session directory `name` of `project` (at `session_dir`), opened: the
-/// zstd one preferred, as dsh. A name that is absent or not a regular file is passed over; a log
-/// that is there but cannot be opened (permissions) is answered with the error, so it is
-/// reported like an unreadable header. Two `open`s at most, relative to the project directory,
-/// and no `stat` by path: the kernel's path walks were most of a cold listing.
-fn open_log(
-    project: &ProjectDir,
-    name: &OsStr,
-    session_dir: &Path,
-) -> Option<(Encoding, PathBuf, std::io::Result<fs::File>)> {
-    for encoding in [Encoding::Zstd, Encoding::Plain] {
-        let opened = project
-            .open(name, encoding.file_name())
-            .unwrap_or_else(|| files::open_read(&session_dir.join(encoding.file_name())));
-        match opened {
-            Ok(file) => return Some((encoding, session_dir.join(encoding.file_name()), Ok(file))),
-            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::InvalidInput) => {}
-            Err(e) => return Some((encoding, session_dir.join(encoding.file_name()), Err(e))),
-        }
-    }
-    None
 }
 
 pub(super) fn refresh(sessions_dir: &Path, index: &mut Index) -> Result<()> {
@@ -466,54 +379,6 @@ fn relist_project(dir: &Path, project: &mut Project) -> Option<bool> {
     }
     let changed = project.sessions.relist(listed);
     Some(changed)
-}
-
-/// A project directory being refreshed: its path, and the directory itself when it could be
-/// opened (its session directories are then looked up relative to it).
-struct ProjectDir<'a> {
-    path: &'a Path,
-    opened: Option<&'a fs::File>,
-}
-
-impl ProjectDir<'_> {
-    /// The stamp of the session directory `name` (`None` when it cannot be looked at).
-    fn stamp(&self, name: &OsStr, now: SystemTime) -> Option<Stamp> {
-        #[cfg(unix)]
-        if let Some(opened) = self.opened {
-            return Stamp::at(opened, name, now);
-        }
-        fs::metadata(self.path.join(name))
-            .ok()
-            .map(|m| Stamp::of(&m, now))
-    }
-
-    /// The regular file `file` in its session directory `name`, opened for reading relative to
-    /// the project directory (as [`files::open_read`] opens one: non-blocking, a symlink
-    /// followed, anything but a regular file refused); `None` when the project directory is not
-    /// open here.
-    fn open(&self, name: &OsStr, file: &str) -> Option<std::io::Result<fs::File>> {
-        #[cfg(unix)]
-        if let Some(opened) = self.opened {
-            use rustix::fs::{Mode, OFlags};
-            let relative = Path::new(name).join(file);
-            let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK;
-            let file = rustix::fs::openat(opened, &relative, flags, Mode::empty())
-                .map(fs::File::from)
-                .map_err(std::io::Error::from);
-            return Some(file.and_then(|file| {
-                if file.metadata()?.is_file() {
-                    Ok(file)
-                } else {
-                    Err(std::io::Error::new(
-                        ErrorKind::InvalidInput,
-                        "not a regular file",
-                    ))
-                }
-            }));
-        }
-        let _ = (name, file);
-        None
-    }
 }
 
 /// One session directory of a listed project: a known log keeps its header forever (one the
