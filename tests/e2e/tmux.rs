@@ -185,10 +185,31 @@ fn user_texts(records: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// Appends log-only records (an unknown type, kept and ignored: SPEC §1.4) of `bytes` in all to
+/// the source session: its preparation then takes long enough (reading and skimming them) that
+/// keys sent in one burst with the Enter that starts it all arrive while it runs, even on a
+/// loaded machine (the source alone prepared within a millisecond, and a burst split by the
+/// scheduler let the preparation finish between its keys).
+fn pad_source(home: &Path, bytes: usize) {
+    use std::io::Write;
+    let log = home.join("sessions/--proj-api--/src-session-1/session.jsonl");
+    let mut file = std::fs::OpenOptions::new().append(true).open(log).unwrap();
+    let text = "padding ".repeat(2048);
+    for n in 0..bytes.div_ceil(text.len()) {
+        writeln!(
+            file,
+            r#"{{"type":"test/padding","seq":{},"time":1780000000006,"data":{{"text":"{text}"}}}}"#,
+            5 + n
+        )
+        .unwrap();
+    }
+}
+
 #[test]
 fn keys_sent_with_enter_and_while_preparing_are_kept_and_emoji_edit_whole() {
     let home = tempfile::tempdir().unwrap();
     write_source(home.path());
+    pad_source(home.path(), 4 << 20);
     let workdir = tempfile::tempdir().unwrap();
     let command = tui_command(workdir.path(), home.path(), "--offline-delay-ms 0");
     let tmux = Tmux::start("burst", &command, 110, 32);
@@ -215,9 +236,21 @@ fn keys_sent_with_enter_and_while_preparing_are_kept_and_emoji_edit_whole() {
     tmux.keys(&["Tab"]);
     tmux.wait_for_screen("the mention", |s| s.contains("see @Leap day parsing"));
     tmux.keys(&["Enter", "t", "h", "e", "n", "Enter"]);
-    let records = wait_for_log(home.path(), "the second turn", |r| {
-        count(r, "turn/end") == 2
-    });
+    // Waited for here with the screen in the failure message: what the TUI said is the clue.
+    let started = Instant::now();
+    let records = loop {
+        let logged = target_log(home.path()).map(|p| self::records(&p));
+        if let Some(logged) = logged.filter(|r| count(r, "turn/end") >= 2) {
+            break logged;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            panic!(
+                "timed out waiting for the second turn; screen:\n{}",
+                tmux.screen()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert_eq!(
         user_texts(&records),
         ["xyzfirst", "see @Leap day parsing"],
