@@ -79,6 +79,11 @@ pub fn open_regular(
             });
         }
     };
+    regular(file)
+}
+
+/// `file` if it is a regular file, else an error naming what it is (a directory, a FIFO, …).
+pub fn regular(file: File) -> io::Result<File> {
     let kind = file.metadata()?.file_type();
     if !kind.is_file() {
         return Err(not_regular(&kind));

@@ -28,7 +28,7 @@
 //! table of positions ([`IdTable`]) instead of a map from id text to path.
 
 use super::listing_cache;
-use super::locate::{IdTable, Location};
+use super::locate::{log_path, IdTable, Location};
 use super::project_dir::{open_log, ProjectDir};
 use super::session_dirs::SessionDirs;
 use super::stamp::{FileStamp, Stamp};
@@ -424,13 +424,13 @@ fn refresh_session(
     };
     // A log whose header failed is read again only once it changed (or was replaced). Its
     // stamp is taken only when needed (a failure known or coming): one `fstat` a session less.
-    let stamp_of = |opened: &std::io::Result<fs::File>| match opened {
-        Ok(file) => file.metadata().ok().map(|meta| FileStamp::of_meta(&meta)),
-        Err(_) => FileStamp::of(&path).ok(),
+    let stamp_of = |file: Option<&fs::File>| match file {
+        Some(file) => file.metadata().ok().map(|meta| FileStamp::of_meta(&meta)),
+        None => FileStamp::of(&path).ok(),
     };
     let mut stamp = None;
     if let Some((failed_log, failed_stamp)) = failed.get(name) {
-        stamp = stamp_of(&opened);
+        stamp = stamp_of(opened.as_ref().ok());
         if *failed_log == log && stamp == Some(*failed_stamp) {
             return changed;
         }
@@ -440,13 +440,13 @@ fn refresh_session(
         Ok(file) => {
             let header = reader::read_header_from(&path, &file, log);
             if header.is_err() && stamp.is_none() {
-                stamp = file.metadata().ok().map(|meta| FileStamp::of_meta(&meta));
+                stamp = stamp_of(Some(&file));
             }
             header
         }
         Err(e) => {
             if stamp.is_none() {
-                stamp = FileStamp::of(&path).ok();
+                stamp = stamp_of(None);
             }
             Err(SessionError::io(&path, e))
         }
@@ -495,9 +495,7 @@ pub(super) fn rebuild(index: &mut Index) {
     }
     impl Found<'_> {
         fn path(&self) -> PathBuf {
-            let mut path = self.path.0.join(self.path.1);
-            path.push(self.entry.log.file_name());
-            path
+            log_path(self.path.0, self.path.1, self.entry.log)
         }
     }
     let project_dirs: Vec<Arc<Path>> = index.projects.keys().cloned().collect();

@@ -11,7 +11,15 @@
 use super::listing::Index;
 use crate::session::query::SessionSummary;
 use crate::session::reader::Encoding;
-use std::path::PathBuf;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+/// The log of encoding `log` in the session directory `name` of the project directory `project`.
+pub(super) fn log_path(project: &Path, name: &OsStr, log: Encoding) -> PathBuf {
+    let mut path = project.join(name);
+    path.push(log.file_name());
+    path
+}
 
 /// Session ids to positions in the sorted listing: a hash table of 4-byte positions, hashed by
 /// the id each points at (a map from id to path kept the id's text and two absolute paths per
@@ -72,8 +80,6 @@ impl Index {
             .get(project)?
             .sessions
             .at(location.dir as usize)?;
-        let mut path = project.join(&**name);
-        path.push(location.log.file_name());
-        Some(path)
+        Some(log_path(project, name, location.log))
     }
 }

@@ -53,16 +53,7 @@ impl ProjectDir<'_> {
             let file = rustix::fs::openat(opened, &relative, flags, Mode::empty())
                 .map(fs::File::from)
                 .map_err(std::io::Error::from);
-            return Some(file.and_then(|file| {
-                if file.metadata()?.is_file() {
-                    Ok(file)
-                } else {
-                    Err(std::io::Error::new(
-                        ErrorKind::InvalidInput,
-                        "not a regular file",
-                    ))
-                }
-            }));
+            return Some(file.and_then(files::regular));
         }
         let _ = (name, file);
         None
@@ -80,13 +71,13 @@ pub(super) fn open_log(
     session_dir: &Path,
 ) -> Option<(Encoding, PathBuf, std::io::Result<fs::File>)> {
     for encoding in [Encoding::Zstd, Encoding::Plain] {
+        let path = session_dir.join(encoding.file_name());
         let opened = project
             .open(name, encoding.file_name())
-            .unwrap_or_else(|| files::open_read(&session_dir.join(encoding.file_name())));
+            .unwrap_or_else(|| files::open_read(&path));
         match opened {
-            Ok(file) => return Some((encoding, session_dir.join(encoding.file_name()), Ok(file))),
             Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::InvalidInput) => {}
-            Err(e) => return Some((encoding, session_dir.join(encoding.file_name()), Err(e))),
+            opened => return Some((encoding, path, opened)),
         }
     }
     None

@@ -114,13 +114,18 @@ pub(super) const RACY_WINDOW: Duration = Duration::from_secs(2);
 impl Stamp {
     pub(super) fn of(meta: &fs::Metadata, now: SystemTime) -> Stamp {
         let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        Stamp::new(modified, meta.len(), now)
+    }
+
+    /// The stamp of a directory modified at `modified` with size `len`, seen at `now`.
+    fn new(modified: SystemTime, len: u64, now: SystemTime) -> Stamp {
         let racy = now
             .duration_since(modified)
             .map(|age| age < RACY_WINDOW)
             .unwrap_or(true);
         Stamp {
             modified,
-            len: meta.len(),
+            len,
             racy,
         }
     }
@@ -141,15 +146,11 @@ impl Stamp {
                 .checked_add(Duration::from_nanos(u64::from(since.subsec_nanos())))
         }
         .unwrap_or(SystemTime::UNIX_EPOCH);
-        let racy = now
-            .duration_since(modified)
-            .map(|age| age < RACY_WINDOW)
-            .unwrap_or(true);
-        Some(Stamp {
+        Some(Stamp::new(
             modified,
-            len: u64::try_from(stat.st_size).unwrap_or(0),
-            racy,
-        })
+            u64::try_from(stat.st_size).unwrap_or(0),
+            now,
+        ))
     }
 
     pub(super) fn still(&self, fresh: &Stamp) -> bool {
