@@ -29,8 +29,9 @@ use dsh_session_references::session::format::USER_MESSAGE;
 use dsh_session_references::session::{
     BoxFuture, DiskStore, Message, SessionQuery, SessionSummary, SurfaceSnapshot,
 };
-use dsh_session_references::tui::composer::{Composer, ComposerOutcome, ComposerSnapshot};
-use dsh_session_references::tui::popup::{LookupRequest, PopupOutcome, PopupState, QueryId};
+use dsh_session_references::tui::composer::{Composer, ComposerSnapshot};
+use dsh_session_references::tui::focus::{Command, Handled};
+use dsh_session_references::tui::popup::{LookupRequest, PopupState, QueryId};
 use dsh_session_references::tui::transcript::TranscriptItem;
 use dsh_session_references::tui::Renderable;
 use ratatui::buffer::Buffer;
@@ -204,26 +205,22 @@ impl HostApp {
             self.should_quit = true;
             return;
         }
-        if self.popup.is_open() {
-            match self.popup.handle_key(key) {
-                PopupOutcome::Handled => return,
-                PopupOutcome::Accept(item) => {
-                    self.composer.insert_item(&item);
-                    self.popup.close();
-                    self.sync_popup();
-                    return;
-                }
-                PopupOutcome::Close => {
-                    self.popup.dismiss();
-                    return;
-                }
-                PopupOutcome::Ignored => {}
+        // A closed popup ignores every key.
+        match self.popup.handle_key(key) {
+            Handled::Ignored => {}
+            Handled::Emit(Command::Insert(item)) => {
+                self.composer.insert_item(&item);
+                self.popup.close();
+                self.sync_popup();
+                return;
             }
+            // Moved, or closed itself (Esc).
+            _ => return,
         }
         match self.composer.handle_key(key) {
-            ComposerOutcome::Submit => self.submit(),
-            ComposerOutcome::Edited | ComposerOutcome::Moved => self.sync_popup(),
-            ComposerOutcome::Ignored => {
+            Handled::Emit(Command::Submit) => self.submit(),
+            Handled::Emit(_) => self.sync_popup(),
+            _ => {
                 if key.code == KeyCode::Esc {
                     self.should_quit = true;
                 }

@@ -6,6 +6,7 @@
 //! Invariant: every key shown is a key of the named action in the keymap, and the overlay shows
 //! every binding of the keymap. Proof: `tests/tui/keys.rs`.
 
+use super::focus::{Command, Handled};
 use super::keys::{Action, KeyContext, Keymap};
 use super::render::{clip, Renderable};
 use super::scroll::ScrollState;
@@ -228,15 +229,6 @@ pub struct KeyOverlay {
     visible: std::cell::Cell<usize>,
 }
 
-/// What a key did to the overlay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OverlayOutcome {
-    /// The key scrolled the overlay; it stays open.
-    Handled,
-    /// The overlay closed.
-    Close,
-}
-
 impl KeyOverlay {
     /// An overlay scrolled to its first row.
     pub fn new() -> KeyOverlay {
@@ -249,30 +241,32 @@ impl KeyOverlay {
     }
 
     /// Any key is taken while the overlay is open: its own keys scroll or close it
-    /// (`overlay-close`, named in its title); a key not in the table does nothing.
-    pub fn handle_action(&mut self, action: Option<Action>, keymap: &Keymap) -> OverlayOutcome {
+    /// (`overlay-close`, named in its title, asks the host to close it:
+    /// [`Command::CloseOverlay`]); a key not in the table does nothing. Never
+    /// [`Handled::Ignored`]: the overlay is modal.
+    pub fn handle_action(&mut self, action: Option<Action>, keymap: &Keymap) -> Handled {
         let len = overlay_rows(keymap).len();
         let cap = self.visible.get().max(1);
         let max_top = len.saturating_sub(cap);
         match action {
             Some(Action::OverlayUp) => {
                 self.scroll.top = self.scroll.top.saturating_sub(1);
-                OverlayOutcome::Handled
+                Handled::Consumed
             }
             Some(Action::OverlayDown) => {
                 self.scroll.top = (self.scroll.top + 1).min(max_top);
-                OverlayOutcome::Handled
+                Handled::Consumed
             }
             Some(Action::OverlayPageUp) => {
                 self.scroll.top = self.scroll.top.saturating_sub(cap);
-                OverlayOutcome::Handled
+                Handled::Consumed
             }
             Some(Action::OverlayPageDown) => {
                 self.scroll.top = (self.scroll.top + cap).min(max_top);
-                OverlayOutcome::Handled
+                Handled::Consumed
             }
-            Some(Action::OverlayClose) => OverlayOutcome::Close,
-            _ => OverlayOutcome::Handled,
+            Some(Action::OverlayClose) => Handled::Emit(Command::CloseOverlay),
+            _ => Handled::Consumed,
         }
     }
 

@@ -28,16 +28,19 @@ pub enum KeyContext {
     Overlay,
     /// The session picker of `/resume` and `--resume` is open.
     Picker,
+    /// The prompt for a file outside the session's directory is up.
+    Confirm,
 }
 
 impl KeyContext {
     /// Every context, in the overlay's order.
-    pub const ALL: [KeyContext; 5] = [
+    pub const ALL: [KeyContext; 6] = [
         KeyContext::Composer,
         KeyContext::Popup,
         KeyContext::App,
         KeyContext::Overlay,
         KeyContext::Picker,
+        KeyContext::Confirm,
     ];
 
     /// The heading of this context in the overlay.
@@ -48,6 +51,7 @@ impl KeyContext {
             KeyContext::App => "Session",
             KeyContext::Overlay => "This help",
             KeyContext::Picker => "Resume picker",
+            KeyContext::Confirm => "File outside the session's directory",
         }
     }
 }
@@ -112,6 +116,7 @@ actions! {
     DeleteWordBack => "delete-word-back", Composer, "delete word back", ["ctrl+w", "alt+backspace", "ctrl+backspace"];
     DeleteToLineStart => "delete-to-line-start", Composer, "delete to start of line", ["ctrl+u"];
     DeleteToLineEnd => "delete-to-line-end", Composer, "delete to end of line", ["ctrl+k"];
+    AttachPath => "attach-path", Composer, "attach the @path just typed", ["tab"];
     PopupUp => "popup-up", Popup, "select previous", ["up", "ctrl+p"];
     PopupDown => "popup-down", Popup, "select next", ["down", "ctrl+n"];
     PopupPageUp => "popup-page-up", Popup, "page up", ["pgup"];
@@ -134,6 +139,8 @@ actions! {
     OverlayPageDown => "overlay-page-down", Overlay, "page down", ["pgdn", "space"];
     OverlayClose => "overlay-close", Overlay, "close", ["esc", "?", "q"];
     PickerThisDir => "picker-this-dir", Picker, "this directory only, or all", ["tab"];
+    ConfirmAttach => "confirm-attach", Confirm, "send the file", ["y", "Y"];
+    ConfirmKeepText => "confirm-keep-text", Confirm, "keep it as text (any other key too, then types)", ["n", "N", "enter", "esc", "ctrl+c"];
 }
 
 /// One key with its modifiers, as a keymap compares them.

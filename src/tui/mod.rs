@@ -18,6 +18,7 @@ pub mod composer;
 pub mod escape;
 pub mod file_index;
 pub mod file_match;
+pub mod focus;
 pub mod help;
 pub mod keys;
 pub mod lookup;

@@ -14,6 +14,7 @@
 //! `tests/e2e/cli_lifecycle.rs` picks a session through the real binary in tmux.
 
 use super::escape::EscapeMode;
+use super::focus::{Command, Handled};
 use super::keys::KeyBinding;
 use super::keys::{Action, KeyContext, Keymap};
 use super::render::clip;
@@ -26,21 +27,6 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::widgets::{Block, Borders, Clear, Widget};
-
-/// What a key did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PickerOutcome {
-    /// The query changed: search for it (with this generation).
-    Search(u64, String),
-    /// Redraw only.
-    Moved,
-    /// Enter on a row: resume this id.
-    Picked(String),
-    /// Esc or Ctrl-C: start nothing.
-    Cancelled,
-    /// Not a picker key (e.g. a key release).
-    Ignored,
-}
 
 /// The picker's state: the query line, the hits of the latest search, the selection. Pure: the
 /// caller runs the searches it asks for.
@@ -75,9 +61,9 @@ impl PickerState {
     }
 
     /// The first search: the query given (empty: recent sessions, this directory's first).
-    pub fn start(&mut self) -> PickerOutcome {
+    pub fn start(&mut self) -> Handled {
         self.loading = true;
-        PickerOutcome::Search(self.generation, self.query.clone())
+        self.search()
     }
 
     /// Whether only this directory's sessions are shown.
@@ -132,17 +118,18 @@ impl PickerState {
     }
 
     /// Reacts to one key by the standard keymap.
-    pub fn handle_key(&mut self, key: KeyEvent) -> PickerOutcome {
+    pub fn handle_key(&mut self, key: KeyEvent) -> Handled {
         self.handle_key_with(Keymap::shared_standard(), key)
     }
 
     /// Reacts to one key through `keymap`: toggles the this-directory filter
     /// (`picker-this-dir`), moves or pages the selection and picks or closes (the popup's list
     /// actions), cancels (`clear-or-quit`), deletes from the query (`backspace`) or types into
-    /// it. A key bound to none of these does nothing.
-    pub fn handle_key_with(&mut self, keymap: &Keymap, key: KeyEvent) -> PickerOutcome {
+    /// it. A key bound to none of these does nothing ([`Handled::Ignored`]: the app's focus
+    /// stack takes it, since the picker is modal).
+    pub fn handle_key_with(&mut self, keymap: &Keymap, key: KeyEvent) -> Handled {
         if key.kind == KeyEventKind::Release {
-            return PickerOutcome::Ignored;
+            return Handled::Ignored;
         }
         let action = keymap
             .action(KeyContext::Picker, &key)
@@ -164,52 +151,63 @@ impl PickerState {
                     self.query.push(c);
                     self.changed()
                 }
-                _ => PickerOutcome::Ignored,
+                _ => Handled::Ignored,
             },
         }
     }
 
-    /// Does one action of the key table; one the picker has no use for is ignored.
-    pub fn handle_action(&mut self, action: Action) -> PickerOutcome {
+    /// Does one action of the key table: moving is [`Handled::Consumed`], a changed query asks
+    /// for a search ([`Command::Search`]), accepting a row resumes it ([`Command::Resume`]) and
+    /// closing cancels ([`Command::ClosePicker`]); an action with nothing to do, and one the
+    /// picker has no use for, is [`Handled::Ignored`].
+    pub fn handle_action(&mut self, action: Action) -> Handled {
         let len = self.visible().len();
         let moved = |s: &mut PickerState, f: fn(&mut ScrollState, usize, usize)| {
             if len == 0 {
-                return PickerOutcome::Ignored;
+                return Handled::Ignored;
             }
             f(&mut s.scroll, len, PAGE);
-            PickerOutcome::Moved
+            Handled::Consumed
         };
         match action {
             Action::PickerThisDir => {
                 self.this_dir = !self.this_dir;
                 self.scroll.reset();
-                PickerOutcome::Moved
+                Handled::Consumed
             }
             Action::PopupUp => moved(self, ScrollState::move_up_wrap),
             Action::PopupDown => moved(self, ScrollState::move_down_wrap),
             Action::PopupPageUp => moved(self, ScrollState::page_up),
             Action::PopupPageDown => moved(self, ScrollState::page_down),
             Action::PopupAccept => match self.selected() {
-                Some(hit) => PickerOutcome::Picked(hit.session_id.clone()),
-                None => PickerOutcome::Ignored,
+                Some(hit) => Handled::Emit(Command::Resume(hit.session_id.clone())),
+                None => Handled::Ignored,
             },
-            Action::PopupClose | Action::ClearOrQuit => PickerOutcome::Cancelled,
+            Action::PopupClose | Action::ClearOrQuit => Handled::Emit(Command::ClosePicker),
             Action::Backspace => {
                 if self.query.pop().is_some() {
                     self.changed()
                 } else {
-                    PickerOutcome::Ignored
+                    Handled::Ignored
                 }
             }
-            _ => PickerOutcome::Ignored,
+            _ => Handled::Ignored,
         }
     }
 
-    fn changed(&mut self) -> PickerOutcome {
+    fn changed(&mut self) -> Handled {
         self.generation += 1;
         self.scroll.reset();
         self.loading = true;
-        PickerOutcome::Search(self.generation, self.query.clone())
+        self.search()
+    }
+
+    /// The search for the current query and generation.
+    fn search(&self) -> Handled {
+        Handled::Emit(Command::Search {
+            generation: self.generation,
+            query: self.query.clone(),
+        })
     }
 
     /// The widget that draws the picker, with ages measured from `now_ms` (Unix milliseconds).
@@ -474,24 +472,39 @@ mod tests {
     #[test]
     fn typing_searches_and_stale_answers_are_dropped() {
         let mut s = PickerState::new();
-        assert_eq!(s.start(), PickerOutcome::Search(0, String::new()));
+        assert_eq!(
+            s.start(),
+            Handled::Emit(Command::Search {
+                generation: 0,
+                query: String::new()
+            })
+        );
         assert_eq!(
             s.handle_key(key(KeyCode::Char('t'))),
-            PickerOutcome::Search(1, "t".into())
+            Handled::Emit(Command::Search {
+                generation: 1,
+                query: "t".into()
+            })
         );
         assert!(!s.apply(0, Ok((vec![hit("old")], 1))));
         assert!(s.apply(1, Ok((vec![hit("a"), hit("b")], 2))));
-        assert_eq!(s.handle_key(key(KeyCode::Up)), PickerOutcome::Moved);
+        assert_eq!(s.handle_key(key(KeyCode::Up)), Handled::Consumed);
         assert_eq!(s.selected().unwrap().session_id, "b", "wraps");
         assert_eq!(
             s.handle_key(key(KeyCode::Enter)),
-            PickerOutcome::Picked("b".into())
+            Handled::Emit(Command::Resume("b".into()))
         );
         assert_eq!(
             s.handle_key(key(KeyCode::Backspace)),
-            PickerOutcome::Search(2, String::new())
+            Handled::Emit(Command::Search {
+                generation: 2,
+                query: String::new()
+            })
         );
-        assert_eq!(s.handle_key(key(KeyCode::Esc)), PickerOutcome::Cancelled);
+        assert_eq!(
+            s.handle_key(key(KeyCode::Esc)),
+            Handled::Emit(Command::ClosePicker)
+        );
     }
 
     #[test]
@@ -499,7 +512,7 @@ mod tests {
         let mut s = PickerState::new();
         s.start();
         assert!(s.apply(0, Ok((vec![], 0))));
-        assert_eq!(s.handle_key(key(KeyCode::Enter)), PickerOutcome::Ignored);
-        assert_eq!(s.handle_key(key(KeyCode::Down)), PickerOutcome::Ignored);
+        assert_eq!(s.handle_key(key(KeyCode::Enter)), Handled::Ignored);
+        assert_eq!(s.handle_key(key(KeyCode::Down)), Handled::Ignored);
     }
 }

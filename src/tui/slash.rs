@@ -6,6 +6,7 @@
 //! only lists commands of [`COMMANDS`]. Pure: no I/O. Proof: the unit tests below and the
 //! `slash_*` tests of `tests/tui/app.rs`.
 
+use super::focus::{self, Handled};
 use super::render::{clip, Renderable};
 use super::scroll::ScrollState;
 use super::style;
@@ -126,21 +127,6 @@ pub struct SlashMenu {
     dismissed: Option<String>,
 }
 
-/// What a key did to the menu.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SlashOutcome {
-    /// The key moved the selection; the menu stays open.
-    Handled,
-    /// Tab: complete the composer to this command.
-    Complete(Command),
-    /// Enter: run this command now.
-    Run(Command),
-    /// Esc: the menu closed and stays closed until the query changes.
-    Close,
-    /// The key is not the menu's; the composer takes it.
-    Ignored,
-}
-
 const PAGE: usize = 8;
 
 impl SlashMenu {
@@ -213,17 +199,20 @@ impl SlashMenu {
     }
 
     /// Keys by popup action (the same keys as the `@` popup). With no row, Enter and the
-    /// arrows are left to the composer.
-    pub fn handle_action(&mut self, action: super::keys::Action, enter: bool) -> SlashOutcome {
+    /// arrows are left to the composer ([`Handled::Ignored`]). Moving and closing (Esc: the
+    /// menu stays closed until the query changes) are [`Handled::Consumed`]; accepting closes
+    /// the menu and runs the command ([`focus::Command::Run`]) when `enter`, else completes
+    /// the composer to it ([`focus::Command::Complete`]).
+    pub fn handle_action(&mut self, action: super::keys::Action, enter: bool) -> Handled {
         use super::keys::Action;
         let len = self.rows.len();
         if len == 0 {
             return match action {
                 Action::PopupClose => {
                     self.dismiss();
-                    SlashOutcome::Close
+                    Handled::Consumed
                 }
-                _ => SlashOutcome::Ignored,
+                _ => Handled::Ignored,
             };
         }
         match action {
@@ -234,19 +223,18 @@ impl SlashMenu {
             Action::PopupAccept => {
                 let command = self.rows[self.scroll.selected.min(len - 1)];
                 self.open = false;
-                return if enter {
-                    SlashOutcome::Run(command)
+                return Handled::Emit(if enter {
+                    focus::Command::Run(command)
                 } else {
-                    SlashOutcome::Complete(command)
-                };
+                    focus::Command::Complete(command)
+                });
             }
             Action::PopupClose => {
                 self.dismiss();
-                return SlashOutcome::Close;
             }
-            _ => return SlashOutcome::Ignored,
+            _ => return Handled::Ignored,
         }
-        SlashOutcome::Handled
+        Handled::Consumed
     }
 
     /// The widget that draws the menu.
@@ -367,27 +355,27 @@ mod tests {
         assert_eq!(menu.rows(), [Command::Sessions, Command::Resume]);
         assert_eq!(
             menu.handle_action(Action::PopupDown, false),
-            SlashOutcome::Handled
+            Handled::Consumed
         );
         assert_eq!(
             menu.handle_action(Action::PopupAccept, true),
-            SlashOutcome::Run(Command::Resume)
+            Handled::Emit(focus::Command::Run(Command::Resume))
         );
         menu.sync(Some("qu"));
         assert_eq!(
             menu.handle_action(Action::PopupAccept, false),
-            SlashOutcome::Complete(Command::Quit)
+            Handled::Emit(focus::Command::Complete(Command::Quit))
         );
         menu.sync(Some("zz"));
         assert!(menu.rows().is_empty());
         assert_eq!(
             menu.handle_action(Action::PopupAccept, true),
-            SlashOutcome::Ignored,
+            Handled::Ignored,
             "Enter with nothing to offer goes to the composer"
         );
         assert_eq!(
             menu.handle_action(Action::PopupClose, false),
-            SlashOutcome::Close
+            Handled::Consumed
         );
         menu.sync(Some("zz"));
         assert!(!menu.is_open(), "stays dismissed for the same query");

@@ -11,6 +11,7 @@ use dsh_session_references::agent::config::{ApiKey, ModelChoice, ProviderSetting
 use dsh_session_references::session::external::{Agent, ExternalSessions, SourceSet};
 use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions, ConfirmOutside, Wiring};
 use dsh_session_references::tui::composer::{Composer, FileElement};
+use dsh_session_references::tui::keys::Keymap;
 use dsh_session_references::tui::snapshot::render_snapshot;
 use dsh_session_references::tui::Renderable;
 use std::path::Path;
@@ -374,6 +375,36 @@ async fn a_file_outside_the_cwd_goes_only_after_a_yes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_outside_file_prompt_reads_its_keys_from_the_key_table() {
+    let tree = tree();
+    let (mut app, mut rx, _server) = start(&tree, SourceSet::default(), 1).await;
+    let keymap =
+        Keymap::with_overrides(&[("confirm-attach".to_string(), vec!["a".to_string()])]).unwrap();
+    app.set_keymap(std::sync::Arc::new(keymap));
+    type_text(&mut app, "@../secret/id_rsa ");
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("outside this session's directory?")
+    })
+    .await;
+    assert!(screen(&app).contains("a send it"), "{}", screen(&app));
+    tokio::time::sleep(GUARD).await;
+    // `y` is no longer the yes: it declines, then types.
+    app.handle(key(KeyCode::Char('y')));
+    assert!(app.composer.files().is_empty());
+    assert!(app.composer.display_text().ends_with("id_rsa y"));
+    app.handle(key(KeyCode::Backspace));
+    app.handle(key(KeyCode::Backspace));
+    type_text(&mut app, " ");
+    pump(&mut app, &mut rx, |app| {
+        screen(app).contains("outside this session's directory?")
+    })
+    .await;
+    tokio::time::sleep(GUARD).await;
+    app.handle(key(KeyCode::Char('a')));
+    assert_eq!(app.composer.files().len(), 1, "{}", screen(&app));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chip_whose_file_moved_outside_stops_the_send() {
     let tree = tree();
     let (mut app, mut rx, server) = start(&tree, SourceSet::default(), 1).await;
@@ -426,6 +457,7 @@ fn the_outside_file_prompt() {
         resolved: "/home/dev/.ssh/id_rsa",
         bytes: 1675,
         cwd: "/home/dev/webapp",
+        keymap: &Keymap::standard(),
     };
     insta::assert_snapshot!(render_snapshot(80, 9, |area, buf| prompt.render(area, buf)));
 }

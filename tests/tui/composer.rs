@@ -2,8 +2,9 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use dsh_session_references::reference::Candidate;
-use dsh_session_references::tui::composer::{Composer, ComposerOutcome};
-use dsh_session_references::tui::popup::{PopupItem, PopupOutcome, PopupState};
+use dsh_session_references::tui::composer::Composer;
+use dsh_session_references::tui::focus::{Command, Handled};
+use dsh_session_references::tui::popup::{PopupItem, PopupState};
 use dsh_session_references::tui::snapshot::render_snapshot;
 use dsh_session_references::tui::Renderable;
 use insta::assert_snapshot;
@@ -125,7 +126,7 @@ fn popup_and_composer_together() {
     popup.apply_results(request.id, Ok(vec![candidate("session-7f3a", "Fix login")]));
     // Enter inserts in the popup; it does not send.
     let outcome = popup.handle_key(key(KeyCode::Enter));
-    let PopupOutcome::Accept(item) = outcome else {
+    let Handled::Emit(Command::Insert(item)) = outcome else {
         panic!("expected accept, got {outcome:?}");
     };
     assert!(matches!(item, PopupItem::Session(_)));
@@ -142,7 +143,7 @@ fn esc_closes_the_popup_and_leaves_the_text() {
     type_str(&mut composer, "@abc");
     popup.sync(composer.active_token().as_ref());
     assert!(popup.is_open());
-    assert_eq!(popup.handle_key(key(KeyCode::Esc)), PopupOutcome::Close);
+    assert_eq!(popup.handle_key(key(KeyCode::Esc)), Handled::Consumed);
     assert!(!popup.is_open());
     assert_eq!(composer.display_text(), "@abc");
     // Typing on in the same token keeps it closed; a new token opens it again.
@@ -165,19 +166,16 @@ fn history_recall_keeps_mentions_and_the_draft() {
 
     assert_eq!(
         composer.handle_key(key(KeyCode::Up)),
-        ComposerOutcome::Edited
+        Handled::Emit(Command::Edited)
     );
     assert_eq!(composer.display_text(), "second");
     assert_eq!(
         composer.handle_key(key(KeyCode::Up)),
-        ComposerOutcome::Edited
+        Handled::Emit(Command::Edited)
     );
     assert_eq!(composer.submission_text(), sent);
     assert_eq!(composer.mentions().len(), 1);
-    assert_eq!(
-        composer.handle_key(key(KeyCode::Up)),
-        ComposerOutcome::Ignored
-    );
+    assert_eq!(composer.handle_key(key(KeyCode::Up)), Handled::Ignored);
     composer.handle_key(key(KeyCode::Down));
     assert_eq!(composer.display_text(), "second");
     composer.handle_key(key(KeyCode::Down));
@@ -206,7 +204,7 @@ fn multi_line_with_wrapping_and_cursor() {
     draw(&composer, 30); // Up/Down follow the wrapped rows of the last draw
     assert_eq!(
         composer.handle_key(key(KeyCode::Up)),
-        ComposerOutcome::Moved
+        Handled::Emit(Command::Moved)
     );
     assert_snapshot!(draw(&composer, 30));
 }

@@ -1,10 +1,11 @@
 //! The one key table: help shows exactly the bindings in effect, and handlers obey it.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use dsh_session_references::tui::composer::{Composer, ComposerOutcome};
+use dsh_session_references::tui::composer::Composer;
+use dsh_session_references::tui::focus::{Command, Handled};
 use dsh_session_references::tui::help::{overlay_rows, KeyHelp, KeyOverlay, OverlayRow};
 use dsh_session_references::tui::keys::{Action, KeyBinding, Keymap};
-use dsh_session_references::tui::popup::{PopupOutcome, PopupState};
+use dsh_session_references::tui::popup::PopupState;
 use dsh_session_references::tui::snapshot::render_snapshot;
 use dsh_session_references::tui::Renderable;
 use std::collections::BTreeSet;
@@ -98,11 +99,11 @@ fn handlers_obey_the_overrides() {
     composer.set_keymap(keymap.clone());
     composer.insert_str("a");
     let enter = KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE);
-    assert_eq!(composer.handle_key(enter), ComposerOutcome::Edited);
+    assert_eq!(composer.handle_key(enter), Handled::Emit(Command::Edited));
     composer.insert_str("b");
     assert_eq!(composer.display_text(), "a\nb");
     let ctrl_s = KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL);
-    assert_eq!(composer.handle_key(ctrl_s), ComposerOutcome::Submit);
+    assert_eq!(composer.handle_key(ctrl_s), Handled::Emit(Command::Submit));
 
     let mut popup = PopupState::new();
     let request = popup.open("", false).unwrap();
@@ -116,11 +117,11 @@ fn handlers_obey_the_overrides() {
         }]),
     );
     let tab = KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE);
-    assert_eq!(popup.handle_key_with(&keymap, tab), PopupOutcome::Ignored);
+    assert_eq!(popup.handle_key_with(&keymap, tab), Handled::Ignored);
     let ctrl_y = KeyEvent::new(KeyCode::Char('y'), KeyModifiers::CONTROL);
     assert!(matches!(
         popup.handle_key_with(&keymap, ctrl_y),
-        PopupOutcome::Accept(_)
+        Handled::Emit(Command::Insert(_))
     ));
 }
 

@@ -2,6 +2,7 @@
 
 use dsh_session_references::discovery::rank::Field;
 use dsh_session_references::discovery::Hit;
+use dsh_session_references::tui::focus::{Command, Handled};
 use dsh_session_references::tui::picker::PickerState;
 use dsh_session_references::tui::snapshot::render_snapshot;
 use insta::assert_snapshot;
@@ -34,7 +35,7 @@ fn picker_with_a_query_and_a_truncated_list() {
         crossterm::event::KeyCode::Char('t'),
         crossterm::event::KeyModifiers::NONE,
     )) {
-        dsh_session_references::tui::picker::PickerOutcome::Search(g, _) => g,
+        Handled::Emit(Command::Search { generation, .. }) => generation,
         other => panic!("{other:?}"),
     };
     assert!(state.apply(
@@ -101,9 +102,14 @@ fn two_dirs() -> Vec<Hit> {
 #[test]
 fn a_wide_picker_shows_age_first_and_a_preview_and_filters_to_this_directory() {
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-    use dsh_session_references::tui::picker::PickerOutcome;
     let mut state = PickerState::with_query("t", Some("/home/dev/web".into()));
-    assert_eq!(state.start(), PickerOutcome::Search(0, "t".into()));
+    assert_eq!(
+        state.start(),
+        Handled::Emit(Command::Search {
+            generation: 0,
+            query: "t".into()
+        })
+    );
     assert!(state.apply(0, Ok((two_dirs(), 2))));
     assert_snapshot!(
         "wide_with_preview",
@@ -111,7 +117,7 @@ fn a_wide_picker_shows_age_first_and_a_preview_and_filters_to_this_directory() {
     );
     // Tab (the key table's picker-this-dir): this directory's sessions only, and back.
     let tab = KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE);
-    assert_eq!(state.handle_key(tab), PickerOutcome::Moved);
+    assert_eq!(state.handle_key(tab), Handled::Consumed);
     assert!(state.this_dir_only());
     assert_snapshot!(
         "this_directory_only",
@@ -119,7 +125,7 @@ fn a_wide_picker_shows_age_first_and_a_preview_and_filters_to_this_directory() {
     );
     assert_eq!(
         state.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)),
-        PickerOutcome::Picked("be266e1a".into())
+        Handled::Emit(Command::Resume("be266e1a".into()))
     );
     state.handle_key(tab);
     assert_eq!(state.selected().unwrap().session_id, "f382e8f5");

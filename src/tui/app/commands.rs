@@ -6,8 +6,9 @@ use crate::agent::config::ModelChoice;
 use crate::reference::Candidate;
 use crate::session::clock::now_ms;
 use crate::session::DiskStore;
+use crate::tui::focus::{self, Handled};
 use crate::tui::help::KeyOverlay;
-use crate::tui::picker::{PickerOutcome, PickerState};
+use crate::tui::picker::PickerState;
 use crate::tui::slash::Command;
 use crate::tui::transcript::NoticeLevel;
 use std::time::Duration;
@@ -145,7 +146,7 @@ impl App {
         let first = picker.start();
         self.picker = Some(picker);
         self.picker_exits = at_start;
-        if let PickerOutcome::Search(generation, query) = first {
+        if let Handled::Emit(focus::Command::Search { generation, query }) = first {
             self.picker_search(generation, query, at_start);
         }
     }

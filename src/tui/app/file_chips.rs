@@ -16,6 +16,7 @@ use super::{App, AppEvent};
 use crate::host::attach::{self, Inspected};
 use crate::tui::composer::{FileElement, MentionElement, PlainToken};
 use crate::tui::escape::EscapeMode;
+use crate::tui::keys::{Action, KeyContext, Keymap};
 use crate::tui::render::Renderable;
 use crate::tui::style;
 use crate::tui::text::StyledText;
@@ -122,12 +123,9 @@ impl App {
         }
     }
 
-    /// Tab with the cursor right after a typed `@path` (and no popup row to take): true when
-    /// it asked for a chip.
-    pub(super) fn chip_on_tab(&mut self, key: &KeyEvent) -> bool {
-        if key.code != KeyCode::Tab || !key.modifiers.is_empty() {
-            return false;
-        }
+    /// `attach-path` (Tab) with the cursor right after a typed `@path` (and no popup row to
+    /// take): true when it asked for a chip.
+    pub(super) fn chip_on_tab(&mut self) -> bool {
         match self.composer.plain_token_ending_at(self.composer.cursor()) {
             Some(token) => {
                 self.request_chip(token, Asked::Tab);
@@ -213,9 +211,10 @@ impl App {
         }
     }
 
-    /// A key while the outside-file prompt is open: `y` attaches; Enter, Esc, `n` and Ctrl-C
-    /// keep the token as text; any other key keeps it as text too and then goes on as typed.
-    /// True when the key was taken here (the caller handles it otherwise: it came within
+    /// A key while the outside-file prompt is open, read through the key table:
+    /// `confirm-attach` (`y`) attaches; `confirm-keep-text` (Enter, Esc, `n`, Ctrl-C) keeps the
+    /// token as text; any other key keeps it as text too and then goes on as typed. True when
+    /// the key was taken here (the caller handles it otherwise: it came within
     /// [`CONFIRM_GUARD`] of the prompt, or it is typing that declined).
     pub(super) fn on_confirm_key(&mut self, key: &KeyEvent) -> bool {
         if self
@@ -229,15 +228,9 @@ impl App {
             return false;
         };
         self.chips.shown_at = (!self.chips.confirm.is_empty()).then(Instant::now);
-        let plain = !key
-            .modifiers
-            .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
-        let yes = matches!(key.code, KeyCode::Char('y' | 'Y')) && plain;
-        let answer =
-            yes || matches!(
-                key.code,
-                KeyCode::Enter | KeyCode::Esc | KeyCode::Char('n' | 'N')
-            ) || (key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL));
+        let action = self.keymap.action(KeyContext::Confirm, key);
+        let yes = action == Some(Action::ConfirmAttach);
+        let answer = action.is_some();
         if yes {
             let chip = FileElement {
                 path: found.path,
@@ -275,14 +268,16 @@ impl App {
             resolved: &found.resolved.to_string_lossy(),
             bytes: found.bytes,
             cwd: &cwd,
+            keymap: &self.keymap,
         }
         .render(over, buf);
     }
 }
 
 /// The prompt for a file outside the session's cwd: what was written, where it resolves, its
-/// size, and the keys (`y` attaches; any other key, the default, keeps it as text). Drawn at
-/// the bottom of the area it is given, at most 100 columns wide. Every path is escaped.
+/// size, and the keys as `keymap` binds them (`confirm-attach`, `y` by default, attaches; any
+/// other key, the default, keeps it as text). Drawn at the bottom of the area it is given, at
+/// most 100 columns wide. Every path is escaped.
 #[derive(Debug, Clone, Copy)]
 pub struct ConfirmOutside<'a> {
     /// The path as written.
@@ -293,6 +288,8 @@ pub struct ConfirmOutside<'a> {
     pub bytes: u64,
     /// The session's cwd it lies outside of.
     pub cwd: &'a str,
+    /// The key table the prompt's keys are read from.
+    pub keymap: &'a Keymap,
 }
 
 impl Renderable for ConfirmOutside<'_> {
@@ -312,7 +309,9 @@ impl Renderable for ConfirmOutside<'_> {
         outside.push("outside     ", style::dim());
         outside.push_untrusted(self.cwd, EscapeMode::SingleLine, style::dim());
         let mut keys = StyledText::new();
-        keys.push("y", style::key());
+        let attach = self.keymap.keys(Action::ConfirmAttach);
+        let attach = attach.first().map_or_else(String::new, ToString::to_string);
+        keys.push(&attach, style::key());
         keys.push(" send it · ", style::dim());
         keys.push("any other key", style::key());
         keys.push(": keep it as text (default)", style::dim());

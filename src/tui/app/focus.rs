@@ -15,56 +15,16 @@
 //! and the picker's query). Proof: the unit tests below and `tests/tui/app.rs`,
 //! `tests/tui/keys.rs`, `tests/tui/resume_start.rs`.
 
-use crate::tui::composer::{Composer, ComposerOutcome};
-use crate::tui::help::{KeyOverlay, OverlayOutcome};
+use crate::tui::composer::Composer;
+pub(crate) use crate::tui::focus::{Command, Handled};
+use crate::tui::help::KeyOverlay;
 use crate::tui::keys::{Action, KeyContext, Keymap};
-use crate::tui::picker::{PickerOutcome, PickerState};
-use crate::tui::popup::{PopupItem, PopupOutcome, PopupState};
+use crate::tui::picker::PickerState;
+use crate::tui::popup::PopupState;
 use crate::tui::render::Renderable;
-use crate::tui::slash::{self, SlashMenu, SlashOutcome};
+use crate::tui::slash::SlashMenu;
 use crossterm::event::KeyEvent;
 use ratatui::layout::Rect;
-
-/// What a layer did with a key.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Handled {
-    /// Taken: no layer below sees it.
-    Consumed,
-    /// Not this layer's: offered to the one below.
-    Ignored,
-    /// Taken, and the app has this to do.
-    Emit(Command),
-}
-
-/// What a layer asks of the app.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Command {
-    /// Insert the popup's accepted row into the composer.
-    Insert(PopupItem),
-    /// Put `/NAME ` in the composer (the menu's completion).
-    Complete(slash::Command),
-    /// Run a `/` command picked in the menu.
-    Run(slash::Command),
-    /// The picker's query changed: search for it.
-    Search {
-        /// The picker's generation of the query.
-        generation: u64,
-        /// The query typed.
-        query: String,
-    },
-    /// Resume this session (picked in the picker).
-    Resume(String),
-    /// Close the picker without a pick.
-    ClosePicker,
-    /// Close the key overlay.
-    CloseOverlay,
-    /// Send the composer's message.
-    Submit,
-    /// The composer's text changed.
-    Edited,
-    /// The composer's cursor moved.
-    Moved,
-}
 
 /// One layer of the stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,12 +146,8 @@ impl Focus for PickerState {
     /// Modal: every key is taken (a key the picker does not bind does nothing).
     fn handle_key(&mut self, key: &KeyEvent, keymap: &Keymap) -> Handled {
         match self.handle_key_with(keymap, *key) {
-            PickerOutcome::Search(generation, query) => {
-                Handled::Emit(Command::Search { generation, query })
-            }
-            PickerOutcome::Picked(id) => Handled::Emit(Command::Resume(id)),
-            PickerOutcome::Cancelled => Handled::Emit(Command::ClosePicker),
-            PickerOutcome::Moved | PickerOutcome::Ignored => Handled::Consumed,
+            Handled::Ignored => Handled::Consumed,
+            handled => handled,
         }
     }
 
@@ -207,11 +163,7 @@ impl Focus for PickerState {
 impl Focus for KeyOverlay {
     /// Modal: its keys scroll or close it; any other key does nothing.
     fn handle_key(&mut self, key: &KeyEvent, keymap: &Keymap) -> Handled {
-        let action = keymap.action(KeyContext::Overlay, key);
-        match self.handle_action(action, keymap) {
-            OverlayOutcome::Close => Handled::Emit(Command::CloseOverlay),
-            OverlayOutcome::Handled => Handled::Consumed,
-        }
+        self.handle_action(keymap.action(KeyContext::Overlay, key), keymap)
     }
 
     fn view<'a>(&'a self, cx: &DrawCx<'a>) -> Box<dyn Renderable + 'a> {
@@ -231,12 +183,7 @@ impl Focus for SlashMenu {
             return Handled::Ignored;
         };
         let run = keymap.action(KeyContext::Composer, key) == Some(Action::Submit);
-        match self.handle_action(action, run) {
-            SlashOutcome::Handled | SlashOutcome::Close => Handled::Consumed,
-            SlashOutcome::Complete(command) => Handled::Emit(Command::Complete(command)),
-            SlashOutcome::Run(command) => Handled::Emit(Command::Run(command)),
-            SlashOutcome::Ignored => Handled::Ignored,
-        }
+        self.handle_action(action, run)
     }
 
     fn view<'a>(&'a self, _cx: &DrawCx<'a>) -> Box<dyn Renderable + 'a> {
@@ -249,29 +196,7 @@ impl Focus for PopupState {
     /// accepting with nothing to insert when the key is also the composer's `submit` (it
     /// sends).
     fn handle_key(&mut self, key: &KeyEvent, keymap: &Keymap) -> Handled {
-        if !self.is_open() {
-            return Handled::Ignored;
-        }
-        let Some(action) = keymap.action(KeyContext::Popup, key) else {
-            return Handled::Ignored;
-        };
-        let submit = keymap.action(KeyContext::Composer, key) == Some(Action::Submit);
-        if action == Action::PopupAccept
-            && submit
-            && self.selected().is_none()
-            && !self.is_loading()
-        {
-            return Handled::Ignored;
-        }
-        match self.handle_action(action) {
-            PopupOutcome::Handled => Handled::Consumed,
-            PopupOutcome::Accept(item) => Handled::Emit(Command::Insert(item)),
-            PopupOutcome::Close => {
-                self.dismiss();
-                Handled::Consumed
-            }
-            PopupOutcome::Ignored => Handled::Ignored,
-        }
+        self.handle_key_with(keymap, *key)
     }
 
     fn view<'a>(&'a self, cx: &DrawCx<'a>) -> Box<dyn Renderable + 'a> {
@@ -282,12 +207,7 @@ impl Focus for PopupState {
 impl Focus for Composer {
     /// Its actions and typed characters; other keys go on to the session.
     fn handle_key(&mut self, key: &KeyEvent, _keymap: &Keymap) -> Handled {
-        match Composer::handle_key(self, *key) {
-            ComposerOutcome::Submit => Handled::Emit(Command::Submit),
-            ComposerOutcome::Edited => Handled::Emit(Command::Edited),
-            ComposerOutcome::Moved => Handled::Emit(Command::Moved),
-            ComposerOutcome::Ignored => Handled::Ignored,
-        }
+        Composer::handle_key(self, *key)
     }
 
     fn view<'a>(&'a self, _cx: &DrawCx<'a>) -> Box<dyn Renderable + 'a> {

@@ -3,7 +3,6 @@
 
 use super::focus::{self, Command, Focus, Handled, Layer};
 use super::{App, AppEvent, NextSession, QUIT_WINDOW, WHEEL_ROWS};
-use crate::tui::composer::ComposerOutcome;
 use crate::tui::help::KeyOverlay;
 use crate::tui::keys::{Action, KeyContext, Keymap};
 use crate::tui::popup::PopupItem;
@@ -183,7 +182,9 @@ impl App {
                     self.overlay = Some(KeyOverlay::new());
                     return Handled::Consumed;
                 }
-                if self.chip_on_tab(key) {
+                if keymap.action(KeyContext::Composer, key) == Some(Action::AttachPath)
+                    && self.chip_on_tab()
+                {
                     return Handled::Consumed;
                 }
                 Focus::handle_key(&mut self.composer, key, keymap)
@@ -245,7 +246,7 @@ impl App {
                 } else if self.composer.is_empty() {
                     // Esc Esc on an empty, idle composer: the last message comes back to edit.
                     if esc_armed.is_some_and(|t| t.elapsed() <= QUIT_WINDOW) {
-                        if self.composer.move_up() == ComposerOutcome::Edited {
+                        if self.composer.move_up() == Handled::Emit(Command::Edited) {
                             self.sync_popup();
                         }
                     } else {

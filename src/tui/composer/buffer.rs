@@ -6,10 +6,9 @@
 //! (`backspace_removes_whole_grapheme_clusters`, `clusters_match_whole_text_segmentation`,
 //! `random_edits_and_sizes_never_panic`).
 
-use super::{
-    normalize_newlines, Composer, ComposerOutcome, Elem, FileElement, MentionElement, PlainToken,
-};
+use super::{normalize_newlines, Composer, Elem, FileElement, MentionElement, PlainToken};
 use crate::reference::Candidate;
+use crate::tui::focus::{Command, Handled};
 use crate::tui::text::{certain_boundary, inert_boundary};
 use crate::tui::token::{ActiveToken, PopupItem};
 use std::ops::Range;
@@ -213,25 +212,21 @@ impl Composer {
     }
 
     /// Up one (wrapped) row; on the first row, recall the previous submission.
-    pub fn move_up(&mut self) -> ComposerOutcome {
+    pub fn move_up(&mut self) -> Handled {
         if self.move_vertical(false) {
-            ComposerOutcome::Moved
-        } else if self.history_prev() {
-            ComposerOutcome::Edited
+            Handled::Emit(Command::Moved)
         } else {
-            ComposerOutcome::Ignored
+            Handled::emit_if(self.history_prev(), Command::Edited)
         }
     }
 
     /// Down one (wrapped) row; on the last row while browsing history, the next submission
     /// (past the newest: the draft that was there before browsing).
-    pub fn move_down(&mut self) -> ComposerOutcome {
+    pub fn move_down(&mut self) -> Handled {
         if self.move_vertical(true) {
-            ComposerOutcome::Moved
-        } else if self.history_next() {
-            ComposerOutcome::Edited
+            Handled::Emit(Command::Moved)
         } else {
-            ComposerOutcome::Ignored
+            Handled::emit_if(self.history_next(), Command::Edited)
         }
     }
 

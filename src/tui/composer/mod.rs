@@ -32,6 +32,7 @@ mod history;
 mod layout;
 
 use super::escape;
+use super::focus::{Command, Handled};
 use super::keys::{Action, KeyContext, Keymap};
 pub use super::token::ActiveToken;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -45,19 +46,6 @@ use layout::Laid;
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
-
-/// What a key did to the composer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ComposerOutcome {
-    /// Plain Enter: the caller runs the submit transaction.
-    Submit,
-    /// The text changed (re-sync the popup).
-    Edited,
-    /// Only the cursor moved (re-sync the popup).
-    Moved,
-    /// Not a composer key.
-    Ignored,
-}
 
 const TAB_WIDTH: usize = 4;
 const GUTTER: u16 = 2;
@@ -290,9 +278,9 @@ impl Composer {
     }
 
     /// A key: the action the keymap gives it, else a typed character.
-    pub fn handle_key(&mut self, key: KeyEvent) -> ComposerOutcome {
+    pub fn handle_key(&mut self, key: KeyEvent) -> Handled {
         if key.kind == KeyEventKind::Release {
-            return ComposerOutcome::Ignored;
+            return Handled::Ignored;
         }
         if let Some(action) = self.keymap.action(KeyContext::Composer, &key) {
             return self.handle_action(action);
@@ -303,22 +291,23 @@ impl Composer {
             // Ctrl+Alt is AltGr on some platforms: a typed character.
             KeyCode::Char(c) if ctrl == alt => {
                 self.insert_char(c);
-                ComposerOutcome::Edited
+                Handled::Emit(Command::Edited)
             }
-            _ => ComposerOutcome::Ignored,
+            _ => Handled::Ignored,
         }
     }
 
-    /// Does a composer action; any other action is [`ComposerOutcome::Ignored`].
-    pub fn handle_action(&mut self, action: Action) -> ComposerOutcome {
-        use ComposerOutcome::*;
-        let edited = |changed: bool| if changed { Edited } else { Ignored };
-        let moved = |changed: bool| if changed { Moved } else { Ignored };
+    /// Does a composer action: the text changed ([`Command::Edited`]), only the cursor moved
+    /// ([`Command::Moved`]), or send ([`Command::Submit`]); an action that changes nothing, and
+    /// any other action, is [`Handled::Ignored`].
+    pub fn handle_action(&mut self, action: Action) -> Handled {
+        let edited = |changed: bool| Handled::emit_if(changed, Command::Edited);
+        let moved = |changed: bool| Handled::emit_if(changed, Command::Moved);
         match action {
-            Action::Submit => Submit,
+            Action::Submit => Handled::Emit(Command::Submit),
             Action::Newline => {
                 self.insert_newline();
-                Edited
+                Handled::Emit(Command::Edited)
             }
             Action::Left => moved(self.move_left()),
             Action::Right => moved(self.move_right()),
@@ -333,7 +322,7 @@ impl Composer {
             Action::DeleteWordBack => edited(self.delete_word_back()),
             Action::DeleteToLineStart => edited(self.delete_to_line_start()),
             Action::DeleteToLineEnd => edited(self.delete_to_line_end()),
-            _ => Ignored,
+            _ => Handled::Ignored,
         }
     }
 
@@ -341,9 +330,9 @@ impl Composer {
     ///
     /// A large one (more than [`PASTE_COLLAPSE_LINES`] lines or [`PASTE_COLLAPSE_CHARS`]
     /// characters) becomes one collapsed element that is sent whole.
-    pub fn handle_paste(&mut self, text: &str) -> ComposerOutcome {
+    pub fn handle_paste(&mut self, text: &str) -> Handled {
         if text.is_empty() {
-            return ComposerOutcome::Ignored;
+            return Handled::Ignored;
         }
         let text = normalize_newlines(text);
         if text.lines().count() > PASTE_COLLAPSE_LINES
@@ -356,7 +345,7 @@ impl Composer {
         } else {
             self.insert_str(&text);
         }
-        ComposerOutcome::Edited
+        Handled::Emit(Command::Edited)
     }
 }
 

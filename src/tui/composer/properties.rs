@@ -15,12 +15,12 @@ fn up_and_down_follow_wrapped_rows() {
     let mut c = typed("abcdefghij");
     c.last_width.set(4);
     assert_eq!(c.layout(4), vec![0..4, 4..8, 8..10]);
-    assert_eq!(c.move_up(), ComposerOutcome::Moved);
+    assert_eq!(c.move_up(), Handled::Emit(Command::Moved));
     assert_eq!(c.cursor(), 6);
-    assert_eq!(c.move_up(), ComposerOutcome::Moved);
+    assert_eq!(c.move_up(), Handled::Emit(Command::Moved));
     assert_eq!(c.cursor(), 2);
-    assert_eq!(c.move_up(), ComposerOutcome::Ignored, "no history");
-    assert_eq!(c.move_down(), ComposerOutcome::Moved);
+    assert_eq!(c.move_up(), Handled::Ignored, "no history");
+    assert_eq!(c.move_down(), Handled::Emit(Command::Moved));
     assert_eq!(c.cursor(), 6);
 }
 

@@ -351,12 +351,12 @@ fn filing_a_sent_message_keeps_history_browsing_and_its_draft() {
         c.take_draft()
     };
     c.insert_str("typed meanwhile");
-    assert_eq!(c.move_up(), ComposerOutcome::Edited);
+    assert_eq!(c.move_up(), Handled::Emit(Command::Edited));
     assert_eq!(c.display_text(), "old");
     c.push_history(sent);
-    assert_eq!(c.move_down(), ComposerOutcome::Edited);
+    assert_eq!(c.move_down(), Handled::Emit(Command::Edited));
     assert_eq!(c.display_text(), "sent");
-    assert_eq!(c.move_down(), ComposerOutcome::Edited);
+    assert_eq!(c.move_down(), Handled::Emit(Command::Edited));
     assert_eq!(c.display_text(), "typed meanwhile");
 }
 
@@ -366,17 +366,17 @@ fn editing_a_recalled_message_keeps_the_draft_it_replaced() {
     let old = c.take_draft();
     c.push_history(old);
     c.insert_str("half typed");
-    assert_eq!(c.move_up(), ComposerOutcome::Edited);
+    assert_eq!(c.move_up(), Handled::Emit(Command::Edited));
     assert_eq!(c.display_text(), "old");
     c.insert_char('!');
     assert_eq!(c.display_text(), "old!");
-    assert_eq!(c.move_up(), ComposerOutcome::Edited);
+    assert_eq!(c.move_up(), Handled::Emit(Command::Edited));
     assert_eq!(
         c.display_text(),
         "half typed",
         "the replaced draft is recalled"
     );
-    assert_eq!(c.move_down(), ComposerOutcome::Edited);
+    assert_eq!(c.move_down(), Handled::Emit(Command::Edited));
     assert_eq!(c.display_text(), "old!", "and the edit is the draft now");
 }
 
@@ -395,7 +395,7 @@ fn line_keys() {
     assert_eq!(c.display_text(), "one");
     assert_eq!(
         c.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)),
-        ComposerOutcome::Submit
+        Handled::Emit(Command::Submit)
     );
     c.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::SHIFT));
     c.handle_key(KeyEvent::new(KeyCode::Char('j'), KeyModifiers::CONTROL));
@@ -435,6 +435,6 @@ fn a_large_paste_is_collapsed_but_sent_whole() {
 #[test]
 fn paste_normalizes_line_endings_and_never_submits() {
     let mut c = Composer::new();
-    assert_eq!(c.handle_paste("a\r\nb\rc"), ComposerOutcome::Edited);
+    assert_eq!(c.handle_paste("a\r\nb\rc"), Handled::Emit(Command::Edited));
     assert_eq!(c.display_text(), "a\nb\nc");
 }

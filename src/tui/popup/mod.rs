@@ -20,4 +20,4 @@ mod tests;
 pub use super::token::PopupItem;
 pub use preview::PreviewPane;
 pub use rendering::PopupView;
-pub use state::{LookupRequest, PopupOutcome, PopupState, QueryId, DEFAULT_PAGE_ROWS};
+pub use state::{LookupRequest, PopupState, QueryId, DEFAULT_PAGE_ROWS};

@@ -9,6 +9,7 @@ use super::PopupView;
 use crate::reference::{Candidate, CandidateFilter};
 use crate::tui::escape::EscapeMode;
 use crate::tui::file_match::{FileIndex, FileMatcher, FileRow};
+use crate::tui::focus::{Command, Handled};
 use crate::tui::keys::{Action, KeyContext, Keymap};
 use crate::tui::lookup::SessionDetails;
 use crate::tui::scroll::ScrollState;
@@ -31,19 +32,6 @@ pub struct LookupRequest {
     pub id: QueryId,
     /// The text after `@` (or `@"`) that the lookup is for.
     pub query: String,
-}
-
-/// What a key did to the popup.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PopupOutcome {
-    /// Consumed (selection moved); redraw.
-    Handled,
-    /// Tab or Enter on a row: insert this item (Enter here never sends).
-    Accept(PopupItem),
-    /// The popup closed (Esc, or Tab/Enter with nothing to insert); the text is untouched.
-    Close,
-    /// Not a popup key: give it to the composer.
-    Ignored,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -400,38 +388,44 @@ impl PopupState {
     }
 
     /// Routes a key while the popup is open, by the standard keymap.
-    pub fn handle_key(&mut self, key: KeyEvent) -> PopupOutcome {
+    pub fn handle_key(&mut self, key: KeyEvent) -> Handled {
         self.handle_key_with(Keymap::shared_standard(), key)
     }
 
-    /// Routes a key while the popup is open, by `keymap`.
-    pub fn handle_key_with(&mut self, keymap: &Keymap, key: KeyEvent) -> PopupOutcome {
+    /// Routes a key while the popup is open, by `keymap`: a popup action
+    /// ([`PopupState::handle_action`]), except accepting with nothing to insert by the key that
+    /// is also the composer's `submit` (Enter): that key is the composer's (it sends), while
+    /// the other accept key (Tab) just closes the popup. A closed popup, a key release and a key
+    /// the popup does not bind are [`Handled::Ignored`].
+    pub fn handle_key_with(&mut self, keymap: &Keymap, key: KeyEvent) -> Handled {
         if key.kind == KeyEventKind::Release || !self.open {
-            return PopupOutcome::Ignored;
+            return Handled::Ignored;
         }
         match keymap.action(KeyContext::Popup, &key) {
-            // Enter with nothing to insert is the composer's (it sends); Tab just closes.
             Some(Action::PopupAccept)
-                if key.code == crossterm::event::KeyCode::Enter
-                    && self.rows.is_empty()
-                    && !self.is_loading() =>
+                if self.rows.is_empty()
+                    && !self.is_loading()
+                    && keymap.action(KeyContext::Composer, &key) == Some(Action::Submit) =>
             {
-                PopupOutcome::Ignored
+                Handled::Ignored
             }
             Some(action) => self.handle_action(action),
-            None => PopupOutcome::Ignored,
+            None => Handled::Ignored,
         }
     }
 
-    /// Does a popup action; any other action is [`PopupOutcome::Ignored`].
+    /// Does a popup action: moving the selection is [`Handled::Consumed`], accepting a row
+    /// asks the host to insert it ([`Command::Insert`]), and closing (Esc, or accepting with
+    /// nothing to insert) dismisses the popup and is consumed; any other action is
+    /// [`Handled::Ignored`].
     ///
-    /// With nothing to offer (no rows, not loading), Up, Down, paging and Enter are not the
-    /// popup's: they go on to the composer (history, send), so the popup never traps them.
-    pub fn handle_action(&mut self, action: Action) -> PopupOutcome {
+    /// With nothing to offer (no rows, not loading), Up, Down and paging are not the popup's:
+    /// they go on to the composer (history), so the popup never traps them.
+    pub fn handle_action(&mut self, action: Action) -> Handled {
         if self.rows.is_empty() {
             match action {
-                Action::PopupUp | Action::PopupDown => return PopupOutcome::Ignored,
-                Action::PopupPageUp | Action::PopupPageDown => return PopupOutcome::Ignored,
+                Action::PopupUp | Action::PopupDown => return Handled::Ignored,
+                Action::PopupPageUp | Action::PopupPageDown => return Handled::Ignored,
                 _ => {}
             }
         }
@@ -442,20 +436,17 @@ impl PopupState {
             Action::PopupPageDown => self.page_down(),
             Action::PopupAccept => {
                 return match self.selected() {
-                    Some(item) => PopupOutcome::Accept(item),
+                    Some(item) => Handled::Emit(Command::Insert(item)),
                     None => {
                         self.dismiss();
-                        PopupOutcome::Close
+                        Handled::Consumed
                     }
                 };
             }
-            Action::PopupClose => {
-                self.dismiss();
-                return PopupOutcome::Close;
-            }
-            _ => return PopupOutcome::Ignored,
+            Action::PopupClose => self.dismiss(),
+            _ => return Handled::Ignored,
         }
-        PopupOutcome::Handled
+        Handled::Consumed
     }
 
     /// The widget for this state; ages are measured against `now_ms` (epoch ms).

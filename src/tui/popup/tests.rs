@@ -3,6 +3,7 @@
 use super::*;
 use crate::reference::Candidate;
 use crate::tui::file_match::FileIndex;
+use crate::tui::focus::{Command, Handled};
 use crate::tui::render::Renderable;
 use crate::tui::snapshot::render_snapshot;
 use crossterm::event::KeyEvent;
@@ -40,7 +41,7 @@ fn with(n: usize) -> PopupState {
 fn selection_wraps_both_ways() {
     let mut state = with(3);
     assert_eq!(state.selected_index(), Some(0));
-    assert_eq!(state.handle_key(key(KeyCode::Up)), PopupOutcome::Handled);
+    assert_eq!(state.handle_key(key(KeyCode::Up)), Handled::Consumed);
     assert_eq!(state.selected_index(), Some(2));
     state.handle_key(key(KeyCode::Down));
     assert_eq!(state.selected_index(), Some(0));
@@ -107,20 +108,17 @@ fn esc_closes_and_enter_accepts() {
     let mut state = with(2);
     state.handle_key(key(KeyCode::Down));
     match state.handle_key(key(KeyCode::Enter)) {
-        PopupOutcome::Accept(PopupItem::Session(c)) => assert_eq!(c.session_id, "s1"),
+        Handled::Emit(Command::Insert(PopupItem::Session(c))) => assert_eq!(c.session_id, "s1"),
         other => panic!("unexpected {other:?}"),
     }
     match state.handle_key(key(KeyCode::Tab)) {
-        PopupOutcome::Accept(PopupItem::Session(c)) => assert_eq!(c.session_id, "s1"),
+        Handled::Emit(Command::Insert(PopupItem::Session(c))) => assert_eq!(c.session_id, "s1"),
         other => panic!("unexpected {other:?}"),
     }
-    assert_eq!(
-        state.handle_key(key(KeyCode::Char('x'))),
-        PopupOutcome::Ignored
-    );
-    assert_eq!(state.handle_key(key(KeyCode::Esc)), PopupOutcome::Close);
+    assert_eq!(state.handle_key(key(KeyCode::Char('x'))), Handled::Ignored);
+    assert_eq!(state.handle_key(key(KeyCode::Esc)), Handled::Consumed);
     assert!(!state.is_open());
-    assert_eq!(state.handle_key(key(KeyCode::Down)), PopupOutcome::Ignored);
+    assert_eq!(state.handle_key(key(KeyCode::Down)), Handled::Ignored);
 }
 
 #[test]
@@ -128,20 +126,16 @@ fn with_nothing_to_offer_the_popup_traps_no_key() {
     let mut state = PopupState::new();
     let request = state.open("zzz", false).unwrap();
     // Still loading: Enter waits for the answer rather than sending.
-    assert_eq!(state.handle_key(key(KeyCode::Enter)), PopupOutcome::Close);
+    assert_eq!(state.handle_key(key(KeyCode::Enter)), Handled::Consumed);
     let request2 = state.open("zzzz", false).unwrap();
     assert!(!state.apply_results(request.id, Ok(Vec::new())));
     state.apply_results(request2.id, Ok(Vec::new()));
     // Answered with nothing: Enter (send), Up and Down (history) go to the composer.
     for code in [KeyCode::Enter, KeyCode::Up, KeyCode::Down, KeyCode::PageUp] {
-        assert_eq!(
-            state.handle_key(key(code)),
-            PopupOutcome::Ignored,
-            "{code:?}"
-        );
+        assert_eq!(state.handle_key(key(code)), Handled::Ignored, "{code:?}");
     }
     assert!(state.is_open());
-    assert_eq!(state.handle_key(key(KeyCode::Tab)), PopupOutcome::Close);
+    assert_eq!(state.handle_key(key(KeyCode::Tab)), Handled::Consumed);
 }
 
 #[test]
