@@ -30,14 +30,13 @@
 
 use super::error::{Result, SessionError};
 use super::format::{
-    ContentBlock, Event, EventData, Message, Record, SurfaceOp, ASSISTANT_MESSAGE, SESSION_TITLE,
-    STEERING_MESSAGE, USER_MESSAGE,
+    ContentBlock, Event, EventData, EventKind, Message, RawData, Record, SurfaceOp,
+    ASSISTANT_MESSAGE, SESSION_TITLE, STEERING_MESSAGE, USER_MESSAGE,
 };
 use super::query::SurfaceSnapshot;
 use super::reader::RecordSink;
 use super::skim::Envelope;
 use super::SessionHeader;
-use serde_json::value::RawValue;
 use std::collections::HashSet;
 use std::ops::RangeInclusive;
 
@@ -350,7 +349,7 @@ impl RecordSink for SurfaceBuilder {
                     }
                 } else {
                     Event {
-                        data: null_data(),
+                        data: RawData::null(),
                         ..event
                     }
                 };
@@ -380,10 +379,10 @@ impl RecordSink for SurfaceBuilder {
             return Ok(());
         }
         self.surface.apply(Event {
-            kind: envelope.kind.to_string(),
+            kind: EventKind::new(envelope.kind),
             seq: envelope.first_seq,
             time: envelope.time,
-            data: null_data(),
+            data: RawData::null(),
             source_event_seqs: envelope.source_event_seqs,
             surface_op: envelope.surface_op,
             extra: Default::default(),
@@ -398,10 +397,6 @@ const SLIM_ABOVE: usize = 4096;
 /// Event types whose payload the conversation projection reads.
 fn is_conversation_type(kind: &str) -> bool {
     matches!(kind, USER_MESSAGE | STEERING_MESSAGE | ASSISTANT_MESSAGE)
-}
-
-fn null_data() -> Box<RawValue> {
-    RawValue::from_string("null".into()).expect("null is JSON")
 }
 
 /// A message event reduced to what the projection reads: text blocks, source, role, id and the
@@ -443,7 +438,7 @@ fn slim_message_event(event: Event, session_id: &str) -> Event {
         _ => return event,
     };
     Event {
-        data: data.to_raw(),
+        data: data.to_raw().into(),
         ..event
     }
 }

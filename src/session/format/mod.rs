@@ -9,7 +9,8 @@
 //! One room per record kind: `header` (line 0), `record` (an event or a packed row, and the
 //! record visitor), `packed` (packed chunk rows), `content` (content blocks), `message`
 //! (messages and their sources), `reference_meta` (a session-reference source's entries read
-//! back), `event_data` (the typed payload per event type), and
+//! back), `shared` (an event's type and payload, held so that stubs and clones allocate
+//! nothing), `event_data` (the typed payload per event type), and
 //! `legacy` (the upgrade of the flat, older message shapes to the identified one, kept out of
 //! the decoder). Every writer of a "type + known fields + unknown fields" object goes through
 //! `write_map` (serde) or `object` (a JSON value), so known fields always come first, in the
@@ -33,6 +34,7 @@ pub(crate) mod message;
 pub(crate) mod packed;
 pub(crate) mod record;
 pub(crate) mod reference_meta;
+pub(crate) mod shared;
 
 pub use content::ContentBlock;
 pub use event_data::EventData;
@@ -41,6 +43,7 @@ pub use message::{join_text, DisplayContent, Envelope, Message, MessageSource, C
 pub use packed::{PackedChunks, PackedKind};
 pub use record::{Event, Record, SurfaceOp};
 pub use reference_meta::RecordedReference;
+pub use shared::{EventKind, RawData};
 
 /// The only format version this crate reads and writes.
 pub const FORMAT_VERSION: u64 = 0;

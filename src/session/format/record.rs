@@ -1,6 +1,9 @@
 //! One line after the header: an event record or a packed chunk row (SPEC §1.2, §1.5).
 
-use super::{is_surface_type, json_i64, write_map, EventData, Message, PackedChunks, PackedKind};
+use super::{
+    is_surface_type, json_i64, write_map, EventData, EventKind, Message, PackedChunks, PackedKind,
+    RawData,
+};
 use serde::de::{self, MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -63,14 +66,14 @@ impl<'de> Deserialize<'de> for SurfaceOp {
 #[derive(Debug, Clone)]
 pub struct Event {
     /// `type`: the event type (`"user/message"`, …; see the constants in [`super`]).
-    pub kind: String,
+    pub kind: EventKind,
     /// `seq`: the event's sequence number, from 0 and contiguous over the whole log (packed members
     /// included).
     pub seq: u64,
     /// `time`: when the event happened, in epoch milliseconds.
     pub time: i64,
     /// The `data` payload exactly as it was read (or as it was encoded when written).
-    pub data: Box<RawValue>,
+    pub data: RawData,
     /// `sourceEventSeqs`: the seqs this event was made from (a replace must list every node it
     /// shadows); `None` when absent (then not written).
     pub source_event_seqs: Option<Vec<u64>>,
@@ -96,13 +99,13 @@ impl Event {
     /// Builds an event from typed data. Surface types get `surfaceOp: "append"` unless `op` says
     /// otherwise; other types get none.
     pub fn new(seq: u64, time: i64, data: &EventData) -> Event {
-        let kind = data.kind().to_string();
+        let kind = EventKind::new(data.kind());
         let surface_op = is_surface_type(&kind).then_some(SurfaceOp::Append);
         Event {
             kind,
             seq,
             time,
-            data: data.to_raw(),
+            data: data.to_raw().into(),
             source_event_seqs: None,
             surface_op,
             extra: Map::new(),
@@ -207,7 +210,7 @@ impl<'de> Visitor<'de> for RecordVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Record, A::Error> {
-        let mut kind: Option<String> = None;
+        let mut kind: Option<EventKind> = None;
         let mut seq: Option<u64> = None;
         let mut time: Option<Value> = None;
         let mut seq0: Option<u64> = None;
@@ -273,7 +276,7 @@ impl<'de> Visitor<'de> for RecordVisitor {
             kind,
             seq,
             time,
-            data,
+            data: data.into(),
             source_event_seqs,
             surface_op,
             extra,
