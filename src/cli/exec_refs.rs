@@ -199,7 +199,7 @@ async fn search_one(
             "--ref {word:?}: no session id starts with it and no session matches it (list them \
              with dsh-refs sessions)"
         ))),
-        [one] if result.total == 1 => Ok(one.session_id.clone()),
+        [one] if result.total == 1 => Ok(one.id.clone()),
         hits => {
             let mut lines = vec![format!(
                 "--ref {}: {} sessions match; name one by id (--ref ID):",
@@ -214,7 +214,7 @@ async fn search_one(
                     .unwrap_or("(untitled)");
                 lines.push(format!(
                     "  {}  {}",
-                    escape::escape_line(&hit.session_id),
+                    escape::escape_line(&hit.id),
                     escape::escape_line(title)
                 ));
             }

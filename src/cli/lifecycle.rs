@@ -163,10 +163,10 @@ pub fn find_sessions(
     Ok(found
         .hits
         .into_iter()
-        .filter(|h| ExternalAgent::of_id(&h.session_id).is_none())
+        .filter(|h| ExternalAgent::of_id(&h.id).is_none())
         .map(|h| {
-            let title = h.title.or(h.first_prompt).unwrap_or_default();
-            (h.session_id, title)
+            let title = h.meta.title.or(h.meta.first_prompt).unwrap_or_default();
+            (h.meta.id, title)
         })
         .collect())
 }

@@ -134,7 +134,7 @@ fn table(query: &str, hits: &[Hit], total: usize, now: i64) -> String {
         let matched: Vec<&str> = hit.matched.iter().map(|f| f.name()).collect();
         out.push_str(&format!(
             "{}  {}  {} msgs  {}  [{}]\n",
-            visible(&hit.session_id),
+            visible(&hit.id),
             age(hit.last_activity, now),
             hit.messages,
             title,

@@ -547,7 +547,7 @@ impl Server {
         };
         match self.inner.discovery.search(query).await {
             Ok(result) => Ok((
-                result.hits.into_iter().map(|h| h.session_id).collect(),
+                result.hits.into_iter().map(|h| h.meta.id).collect(),
                 result.total,
             )),
             Err(e) => {

@@ -10,14 +10,15 @@
 //! conversation, recency, same-cwd), then contract candidates the hits did not hold (e.g.
 //! sessions not indexed yet), each id once, at most `limit` rows. A row's label is the contract's
 //! rule (latest title, else the id), so the inserted mention is the same whichever source found
-//! it. Each row also gets [`RowDetail`]: last activity, message count, size, first prompt and a
-//! live badge; the total tells the popup to say `50 of 312 · type to narrow`.
+//! it. Each row also gets a [`PopupRow`]: the session's row as discovery knows it
+//! ([`SessionMeta`]: last activity, message count, size, first prompt) and a live badge; the
+//! total tells the popup to say `50 of 312 · type to narrow`.
 //!
 //! Proof: unit tests below (merge, dedupe, truncation, labels); `tests/tui/popup.rs` snapshots
 //! the rows with details and the truncated list.
 
 use super::mount::SessionReferenceMount;
-use crate::discovery::{Discovery, Hit, SearchQuery};
+use crate::discovery::{Discovery, Hit, SearchQuery, SessionMeta};
 use crate::reference::Candidate;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,28 +27,33 @@ use tokio_util::sync::CancellationToken;
 /// Rows the popup asks for (the contract's default `candidate_limit`).
 pub const POPUP_LIMIT: usize = 50;
 
-/// What discovery knows about a row beyond the contract's candidate.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RowDetail {
-    /// Epoch ms of the last event.
-    pub last_activity: i64,
-    /// Conversation items (SPEC §3.5) in the session.
-    pub messages: u64,
-    /// UTF-8 bytes of the text of those items.
-    pub conversation_bytes: u64,
-    /// The first direct prompt, shown when the session has no title.
-    pub first_prompt: Option<String>,
+/// What discovery knows about a popup row beyond the contract's candidate: the session's row
+/// and what only the popup adds to it (the row's fields read through `Deref`: `row.messages`
+/// is `row.meta.messages`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PopupRow {
+    /// The session's row as its hit carried it; for a row known only to be live, its id and
+    /// nothing else (no messages, no size, no times).
+    pub meta: SessionMeta,
     /// Another process is writing this session now.
     pub live: bool,
     /// A short excerpt of a conversation match.
     pub snippet: Option<String>,
 }
 
+impl std::ops::Deref for PopupRow {
+    type Target = SessionMeta;
+
+    fn deref(&self) -> &SessionMeta {
+        &self.meta
+    }
+}
+
 /// Details for the rows of one lookup.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SessionDetails {
-    /// The details, by session id.
-    pub rows: HashMap<String, RowDetail>,
+    /// The details, by session id (each key is its row's `meta.id`).
+    pub rows: HashMap<String, PopupRow>,
     /// How many sessions matched in all (more than the rows when the list is truncated).
     pub total: usize,
 }
@@ -71,22 +77,19 @@ pub fn merge(candidates: Vec<Candidate>, hits: &[Hit], total: usize, limit: usiz
         if out.len() >= limit {
             break;
         }
-        if !seen.insert(hit.session_id.clone()) {
+        if !seen.insert(hit.id.clone()) {
             continue;
         }
         out.push(Candidate {
-            session_id: hit.session_id.clone(),
-            label: hit.title.clone().unwrap_or_else(|| hit.session_id.clone()),
+            session_id: hit.id.clone(),
+            label: hit.title.clone().unwrap_or_else(|| hit.id.clone()),
             cwd: hit.cwd.clone(),
             created_at: hit.created_at,
         });
         rows.insert(
-            hit.session_id.clone(),
-            RowDetail {
-                last_activity: hit.last_activity,
-                messages: hit.messages,
-                conversation_bytes: hit.conversation_bytes,
-                first_prompt: hit.first_prompt.clone(),
+            hit.id.clone(),
+            PopupRow {
+                meta: hit.meta.clone(),
                 live: false,
                 snippet: hit.snippet.clone(),
             },
@@ -174,18 +177,30 @@ pub async fn lookup(
         .await
         .unwrap_or_default();
         for id in live {
-            merged.details.rows.entry(id).or_default().live = true;
+            merged
+                .details
+                .rows
+                .entry(id)
+                .and_modify(|row| row.live = true)
+                .or_insert_with_key(|id| PopupRow {
+                    meta: SessionMeta {
+                        id: id.clone(),
+                        ..SessionMeta::default()
+                    },
+                    live: true,
+                    snippet: None,
+                });
         }
     }
     discovery.poke();
     (Ok(merged.candidates), Some(Arc::new(merged.details)))
 }
 
-/// `12 msgs · 48 KiB`.
-pub fn size_text(detail: &RowDetail) -> String {
-    let size = super::text::format_size(detail.conversation_bytes);
-    let msgs = if detail.messages == 1 { "msg" } else { "msgs" };
-    format!("{} {msgs} · {size}", detail.messages)
+/// A row's message count and size: `12 msgs · 48 KiB`.
+pub fn size_text(row: &SessionMeta) -> String {
+    let size = super::text::format_size(row.conversation_bytes);
+    let msgs = if row.messages == 1 { "msg" } else { "msgs" };
+    format!("{} {msgs} · {size}", row.messages)
 }
 
 /// The popup's bottom line for a truncated list, e.g. `50 of 312 · type to narrow`.
@@ -200,15 +215,17 @@ mod tests {
 
     fn hit(id: &str, title: Option<&str>) -> Hit {
         Hit {
-            session_id: id.into(),
-            title: title.map(Into::into),
-            first_prompt: Some(format!("prompt of {id}")),
-            cwd: Some("/w".into()),
-            created_at: 1,
-            last_activity: 5,
-            messages: 3,
-            conversation_bytes: 2048,
-            source: None,
+            meta: SessionMeta {
+                id: id.into(),
+                title: title.map(Into::into),
+                first_prompt: Some(format!("prompt of {id}")),
+                cwd: Some("/w".into()),
+                created_at: 1,
+                last_activity: 5,
+                messages: 3,
+                conversation_bytes: 2048,
+                source: None,
+            },
             score: 1.0,
             matched: vec![Field::Title],
             snippet: None,
@@ -240,6 +257,10 @@ mod tests {
         assert_eq!(ids, ["a", "b", "c"]);
         assert_eq!(merged.details.total, 3);
         assert_eq!(merged.details.rows["a"].messages, 3);
+        assert_eq!(
+            merged.details.rows["a"].meta,
+            hit("a", Some("A title")).meta
+        );
         assert!(!merged.details.rows.contains_key("c"));
     }
 
@@ -265,10 +286,10 @@ mod tests {
 
     #[test]
     fn sizes_read_like_people_write_them() {
-        let mut d = RowDetail {
+        let mut d = SessionMeta {
             messages: 1,
             conversation_bytes: 10,
-            ..RowDetail::default()
+            ..SessionMeta::default()
         };
         assert_eq!(size_text(&d), "1 msg · 10 B");
         d.messages = 12;

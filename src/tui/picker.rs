@@ -180,7 +180,7 @@ impl PickerState {
             Action::PopupPageUp => moved(self, ScrollState::page_up),
             Action::PopupPageDown => moved(self, ScrollState::page_down),
             Action::PopupAccept => match self.selected() {
-                Some(hit) => Handled::Emit(Command::Resume(hit.session_id.clone())),
+                Some(hit) => Handled::Emit(Command::Resume(hit.id.clone())),
                 None => Handled::Ignored,
             },
             Action::PopupClose | Action::ClearOrQuit => Handled::Emit(Command::ClosePicker),
@@ -336,10 +336,10 @@ impl PickerView<'_> {
                 .title
                 .as_deref()
                 .or(hit.first_prompt.as_deref())
-                .unwrap_or(&hit.session_id);
+                .unwrap_or(&hit.id);
             row.push_untrusted(name, EscapeMode::SingleLine, base);
             row.push("  ", Style::new());
-            row.push_untrusted(&hit.session_id, EscapeMode::SingleLine, style::dim());
+            row.push_untrusted(&hit.id, EscapeMode::SingleLine, style::dim());
             if preview.is_none() {
                 row.push("  ", Style::new());
                 match &hit.cwd {
@@ -384,7 +384,7 @@ impl PickerView<'_> {
         );
         lines.push(title);
         let mut id = StyledText::new();
-        id.push_untrusted(&hit.session_id, EscapeMode::SingleLine, style::dim());
+        id.push_untrusted(&hit.id, EscapeMode::SingleLine, style::dim());
         lines.push(id);
         let mut cwd = StyledText::new();
         match &hit.cwd {
@@ -446,19 +446,22 @@ impl PickerView<'_> {
 mod tests {
     use super::*;
     use crate::discovery::rank::Field;
+    use crate::discovery::SessionMeta;
     use crossterm::event::{KeyCode, KeyModifiers};
 
     fn hit(id: &str) -> Hit {
         Hit {
-            session_id: id.into(),
-            title: Some(format!("title {id}")),
-            first_prompt: None,
-            cwd: None,
-            created_at: 0,
-            last_activity: 0,
-            messages: 1,
-            conversation_bytes: 1,
-            source: None,
+            meta: SessionMeta {
+                id: id.into(),
+                title: Some(format!("title {id}")),
+                first_prompt: None,
+                cwd: None,
+                created_at: 0,
+                last_activity: 0,
+                messages: 1,
+                conversation_bytes: 1,
+                source: None,
+            },
             score: 0.0,
             matched: vec![Field::Title],
             snippet: None,
@@ -489,7 +492,7 @@ mod tests {
         assert!(!s.apply(0, Ok((vec![hit("old")], 1))));
         assert!(s.apply(1, Ok((vec![hit("a"), hit("b")], 2))));
         assert_eq!(s.handle_key(key(KeyCode::Up)), Handled::Consumed);
-        assert_eq!(s.selected().unwrap().session_id, "b", "wraps");
+        assert_eq!(s.selected().unwrap().id, "b", "wraps");
         assert_eq!(
             s.handle_key(key(KeyCode::Enter)),
             Handled::Emit(Command::Resume("b".into()))

@@ -72,7 +72,7 @@ fn search(d: &Discovery, text: &str) -> SearchResult {
 }
 
 fn ids(result: &SearchResult) -> Vec<String> {
-    result.hits.iter().map(|h| h.session_id.clone()).collect()
+    result.hits.iter().map(|h| h.id.clone()).collect()
 }
 
 /// The names in `dir` that start with `prefix`.

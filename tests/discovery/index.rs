@@ -95,7 +95,7 @@ fn search(d: &Discovery, text: &str) -> SearchResult {
 }
 
 fn ids(result: &SearchResult) -> Vec<String> {
-    result.hits.iter().map(|h| h.session_id.clone()).collect()
+    result.hits.iter().map(|h| h.id.clone()).collect()
 }
 
 /// Three sessions: a titled one whose tool output and reasoning hold words no search may find.
@@ -408,7 +408,7 @@ fn other_agents_sessions_are_indexed() {
         .unwrap()
         .to_string();
     let found = ids(&search(&d, &word));
-    assert!(found.contains(&with_prompt.session_id), "{word}: {found:?}");
+    assert!(found.contains(&with_prompt.id), "{word}: {found:?}");
 }
 
 /// The live badge reads the kernel's lock table: a session held open by a writer is live, and

@@ -34,7 +34,7 @@ fn top3(d: &Discovery, q: &SearchQuery) -> Vec<String> {
         .hits
         .into_iter()
         .take(3)
-        .map(|h| h.session_id)
+        .map(|h| h.meta.id)
         .collect()
 }
 
@@ -91,7 +91,7 @@ fn labelled_queries_over_the_demo_home() {
         .search_blocking(&query("", None, None), Some(&listed))
         .unwrap();
     assert_eq!(result.total, 1);
-    assert_eq!(result.hits[0].session_id, DARK);
+    assert_eq!(result.hits[0].id, DARK);
 }
 
 fn user(text: &str, id: String) -> NewEvent {

@@ -34,7 +34,7 @@ fn found(d: &Discovery, word: &str) -> Vec<String> {
         },
         None,
     )
-    .map(|r| r.hits.into_iter().map(|h| h.session_id).collect())
+    .map(|r| r.hits.into_iter().map(|h| h.meta.id).collect())
     .unwrap_or_default()
 }
 

@@ -1,7 +1,7 @@
 //! Snapshots of the `--resume` session picker (SPEC §8).
 
 use dsh_session_references::discovery::rank::Field;
-use dsh_session_references::discovery::Hit;
+use dsh_session_references::discovery::{Hit, SessionMeta};
 use dsh_session_references::tui::focus::{Command, Handled};
 use dsh_session_references::tui::picker::PickerState;
 use dsh_session_references::tui::snapshot::render_snapshot;
@@ -12,15 +12,17 @@ const MIN: i64 = 60_000;
 
 fn hit(id: &str, title: Option<&str>, prompt: &str, cwd: Option<&str>, ago: i64) -> Hit {
     Hit {
-        session_id: id.into(),
-        title: title.map(Into::into),
-        first_prompt: Some(prompt.into()),
-        cwd: cwd.map(Into::into),
-        created_at: NOW - 10 * ago,
-        last_activity: NOW - ago,
-        messages: 4,
-        conversation_bytes: 900,
-        source: None,
+        meta: SessionMeta {
+            id: id.into(),
+            title: title.map(Into::into),
+            first_prompt: Some(prompt.into()),
+            cwd: cwd.map(Into::into),
+            created_at: NOW - 10 * ago,
+            last_activity: NOW - ago,
+            messages: 4,
+            conversation_bytes: 900,
+            source: None,
+        },
         score: 1.0,
         matched: vec![Field::Title],
         snippet: None,
@@ -128,7 +130,7 @@ fn a_wide_picker_shows_age_first_and_a_preview_and_filters_to_this_directory() {
         Handled::Emit(Command::Resume("be266e1a".into()))
     );
     state.handle_key(tab);
-    assert_eq!(state.selected().unwrap().session_id, "f382e8f5");
+    assert_eq!(state.selected().unwrap().id, "f382e8f5");
 }
 
 #[test]

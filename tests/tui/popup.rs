@@ -224,18 +224,20 @@ fn other_agents_sessions_wear_a_source_badge() {
 #[test]
 fn discovery_rows_and_a_truncated_list() {
     use dsh_session_references::discovery::rank::Field;
-    use dsh_session_references::discovery::Hit;
+    use dsh_session_references::discovery::{Hit, SessionMeta};
     use dsh_session_references::tui::lookup::merge;
     let hit = |id: &str, title: Option<&str>, prompt: &str, active_ago: i64, msgs: u64| Hit {
-        session_id: id.into(),
-        title: title.map(Into::into),
-        first_prompt: Some(prompt.into()),
-        cwd: Some("/home/dev/projects/parser".into()),
-        created_at: NOW - 30 * 24 * 60 * MIN,
-        last_activity: NOW - active_ago,
-        messages: msgs,
-        conversation_bytes: msgs * 2000,
-        source: None,
+        meta: SessionMeta {
+            id: id.into(),
+            title: title.map(Into::into),
+            first_prompt: Some(prompt.into()),
+            cwd: Some("/home/dev/projects/parser".into()),
+            created_at: NOW - 30 * 24 * 60 * MIN,
+            last_activity: NOW - active_ago,
+            messages: msgs,
+            conversation_bytes: msgs * 2000,
+            source: None,
+        },
         score: 1.0,
         matched: vec![Field::Title],
         snippet: None,

@@ -15,8 +15,9 @@
 //! fields in memory, `fts` finds the full-text rows, `top` keeps the best hits, `snippet`
 //! cuts a hit's excerpt. This module runs a search through them in named phases.
 //!
-//! Proof: unit tests in the rooms (query terms, prefilters, masks, snippets); `tests/discovery/search.rs` (labelled queries over the
-//! demo home and a generated home, exclusion of the agent, snippets).
+//! Proof: unit tests in the rooms (query terms, prefilters, masks, snippets) and the bytes of a
+//! serialized hit below; `tests/discovery/search.rs` (labelled queries over the demo home and a
+//! generated home, exclusion of the agent, snippets, the keys `dsh-refs search --json` prints).
 
 mod fts;
 mod matching;
@@ -29,6 +30,7 @@ pub use fts::query_terms;
 pub use rows::{Loaded, SessionInfo};
 
 use super::index::{self, IndexError, Result};
+use super::meta::SessionMeta;
 use super::rank::{self, Field};
 use fts::fts_hits;
 use matching::{cwd_match, fuzzy_words, perfect_score, query_mask};
@@ -69,34 +71,16 @@ pub struct SearchQuery {
     pub snippets: bool,
 }
 
-/// One hit. Serialized with keys in this order: `sessionId`, `title`, `firstPrompt`, `cwd`,
+/// One hit: the session's row ([`SessionMeta`], whose fields read through `Deref`:
+/// `hit.title` is `hit.meta.title`) and what the search found in it. Serialized as the row's
+/// keys followed by its own, in this order: `sessionId`, `title`, `firstPrompt`, `cwd`,
 /// `createdAt`, `lastActivity`, `messages`, `conversationBytes`, `source`, `score`, `matched`,
 /// `snippet` (`title`, `firstPrompt`, `cwd`, `source` and `snippet` are `null` when absent).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Hit {
-    /// `sessionId`: the whole session id.
-    #[serde(rename = "sessionId")]
-    pub session_id: String,
-    /// `title`: the indexed title.
-    pub title: Option<String>,
-    /// `firstPrompt`: the first user prompt, at most 512 bytes.
-    #[serde(rename = "firstPrompt")]
-    pub first_prompt: Option<String>,
-    /// `cwd`: the session's working directory.
-    pub cwd: Option<String>,
-    /// `createdAt`: creation time, epoch milliseconds.
-    #[serde(rename = "createdAt")]
-    pub created_at: i64,
-    /// `lastActivity`: time of the latest event, epoch milliseconds.
-    #[serde(rename = "lastActivity")]
-    pub last_activity: i64,
-    /// `messages`: projected conversation items.
-    pub messages: u64,
-    /// `conversationBytes`: UTF-8 bytes of projected conversation text.
-    #[serde(rename = "conversationBytes")]
-    pub conversation_bytes: u64,
-    /// `source`: `claude` or `codex` for another agent's session, `null` for dsh.
-    pub source: Option<String>,
+    /// The session's row as the index holds it (the first nine keys).
+    #[serde(flatten)]
+    pub meta: SessionMeta,
     /// `score`: the ranking blend of [`rank::score`], rounded to three decimals; higher is
     /// better.
     pub score: f64,
@@ -105,6 +89,14 @@ pub struct Hit {
     /// `snippet`: a one-line excerpt of the best match, when it was the conversation (only if
     /// [`SearchQuery::snippets`] asked) or the first prompt; `null` otherwise.
     pub snippet: Option<String>,
+}
+
+impl std::ops::Deref for Hit {
+    type Target = SessionMeta;
+
+    fn deref(&self) -> &SessionMeta {
+        &self.meta
+    }
 }
 
 /// Hits, best first, and how many sessions matched in all.
@@ -571,15 +563,7 @@ impl Searcher {
                 _ => None,
             };
             hits.push(Hit {
-                session_id: info.id.clone(),
-                title: info.title.clone(),
-                first_prompt: info.first_prompt.clone(),
-                cwd: info.cwd.clone(),
-                created_at: info.created_at,
-                last_activity: info.last_activity,
-                messages: info.messages,
-                conversation_bytes: info.conversation_bytes,
-                source: info.source.clone(),
+                meta: info.meta.clone(),
                 score: (score * 1000.0).round() / 1000.0,
                 matched: fields,
                 snippet,
@@ -595,4 +579,61 @@ fn cleared(mut flags: Vec<bool>, set: &[u32]) -> Vec<bool> {
         flags[i as usize] = false;
     }
     flags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes `dsh-refs search --json` prints for a hit: keys in the documented order,
+    /// `null` for what is absent.
+    #[test]
+    fn a_hit_serializes_in_the_documented_order() {
+        let hit = Hit {
+            meta: SessionMeta {
+                id: "claude:abc".into(),
+                title: Some("Fix the tokenizer".into()),
+                first_prompt: Some("why does it \"split\"?".into()),
+                cwd: Some("/w".into()),
+                created_at: 1,
+                last_activity: 2,
+                messages: 3,
+                conversation_bytes: 4096,
+                source: Some("claude".into()),
+            },
+            score: 0.125,
+            matched: vec![Field::Title, Field::FirstPrompt],
+            snippet: Some("split".into()),
+        };
+        assert_eq!(
+            serde_json::to_string(&hit).unwrap(),
+            concat!(
+                r#"{"sessionId":"claude:abc","title":"Fix the tokenizer","#,
+                r#""firstPrompt":"why does it \"split\"?","cwd":"/w","createdAt":1,"#,
+                r#""lastActivity":2,"messages":3,"conversationBytes":4096,"source":"claude","#,
+                r#""score":0.125,"matched":["title","firstPrompt"],"snippet":"split"}"#
+            )
+        );
+        let bare = Hit {
+            meta: SessionMeta {
+                id: "s".into(),
+                ..SessionMeta::default()
+            },
+            score: 1.0,
+            matched: Vec::new(),
+            snippet: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&bare).unwrap(),
+            concat!(
+                r#"{"sessionId":"s","title":null,"firstPrompt":null,"cwd":null,"createdAt":0,"#,
+                r#""lastActivity":0,"messages":0,"conversationBytes":0,"source":null,"#,
+                r#""score":1.0,"matched":[],"snippet":null}"#
+            )
+        );
+        assert_eq!(
+            serde_json::to_string_pretty(&bare).unwrap().lines().nth(1),
+            Some(r#"  "sessionId": "s","#)
+        );
+    }
 }

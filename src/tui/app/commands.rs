@@ -260,7 +260,7 @@ impl App {
                     .await
                     .map(|found| {
                         let own = |hit: &crate::discovery::Hit| {
-                            crate::session::external::Agent::of_id(&hit.session_id).is_none()
+                            crate::session::external::Agent::of_id(&hit.id).is_none()
                         };
                         let others = found.hits.iter().filter(|h| !own(h)).count();
                         let hits: Vec<_> = found.hits.into_iter().filter(own).collect();

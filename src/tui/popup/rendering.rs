@@ -10,7 +10,7 @@ use crate::reference::Candidate;
 use crate::session::external::ExternalAgent;
 use crate::tui::escape::EscapeMode;
 use crate::tui::file_match::FileRow;
-use crate::tui::lookup::{size_text, truncation_text, RowDetail};
+use crate::tui::lookup::{size_text, truncation_text, PopupRow};
 use crate::tui::render::{clip, Renderable};
 use crate::tui::scroll::visible_top;
 use crate::tui::style;
@@ -120,7 +120,7 @@ impl PopupView<'_> {
         line.truncate(width)
     }
 
-    fn detail(&self, id: &str) -> Option<&RowDetail> {
+    fn detail(&self, id: &str) -> Option<&PopupRow> {
         self.state.details.as_ref()?.rows.get(id)
     }
 
