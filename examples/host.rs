@@ -328,7 +328,7 @@ impl HostApp {
 
     fn now_ms(&self) -> i64 {
         self.now_ms
-            .unwrap_or_else(dsh_session_references::session::clock::now_ms)
+            .unwrap_or_else(dsh_session_references::session::now_ms)
     }
 
     /// The host's layout: title, sent messages, the framed composer, status.

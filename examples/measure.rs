@@ -39,8 +39,8 @@ use dsh_session_references::session::{
     SessionQuery,
 };
 use dsh_session_references::tui::composer::Composer;
-use dsh_session_references::tui::file_index::FileFinder;
 use dsh_session_references::tui::popup::PopupState;
+use dsh_session_references::tui::FileFinder;
 use dsh_session_references::tui::Renderable;
 use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;

@@ -20,7 +20,7 @@
 
 use dsh_session_references::agent::config::{ProviderSettings, MAX_STREAM_BYTES};
 use dsh_session_references::agent::openai::OpenAiProvider;
-use dsh_session_references::agent::provider::ModelRequest;
+use dsh_session_references::agent::ModelRequest;
 use dsh_session_references::agent::{ModelError, ModelProvider};
 use dsh_session_references::session::{ContentBlock, Message, MessageSource};
 use std::time::{Duration, Instant};

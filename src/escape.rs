@@ -7,7 +7,7 @@
 //! or a diagnostic line, so what the user sees is what the bytes are.
 //!
 //! This module sits at the crate root, below every layer: the session and reference layers use
-//! it for the command line's diagnostics, the TUI for every widget (`tui::escape` re-exports it).
+//! it for the command line's diagnostics, the TUI for every widget.
 //!
 //! Invariant: the output of [`escape`] never holds a character [`needs_escape`] flags for its
 //! mode, and [`json_for_terminal`] never changes the JSON value. Proof: the property tests below

@@ -174,7 +174,7 @@ fn run_tui(
             return 1;
         }
     };
-    dsh_session_references::tui::terminal::set_mouse_capture(!args.no_mouse);
+    dsh_session_references::tui::set_mouse_capture(!args.no_mouse);
     let result = runtime.block_on(run_terminal_picking(options, wiring, pick));
     // Do not wait for lingering blocking reads (a stuck filesystem must not hang the exit).
     runtime.shutdown_timeout(Duration::from_millis(200));

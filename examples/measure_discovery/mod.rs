@@ -347,7 +347,7 @@ pub fn watch_cost(sessions: usize, kb: usize) {
     let rss_before = rss();
     let slab_before = kernel_slab();
     let started = Instant::now();
-    let watcher = dsh_session_references::discovery::watch::start(&home.join("sessions"), |_| {})
+    let watcher = dsh_session_references::discovery::watch_sessions(&home.join("sessions"), |_| {})
         .expect("the watcher starts");
     let took = started.elapsed();
     let rss_after = rss();
@@ -568,7 +568,7 @@ fn popup(home: &Path, discovery: &Discovery, sessions: usize, rounds: usize) {
     };
     use dsh_session_references::session::DiskStore;
     use dsh_session_references::tui::composer::Composer;
-    use dsh_session_references::tui::lookup::merge;
+    use dsh_session_references::tui::merge;
     use dsh_session_references::tui::popup::PopupState;
     use dsh_session_references::tui::Renderable;
     use ratatui::backend::TestBackend;
@@ -703,7 +703,7 @@ pub fn first_popup(sessions: usize, kb: usize) {
         AgentIdentity, SessionReferenceConfig, SessionReferences,
     };
     use dsh_session_references::session::DiskStore;
-    use dsh_session_references::tui::lookup::merge;
+    use dsh_session_references::tui::merge;
     use std::sync::Arc;
     use tokio_util::sync::CancellationToken;
 

@@ -2,7 +2,7 @@
 #![no_main]
 
 use dsh_session_references::session::format::{ASSISTANT_MESSAGE, STEERING_MESSAGE, USER_MESSAGE};
-use dsh_session_references::session::message_text::{message_text, SourceClass};
+use dsh_session_references::session::{message_text, SourceClass};
 use dsh_session_references::session::Record;
 use libfuzzer_sys::fuzz_target;
 

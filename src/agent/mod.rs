@@ -2,17 +2,20 @@
 //! does, and the model providers behind it.
 
 pub mod config;
-pub mod hooks;
+pub(crate) mod hooks;
 #[cfg(feature = "openai")]
 pub mod openai;
-pub mod provider;
+pub(crate) mod provider;
 pub(crate) mod runtime;
-pub mod sse;
+pub(crate) mod sse;
 
 pub use hooks::{
-    AgentInfo, ContextWrapper, HookError, PromptDecision, PromptSubmitHooks, PromptSubmitListener,
+    AgentInfo, ContextWrapper, HookError, HookResult, Next, PromptDecision, PromptSubmitHooks,
+    PromptSubmitListener,
 };
-pub use provider::{ModelError, ModelEvent, ModelOutput, ModelProvider, OfflineModel, Usage};
+pub use provider::{
+    ModelError, ModelEvent, ModelOutput, ModelProvider, ModelRequest, OfflineModel, Usage,
+};
 pub use runtime::{Admission, Agent, AgentConfig, AgentError, AgentEvent, AgentStatus};
 
 /// The model for a resolved configuration, and its status-line label. The offline label says

@@ -2,21 +2,21 @@
 //!
 //! Purpose: `list_candidates` (SPEC §3.3) matches ids and cwds only, as the seed says; people
 //! remember titles, first prompts and words from the conversation. This layer keeps a full-text
-//! index of every session the app serves ([`index`]), searches it with a ranked blend
-//! (`search`, [`rank`]) and resolves the session-lifecycle flags (`lifecycle`). It never
+//! index of every session the app serves (`index`), searches it with a ranked blend
+//! (`search`, `rank`) and resolves the session-lifecycle flags (`lifecycle`). It never
 //! changes URIs, snapshots or logs: it is a cache under `<home>/index/`, and `list_candidates`
 //! and `dsh-refs candidates` are untouched.
 //!
 //! Layering: discovery uses [`crate::session`] (listing, reading, stamps) and the pure
-//! projection of [`crate::reference::projection`], so the indexed text is by construction what a
+//! projection of [`crate::reference::project`], so the indexed text is by construction what a
 //! snapshot would carry; nothing below it knows it exists. It is the `discovery` feature (it
 //! brings rusqlite with bundled SQLite, and notify); `tui` and `cli` build on it, a host without
 //! it keeps the contract list.
 //!
 //! Keeping up: the background indexer ([`Discovery::spawn_indexer`]) runs a full pass (list
 //! everything, stamp every log) at start and then at a [`Cadence`]; with the file watcher of
-//! [`watch`] running on `<home>/sessions`, a write to a log is indexed by a targeted refresh of
-//! its session alone ([`Indexer::refresh_sessions`]) about [`watch::COALESCE`] later, a new
+//! `watch` running on `<home>/sessions`, a write to a log is indexed by a targeted refresh of
+//! its session alone ([`Indexer::refresh_sessions`]) about `watch::COALESCE` (50 ms) later, a new
 //! session by a full pass its events ask for, and the polling passes slow to at least
 //! [`WATCHED_MIN_INTERVAL`] apart. A watcher that cannot start or fails leaves the polling as
 //! it was; other agents' homes are polled only.
@@ -32,19 +32,24 @@
 //! (an append and a new session found with polling passes an hour apart),
 //! `tests/e2e/cli_lifecycle.rs`.
 
-pub mod index;
-pub mod lifecycle;
+pub(crate) mod index;
+pub(crate) mod lifecycle;
 pub(crate) mod meta;
-pub mod rank;
-pub mod recent;
+pub(crate) mod rank;
+pub(crate) mod recent;
 pub(crate) mod search;
 pub(crate) mod terms;
-pub mod watch;
+pub(crate) mod watch;
 
 use crate::sync::LockExt;
-pub use index::{FileStamper, IndexError, Indexer, PassStats, Stamper, Targeted};
+pub use index::{
+    db_path, is_busy_error, FileStamper, IndexError, Indexer, PassStats, Stamper, Targeted,
+    BUSY_TIMEOUT, READER_BUSY_TIMEOUT, SCHEMA_VERSION,
+};
 pub use meta::SessionMeta;
+pub use rank::Field;
 pub use search::{Hit, SearchQuery, SearchResult, Searcher, SessionInfo};
+pub use watch::{start as watch_sessions, Touched, Watching};
 
 use crate::session::external::{ExternalAgent, SourceSet};
 use crate::session::{DiskStore, SessionQuery, SessionSummary};
@@ -71,7 +76,7 @@ pub struct Cadence {
     pub max: Duration,
     /// The shortest wait between full passes while the watcher runs ([`WATCHED_MIN_INTERVAL`]).
     pub watched_min: Duration,
-    /// Whether to watch the dsh store's sessions directory ([`watch`]); `false` polls only.
+    /// Whether to watch the dsh store's sessions directory (`watch`); `false` polls only.
     pub watch: bool,
 }
 
@@ -393,7 +398,7 @@ impl Discovery {
 
     /// Starts the background indexer: a full pass now, then whenever poked or the interval of
     /// `cadence` passes; with the watcher running, a targeted refresh of the sessions whose logs
-    /// were written, [`watch::COALESCE`] after a burst of events begins. It stops (watcher
+    /// were written, `watch::COALESCE` (50 ms) after a burst of events begins. It stops (watcher
     /// included) when the returned handle is dropped, without waiting for a pass to end.
     pub fn spawn_indexer_with(&self, cadence: Cadence) -> IndexerThread {
         // The indexer reloads the searcher's rows after it writes: searches need not.

@@ -13,7 +13,7 @@
 //! uses it, and `tui`, `mcp` and `cli` may. Proof: `tests/architecture.rs` (the layer edges) and
 //! the bare build in CI (`.ci/run`).
 
-pub mod attach;
+pub(crate) mod attach;
 pub(crate) mod mount;
 
 pub use attach::{ChosenFile, Inspected};

@@ -139,6 +139,7 @@ impl ReferenceMeta {
 
 /// One `references` entry of the context source, keys in the §3.9 order (a dsh source: no
 /// `source` key).
+#[cfg(test)]
 pub fn reference_entry(data: &SourceData, stats: &RetentionStats, input_index: usize) -> Value {
     serde_json::to_value(ReferenceMeta::new(data, stats, input_index, None)).unwrap_or(Value::Null)
 }

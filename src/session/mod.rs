@@ -1,29 +1,31 @@
 //! The session layer: the dsh log format, the on-disk store, sessions live in this process, and
 //! the `SessionQuery` read interface that everything above consumes.
 
-pub mod civil;
-pub mod clock;
+pub(crate) mod civil;
+pub(crate) mod clock;
 pub mod error;
 pub mod external;
 pub(crate) mod files;
 pub mod format;
 pub(crate) mod live;
-pub mod message_text;
+pub(crate) mod message_text;
 pub mod paths;
-pub mod query;
+pub(crate) mod query;
 pub mod reader;
 pub mod skim;
 pub mod store;
 pub mod surface;
-pub mod title;
+pub(crate) mod title;
 pub mod writer;
 
+pub use clock::now_ms;
 pub use error::SessionError;
 pub use format::{
     ContentBlock, Event, EventData, Message, MessageSource, Record, SessionHeader, SurfaceOp,
 };
 pub use live::{HostSessions, LiveSession, LiveSessions};
-pub use query::{BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
+pub use message_text::{message_text, MessageText, SourceClass};
+pub use query::{sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
 pub use reader::Encoding;
 pub use store::DiskStore;
 pub use writer::{NewEvent, SessionWriter};

@@ -87,7 +87,7 @@ impl From<EventData> for NewEvent {
     }
 }
 
-/// The clock moved to [`super::clock`]; this path stays for callers outside the crate.
+/// The clock moved to `session::clock`; this path stays for callers outside the crate.
 pub use super::clock::now_ms;
 
 /// How long a torn tail must have been left alone before an append may cut it: dsh takes no lock,

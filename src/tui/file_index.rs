@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Walks `cwd` on a thread of its own and hands the finished index to `deliver` (for hosts
-/// that match with [`super::file_match::FileMatcher`]).
+/// that match with [`super::FileMatcher`]).
 pub fn spawn_file_index<F>(cwd: PathBuf, deliver: F)
 where
     F: FnOnce(Arc<FileIndex>) + Send + 'static,
@@ -124,7 +124,7 @@ enum Request {
 
 /// Files of a cwd, matched by `nucleo` off the UI loop. A matcher thread owns the
 /// `nucleo::Nucleo` (whose `tick` may wait for a cancelled worker), so the UI only ever sends a
-/// query and reads the last published [`FileRows`], never waiting.
+/// query and reads the last published `FileRows`, never waiting.
 pub struct FileFinder {
     requests: std::sync::mpsc::Sender<Request>,
     published: Arc<std::sync::Mutex<FileRows>>,

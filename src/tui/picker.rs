@@ -13,7 +13,6 @@
 //! Proof: unit tests below (keys, stale answers); `tests/tui/picker.rs` snapshots the view;
 //! `tests/e2e/cli_lifecycle.rs` picks a session through the real binary in tmux.
 
-use super::escape::EscapeMode;
 use super::focus::{Command, Handled};
 use super::keys::KeyBinding;
 use super::keys::{Action, KeyContext, Keymap};
@@ -22,6 +21,7 @@ use super::scroll::{visible_top, ScrollState};
 use super::style;
 use super::text::{format_age, format_size, StyledText};
 use crate::discovery::Hit;
+use crate::escape::EscapeMode;
 use crossterm::event::{KeyEvent, KeyEventKind};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;

@@ -7,10 +7,10 @@
 //! counted in a last row; nothing is drawn when nothing waits. Proof: `tests/tui/daily.rs`
 //! snapshots the panel with a running turn and two queued messages.
 
-use super::escape::EscapeMode;
 use super::render::clip;
 use super::style;
 use super::text::StyledText;
+use crate::escape::EscapeMode;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;

@@ -4,10 +4,10 @@
 //! space runs out the session name keeps priority over the cwd and model, and the run state on
 //! the right is never cut.
 
-use super::escape::EscapeMode;
 use super::render::{clip, Renderable};
 use super::style;
 use super::text::StyledText;
+use crate::escape::EscapeMode;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};

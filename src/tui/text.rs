@@ -7,7 +7,7 @@
 //! family, a flag or a letter with its marks is never split into pieces that draw as something
 //! else, and a cluster's width is the one the buffer gives it.
 
-use super::escape::{self, EscapeMode, Shown};
+use crate::escape::{self, EscapeMode, Shown};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use unicode_segmentation::UnicodeSegmentation;

@@ -6,7 +6,7 @@
 use crate::support::raw_http::{text_event, RawBody, RawReply, RawServer};
 use dsh_session_references::agent::config::{ProviderSettings, MAX_STREAM_BYTES};
 use dsh_session_references::agent::openai::OpenAiProvider;
-use dsh_session_references::agent::provider::ModelRequest;
+use dsh_session_references::agent::ModelRequest;
 use dsh_session_references::agent::{
     Agent, AgentConfig, AgentEvent, ModelError, ModelOutput, ModelProvider,
 };

@@ -5,7 +5,7 @@
 use crate::support::model::{answer, chunked, delta, Part, Reply, Server, DONE};
 use dsh_session_references::agent::config::{ApiKey, ProviderSettings};
 use dsh_session_references::agent::openai::{OpenAiProvider, SYSTEM_PROMPT};
-use dsh_session_references::agent::provider::ModelRequest;
+use dsh_session_references::agent::ModelRequest;
 use dsh_session_references::agent::{
     Agent, AgentConfig, AgentEvent, ModelError, ModelEvent, ModelOutput, ModelProvider,
 };

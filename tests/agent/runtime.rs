@@ -1,9 +1,9 @@
 //! The admission runtime: what reaches the log, in which batches, for each path of SPEC §4.
 
-use dsh_session_references::agent::hooks::{AgentInfo, HookResult, Next};
 use dsh_session_references::agent::{
     Admission, Agent, AgentConfig, AgentEvent, OfflineModel, PromptDecision, PromptSubmitListener,
 };
+use dsh_session_references::agent::{AgentInfo, HookResult, Next};
 use dsh_session_references::session::reader::read_log;
 use dsh_session_references::session::{
     BoxFuture, ContentBlock, Encoding, Event, LiveSessions, Message, MessageSource, Record,

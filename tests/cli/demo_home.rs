@@ -6,8 +6,8 @@
 #[allow(dead_code)]
 mod make_demo_home;
 
-use dsh_session_references::reference::projection::project;
-use dsh_session_references::reference::render::context_json;
+use dsh_session_references::reference::context_json;
+use dsh_session_references::reference::project;
 use dsh_session_references::reference::{
     AgentIdentity, ReferenceInput, SessionReferenceConfig, SessionReferences,
 };

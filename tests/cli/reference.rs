@@ -2,9 +2,9 @@
 //! error formats, exit codes, and `prepare` against real dsh logs in a §1.1 home.
 
 use crate::support::*;
+use dsh_session_references::reference::context_json;
 use dsh_session_references::reference::format_session_reference_mention;
-use dsh_session_references::reference::json::{stringify, tag_safe};
-use dsh_session_references::reference::render::context_json;
+use dsh_session_references::reference::{stringify, tag_safe};
 use dsh_session_references::session::paths::session_dir;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};

@@ -165,7 +165,7 @@ fn a_dangling_or_looping_demo_home_link_is_named_and_leaves_no_copy() {
 
 /// The database of `home`'s discovery index.
 fn db_of(home: &Path) -> std::path::PathBuf {
-    dsh_session_references::discovery::index::db_path(home)
+    dsh_session_references::discovery::db_path(home)
 }
 
 fn two_titled(home: &Path) {

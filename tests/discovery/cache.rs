@@ -5,7 +5,7 @@
 //! another connection holds under `BEGIN EXCLUSIVE` is judged busy: the pass gives up after the
 //! busy timeout and the file is never removed or rebuilt under its holder.
 
-use dsh_session_references::discovery::index::{db_path, BUSY_TIMEOUT, READER_BUSY_TIMEOUT};
+use dsh_session_references::discovery::{db_path, BUSY_TIMEOUT, READER_BUSY_TIMEOUT};
 use dsh_session_references::discovery::{Discovery, IndexError, SearchQuery, SearchResult};
 use dsh_session_references::session::external::SourceSet;
 use dsh_session_references::session::{
@@ -322,7 +322,7 @@ fn a_busy_index_is_waited_for_then_left_alone() {
     let err = d.refresh_blocking().unwrap_err();
     let waited = started.elapsed();
     assert!(
-        dsh_session_references::discovery::index::is_busy_error(&err),
+        dsh_session_references::discovery::is_busy_error(&err),
         "judged busy, not unusable: {err}"
     );
     assert!(matches!(err, IndexError::Sql { .. }));

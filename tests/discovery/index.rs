@@ -3,7 +3,7 @@
 //! covering other agents' sessions.
 
 use crate::support::user;
-use dsh_session_references::discovery::index::{db_path, SCHEMA_VERSION};
+use dsh_session_references::discovery::{db_path, SCHEMA_VERSION};
 use dsh_session_references::discovery::{
     Discovery, FileStamper, Indexer, SearchQuery, SearchResult,
 };

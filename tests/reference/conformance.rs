@@ -1,12 +1,12 @@
 //! Every vector of `tests/data/conformance/`, through the library.
 
 use crate::support::*;
-use dsh_session_references::reference::json::{stringify, tag_safe};
-use dsh_session_references::reference::render::context_json;
+use dsh_session_references::reference::context_json;
 use dsh_session_references::reference::{
     decode_session_reference_uri, encode_session_reference_uri, parse_session_reference_text,
     AgentIdentity, ReferenceInput, SessionReferenceConfig, SessionReferences,
 };
+use dsh_session_references::reference::{stringify, tag_safe};
 use dsh_session_references::session::{ContentBlock, MessageSource};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};

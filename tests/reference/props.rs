@@ -2,7 +2,7 @@
 //! linear-time guarantee of the scanner on adversarial input.
 
 use crate::support::MemoryQuery;
-use dsh_session_references::reference::render::{context_json, CLOSE_TAG};
+use dsh_session_references::reference::{context_json, CLOSE_TAG};
 use dsh_session_references::reference::{
     decode_session_reference_uri, encode_session_reference_uri, format_session_reference_mention,
     parse_session_reference_text, AgentIdentity, ReferenceInput, SessionReferenceConfig,

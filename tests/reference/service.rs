@@ -2,7 +2,7 @@
 //! context message.
 
 use crate::support::*;
-use dsh_session_references::reference::render::{context_json, CLOSE_TAG, OPEN_TAG};
+use dsh_session_references::reference::{context_json, CLOSE_TAG, OPEN_TAG};
 use dsh_session_references::reference::{
     AgentIdentity, Candidate, ErrorCode, Prepared, ReferenceInput, SessionReferenceConfig,
     SessionReferenceError, SessionReferences,

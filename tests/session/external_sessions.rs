@@ -4,7 +4,7 @@
 //! reading another agent's sessions never writes, creates or removes anything there.
 
 use crate::support::{agent_fixtures, copy_tree};
-use dsh_session_references::reference::projection::{project, Role};
+use dsh_session_references::reference::{project, Role};
 use dsh_session_references::reference::{
     AgentIdentity, ReferenceInput, SessionReferenceConfig, SessionReferences,
 };
@@ -394,7 +394,7 @@ fn a_hostile_title_is_kept_raw_and_escaped_on_screen() {
     runtime().block_on(async {
         let title = source.read_title("claude:evil").await.unwrap().unwrap();
         assert!(title.contains('\u{1b}'));
-        let shown = dsh_session_references::tui::escape::escape_line(&title);
+        let shown = dsh_session_references::escape::escape_line(&title);
         assert!(
             !shown.contains('\u{1b}') && !shown.contains('\u{7}') && !shown.contains('\u{202e}')
         );

@@ -7,6 +7,7 @@
 
 use crate::support;
 
+use dsh_session_references::escape::{is_bidi_or_separator, is_control};
 use dsh_session_references::reference::{
     AgentIdentity, ReferenceInput, SessionReferenceConfig, SessionReferences,
 };
@@ -17,7 +18,6 @@ use dsh_session_references::session::{
     SessionHeader, SessionWriter,
 };
 use dsh_session_references::tui::composer::Composer;
-use dsh_session_references::tui::escape::{is_bidi_or_separator, is_control};
 use dsh_session_references::tui::popup::PopupState;
 use dsh_session_references::tui::Renderable;
 use ratatui::buffer::Buffer;

@@ -5,8 +5,8 @@
 use crate::support;
 
 use dsh_session_references::session::format::{ASSISTANT_MESSAGE, STEERING_MESSAGE, USER_MESSAGE};
-use dsh_session_references::session::message_text::{message_text, SourceClass};
 use dsh_session_references::session::Record;
+use dsh_session_references::session::{message_text, SourceClass};
 
 #[test]
 fn the_shortcut_agrees_with_the_full_decode_on_every_fixture_message() {

@@ -6,7 +6,7 @@
 //! one the readers use or deliberately ignore (the drift guard).
 
 use crate::support::{agent_fixtures, copy_tree};
-use dsh_session_references::reference::projection::{project, Role};
+use dsh_session_references::reference::{project, Role};
 use dsh_session_references::session::external::{claude, codex, Agent, ExternalSessions};
 use dsh_session_references::session::SessionQuery;
 use serde_json::Value;

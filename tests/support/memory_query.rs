@@ -1,7 +1,7 @@
 //! An in-memory `SessionQuery` double that only hands out surfaces it was given (it folds
 //! nothing itself) and records how it was used: reads that hang, wait, or meet at a rendezvous.
 
-use dsh_session_references::session::query::sort_sessions;
+use dsh_session_references::session::sort_sessions;
 use dsh_session_references::session::{
     BoxFuture, SessionError, SessionHeader, SessionQuery, SessionSummary, SurfaceSnapshot,
 };

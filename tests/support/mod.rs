@@ -31,7 +31,7 @@ pub use gen::TestRng;
 #[allow(unused_imports)]
 pub use memory_query::MemoryQuery;
 
-use dsh_session_references::reference::render::context_json;
+use dsh_session_references::reference::context_json;
 use dsh_session_references::session::format::EventData;
 use dsh_session_references::session::{
     ContentBlock, Event, Message, MessageSource, NewEvent, Record, SessionHeader, SurfaceSnapshot,

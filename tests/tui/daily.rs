@@ -223,10 +223,10 @@ async fn a_running_turn_shows_its_time_how_to_interrupt_and_what_is_queued() {
 
 #[test]
 fn the_status_line_and_queued_rows_while_a_turn_runs() {
-    use dsh_session_references::tui::queued::QueuedPanel;
     use dsh_session_references::tui::snapshot::render_snapshot;
-    use dsh_session_references::tui::status::StatusLine;
+    use dsh_session_references::tui::QueuedPanel;
     use dsh_session_references::tui::Renderable;
+    use dsh_session_references::tui::StatusLine;
     let status = StatusLine {
         session_id: "session-1b2c".into(),
         title: Some("Fix webapp login loop".into()),
@@ -350,9 +350,9 @@ async fn the_key_overlay_says_what_is_below_and_pages_without_closing() {
 #[test]
 fn a_file_named_like_the_query_outranks_weak_session_hits() {
     use dsh_session_references::reference::Candidate;
-    use dsh_session_references::tui::file_match::FileRow;
     use dsh_session_references::tui::popup::PopupState;
     use dsh_session_references::tui::snapshot::render_snapshot;
+    use dsh_session_references::tui::FileRow;
     use dsh_session_references::tui::Renderable;
     let session = |id: &str, label: &str| Candidate {
         session_id: id.into(),

@@ -1,6 +1,6 @@
 //! Snapshots of the `--resume` session picker (SPEC §8).
 
-use dsh_session_references::discovery::rank::Field;
+use dsh_session_references::discovery::Field;
 use dsh_session_references::discovery::{Hit, SessionMeta};
 use dsh_session_references::tui::focus::{Command, Handled};
 use dsh_session_references::tui::picker::PickerState;

@@ -1,9 +1,9 @@
 //! Snapshots of the `@` popup in every state a user can see.
 
 use dsh_session_references::reference::Candidate;
-use dsh_session_references::tui::file_match::FileIndex;
 use dsh_session_references::tui::popup::PopupState;
 use dsh_session_references::tui::snapshot::render_snapshot;
+use dsh_session_references::tui::FileIndex;
 use dsh_session_references::tui::Renderable;
 use insta::assert_snapshot;
 use std::sync::Arc;
@@ -223,9 +223,9 @@ fn other_agents_sessions_wear_a_source_badge() {
 /// the first prompt of an untitled session, a live badge, and a truncated list that says so.
 #[test]
 fn discovery_rows_and_a_truncated_list() {
-    use dsh_session_references::discovery::rank::Field;
+    use dsh_session_references::discovery::Field;
     use dsh_session_references::discovery::{Hit, SessionMeta};
-    use dsh_session_references::tui::lookup::merge;
+    use dsh_session_references::tui::merge;
     let hit = |id: &str, title: Option<&str>, prompt: &str, active_ago: i64, msgs: u64| Hit {
         meta: SessionMeta {
             id: id.into(),
@@ -296,7 +296,7 @@ fn discovery_rows_and_a_truncated_list() {
 
 #[test]
 fn bare_at_shows_recent_sessions_and_a_few_files() {
-    use dsh_session_references::tui::file_match::FileRow;
+    use dsh_session_references::tui::FileRow;
     let mut state = PopupState::new();
     let request = state.open("", false).unwrap();
     state.apply_results(request.id, Ok(sessions()[..2].to_vec()));

@@ -2,9 +2,9 @@
 
 use dsh_session_references::tui::help::KeyHelp;
 use dsh_session_references::tui::snapshot::render_snapshot;
-use dsh_session_references::tui::status::StatusLine;
 use dsh_session_references::tui::transcript::{Transcript, TranscriptItem};
 use dsh_session_references::tui::Renderable;
+use dsh_session_references::tui::StatusLine;
 use insta::assert_snapshot;
 use proptest::prelude::*;
 

@@ -7,7 +7,7 @@ use crate::support::user;
 use crate::support::*;
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use dsh_session_references::agent::config::ModelChoice;
-use dsh_session_references::agent::hooks::{
+use dsh_session_references::agent::{
     AgentInfo, HookResult, Next, PromptDecision, PromptSubmitListener,
 };
 use dsh_session_references::session::reader::{read_log, Encoding};

@@ -58,8 +58,7 @@ mod write;
 use crate::discovery::meta::SessionMeta;
 pub(crate) use file::entry_id;
 pub use file::{is_busy, is_busy_error, open, open_reader, set_aside_foreign};
-pub use stamp::{parse_locks, FileStamper, Stamper};
-pub use write::{chain, chunk_ranges, clip_bytes};
+pub use stamp::{FileStamper, Stamper};
 
 use crate::reference::projection::{project_owned, ConversationItem};
 use crate::session::{SessionError, SessionQuery, SessionSummary};

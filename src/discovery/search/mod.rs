@@ -81,7 +81,7 @@ pub struct Hit {
     /// The session's row as the index holds it (the first nine keys).
     #[serde(flatten)]
     pub meta: SessionMeta,
-    /// `score`: the ranking blend of [`rank::score`], rounded to three decimals; higher is
+    /// `score`: the ranking blend of `rank::score`, rounded to three decimals; higher is
     /// better.
     pub score: f64,
     /// `matched`: the fields the query matched, strongest first; empty only for an empty query.

@@ -167,11 +167,13 @@ impl Pending {
     }
 
     /// How many ids wait (never more than [`MAX_PENDING`]).
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.ids.len()
     }
 
     /// Whether nothing waits.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.since.is_none()
     }

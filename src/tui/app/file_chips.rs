@@ -13,9 +13,9 @@
 //! that goes was drawn as a chip before the send. Proof: `tests/tui/attach.rs`.
 
 use super::{App, AppEvent};
+use crate::escape::EscapeMode;
 use crate::host::attach::{self, Inspected};
 use crate::tui::composer::{FileElement, MentionElement, PlainToken};
-use crate::tui::escape::EscapeMode;
 use crate::tui::keys::{Action, KeyContext, Keymap};
 use crate::tui::render::Renderable;
 use crate::tui::style;
@@ -199,7 +199,7 @@ impl App {
         match result {
             Ok(Some(id)) => {
                 let mention = MentionElement {
-                    label: crate::tui::escape::escape_line(&prefix).into_owned(),
+                    label: crate::escape::escape_line(&prefix).into_owned(),
                     session_id: id,
                 };
                 if self.composer.make_mention(&token, &prefix, mention) {

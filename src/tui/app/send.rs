@@ -107,8 +107,7 @@ impl App {
                                 .zip(ids)
                                 .filter_map(|((range, prefix), id)| {
                                     let mention = crate::tui::composer::MentionElement {
-                                        label: crate::tui::escape::escape_line(&prefix)
-                                            .into_owned(),
+                                        label: crate::escape::escape_line(&prefix).into_owned(),
                                         session_id: id?,
                                     };
                                     Some((range, mention))

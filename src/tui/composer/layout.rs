@@ -8,7 +8,7 @@
 //! `the_layout_is_computed_once_per_frame`.
 
 use super::{Composer, Elem, FileElement, MentionElement, GUTTER, TAB_WIDTH};
-use crate::tui::escape::{self, EscapeMode, Shown};
+use crate::escape::{self, EscapeMode, Shown};
 use crate::tui::render::{clip, Renderable};
 use crate::tui::style;
 use crate::tui::text::{char_width, cluster_cells, str_width, StyledText};

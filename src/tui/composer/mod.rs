@@ -31,10 +31,10 @@ mod elements;
 mod history;
 mod layout;
 
-use super::escape;
 use super::focus::{Command, Handled};
 use super::keys::{Action, KeyContext, Keymap};
 pub use super::token::ActiveToken;
+use crate::escape;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use elements::Elem;
 pub use elements::{

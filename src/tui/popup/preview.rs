@@ -7,8 +7,8 @@
 //! space), nothing drawn when fewer than three rows fit. Proof: the popup-preview snapshots in
 //! `tests/tui/app.rs`.
 
+use crate::escape::EscapeMode;
 use crate::host::Preview;
-use crate::tui::escape::EscapeMode;
 use crate::tui::render::Renderable;
 use crate::tui::style;
 use crate::tui::text::StyledText;

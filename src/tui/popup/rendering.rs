@@ -6,9 +6,9 @@
 //! (`tests/tui/popup.rs`) and `rendering_never_panics`.
 
 use super::state::{PopupState, Row, NARROW};
+use crate::escape::EscapeMode;
 use crate::reference::Candidate;
 use crate::session::external::ExternalAgent;
-use crate::tui::escape::EscapeMode;
 use crate::tui::file_match::FileRow;
 use crate::tui::lookup::{size_text, truncation_text, PopupRow};
 use crate::tui::render::{clip, Renderable};

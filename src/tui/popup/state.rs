@@ -6,8 +6,8 @@
 //! answers. Proof: `tui::popup::tests` and `tests/tui/popup.rs`.
 
 use super::PopupView;
+use crate::escape::EscapeMode;
 use crate::reference::{Candidate, CandidateFilter};
-use crate::tui::escape::EscapeMode;
 use crate::tui::file_match::{FileIndex, FileMatcher, FileRow};
 use crate::tui::focus::{Command, Handled};
 use crate::tui::keys::{Action, KeyContext, Keymap};

@@ -12,8 +12,8 @@
 //! (`tests/tui/transcript.rs`) and `tui::transcript::tests`.
 
 use super::item::{human_bytes, Kept, NoticeLevel, ReferencedSession};
+use crate::escape::EscapeMode;
 use crate::reference::render::RecordedSource;
-use crate::tui::escape::EscapeMode;
 use crate::tui::style;
 use crate::tui::text::StyledText;
 use ratatui::style::{Modifier, Style};

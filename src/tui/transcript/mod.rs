@@ -18,10 +18,10 @@ pub use item::{
     human_bytes, readable_snapshot, Kept, NoticeLevel, ReferencedSession, TranscriptItem,
 };
 
-use super::escape::EscapeMode;
 use super::render::{clip, Renderable};
 use super::style;
 use super::text::StyledText;
+use crate::escape::EscapeMode;
 use crate::session::format::{Event, Message, ASSISTANT_MESSAGE};
 use cells::text as text_of;
 use item::reasoning_of;
