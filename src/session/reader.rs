@@ -25,7 +25,7 @@
 
 use super::error::{Result, SessionError};
 use super::format::{Record, SessionHeader};
-use super::skim::{find_byte, Envelope};
+use super::skim::Envelope;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::Duration;
@@ -191,7 +191,7 @@ pub fn read_header_from<R: Read>(
                 Err(e) => return Err(SessionError::io(path, e)),
             }
         };
-        if let Some(end) = find_byte(&first[..filled], b'\n') {
+        if let Some(end) = memchr::memchr(b'\n', &first[..filled]) {
             return match lines(&first[..=end]).next() {
                 Some(line) => decode_header(path, line),
                 None => Err(invalid_header(path, "the log is empty")),
@@ -251,7 +251,7 @@ pub fn scan_reader<R: Read>(
         None => return Err(invalid_header(path, "the log is empty")),
     };
     let bytes = &source.buf[range.clone()];
-    let header_len = find_byte(bytes, b'\n').map_or(bytes.len(), |n| n + 1);
+    let header_len = memchr::memchr(b'\n', bytes).map_or(bytes.len(), |n| n + 1);
     let header = parse_header(path, &bytes[..header_len])?;
     let mut state = ScanState::new(path, header, encoding, header_end);
     // A plain log may be just a header whose newline is not written yet.

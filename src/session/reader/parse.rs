@@ -14,7 +14,7 @@ use super::scan::Parsed;
 use super::RecordSink;
 use crate::session::error::{Result, SessionError};
 use crate::session::format::{SessionHeader, FORMAT_VERSION};
-use crate::session::skim::{self, find_byte};
+use crate::session::skim;
 use std::path::Path;
 
 /// The lines of a batch: split at `\n`, without the empty piece after a final newline.
@@ -36,7 +36,7 @@ impl<'a> Iterator for Lines<'a> {
         if self.done {
             return None;
         }
-        match find_byte(self.rest, b'\n') {
+        match memchr::memchr(b'\n', self.rest) {
             Some(n) => {
                 let line = &self.rest[..n];
                 self.rest = &self.rest[n + 1..];

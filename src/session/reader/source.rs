@@ -15,7 +15,6 @@ use super::parse::lines;
 use super::turn_end::{zstd_turn_end_follows, TurnEndScanner};
 use super::{Encoding, HEADER_BUFFER, MAX_BATCH_BYTES, SCAN_BUFFER};
 use crate::session::error::{Result, SessionError};
-use crate::session::skim::find_byte;
 use std::io::{BufRead, BufReader, Read};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -173,7 +172,7 @@ impl<R: Read> LineSource<R> {
         let mut searched = 0;
         loop {
             let unread = &self.buf[self.pos..self.filled];
-            let found = find_byte(&unread[searched..], b'\n');
+            let found = memchr::memchr(b'\n', &unread[searched..]);
             if found.is_some() || self.eof {
                 if unread.is_empty() {
                     return Ok(None);

@@ -13,7 +13,7 @@
 use super::source::OUT_CHUNK;
 use super::{MAX_BATCH_BYTES, SCAN_BUFFER};
 use crate::session::format::{Record, TURN_END};
-use crate::session::skim::{self, find_byte};
+use crate::session::skim;
 use std::io::BufRead;
 use zstd::stream::raw::{Decoder, InBuffer, Operation, OutBuffer};
 
@@ -32,7 +32,7 @@ impl TurnEndScanner {
     /// Feeds the next bytes; true once a `turn/end` line was found.
     pub(super) fn feed(&mut self, mut bytes: &[u8]) -> bool {
         while !bytes.is_empty() && !self.found {
-            let newline = find_byte(bytes, b'\n');
+            let newline = memchr::memchr(b'\n', bytes);
             let piece = &bytes[..newline.unwrap_or(bytes.len())];
             if !self.skipping {
                 if self.line.len() + piece.len() > MAX_BATCH_BYTES {
