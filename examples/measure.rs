@@ -33,7 +33,7 @@ use dsh_session_references::reference::{
     format_session_reference_mention, parse_session_reference_text, AgentIdentity,
     SessionReferenceConfig, SessionReferences,
 };
-use dsh_session_references::session::external::{Agent, ExternalSessions, SourceSet};
+use dsh_session_references::session::external::{ExternalAgent, ExternalSessions, SourceSet};
 use dsh_session_references::session::{
     ContentBlock, DiskStore, Encoding, HostSessions, LiveSession, LiveSessions, SessionHeader,
     SessionQuery,
@@ -405,8 +405,8 @@ fn external_query(
     let sources = SourceSet {
         hide_dsh: false,
         external: vec![
-            ExternalSessions::new(Agent::Claude, claude),
-            ExternalSessions::new(Agent::Codex, codex),
+            ExternalSessions::new(ExternalAgent::Claude, claude),
+            ExternalSessions::new(ExternalAgent::Codex, codex),
         ],
     };
     (sources.serve(host), agent)

@@ -8,6 +8,7 @@
 //! is a test binary of its own so that no other test shares the two cores while it measures.
 
 use dsh_session_references::agent::Admission;
+use dsh_session_references::host::{AgentSurface, SessionReferenceMount};
 use dsh_session_references::reference::{
     format_session_reference_mention, AgentIdentity, SessionReferenceConfig, SessionReferences,
 };
@@ -15,7 +16,6 @@ use dsh_session_references::session::error::Result as SessionResult;
 use dsh_session_references::session::{
     BoxFuture, Message, SessionHeader, SessionQuery, SessionSummary, SurfaceSnapshot,
 };
-use dsh_session_references::tui::mount::{AgentSurface, SessionReferenceMount};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -12,7 +12,7 @@
 //! test binary of its own and its memory tests take turns through `SERIAL`.
 #![allow(unsafe_code)] // The counting global allocator.
 
-use dsh_session_references::session::external::{Agent, ExternalSessions};
+use dsh_session_references::session::external::{ExternalAgent, ExternalSessions};
 use std::fs;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -93,7 +93,7 @@ fn a_512_mib_line_in_a_claude_session_is_skipped_in_bounded_memory() {
         "{\"type\":\"user\",\"message\":{\"content\":\"",
         &end,
     );
-    let source = ExternalSessions::new(Agent::Claude, home.path());
+    let source = ExternalSessions::new(ExternalAgent::Claude, home.path());
     let id = format!("claude:{CLAUDE_ID}");
     let started = Instant::now();
     let ((list, title, conversation), peak) = peak_during(|| {
@@ -137,7 +137,7 @@ fn a_512_mib_line_in_a_codex_rollout_or_its_session_index_is_skipped_in_bounded_
         "{\"id\":\"",
         &format!("\"}}\n{{\"id\":\"{own}\",\"thread_name\":\"named in the index\"}}\n"),
     );
-    let source = ExternalSessions::new(Agent::Codex, home.path());
+    let source = ExternalSessions::new(ExternalAgent::Codex, home.path());
     let id = format!("codex:{own}");
     let started = Instant::now();
     let ((list, title, conversation), peak) = peak_during(|| {
@@ -186,7 +186,7 @@ fn a_fifo_session_index_or_state_database_never_blocks_a_title() {
     fs::copy(&fixture, dir.join(fixture.file_name().unwrap())).unwrap();
     mkfifo(&home.path().join("session_index.jsonl"));
     mkfifo(&home.path().join("state_5.sqlite"));
-    let source = ExternalSessions::new(Agent::Codex, home.path());
+    let source = ExternalSessions::new(ExternalAgent::Codex, home.path());
     let id = format!("codex:{own}");
     let title = within_10s("a title beside FIFOs", move || {
         source.list_sessions_blocking().unwrap();
@@ -205,7 +205,7 @@ fn a_session_file_replaced_by_a_fifo_is_an_error_not_a_wait() {
     let file = home.path().join(format!("projects/-w/{CLAUDE_ID}.jsonl"));
     fs::create_dir_all(file.parent().unwrap()).unwrap();
     fs::write(&file, claude_record("user", "u1", "null", "\"a prompt\"")).unwrap();
-    let source = ExternalSessions::new(Agent::Claude, home.path());
+    let source = ExternalSessions::new(ExternalAgent::Claude, home.path());
     assert_eq!(source.list_sessions_blocking().unwrap().len(), 1);
     fs::remove_file(&file).unwrap();
     mkfifo(&file);

@@ -14,7 +14,7 @@
 use crate::discovery::{SessionInfo, SessionMeta};
 use crate::escape::is_control;
 use crate::reference::encode_session_reference_uri;
-use crate::session::external::{source_of, Agent};
+use crate::session::external::{source_of, ExternalAgent};
 use crate::session::SessionSummary;
 use std::collections::HashMap;
 
@@ -177,18 +177,18 @@ pub fn entry_of_row(row: &SessionMeta) -> Entry {
     Entry {
         id: row.id.clone(),
         label: label_of(&row.id, row.title.as_deref(), row.first_prompt.as_deref()),
-        source: source_name(row.source.as_deref().and_then(Agent::parse)),
+        source: source_name(row.source.as_deref().and_then(ExternalAgent::parse)),
         cwd: row.cwd.as_deref().map(clean),
         last_activity: row.last_activity,
         messages: Some((row.messages, row.conversation_bytes)),
     }
 }
 
-fn source_name(agent: Option<Agent>) -> &'static str {
+fn source_name(agent: Option<ExternalAgent>) -> &'static str {
     match agent {
         None => "dsh",
-        Some(Agent::Claude) => "Claude Code",
-        Some(Agent::Codex) => "Codex",
+        Some(ExternalAgent::Claude) => "Claude Code",
+        Some(ExternalAgent::Codex) => "Codex",
     }
 }
 

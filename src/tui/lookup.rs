@@ -17,8 +17,8 @@
 //! Proof: unit tests below (merge, dedupe, truncation, labels); `tests/tui/popup.rs` snapshots
 //! the rows with details and the truncated list.
 
-use super::mount::SessionReferenceMount;
 use crate::discovery::{Discovery, Hit, SearchQuery, SessionMeta};
+use crate::host::SessionReferenceMount;
 use crate::reference::Candidate;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -7,13 +7,12 @@
 //! `terminal` (modes, restore, panic hook), `file_index` (the walk and the matcher thread),
 //! `prompt_history` (`<home>/history.jsonl`) and `app` (the loop and its tasks, in rooms of one
 //! idea under `app/`). The submit transaction and the `@path` rules are the terminal-free host
-//! room's ([`crate::host`]; `mount` and `attach` here name it for the bundle's callers). `keys`
-//! is the one key table every handler and both help views read; `app/focus.rs` is the one focus
-//! stack keys go down, and `lookup` merges the popup's session rows from the contract and
-//! discovery.
+//! room's ([`crate::host`]: `host::mount` and `host::attach`), and the bundle, like its callers,
+//! names them there. `keys` is the one key table every handler and both help views read;
+//! `app/focus.rs` is the one focus stack keys go down, and `lookup` merges the popup's session
+//! rows from the contract and discovery.
 
 pub mod app;
-pub(crate) mod attach;
 pub mod composer;
 pub(crate) mod file_index;
 pub(crate) mod file_match;
@@ -21,7 +20,6 @@ pub mod focus;
 pub mod help;
 pub mod keys;
 pub(crate) mod lookup;
-pub mod mount;
 pub mod picker;
 pub mod popup;
 pub(crate) mod prompt_history;

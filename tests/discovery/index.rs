@@ -7,7 +7,7 @@ use dsh_session_references::discovery::{db_path, SCHEMA_VERSION};
 use dsh_session_references::discovery::{
     Discovery, FileStamper, Indexer, SearchQuery, SearchResult,
 };
-use dsh_session_references::session::external::{Agent, ExternalSessions, SourceSet};
+use dsh_session_references::session::external::{ExternalAgent, ExternalSessions, SourceSet};
 use dsh_session_references::session::surface::compaction_replace;
 use dsh_session_references::session::{
     BoxFuture, ContentBlock, DiskStore, Encoding, EventData, Message, MessageSource, NewEvent,
@@ -369,8 +369,8 @@ fn other_agents_sessions_are_indexed() {
     let sources = SourceSet {
         hide_dsh: false,
         external: vec![
-            ExternalSessions::new(Agent::Claude, fixtures.join("claude-code")),
-            ExternalSessions::new(Agent::Codex, fixtures.join("codex")),
+            ExternalSessions::new(ExternalAgent::Claude, fixtures.join("claude-code")),
+            ExternalSessions::new(ExternalAgent::Codex, fixtures.join("codex")),
         ],
     };
     let d = Discovery::for_home(dir.path(), &sources);
@@ -425,7 +425,7 @@ fn a_word_removed_by_a_claude_preserved_segment_compaction_is_not_found() {
         let dir = tempfile::tempdir().unwrap();
         let sources = SourceSet {
             hide_dsh: true,
-            external: vec![ExternalSessions::new(Agent::Claude, &home)],
+            external: vec![ExternalSessions::new(ExternalAgent::Claude, &home)],
         };
         // The session: the file that holds both the removed words and the turn after.
         let project = home.join("projects/-tmp-ra-fixture-project-one");

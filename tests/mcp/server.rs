@@ -151,7 +151,7 @@ fn prepared_context(home: &Path, id: &str, label: &str, extra: &[&str]) -> Value
 fn new_session(home: &Path, id: &str, cwd: &str, prompt: &str) {
     let header = SessionHeader::new(
         id,
-        dsh_session_references::session::clock::now_ms(),
+        dsh_session_references::session::now_ms(),
         Some(cwd.into()),
     );
     let mut writer = SessionWriter::create(home, header, Encoding::Plain).unwrap();

@@ -8,7 +8,7 @@ use dsh_session_references::reference::{project, Role};
 use dsh_session_references::reference::{
     AgentIdentity, ReferenceInput, SessionReferenceConfig, SessionReferences,
 };
-use dsh_session_references::session::external::{Agent, ExternalSessions, WithExternal};
+use dsh_session_references::session::external::{ExternalAgent, ExternalSessions, WithExternal};
 use dsh_session_references::session::{ContentBlock, DiskStore, MessageSource, SessionQuery};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -114,8 +114,8 @@ fn every_fixture_lists_projects_and_prepares_without_writing() {
         Arc::new(DiskStore::new(dsh_home.path())),
         true,
         vec![
-            ExternalSessions::new(Agent::Claude, &claude_home),
-            ExternalSessions::new(Agent::Codex, &codex_home),
+            ExternalSessions::new(ExternalAgent::Claude, &claude_home),
+            ExternalSessions::new(ExternalAgent::Codex, &codex_home),
         ],
     ));
     runtime().block_on(async {
@@ -232,7 +232,7 @@ fn synthetic_claude_shapes_compaction_titles_and_subagents() {
         &home.path().join("projects/-layout"),
     );
     let before = tree(home.path());
-    let source = ExternalSessions::new(Agent::Claude, home.path());
+    let source = ExternalSessions::new(ExternalAgent::Claude, home.path());
     runtime().block_on(async {
         let list = source.list_sessions().await.unwrap();
         let ids: Vec<&str> = list.iter().map(|s| s.id()).collect();
@@ -258,7 +258,7 @@ fn a_grown_claude_file_is_read_again_past_its_end() {
     let file = project.join("3fb74381-1bf4-475e-8c6f-442d872b1bcf.jsonl");
     fs::write(&file, &turn1).unwrap();
     let id = "claude:3fb74381-1bf4-475e-8c6f-442d872b1bcf";
-    let source = ExternalSessions::new(Agent::Claude, home.path());
+    let source = ExternalSessions::new(ExternalAgent::Claude, home.path());
     runtime().block_on(async {
         let first = dump(&source, id).await;
         fs::OpenOptions::new()
@@ -269,7 +269,11 @@ fn a_grown_claude_file_is_read_again_past_its_end() {
             .unwrap();
         let second = dump(&source, id).await;
         // A fresh reader of the whole grown file agrees with the incremental one.
-        let fresh = dump(&ExternalSessions::new(Agent::Claude, home.path()), id).await;
+        let fresh = dump(
+            &ExternalSessions::new(ExternalAgent::Claude, home.path()),
+            id,
+        )
+        .await;
         assert_eq!(second, fresh);
         assert_ne!(first, second);
         insta::assert_snapshot!("external_growth", format!("{first}\n{second}"));
@@ -285,7 +289,7 @@ fn a_torn_last_line_is_skipped_until_it_is_complete() {
     let complete = r#"{"type":"user","uuid":"a","parentUuid":null,"sessionId":"s1","cwd":"/w","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"hello"}}"#;
     let torn = r#"{"type":"assistant","uuid":"b","parentUuid":"a","sessionId":"s1","timestamp":"2026-01-01T00:00:01Z","message":{"id":"m","content":[{"type":"text","text":"world"}]}}"#;
     fs::write(&file, format!("{complete}\n{}", &torn[..40])).unwrap();
-    let source = ExternalSessions::new(Agent::Claude, home.path());
+    let source = ExternalSessions::new(ExternalAgent::Claude, home.path());
     runtime().block_on(async {
         let snapshot = source.read_conversation_surface("claude:s1").await.unwrap();
         let texts: Vec<String> = project(&snapshot).into_iter().map(|i| i.text).collect();
@@ -344,7 +348,7 @@ fn codex_synthetic_shapes_legacy_index_names_and_wrong_files() {
     )
     .unwrap();
     let before = tree(home.path());
-    let source = ExternalSessions::new(Agent::Codex, home.path());
+    let source = ExternalSessions::new(ExternalAgent::Codex, home.path());
     runtime().block_on(async {
         let list = source.list_sessions().await.unwrap();
         let mut ids: Vec<&str> = list.iter().map(|s| s.id()).collect();
@@ -390,7 +394,7 @@ fn a_hostile_title_is_kept_raw_and_escaped_on_screen() {
         r#"{"type":"custom-title","customTitle":"\u001b[2J\u001b]0;owned\u0007Title\u202e","sessionId":"evil"}"#,
     ];
     fs::write(project.join("evil.jsonl"), lines.join("\n") + "\n").unwrap();
-    let source = ExternalSessions::new(Agent::Claude, home.path());
+    let source = ExternalSessions::new(ExternalAgent::Claude, home.path());
     runtime().block_on(async {
         let title = source.read_title("claude:evil").await.unwrap().unwrap();
         assert!(title.contains('\u{1b}'));
@@ -558,7 +562,7 @@ fn a_warm_listing_still_sees_a_head_complete_and_a_new_file() {
     age(&file);
     age(&project);
     age(&home.path().join("projects"));
-    let source = ExternalSessions::new(Agent::Claude, home.path());
+    let source = ExternalSessions::new(ExternalAgent::Claude, home.path());
     let ids = |source: &ExternalSessions| -> Vec<String> {
         let list = source.list_sessions_blocking().unwrap();
         list.iter().map(|s| s.header.id.clone()).collect()

@@ -7,7 +7,7 @@
 
 use crate::support::{agent_fixtures, copy_tree};
 use dsh_session_references::reference::{project, Role};
-use dsh_session_references::session::external::{claude, codex, Agent, ExternalSessions};
+use dsh_session_references::session::external::{claude, codex, ExternalAgent, ExternalSessions};
 use dsh_session_references::session::SessionQuery;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -125,7 +125,10 @@ fn assert_clean(s: &Seen) {
 #[test]
 fn claude_sessions_of_the_real_cli_list_title_and_project_exactly() {
     for dir in real_dirs() {
-        let seen = read_all(&ExternalSessions::new(Agent::Claude, dir.join("claude")));
+        let seen = read_all(&ExternalSessions::new(
+            ExternalAgent::Claude,
+            dir.join("claude"),
+        ));
         assert_eq!(seen.len(), 4, "{}", dir.display());
         for s in &seen {
             assert_clean(s);
@@ -197,7 +200,10 @@ fn claude_sessions_of_the_real_cli_list_title_and_project_exactly() {
 #[test]
 fn codex_sessions_of_the_real_cli_list_title_and_project_exactly() {
     for dir in real_dirs() {
-        let seen = read_all(&ExternalSessions::new(Agent::Codex, dir.join("codex")));
+        let seen = read_all(&ExternalSessions::new(
+            ExternalAgent::Codex,
+            dir.join("codex"),
+        ));
         assert_eq!(seen.len(), 2, "{}", dir.display());
         for s in &seen {
             assert_clean(s);
@@ -255,7 +261,7 @@ fn the_codex_state_database_is_read_without_a_byte_changing() {
         copy_tree(&dir.join("codex"), &home);
         let db = home.join("state_5.sqlite");
         let exec_id = {
-            let seen = read_all(&ExternalSessions::new(Agent::Codex, &home));
+            let seen = read_all(&ExternalSessions::new(ExternalAgent::Codex, &home));
             find(&seen, "codex epsilon first").id.clone()
         };
         let own = exec_id.strip_prefix("codex:").unwrap();
@@ -269,7 +275,7 @@ fn the_codex_state_database_is_read_without_a_byte_changing() {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
         let before = stamped_tree(&home);
-        let seen = read_all(&ExternalSessions::new(Agent::Codex, &home));
+        let seen = read_all(&ExternalSessions::new(ExternalAgent::Codex, &home));
         let after = stamped_tree(&home);
         assert_eq!(
             before.keys().collect::<Vec<_>>(),

@@ -8,7 +8,7 @@ use crate::app::{options, screen_at};
 use crate::support::model::{answer, chunked, Reply, Server};
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use dsh_session_references::agent::config::{ApiKey, ModelChoice, ProviderSettings};
-use dsh_session_references::session::external::{Agent, ExternalSessions, SourceSet};
+use dsh_session_references::session::external::{ExternalAgent, ExternalSessions, SourceSet};
 use dsh_session_references::tui::app::{build, App, AppEvent, AppOptions, ConfirmOutside, Wiring};
 use dsh_session_references::tui::composer::{Composer, FileElement};
 use dsh_session_references::tui::keys::Keymap;
@@ -205,7 +205,7 @@ async fn a_claude_ai_title_naming_a_key_attaches_nothing() {
     std::fs::write(project.join(format!("{id}.jsonl")), lines.join("\n") + "\n").unwrap();
     let sources = SourceSet {
         hide_dsh: false,
-        external: vec![ExternalSessions::new(Agent::Claude, claude)],
+        external: vec![ExternalSessions::new(ExternalAgent::Claude, claude)],
     };
     let (mut app, mut rx, server) = start(&tree, sources, 1).await;
     type_text(&mut app, "compare ");

@@ -1,6 +1,7 @@
 //! The submit transaction of the mount (SPEC §5.3) against a real store and agent.
 
 use dsh_session_references::agent::{Admission, Agent, AgentConfig, OfflineModel};
+use dsh_session_references::host::{SessionReferenceMount, SubmitError};
 use dsh_session_references::reference::{
     format_session_reference_mention, SessionReferenceConfig, SessionReferences,
 };
@@ -8,7 +9,6 @@ use dsh_session_references::session::{
     BoxFuture, ContentBlock, DiskStore, Encoding, EventData, HostSessions, LiveSessions, Message,
     MessageSource, SessionHeader, SessionQuery, SessionSummary, SessionWriter, SurfaceSnapshot,
 };
-use dsh_session_references::tui::mount::{SessionReferenceMount, SubmitError};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use dsh_session_references::agent::config::ModelChoice;
 use dsh_session_references::discovery::Discovery;
-use dsh_session_references::session::clock::now_ms;
+use dsh_session_references::session::now_ms;
 use dsh_session_references::tui::app::{build, App, AppEvent, NextSession, Wiring};
 use std::path::Path;
 use std::time::Duration;

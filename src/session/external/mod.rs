@@ -50,10 +50,6 @@ pub enum ExternalAgent {
     Codex,
 }
 
-/// The earlier name of [`ExternalAgent`], kept so existing callers still build; new code names
-/// `ExternalAgent`, which does not collide with the runtime's [`crate::agent::Agent`].
-pub use self::ExternalAgent as Agent;
-
 impl ExternalAgent {
     /// The id namespace and badge: `claude`, `codex`.
     pub fn name(self) -> &'static str {

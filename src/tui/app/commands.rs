@@ -155,7 +155,7 @@ impl App {
     /// resolved off the loop; a word that is no id's start opens the picker with it typed
     /// (with discovery on), else the session stays open.
     pub(super) fn resolve_resume(&mut self, prefix: &str) {
-        if let Some(agent) = crate::session::external::Agent::of_id(prefix) {
+        if let Some(agent) = crate::session::external::ExternalAgent::of_id(prefix) {
             return self.transcript.push_notice(
                 NoticeLevel::Error,
                 format!(
@@ -260,7 +260,7 @@ impl App {
                     .await
                     .map(|found| {
                         let own = |hit: &crate::discovery::Hit| {
-                            crate::session::external::Agent::of_id(&hit.id).is_none()
+                            crate::session::external::ExternalAgent::of_id(&hit.id).is_none()
                         };
                         let others = found.hits.iter().filter(|h| !own(h)).count();
                         let hits: Vec<_> = found.hits.into_iter().filter(own).collect();

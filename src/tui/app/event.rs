@@ -9,11 +9,11 @@
 
 use crate::agent::AgentEvent;
 use crate::discovery::Hit;
+use crate::host::attach;
+use crate::host::{Preview, SubmitError, Submitted};
 use crate::reference::Candidate;
-use crate::tui::attach;
 use crate::tui::composer::PlainToken;
 use crate::tui::lookup::SessionDetails;
-use crate::tui::mount::{Preview, SubmitError, Submitted};
 use crate::tui::popup::QueryId;
 use crossterm::event::Event as TermEvent;
 use std::sync::Arc;

@@ -2,9 +2,9 @@
 //! transaction runs off the loop, and a send that fails or is not logged gives its text back.
 
 use super::{App, AppEvent};
-use crate::tui::attach;
+use crate::host::attach;
+use crate::host::{SubmitError, Submitted};
 use crate::tui::composer::{Composer, ComposerSnapshot};
-use crate::tui::mount::{SubmitError, Submitted};
 use crate::tui::slash::{self, SlashLine};
 use crate::tui::transcript::NoticeLevel;
 use std::path::PathBuf;

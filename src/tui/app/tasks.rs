@@ -12,10 +12,10 @@
 //! Proof: the unit tests below (a stale answer is dropped, a cancelled task sends nothing).
 
 use super::{App, AppEvent, BadgeSlot, PopupPreview, BARE_FILE_ROWS, FILE_ROWS};
+use crate::host::Preview;
 use crate::session::clock::now_ms;
 use crate::tui::composer::ComposerSnapshot;
 use crate::tui::file_index::FileFinder;
-use crate::tui::mount::Preview;
 use crate::tui::popup::{LookupRequest, PopupItem};
 use crate::tui::prompt_history;
 use std::future::Future;

@@ -4,11 +4,11 @@
 use super::{App, AppError, AppEvent, AppOptions};
 use crate::agent::config::ModelChoice;
 use crate::agent::{Agent, AgentConfig, ModelProvider};
+use crate::host::SessionReferenceMount;
 use crate::reference::{SessionReferenceConfig, SessionReferences};
 use crate::session::clock::now_ms;
 use crate::session::{DiskStore, HostSessions, LiveSessions, Record, SessionHeader};
 use crate::tui::keys::Keymap;
-use crate::tui::mount::SessionReferenceMount;
 use crate::tui::transcript::NoticeLevel;
 use std::sync::Arc;
 use tokio::sync::mpsc;

@@ -88,8 +88,8 @@ impl FileElement {
     }
 
     /// What the send reads for this chip.
-    pub fn chosen(&self) -> crate::tui::attach::ChosenFile {
-        crate::tui::attach::ChosenFile {
+    pub fn chosen(&self) -> crate::host::ChosenFile {
+        crate::host::ChosenFile {
             path: self.path.clone(),
             allow_outside: self.outside,
         }
