@@ -4,7 +4,7 @@
 #![no_main]
 
 use dsh_session_references::session::reader::{scan_reader, RecordSink};
-use dsh_session_references::session::skim::Envelope;
+use dsh_session_references::session::reader::Envelope;
 use dsh_session_references::session::{Encoding, Record};
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;

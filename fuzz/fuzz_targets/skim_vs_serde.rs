@@ -1,7 +1,7 @@
 //! The skimmer is sound: a line it accepts is a record serde accepts, with the same envelope.
 #![no_main]
 
-use dsh_session_references::session::skim::skim;
+use dsh_session_references::session::skim;
 use dsh_session_references::session::Record;
 use libfuzzer_sys::fuzz_target;
 

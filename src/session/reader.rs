@@ -25,7 +25,7 @@
 
 use super::error::{Result, SessionError};
 use super::format::{Record, SessionHeader};
-use super::skim::Envelope;
+pub use super::skim::Envelope;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::Duration;

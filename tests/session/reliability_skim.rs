@@ -18,10 +18,11 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng as ProptestRng, TestRunner};
 
+use dsh_session_references::session::reader::Envelope;
 use dsh_session_references::session::reader::{
     resume_scan, scan_log, scan_reader, LogScan, RecordSink,
 };
-use dsh_session_references::session::skim::{skim, Envelope};
+use dsh_session_references::session::skim;
 use dsh_session_references::session::{Encoding, Record};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};

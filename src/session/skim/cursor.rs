@@ -163,7 +163,7 @@ impl<'a> Cursor<'a> {
     /// out of `f64` range; only short integers are accepted then.
     pub(super) fn value(&mut self, max_depth: usize, decoded: bool) -> Option<()> {
         // The open containers, innermost last: `true` for an object.
-        let mut open: Vec<bool> = Vec::new();
+        let mut open = Nesting::default();
         loop {
             // A value starts here.
             self.ws();
@@ -213,7 +213,7 @@ impl<'a> Cursor<'a> {
             }
             // A value ended: close containers until one continues.
             loop {
-                let Some(&object) = open.last() else {
+                let Some(object) = open.last() else {
                     return Some(());
                 };
                 self.ws();
@@ -341,4 +341,87 @@ pub(super) enum ArrayStart {
     Empty,
     /// `[` and the first element next.
     Elements,
+}
+
+/// The containers a value has open, innermost last (`true` for an object): the first 128 levels
+/// in a bit set on the stack, deeper ones (only hostile logs nest so far) in a vector, so a
+/// record of ordinary depth allocates nothing.
+#[derive(Default)]
+struct Nesting {
+    /// Bit `n`: whether level `n` (from 0) is an object, for the first 128 levels.
+    shallow: u128,
+    /// The levels past the first 128.
+    deep: Vec<bool>,
+    /// How many are open.
+    len: usize,
+}
+
+impl Nesting {
+    const SHALLOW: usize = 128;
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    fn push(&mut self, object: bool) {
+        if self.len < Self::SHALLOW {
+            let bit = 1u128 << self.len;
+            if object {
+                self.shallow |= bit;
+            } else {
+                self.shallow &= !bit;
+            }
+        } else {
+            self.deep.push(object);
+        }
+        self.len += 1;
+    }
+
+    #[inline]
+    fn last(&self) -> Option<bool> {
+        match self.len {
+            0 => None,
+            n if n <= Self::SHALLOW => Some(self.shallow >> (n - 1) & 1 == 1),
+            _ => self.deep.last().copied(),
+        }
+    }
+
+    #[inline]
+    fn pop(&mut self) {
+        if self.len > Self::SHALLOW {
+            self.deep.pop();
+        }
+        self.len = self.len.saturating_sub(1);
+    }
+}
+
+#[cfg(test)]
+mod nesting_tests {
+    use super::Nesting;
+
+    #[test]
+    fn nesting_answers_like_a_stack_across_the_spill() {
+        let mut nesting = Nesting::default();
+        let mut model = Vec::new();
+        // Pseudo-random pushes and pops well past the 128 levels kept on the stack.
+        let mut x = 0x9e37_79b9_u32;
+        for _ in 0..5000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            if x % 3 == 0 && !model.is_empty() {
+                model.pop();
+                nesting.pop();
+            } else {
+                let object = x & 8 == 0;
+                model.push(object);
+                nesting.push(object);
+            }
+            assert_eq!(nesting.len(), model.len());
+            assert_eq!(nesting.last(), model.last().copied());
+        }
+        assert!(model.len() > 128, "the walk reached the spilled levels");
+    }
 }
