@@ -411,7 +411,7 @@ mod nesting_tests {
             x ^= x << 13;
             x ^= x >> 17;
             x ^= x << 5;
-            if x % 3 == 0 && !model.is_empty() {
+            if x.is_multiple_of(3) && !model.is_empty() {
                 model.pop();
                 nesting.pop();
             } else {
