@@ -18,12 +18,27 @@ pub use provider::{
 };
 pub use runtime::{Admission, Agent, AgentConfig, AgentError, AgentEvent, AgentStatus};
 
+/// Why the model of a resolved configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelSetupError {
+    /// The provider's HTTP client could not be built (its TLS roots, its settings).
+    #[cfg(feature = "openai")]
+    #[error("{0}")]
+    Client(#[from] openai::ClientError),
+    /// A remote provider is configured, but this build has none (feature `openai` is off).
+    #[error("{label}: this build has no OpenAI-compatible provider (feature `openai`)")]
+    NoProvider {
+        /// The configured provider's label (`name · model`).
+        label: String,
+    },
+}
+
 /// The model for a resolved configuration, and its status-line label. The offline label says
 /// how to configure a real model.
 pub fn model_for(
     choice: &config::ModelChoice,
     offline_delay: std::time::Duration,
-) -> Result<(std::sync::Arc<dyn ModelProvider>, String), String> {
+) -> Result<(std::sync::Arc<dyn ModelProvider>, String), ModelSetupError> {
     match choice {
         config::ModelChoice::Offline => Ok((
             std::sync::Arc::new(OfflineModel::new(offline_delay)),
@@ -32,15 +47,13 @@ pub fn model_for(
         #[cfg(feature = "openai")]
         config::ModelChoice::Remote(settings) => {
             let label = settings.label();
-            let provider =
-                openai::OpenAiProvider::new((**settings).clone()).map_err(|e| e.to_string())?;
+            let provider = openai::OpenAiProvider::new((**settings).clone())?;
             Ok((std::sync::Arc::new(provider), label))
         }
         #[cfg(not(feature = "openai"))]
-        config::ModelChoice::Remote(settings) => Err(format!(
-            "{}: this build has no OpenAI-compatible provider (feature `openai`)",
-            settings.label()
-        )),
+        config::ModelChoice::Remote(settings) => Err(ModelSetupError::NoProvider {
+            label: settings.label(),
+        }),
     }
 }
 
@@ -74,7 +87,7 @@ mod tests {
         let Err(error) = model_for(&choice, std::time::Duration::ZERO) else {
             panic!("a remote provider without the openai feature must be refused");
         };
-        assert!(error.contains("feature `openai`"), "{error}");
+        assert!(error.to_string().contains("feature `openai`"), "{error}");
     }
 
     /// The typed errors keep the words the user saw when they were strings.

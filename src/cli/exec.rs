@@ -279,7 +279,7 @@ async fn exec(
         match crate::agent::model_for(choice, Duration::from_millis(args.offline_delay_ms)) {
             Ok(model) => model,
             Err(e) => {
-                out.error(&e);
+                out.error(&e.to_string());
                 return 1;
             }
         };

@@ -55,18 +55,34 @@ pub struct Resolved {
     pub demo: bool,
 }
 
+/// Why the command line could not set up what it runs with; the text is the message for the
+/// user (paths and system messages escaped: they may hold control characters).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// `--demo`: the demo home could not be installed.
+    #[error("could not install the demo home: {}", crate::escape::diagnostic(&.0.to_string()))]
+    DemoHome(#[source] std::io::Error),
+    /// The diagnostics log could not be opened (the program runs without it).
+    #[error(
+        "running without the diagnostics log {}: {source}",
+        .path.to_string_lossy().escape_debug()
+    )]
+    DiagnosticsLog {
+        /// `<home>/logs/dsh-refs.log`.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 impl Cli {
     /// The one resolution of the home and source flags that every subcommand and the TUI use
     /// (so none reads or writes another home than the one the flags name). Installs the demo
-    /// home on first use with `--demo`; the error is a message for the user.
-    pub fn resolve(&self) -> Result<Resolved, String> {
+    /// home on first use with `--demo`.
+    pub fn resolve(&self) -> Result<Resolved, StartError> {
         let home = if self.tui.demo {
-            crate::demo::install_user_demo_home().map_err(|e| {
-                format!(
-                    "could not install the demo home: {}",
-                    crate::escape::diagnostic(&e.to_string())
-                )
-            })?
+            crate::demo::install_user_demo_home().map_err(StartError::DemoHome)?
         } else {
             crate::session::paths::resolve_home(self.home.as_deref())
         };
@@ -334,9 +350,8 @@ pub enum MentionCommand {
 /// Opens (creating it if absent) the diagnostics log `<home>/logs/dsh-refs.log` for appending.
 ///
 /// Only a regular file (or a symlink to one) is used, opened without blocking: a FIFO or a
-/// device in its place would stall start-up or swallow writes. The error is a message for the
-/// user, with the path escaped (it may hold control characters).
-pub fn open_diagnostics_log(home: &std::path::Path) -> Result<std::fs::File, String> {
+/// device in its place would stall start-up or swallow writes.
+pub fn open_diagnostics_log(home: &std::path::Path) -> Result<std::fs::File, StartError> {
     use crate::session::files::{open_regular, Symlinks};
     let dir = home.join("logs");
     let path = dir.join("dsh-refs.log");
@@ -348,12 +363,7 @@ pub fn open_diagnostics_log(home: &std::path::Path) -> Result<std::fs::File, Str
                 Symlinks::Follow,
             )
         })
-        .map_err(|e| {
-            format!(
-                "running without the diagnostics log {}: {e}",
-                path.to_string_lossy().escape_debug()
-            )
-        })
+        .map_err(|source| StartError::DiagnosticsLog { path, source })
 }
 
 #[cfg(all(test, unix))]
@@ -366,7 +376,7 @@ mod tests {
         let home = home.to_path_buf();
         let (done, answer) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let _ = done.send(open_diagnostics_log(&home));
+            let _ = done.send(open_diagnostics_log(&home).map_err(|e| e.to_string()));
         });
         answer
             .recv_timeout(Duration::from_secs(5))

@@ -101,27 +101,47 @@ pub struct Inspected {
     pub outside: bool,
 }
 
+/// Why a written `@path` names no file that can be attached; the text is what the user sees.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InspectError {
+    /// Nothing was written after `@`.
+    #[error("no path")]
+    NoPath,
+    /// Nothing is there.
+    #[error("no such file")]
+    NotFound,
+    /// A directory is there.
+    #[error("a directory, not a file")]
+    Directory,
+    /// Something other than a regular file or a directory (a FIFO, a device, a socket).
+    #[error("not a regular file")]
+    NotRegular,
+    /// The path could not be resolved or its metadata read; the system's reason.
+    #[error("{0}")]
+    Io(String),
+}
+
 /// Where `written` leads from `cwd`: the regular file it names, its size, and whether it lies
 /// outside `cwd` (an absolute path, `..`, or a symlink that resolves elsewhere). Blocking
 /// (metadata only, the file is not opened): call it from `spawn_blocking`.
-pub fn inspect(cwd: Option<&Path>, written: &str) -> Result<Inspected, String> {
+pub fn inspect(cwd: Option<&Path>, written: &str) -> Result<Inspected, InspectError> {
     if written.is_empty() {
-        return Err("no path".into());
+        return Err(InspectError::NoPath);
     }
     let joined = match cwd {
         Some(cwd) => cwd.join(written),
         None => PathBuf::from(written),
     };
     let resolved = std::fs::canonicalize(&joined).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file".to_string(),
-        _ => e.to_string(),
+        std::io::ErrorKind::NotFound => InspectError::NotFound,
+        _ => InspectError::Io(e.to_string()),
     })?;
-    let meta = std::fs::metadata(&resolved).map_err(|e| e.to_string())?;
+    let meta = std::fs::metadata(&resolved).map_err(|e| InspectError::Io(e.to_string()))?;
     if !meta.is_file() {
         return Err(if meta.is_dir() {
-            "a directory, not a file".into()
+            InspectError::Directory
         } else {
-            "not a regular file".into()
+            InspectError::NotRegular
         });
     }
     let outside = match cwd.map(std::fs::canonicalize) {
@@ -137,7 +157,7 @@ pub fn inspect(cwd: Option<&Path>, written: &str) -> Result<Inspected, String> {
 }
 
 /// [`inspect`] over [`path_candidates`]: the first way of reading `written` that names a file.
-pub fn inspect_token(cwd: Option<&Path>, written: &str) -> Result<Inspected, String> {
+pub fn inspect_token(cwd: Option<&Path>, written: &str) -> Result<Inspected, InspectError> {
     let mut first = None;
     for candidate in path_candidates(written) {
         match inspect(cwd, candidate) {
@@ -147,7 +167,7 @@ pub fn inspect_token(cwd: Option<&Path>, written: &str) -> Result<Inspected, Str
             }
         }
     }
-    Err(first.unwrap_or_else(|| "no path".into()))
+    Err(first.unwrap_or(InspectError::NoPath))
 }
 
 /// One file the person chose, as the send carries it.
@@ -413,10 +433,13 @@ mod tests {
             assert!(!inspect(Some(&cwd), "inner").unwrap().outside);
         }
         assert_eq!(
-            inspect(Some(&cwd), "src").unwrap_err(),
+            inspect(Some(&cwd), "src").unwrap_err().to_string(),
             "a directory, not a file"
         );
-        assert_eq!(inspect(Some(&cwd), "missing").unwrap_err(), "no such file");
+        assert_eq!(
+            inspect(Some(&cwd), "missing").unwrap_err().to_string(),
+            "no such file"
+        );
         assert_eq!(
             inspect_token(Some(&cwd), "notes.md,").unwrap().path,
             "notes.md"

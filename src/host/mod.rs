@@ -16,7 +16,7 @@
 pub(crate) mod attach;
 pub(crate) mod mount;
 
-pub use attach::{ChosenFile, Inspected};
+pub use attach::{ChosenFile, InspectError, Inspected};
 pub use mount::{
     AgentSurface, Preview, SessionReferenceMount, Submission, SubmitError, Submitted,
     MIN_AMBIGUOUS_PREFIX, PREVIEW_MESSAGES,

@@ -93,6 +93,7 @@ impl App {
                 } else {
                     attach::inspect_token(cwd.as_deref(), &path)
                 }
+                .map_err(|e| e.to_string())
             })
             .await
             .unwrap_or_else(|e| Err(e.to_string()));

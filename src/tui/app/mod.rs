@@ -85,9 +85,12 @@ pub enum AppError {
     /// The terminal could not be set up, drawn to or restored.
     #[error("terminal: {0}")]
     Terminal(#[from] std::io::Error),
-    /// Anything else, e.g. the model could not be built; the text says what.
+    /// The configured model could not be built.
     #[error("{0}")]
-    Other(String),
+    Model(#[from] crate::agent::ModelSetupError),
+    /// The session-reference service refused its configuration.
+    #[error("{0}")]
+    References(#[from] crate::reference::SessionReferenceError),
 }
 
 const QUIT_WINDOW: Duration = Duration::from_secs(2);

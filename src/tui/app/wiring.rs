@@ -46,30 +46,9 @@ impl Wiring {
 
     /// The store of `options.home` and the model a resolved configuration names (SPEC §7).
     pub fn for_choice(options: &AppOptions, choice: &ModelChoice) -> Result<Wiring, AppError> {
-        let (model, label) =
-            crate::agent::model_for(choice, options.offline_delay).map_err(AppError::Other)?;
+        let (model, label) = crate::agent::model_for(choice, options.offline_delay)?;
         let mut wiring = Wiring::new(&options.home, model, label);
         wiring.choice = Some(choice.clone());
-        Ok(wiring)
-    }
-
-    /// The same wiring with the configured provider's model `name` (SPEC §7: the next request
-    /// logs a `request/header` with reason `change`). The offline model has no other models.
-    pub fn with_model(&self, options: &AppOptions, name: &str) -> Result<Wiring, String> {
-        let Some(ModelChoice::Remote(settings)) = &self.choice else {
-            return Err(
-                "the offline model has no other models: configure a provider \
-                        (--provider NAME, or the [provider] table of config.toml)"
-                    .to_string(),
-            );
-        };
-        let mut settings = settings.clone();
-        settings.model = name.to_string();
-        let choice = ModelChoice::Remote(settings);
-        let mut wiring = Wiring::for_choice(options, &choice).map_err(|e| e.to_string())?;
-        wiring.keymap = self.keymap.clone();
-        wiring.store = self.store.clone();
-        wiring.live = self.live.clone();
         Ok(wiring)
     }
 }
@@ -116,8 +95,7 @@ pub fn build(
     let query = options
         .sources
         .serve(Arc::new(HostSessions::new(disk, live)));
-    let service = SessionReferences::new(query, SessionReferenceConfig::default())
-        .map_err(|e| AppError::Other(e.to_string()))?;
+    let service = SessionReferences::new(query, SessionReferenceConfig::default())?;
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
     let mut app = App::new(agent, mount, model_label.clone(), tx);
     app.model_choice = choice;
