@@ -202,6 +202,46 @@ impl<'de> Deserialize<'de> for Record {
 
 struct RecordVisitor;
 
+/// A record's key: a known one is matched where it lies in the line (no `String` per key); an
+/// unknown one is kept, in order, among the record's `extra` fields.
+enum Field {
+    Type,
+    Seq,
+    Time,
+    Seq0,
+    Time0,
+    Data,
+    SourceEventSeqs,
+    SurfaceOp,
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for Field {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Key;
+        impl Visitor<'_> for Key {
+            type Value = Field;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<Field, E> {
+                Ok(match key {
+                    "type" => Field::Type,
+                    "seq" => Field::Seq,
+                    "time" => Field::Time,
+                    "seq0" => Field::Seq0,
+                    "time0" => Field::Time0,
+                    "data" => Field::Data,
+                    "sourceEventSeqs" => Field::SourceEventSeqs,
+                    "surfaceOp" => Field::SurfaceOp,
+                    other => Field::Other(other.to_string()),
+                })
+            }
+        }
+        deserializer.deserialize_str(Key)
+    }
+}
+
 impl<'de> Visitor<'de> for RecordVisitor {
     type Value = Record;
 
@@ -219,17 +259,17 @@ impl<'de> Visitor<'de> for RecordVisitor {
         let mut source_event_seqs: Option<Vec<u64>> = None;
         let mut surface_op: Option<SurfaceOp> = None;
         let mut extra = Map::new();
-        while let Some(key) = access.next_key::<String>()? {
-            match key.as_str() {
-                "type" => kind = Some(access.next_value()?),
-                "seq" => seq = Some(access.next_value()?),
-                "time" => time = Some(access.next_value()?),
-                "seq0" => seq0 = Some(access.next_value()?),
-                "time0" => time0 = Some(access.next_value()?),
-                "data" => data = Some(access.next_value()?),
-                "sourceEventSeqs" => source_event_seqs = access.next_value()?,
-                "surfaceOp" => surface_op = access.next_value()?,
-                _ => {
+        while let Some(key) = access.next_key::<Field>()? {
+            match key {
+                Field::Type => kind = Some(access.next_value()?),
+                Field::Seq => seq = Some(access.next_value()?),
+                Field::Time => time = Some(access.next_value()?),
+                Field::Seq0 => seq0 = Some(access.next_value()?),
+                Field::Time0 => time0 = Some(access.next_value()?),
+                Field::Data => data = Some(access.next_value()?),
+                Field::SourceEventSeqs => source_event_seqs = access.next_value()?,
+                Field::SurfaceOp => surface_op = access.next_value()?,
+                Field::Other(key) => {
                     let value: Value = access.next_value()?;
                     extra.insert(key, value);
                 }
