@@ -43,22 +43,81 @@ impl Serialize for SurfaceOp {
 
 impl<'de> Deserialize<'de> for SurfaceOp {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(SurfaceOpVisitor)
+    }
+}
+
+/// `"append"`, or `{"op":"replace","start":S,"end":E}` (other keys ignored), read in place: an
+/// op costs no allocation.
+struct SurfaceOpVisitor;
+
+impl<'de> Visitor<'de> for SurfaceOpVisitor {
+    type Value = SurfaceOp;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("\"append\" or a replace object")
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<SurfaceOp, E> {
+        match name {
+            "append" => Ok(SurfaceOp::Append),
+            other => Err(E::custom(format!("unknown surfaceOp \"{other}\""))),
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<SurfaceOp, A::Error> {
         #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Wire {
-            Name(String),
-            Replace { op: String, start: u64, end: u64 },
+        #[serde(field_identifier, rename_all = "lowercase")]
+        enum Key {
+            Op,
+            Start,
+            End,
+            #[serde(other)]
+            Other,
         }
-        match Wire::deserialize(deserializer)? {
-            Wire::Name(name) if name == "append" => Ok(SurfaceOp::Append),
-            Wire::Name(name) => Err(de::Error::custom(format!("unknown surfaceOp \"{name}\""))),
-            Wire::Replace { op, start, end } if op == "replace" => {
-                Ok(SurfaceOp::Replace { start, end })
-            }
-            Wire::Replace { op, .. } => {
-                Err(de::Error::custom(format!("unknown surfaceOp \"{op}\"")))
+        let (mut op, mut start, mut end) = (None::<OpName>, None::<u64>, None::<u64>);
+        while let Some(key) = access.next_key::<Key>()? {
+            match key {
+                Key::Op => op = Some(access.next_value()?),
+                Key::Start => start = Some(access.next_value()?),
+                Key::End => end = Some(access.next_value()?),
+                Key::Other => {
+                    access.next_value::<de::IgnoredAny>()?;
+                }
             }
         }
+        let op = op.ok_or_else(|| de::Error::missing_field("op"))?;
+        let start = start.ok_or_else(|| de::Error::missing_field("start"))?;
+        let end = end.ok_or_else(|| de::Error::missing_field("end"))?;
+        match op {
+            OpName::Replace => Ok(SurfaceOp::Replace { start, end }),
+            OpName::Other(name) => Err(de::Error::custom(format!("unknown surfaceOp \"{name}\""))),
+        }
+    }
+}
+
+/// A replace object's `op`: `replace`, or the unknown name (for the error).
+enum OpName {
+    Replace,
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for OpName {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Name;
+        impl Visitor<'_> for Name {
+            type Value = OpName;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<OpName, E> {
+                Ok(match name {
+                    "replace" => OpName::Replace,
+                    other => OpName::Other(other.to_string()),
+                })
+            }
+        }
+        deserializer.deserialize_str(Name)
     }
 }
 
@@ -340,4 +399,30 @@ struct PackedBody {
     name: Option<String>,
     #[serde(flatten)]
     extra: Map<String, Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SurfaceOp;
+
+    #[test]
+    fn surface_ops_read_in_both_shapes_and_refuse_the_rest() {
+        let read = |json: &str| serde_json::from_str::<SurfaceOp>(json).map_err(|e| e.to_string());
+        assert_eq!(read("\"append\""), Ok(SurfaceOp::Append));
+        assert_eq!(
+            read(r#"{"end":4,"x":[1],"op":"replace","start":2}"#),
+            Ok(SurfaceOp::Replace { start: 2, end: 4 })
+        );
+        assert!(read("\"prepend\"")
+            .unwrap_err()
+            .contains("unknown surfaceOp \"prepend\""));
+        assert!(read(r#"{"op":"splice","start":1,"end":1}"#)
+            .unwrap_err()
+            .contains("unknown surfaceOp \"splice\""));
+        assert!(read(r#"{"op":"replace","start":1}"#)
+            .unwrap_err()
+            .contains("end"));
+        assert!(read(r#"{"op":"replace","start":-1,"end":1}"#).is_err());
+        assert!(read("7").is_err());
+    }
 }
