@@ -35,6 +35,26 @@
 //! - [`escape`] and `sync` sit below every layer: untrusted text made safe for a terminal, and
 //!   the one way a lock is taken (a poisoned lock is taken as its holder left it).
 //!
+//! # What is public
+//!
+//! A room's API is what its module re-exports; the rooms inside it are private (the skimmer, the
+//! clock, the index's tables, the TUI's lookups and matchers…). The entry points:
+//!
+//! - `session`: [`session::DiskStore`] and [`session::SessionQuery`] (read), [`session::SessionWriter`]
+//!   (append), [`session::Event`] with [`session::format::EventKind`] and
+//!   [`session::format::RawData`], the fold ([`session::surface`]) and the streaming reader
+//!   ([`session::reader`], with [`session::skim`] the fast path its tests check against
+//!   serde), other agents' logs (`session::external`), and [`session::SessionError`].
+//! - `reference`: [`reference::SessionReferences`] (candidates, prepare, preview) and its
+//!   typed results ([`reference::Prepared`], [`reference::ReferenceMeta`]), URIs and mentions.
+//! - `agent`: [`agent::Agent`], [`agent::ModelProvider`] with [`agent::model_for`], the
+//!   prompt-submit hooks ([`agent::PromptSubmitHooks`]).
+//! - `host`: [`host::SessionReferenceMount`] over a host's [`host::AgentSurface`], and the
+//!   `@path` rules (`host::attach`, [`host::InspectError`]).
+//! - `discovery`, `tui`, `mcp`, `cli` (their features): the searcher and indexer, the widgets
+//!   with their one key answer (`tui::focus::Handled`) and key table (`tui::keys`), the MCP
+//!   server, and the command line.
+//!
 //! # Features
 //!
 //! All on by default: `openai` (reqwest with rustls), `discovery` (rusqlite with bundled SQLite,
