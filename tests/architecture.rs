@@ -452,6 +452,8 @@ fn unsafe_code_lives_in_its_rooms() {
         "session/writer/batch.rs",
         "session/writer/pending.rs",
         "session/writer/home.rs",
+        "session/format/shared.rs",
+        "tui/focus.rs",
     ] {
         assert!(files.iter().any(|(p, _)| p == room), "{room} is missing");
     }
@@ -717,4 +719,56 @@ fn the_host_room_names_no_terminal_crate() {
         )])),
         vec![("host/mount.rs".to_string(), "ratatui".to_string())]
     );
+}
+
+/// Whether `code` names a key by its code outside the key table (`KeyCode::Enter`, a letter…).
+fn raw_key_checks(code: &str) -> bool {
+    [
+        "KeyCode::Enter",
+        "KeyCode::Tab",
+        "KeyCode::Esc",
+        "KeyCode::Char('y",
+    ]
+    .iter()
+    .any(|raw| code.contains(raw))
+}
+
+#[test]
+fn widgets_answer_keys_with_one_type_read_from_the_key_table() {
+    let files = read_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let tui: Vec<&(String, String)> = files
+        .iter()
+        .filter(|(p, _)| p.starts_with("tui/"))
+        .collect();
+    assert!(tui.len() > 20, "the TUI's files were read");
+    // One answer to a key (`tui::focus::Handled`), not one enum per widget.
+    let outcomes: Vec<&String> = tui
+        .iter()
+        .filter(|(_, code)| code.contains("pub enum") && code.contains("Outcome {"))
+        .map(|(p, _)| p)
+        .collect();
+    assert!(
+        outcomes.is_empty(),
+        "per-widget outcome enums: {outcomes:?}"
+    );
+    // Keys are read through the key table: no handler compares key codes itself (the table,
+    // and the widgets' tests that press keys, are the exceptions).
+    let raw: Vec<&String> = tui
+        .iter()
+        .filter(|(p, _)| {
+            p.as_str() != "tui/keys.rs" && !p.ends_with("tests.rs") && !p.ends_with("properties.rs")
+        })
+        .filter(|(_, code)| {
+            let code = code.split("#[cfg(test)]").next().unwrap_or(code);
+            raw_key_checks(code)
+        })
+        .map(|(p, _)| p)
+        .collect();
+    assert!(
+        raw.is_empty(),
+        "handlers that read key codes themselves: {raw:?}"
+    );
+    // Planted: both checks find what they look for.
+    assert!(raw_key_checks("if key.code == KeyCode::Enter {"));
+    assert!(!raw_key_checks("keymap.action(KeyContext::Popup, &key)"));
 }
