@@ -4,78 +4,117 @@
 //! Purpose: the skimmer asks, of 16 or 64 bytes at a time, which are quotes, backslashes,
 //! digits, a given byte, or outside printable ASCII, as bit masks ([`StringMasks`],
 //! [`eq_mask`], [`digit_mask`], [`outside_mask`]). SSE2 (the x86_64 baseline) answers 16 bytes
-//! in a few instructions; AVX-512BW, when the CPU has it, 64 bytes in one load and four
-//! compares; elsewhere a portable loop gives the same bits.
+//! in a few instructions; AVX2, when the CPU has it, 64 bytes in two loads and eight compares;
+//! AVX-512BW 64 bytes in one load and four compares; elsewhere a portable loop gives the same
+//! bits.
 //!
 //! Invariant: every function here is safe to call with any input, and answers the same bits on
 //! every path. The only proof obligations of the `unsafe` blocks are the CPU features the
-//! intrinsics need: SSE2 is checked at compile time (the `cfg`s), AVX-512BW at run time and
-//! carried by the [`Wide`] token, which only [`Wide::detect`] can make wide, so no caller can
-//! claim the feature without the CPU having it; the one unaligned load reads a `&[u8; 64]`.
-//! Proof: `simd::tests` (each SIMD mask against the portable one and against the bytes' own
-//! classification, on both the SSE2 and the AVX-512BW paths), and the skimmer's property and
+//! intrinsics need: SSE2 is checked at compile time (the `cfg`s), AVX2 and AVX-512BW at run
+//! time and carried by the [`Wide`] token, which only [`Wide::detect`] can make wide, so no
+//! caller can claim a feature without the CPU having it; the unaligned loads read a
+//! `&[u8; 64]`. Proof: `simd::tests` (each SIMD mask against the portable one and against the
+//! bytes' own classification, on the SSE2 path and on each wider one the CPU has), and the
+//! skimmer's property and
 //! differential tests against serde (`cargo test skim`, `fuzz/fuzz_targets/skim_vs_serde.rs`).
 //!
 //! `unsafe_code` is denied crate-wide (Cargo.toml) and allowed in this file only, item by item.
 
-/// Whether the block masks may come from AVX-512BW: wide only when the CPU was seen to have
-/// it ([`Wide::detect`]), which is what makes [`string_masks`] and [`with_cpu_masks`] safe.
+/// Which instructions the block masks may come from: wider than SSE2 only when the CPU was
+/// seen to have them ([`Wide::detect`]), which is what makes [`string_masks`] and
+/// [`with_cpu_masks`] safe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Wide(bool);
+pub(super) struct Wide(Level);
+
+/// The widest byte comparisons a [`Wide`] token vouches for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// SSE2 (or the portable loop).
+    Narrow,
+    /// AVX2: 32 bytes per comparison.
+    Avx2,
+    /// AVX-512BW: 64 bytes compared into a mask register.
+    Avx512,
+}
 
 impl Wide {
     /// SSE2 (or portable) masks, whatever the CPU has.
-    pub(super) const NARROW: Wide = Wide(false);
+    pub(super) const NARROW: Wide = Wide(Level::Narrow);
 
-    /// Wide when the CPU has AVX-512BW (64 bytes compared into a mask in one instruction),
-    /// asked once.
+    /// The widest the CPU has (AVX-512BW, else AVX2, else SSE2), asked once.
     pub(super) fn detect() -> Wide {
         #[cfg(target_arch = "x86_64")]
         {
-            static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-            Wide(*WIDE.get_or_init(|| std::arch::is_x86_feature_detected!("avx512bw")))
+            static LEVEL: std::sync::OnceLock<Level> = std::sync::OnceLock::new();
+            Wide(*LEVEL.get_or_init(|| {
+                if std::arch::is_x86_feature_detected!("avx512bw") {
+                    Level::Avx512
+                } else if std::arch::is_x86_feature_detected!("avx2") {
+                    Level::Avx2
+                } else {
+                    Level::Narrow
+                }
+            }))
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            Wide(false)
+            Wide(Level::Narrow)
         }
+    }
+
+    /// Every token up to what the CPU has, narrowest first (for tests of each path).
+    #[cfg(test)]
+    pub(super) fn each() -> Vec<Wide> {
+        let top = Wide::detect().0;
+        [Level::Narrow, Level::Avx2, Level::Avx512]
+            .into_iter()
+            .filter(|level| *level as u8 <= top as u8)
+            .map(Wide)
+            .collect()
     }
 }
 
-/// A block loop that can run with either kind of masks. Its `scan` is meant to be
-/// `#[inline(always)]`: [`with_cpu_masks`] calls it from a frame compiled for AVX-512BW, and only
-/// an always-inlined body is compiled into that frame (a closure would stay a separate function,
-/// calling out for every block's masks).
+/// A block loop that can run with any kind of masks. Its `scan` is meant to be
+/// `#[inline(always)]`: [`with_cpu_masks`] calls it from a frame compiled for AVX2 or
+/// AVX-512BW, and only an always-inlined body is compiled into that frame (a closure would stay
+/// a separate function, calling out for every block's masks).
 pub(super) trait MaskedScan {
     /// What the scan answers.
     type Output;
-    /// Runs the loop, its masks from AVX-512BW when `wide` says the CPU has it.
+    /// Runs the loop, its masks from the widest instructions `wide` vouches for.
     fn scan(self, wide: Wide) -> Self::Output;
 }
 
-/// Runs `scan` with the widest masks the CPU has: on a CPU with AVX-512BW from a frame compiled
-/// for it, so the block loop inlined there computes its masks inline; elsewhere with
+/// Runs `scan` with the widest masks the CPU has: on a CPU with AVX-512BW or AVX2 from a frame
+/// compiled for it, so the block loop inlined there computes its masks inline; elsewhere with
 /// [`Wide::NARROW`].
 #[inline(always)]
-#[allow(unsafe_code)] // The AVX-512 frame below.
+#[allow(unsafe_code)] // The AVX2 and AVX-512 frames below.
 pub(super) fn with_cpu_masks<S: MaskedScan>(scan: S) -> S::Output {
     #[cfg(target_arch = "x86_64")]
-    {
-        if Wide::detect().0 {
-            // SAFETY: `Wide(true)` comes only from `Wide::detect`, true only when the CPU has
-            // AVX-512BW, which is all `wide_frame` requires.
-            return unsafe { wide_frame(scan) };
-        }
+    match Wide::detect().0 {
+        // SAFETY: a level above `Narrow` comes only from `Wide::detect`, which names one only
+        // when the CPU has it, and that feature is all each frame requires.
+        Level::Avx512 => return unsafe { wide_frame(scan) },
+        Level::Avx2 => return unsafe { avx2_frame(scan) },
+        Level::Narrow => {}
     }
     scan.scan(Wide::NARROW)
 }
 
 /// [`with_cpu_masks`]'s frame compiled for AVX-512BW. The token is a constant here, so the
-/// SSE2 path folds away from the loop compiled into it.
+/// other paths fold away from the loop compiled into it.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512bw")]
 fn wide_frame<S: MaskedScan>(scan: S) -> S::Output {
-    scan.scan(Wide(true))
+    scan.scan(Wide(Level::Avx512))
+}
+
+/// [`with_cpu_masks`]'s frame compiled for AVX2, as [`wide_frame`] is for AVX-512BW.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn avx2_frame<S: MaskedScan>(scan: S) -> S::Output {
+    scan.scan(Wide(Level::Avx2))
 }
 
 /// What a string scan needs to know of a 64-byte block: bit `k` of each mask is byte `k`.
@@ -96,15 +135,17 @@ impl StringMasks {
     }
 }
 
-/// The [`StringMasks`] of `block`, from AVX-512BW when `wide` says the CPU has it.
+/// The [`StringMasks`] of `block`, from the widest instructions `wide` vouches for.
 #[inline(always)]
-#[allow(unsafe_code)] // The AVX-512 call below; see `mod avx512`.
+#[allow(unsafe_code)] // The AVX2 and AVX-512 calls below; see `mod avx2` and `mod avx512`.
 pub(super) fn string_masks(block: &[u8; 64], wide: Wide) -> StringMasks {
     #[cfg(target_arch = "x86_64")]
-    if wide.0 {
-        // SAFETY: `Wide(true)` comes only from `Wide::detect`, true only when the CPU has
-        // AVX-512BW, which is all `avx512::string_masks` requires.
-        return unsafe { avx512::string_masks(block) };
+    match wide.0 {
+        // SAFETY: a level above `Narrow` comes only from `Wide::detect`, which names one only
+        // when the CPU has it, and that feature is all each `string_masks` requires.
+        Level::Avx512 => return unsafe { avx512::string_masks(block) },
+        Level::Avx2 => return unsafe { avx2::string_masks(block) },
+        Level::Narrow => {}
     }
     let _ = wide;
     let (chunks, _) = block.as_chunks::<16>();
@@ -265,6 +306,52 @@ mod avx512 {
     }
 }
 
+/// The string masks with AVX2: two loads and four comparisons each per 64 bytes. Called only
+/// when the CPU was seen to have AVX2 (see `Wide::detect`).
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::StringMasks;
+    use std::arch::x86_64::{
+        __m256i, _mm256_cmpeq_epi8, _mm256_cmpgt_epi8, _mm256_loadu_si256, _mm256_movemask_epi8,
+        _mm256_set1_epi8,
+    };
+
+    /// The 64 bits of one comparison over both halves.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn bits(lo: __m256i, hi: __m256i, compare: impl Fn(__m256i) -> __m256i) -> u64 {
+        let lo = _mm256_movemask_epi8(compare(lo)) as u32;
+        let hi = _mm256_movemask_epi8(compare(hi)) as u32;
+        u64::from(lo) | u64::from(hi) << 32
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    #[allow(unsafe_code)]
+    pub(super) fn string_masks(block: &[u8; 64]) -> StringMasks {
+        let (halves, _) = block.as_chunks::<32>();
+        // SAFETY: each half is 32 readable bytes; the loads have no alignment requirement.
+        let (lo, hi) = unsafe {
+            (
+                _mm256_loadu_si256(halves[0].as_ptr().cast()),
+                _mm256_loadu_si256(halves[1].as_ptr().cast()),
+            )
+        };
+        let eq = |byte: u8| {
+            let wanted = _mm256_set1_epi8(byte as i8);
+            move |v| _mm256_cmpeq_epi8(v, wanted)
+        };
+        let space = _mm256_set1_epi8(0x20);
+        StringMasks {
+            quote: bits(lo, hi, eq(b'"')),
+            backslash: bits(lo, hi, eq(b'\\')),
+            n: bits(lo, hi, eq(b'n')),
+            // Signed: below 0x20, or 0x80 and up (negative as i8).
+            outside: bits(lo, hi, |v| _mm256_cmpgt_epi8(space, v)),
+        }
+    }
+}
+
 /// The portable fallback: the same masks, one byte at a time (every flagged byte is reported,
 /// as the block loop of `string_body` requires).
 #[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
@@ -325,8 +412,8 @@ mod tests {
         }
     }
 
-    /// Both ways of computing a block's string masks (AVX-512BW when the CPU has it, SSE2
-    /// otherwise) give the bytes' own classification.
+    /// Every way of computing a block's string masks the CPU has (SSE2, AVX2, AVX-512BW) gives
+    /// the bytes' own classification.
     #[test]
     fn string_masks_report_every_byte() {
         let mut rng = TestRng::new(11);
@@ -348,7 +435,7 @@ mod tests {
                     .enumerate()
                     .fold(0u64, |m, (k, &b)| m | (u64::from(flag(b)) << k))
             };
-            for wide in [Wide::NARROW, Wide::detect()] {
+            for wide in Wide::each() {
                 let masks = string_masks(&block, wide);
                 assert_eq!(masks.quote, bits(&|b| b == b'"'));
                 assert_eq!(masks.backslash, bits(&|b| b == b'\\'));
@@ -358,7 +445,7 @@ mod tests {
         }
     }
 
-    /// The AVX-512BW frame runs the scan with the detected token.
+    /// The widest frame runs the scan with the detected token.
     #[test]
     fn the_wide_frame_passes_the_detected_token() {
         struct Token;

@@ -36,8 +36,8 @@ impl<'a> Cursor<'a> {
     ///
     /// With `elements`, the scan is over an array's elements, and a block holding nothing but
     /// plain strings separated by `","` is checked as a whole (see [`separated_run`]); each
-    /// element it passes is counted there, as `after` would have. `wide`: the masks come from
-    /// AVX-512BW ([`Wide::detect`] said so).
+    /// element it passes is counted there, as `after` would have. `wide`: the masks come from the
+    /// widest instructions the CPU has ([`Wide::detect`]: AVX-512BW, AVX2 or SSE2).
     #[inline(always)]
     pub(super) fn strings(
         &mut self,
