@@ -13,6 +13,18 @@
 //! uses it, and `tui`, `mcp` and `cli` may. Proof: `tests/architecture.rs` (the layer edges) and
 //! the bare build in CI (`.ci/run`).
 
+// Parts of this room serve only the faces (the TUI, the command line, the MCP server); a
+// build without them leaves those parts unused.
+#[cfg_attr(
+    not(all(
+        feature = "openai",
+        feature = "discovery",
+        feature = "tui",
+        feature = "mcp",
+        feature = "cli"
+    )),
+    allow(dead_code)
+)]
 pub(crate) mod attach;
 pub(crate) mod mount;
 

@@ -1,6 +1,18 @@
 //! The session layer: the dsh log format, the on-disk store, sessions live in this process, and
 //! the `SessionQuery` read interface that everything above consumes.
 
+// Parts of this room serve only the faces (the TUI, the command line, the MCP server); a
+// build without them leaves those parts unused.
+#[cfg_attr(
+    not(all(
+        feature = "openai",
+        feature = "discovery",
+        feature = "tui",
+        feature = "mcp",
+        feature = "cli"
+    )),
+    allow(dead_code)
+)]
 pub(crate) mod civil;
 pub(crate) mod clock;
 pub mod error;
@@ -15,6 +27,18 @@ pub mod reader;
 mod skim;
 pub mod store;
 pub mod surface;
+// Parts of this room serve only the faces (the TUI, the command line, the MCP server); a
+// build without them leaves those parts unused.
+#[cfg_attr(
+    not(all(
+        feature = "openai",
+        feature = "discovery",
+        feature = "tui",
+        feature = "mcp",
+        feature = "cli"
+    )),
+    allow(dead_code)
+)]
 pub(crate) mod title;
 pub mod writer;
 
