@@ -765,7 +765,7 @@ impl ServerHandler for Server {
         let text = self.read_text(&id).await?;
         Ok(
             GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
-                .with_description(format!("session {id}"))
+                .with_description(format!("session {}", crate::escape::escape_line(&id)))
                 .into(),
         )
     }
