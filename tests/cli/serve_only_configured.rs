@@ -187,3 +187,132 @@ fn a_process_given_one_claude_home_never_serves_another_homes_sessions() {
     let (_, out, _) = dsh(&home, &a, &["search", "zebracorn", "--json"]);
     assert!(out.contains(A_ID), "{out}");
 }
+
+/// Issue 32, item 5: one unreadable file costs one session. A dsh log and a Claude Code
+/// session nobody may read, and a Claude Code session replaced by a FIFO: every other session
+/// is listed, and each of those files is named on stderr. (Permission is tried as the user
+/// `nobody` through `setpriv` when the tests run as root, as in CI; the FIFO always.)
+#[test]
+fn one_unreadable_file_costs_one_session_and_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("dsh");
+    dsh_session_references::demo::install_into(&home).unwrap();
+    let claude = claude_home(dir.path(), "claude", A_ID, "readable");
+    let project = claude.join("projects/-work-proj");
+    let fifo = project.join("cccccccc-3333-4333-8333-000000000003.jsonl");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let locked_claude = project.join(format!("{B_ID}.jsonl"));
+    std::fs::copy(project.join(format!("{A_ID}.jsonl")), &locked_claude).unwrap();
+    let text = std::fs::read_to_string(&locked_claude)
+        .unwrap()
+        .replace(A_ID, B_ID);
+    std::fs::write(&locked_claude, text).unwrap();
+    let locked_log = std::fs::read_dir(home.join("sessions"))
+        .unwrap()
+        .flat_map(|p| std::fs::read_dir(p.unwrap().path()).unwrap())
+        .flat_map(|s| {
+            let dir = s.unwrap().path();
+            [dir.join("session.jsonl.zstd"), dir.join("session.jsonl")]
+        })
+        .find(|p| p.is_file())
+        .expect("a demo log");
+    let as_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let setpriv = as_root
+        && Command::new("setpriv")
+            .arg("--help")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    let run = |unprivileged: bool| {
+        let mut command = if unprivileged {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN]);
+            c
+        } else {
+            Command::new(BIN)
+        };
+        let out = command
+            .arg("--home")
+            .arg(&home)
+            .args(["--sources", "dsh,claude", "--claude-home"])
+            .arg(&claude)
+            .args(["sessions", "--json"])
+            .env("HOME", &home)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // The FIFO, as anyone.
+    let (code, out, err) = run(false);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(A_ID) && out.contains(B_ID), "{out}");
+    assert!(
+        err.contains(&fifo.display().to_string()),
+        "the FIFO is named: {err}"
+    );
+    eprintln!("permission case run as nobody: {setpriv}");
+    if setpriv {
+        use std::os::unix::fs::PermissionsExt;
+        // Everything readable and writable by `nobody` but the two locked files.
+        for entry in walk(dir.path()) {
+            let mode = if entry.is_dir() { 0o777 } else { 0o666 };
+            let _ = std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(mode));
+        }
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        for locked in [&locked_claude, &locked_log] {
+            std::fs::set_permissions(locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+        }
+        let (code, out, err) = run(true);
+        assert_eq!(code, Some(0), "{err}");
+        let listed: Value = serde_json::from_str(&out).unwrap();
+        let ids: Vec<&str> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["sessionId"].as_str().unwrap())
+            .collect();
+        assert!(ids.contains(&format!("claude:{A_ID}").as_str()), "{ids:?}");
+        assert!(!ids.contains(&format!("claude:{B_ID}").as_str()), "{ids:?}");
+        assert!(
+            ids.len() >= 8,
+            "the other demo sessions are listed: {ids:?}"
+        );
+        for locked in [&locked_claude, &locked_log] {
+            assert!(
+                err.contains(&locked.display().to_string()),
+                "{} is named: {err}",
+                locked.display()
+            );
+        }
+    }
+}
+
+fn walk(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                stack.push(path.clone());
+            }
+            if kind.is_dir() || kind.is_file() {
+                out.push(path);
+            }
+        }
+    }
+    out
+}

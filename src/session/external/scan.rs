@@ -176,6 +176,8 @@ struct Listing {
     heads: HashMap<PathBuf, (FileStamp, Option<Head>)>,
     by_id: HashMap<String, PathBuf>,
     list: Option<Arc<Vec<SessionSummary>>>,
+    /// Session file → why it is not listed (the read's error, naming the file).
+    errors: HashMap<PathBuf, String>,
     /// Listed session files whose head was incomplete at the last listing, with their stamp:
     /// the only files a listing must look at again while no directory changed.
     incomplete: Vec<(PathBuf, FileStamp)>,
@@ -314,9 +316,13 @@ impl ExternalSessions {
                 continue;
             }
             let head = match read_head(agent, file) {
-                Ok(head) => head,
+                Ok(head) => {
+                    listing.errors.remove(file);
+                    head
+                }
                 Err(err) => {
                     tracing::warn!(source = agent.name(), file = %file.display(), error = %err, "skipping a session file");
+                    listing.errors.insert(file.clone(), err.to_string());
                     None
                 }
             };
@@ -354,11 +360,21 @@ impl ExternalSessions {
         }
         let present: std::collections::HashSet<&PathBuf> = files.iter().collect();
         listing.heads.retain(|path, _| present.contains(path));
+        listing.errors.retain(|path, _| present.contains(path));
         sort_sessions(&mut list);
         let list = Arc::new(list);
         listing.by_id = by_id;
         listing.list = Some(list.clone());
         Ok(list)
+    }
+
+    /// Why the last listing left files out (one error naming the file each, sorted): a file
+    /// that cannot be read costs its one session, never the listing.
+    pub fn unreadable_files(&self) -> Vec<String> {
+        let listing = self.inner.listing.locked();
+        let mut errors: Vec<String> = listing.errors.values().cloned().collect();
+        errors.sort();
+        errors
     }
 
     /// The session's title (SPEC §9): read past where the last scan of its file ended.
@@ -585,8 +601,10 @@ fn refresh_dir(
         let Ok(kind) = entry.file_type() else {
             continue;
         };
-        let is_dir = kind.is_dir();
-        if is_dir == subdirs && (is_dir || kind.is_file()) {
+        // At the files' level anything but a directory is kept (a FIFO, a socket, a link): a
+        // session file that is not a readable regular file is then named in the listing's
+        // errors when its head is read, instead of vanishing without a word.
+        if kind.is_dir() == subdirs {
             found.push(entry.path());
         }
     }
