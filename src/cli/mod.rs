@@ -103,7 +103,11 @@ pub struct SourceArgs {
     /// Codex's home, holding `sessions/` (else $CODEX_HOME, else ~/.codex).
     #[arg(long, global = true, value_name = "DIR")]
     pub codex_home: Option<PathBuf>,
-    /// Comma-separated sources to list: dsh, claude, codex (default: every one that exists).
+    /// Qwen Code's home, holding `projects/` (else $QWEN_HOME, else ~/.qwen).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub qwen_home: Option<PathBuf>,
+    /// Comma-separated sources to list: dsh, claude, codex, qwen (default: every one that
+    /// exists).
     #[arg(long, global = true, value_name = "LIST", value_parser = parse_sources)]
     pub sources: Option<SourceChoice>,
 }
@@ -112,10 +116,13 @@ impl SourceArgs {
     /// The sources these flags select, with the homes they name (else the environment, else the
     /// defaults).
     pub fn source_set(&self) -> SourceSet {
-        SourceSet::from_flags(
+        SourceSet::from_homes(
             self.sources.as_ref(),
-            self.claude_home.as_deref(),
-            self.codex_home.as_deref(),
+            &[
+                ("claude", self.claude_home.as_deref()),
+                ("codex", self.codex_home.as_deref()),
+                ("qwen", self.qwen_home.as_deref()),
+            ],
         )
     }
 }
