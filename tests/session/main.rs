@@ -15,6 +15,7 @@ mod external_sessions;
 mod hostile_sessions;
 mod listing_cache;
 mod message_text;
+mod qwen_sessions;
 mod real_agents;
 mod reliability_conversation_cache;
 mod reliability_crash;
