@@ -793,6 +793,7 @@ fn no_room_outside_session_external_knows_a_particular_agent() {
                 "ExternalAgent::Claude",
                 "ExternalAgent::Codex",
                 "ExternalAgent::Qwen",
+                "ExternalAgent::Gemini",
             ]
             .iter()
             .any(|v| line.contains(v));

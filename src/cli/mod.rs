@@ -106,8 +106,11 @@ pub struct SourceArgs {
     /// Qwen Code's home, holding `projects/` (else $QWEN_HOME, else ~/.qwen).
     #[arg(long, global = true, value_name = "DIR")]
     pub qwen_home: Option<PathBuf>,
-    /// Comma-separated sources to list: dsh, claude, codex, qwen (default: every one that
-    /// exists).
+    /// Gemini CLI's home, holding `tmp/` (else $GEMINI_CLI_HOME/.gemini, else ~/.gemini).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub gemini_home: Option<PathBuf>,
+    /// Comma-separated sources to list: dsh, claude, codex, qwen, gemini (default: every one
+    /// that exists).
     #[arg(long, global = true, value_name = "LIST", value_parser = parse_sources)]
     pub sources: Option<SourceChoice>,
 }
@@ -122,6 +125,7 @@ impl SourceArgs {
                 ("claude", self.claude_home.as_deref()),
                 ("codex", self.codex_home.as_deref()),
                 ("qwen", self.qwen_home.as_deref()),
+                ("gemini", self.gemini_home.as_deref()),
             ],
         )
     }

@@ -12,6 +12,7 @@ mod support;
 mod compaction;
 mod concurrency;
 mod external_sessions;
+mod gemini_sessions;
 mod hostile_sessions;
 mod listing_cache;
 mod message_text;

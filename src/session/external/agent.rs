@@ -86,6 +86,7 @@ pub static AGENTS: &[&dyn AgentFormat] = &[
     &super::claude::ClaudeCode,
     &super::codex::Codex,
     &super::qwen::QwenCode,
+    &super::gemini::GeminiCli,
 ];
 
 /// The registered agent named `name`.

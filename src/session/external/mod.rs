@@ -28,6 +28,7 @@ pub mod codex;
 mod codex_side;
 #[cfg(feature = "discovery")]
 pub(crate) mod codex_state;
+pub mod gemini;
 pub mod qwen;
 mod scan;
 
@@ -56,6 +57,8 @@ impl ExternalAgent {
     pub const Codex: ExternalAgent = ExternalAgent(&codex::Codex);
     /// Qwen Code (`~/.qwen/projects/<dir>/chats/<id>.jsonl`; ids `qwen:<id>`).
     pub const Qwen: ExternalAgent = ExternalAgent(&qwen::QwenCode);
+    /// Gemini CLI (`~/.gemini/tmp/<project>/chats/*.jsonl`; ids `gemini:<sessionId>`).
+    pub const Gemini: ExternalAgent = ExternalAgent(&gemini::GeminiCli);
 }
 
 impl ExternalAgent {
