@@ -794,6 +794,7 @@ fn no_room_outside_session_external_knows_a_particular_agent() {
                 "ExternalAgent::Codex",
                 "ExternalAgent::Qwen",
                 "ExternalAgent::Gemini",
+                "ExternalAgent::Opencode",
             ]
             .iter()
             .any(|v| line.contains(v));

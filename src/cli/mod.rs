@@ -109,8 +109,12 @@ pub struct SourceArgs {
     /// Gemini CLI's home, holding `tmp/` (else $GEMINI_CLI_HOME/.gemini, else ~/.gemini).
     #[arg(long, global = true, value_name = "DIR")]
     pub gemini_home: Option<PathBuf>,
-    /// Comma-separated sources to list: dsh, claude, codex, qwen, gemini (default: every one
-    /// that exists).
+    /// opencode's data directory, holding `opencode.db` (else $XDG_DATA_HOME/opencode, else
+    /// ~/.local/share/opencode).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub opencode_home: Option<PathBuf>,
+    /// Comma-separated sources to list: dsh, claude, codex, qwen, gemini, opencode (default:
+    /// every one that exists).
     #[arg(long, global = true, value_name = "LIST", value_parser = parse_sources)]
     pub sources: Option<SourceChoice>,
 }
@@ -126,6 +130,7 @@ impl SourceArgs {
                 ("codex", self.codex_home.as_deref()),
                 ("qwen", self.qwen_home.as_deref()),
                 ("gemini", self.gemini_home.as_deref()),
+                ("opencode", self.opencode_home.as_deref()),
             ],
         )
     }

@@ -16,6 +16,7 @@ mod gemini_sessions;
 mod hostile_sessions;
 mod listing_cache;
 mod message_text;
+mod opencode_sessions;
 mod qwen_sessions;
 mod real_agents;
 mod reliability_conversation_cache;

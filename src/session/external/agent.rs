@@ -61,6 +61,36 @@ pub trait AgentFormat: Send + Sync + 'static {
     fn side_names(&self, _home: &Path) -> Option<Box<dyn SideNames>> {
         None
     }
+
+    /// Whether `home` holds this agent's sessions (listed by default only then).
+    fn present(&self, home: &Path) -> bool {
+        home.join(self.sessions_subdir()).is_dir()
+    }
+
+    /// An agent that keeps its sessions in a database instead of files (opencode): listing,
+    /// titles and conversations come from it, and the file methods above are not used.
+    fn database(&self) -> Option<&dyn DatabaseFormat> {
+        None
+    }
+}
+
+/// One session as a database lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DatabaseRow {
+    /// Id, creation time and cwd.
+    pub head: Head,
+    /// Its title by the agent's rules (SPEC §9), if any.
+    pub title: Option<String>,
+}
+
+/// An agent whose sessions live in one database under its home.
+pub trait DatabaseFormat: Send + Sync {
+    /// The files whose stamps say the database changed (the database and its log).
+    fn files(&self, home: &Path) -> Vec<PathBuf>;
+    /// Every session, read without writing under the home.
+    fn list(&self, home: &Path) -> Result<Vec<DatabaseRow>>;
+    /// The projected conversation of session `own_id` (`None` when there is no such session).
+    fn conversation(&self, home: &Path, own_id: &str) -> Result<Option<Conversation>>;
 }
 
 /// An incremental title scan of one session file.
@@ -87,6 +117,8 @@ pub static AGENTS: &[&dyn AgentFormat] = &[
     &super::codex::Codex,
     &super::qwen::QwenCode,
     &super::gemini::GeminiCli,
+    #[cfg(feature = "discovery")]
+    &super::opencode::Opencode,
 ];
 
 /// The registered agent named `name`.

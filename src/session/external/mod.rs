@@ -29,6 +29,8 @@ mod codex_side;
 #[cfg(feature = "discovery")]
 pub(crate) mod codex_state;
 pub mod gemini;
+#[cfg(feature = "discovery")]
+pub mod opencode;
 pub mod qwen;
 mod scan;
 
@@ -59,6 +61,9 @@ impl ExternalAgent {
     pub const Qwen: ExternalAgent = ExternalAgent(&qwen::QwenCode);
     /// Gemini CLI (`~/.gemini/tmp/<project>/chats/*.jsonl`; ids `gemini:<sessionId>`).
     pub const Gemini: ExternalAgent = ExternalAgent(&gemini::GeminiCli);
+    /// opencode (`$XDG_DATA_HOME/opencode/opencode.db`; ids `opencode:<ses_…>`).
+    #[cfg(feature = "discovery")]
+    pub const Opencode: ExternalAgent = ExternalAgent(&opencode::Opencode);
 }
 
 impl ExternalAgent {
@@ -548,7 +553,7 @@ pub fn external_sources(
         let Some(home) = resolve_agent_home(agent, flag) else {
             continue;
         };
-        let exists = home.join(agent.format().sessions_subdir()).is_dir();
+        let exists = agent.format().present(&home);
         if exists || chosen == Some(true) {
             sources.push(ExternalSessions::new(agent, home));
         }

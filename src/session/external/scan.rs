@@ -149,6 +149,14 @@ struct Inner {
     titles: Mutex<Stamped<TitleEntry>>,
     /// Names the agent keeps beside its session files, if it keeps any.
     side: Option<Box<dyn SideNames>>,
+    /// A database agent's last listing: the stamps of its files then, the list and the rows.
+    database: Mutex<Option<DatabaseListing>>,
+}
+
+struct DatabaseListing {
+    stamps: Vec<Option<FileStamp>>,
+    list: Arc<Vec<SessionSummary>>,
+    rows: HashMap<String, super::agent::DatabaseRow>,
 }
 
 #[derive(Default)]
@@ -187,6 +195,7 @@ impl ExternalSessions {
                 home,
                 listing: Mutex::new(Listing::default()),
                 titles: Mutex::new(HashMap::new()),
+                database: Mutex::new(None),
             }),
         }
     }
@@ -226,6 +235,9 @@ impl ExternalSessions {
 
     /// Every listable session, newest first (the same `Arc` while nothing changed).
     pub fn list_sessions_blocking(&self) -> Result<Arc<Vec<SessionSummary>>> {
+        if let Some(database) = self.agent().format().database() {
+            return self.list_database(database);
+        }
         let agent = self.agent();
         let root = self.inner.home.join(Self::sessions_subdir(agent));
         let mut listing = self.inner.listing.locked();
@@ -349,8 +361,61 @@ impl ExternalSessions {
         errors
     }
 
+    /// A database agent's listing, read again only when its files' stamps changed.
+    fn list_database(
+        &self,
+        database: &dyn super::agent::DatabaseFormat,
+    ) -> Result<Arc<Vec<SessionSummary>>> {
+        let home = &self.inner.home;
+        let stamps: Vec<Option<FileStamp>> = database
+            .files(home)
+            .iter()
+            .map(|p| fs::symlink_metadata(p).ok().map(|m| FileStamp::of(&m)))
+            .collect();
+        let mut cache = self.inner.database.locked();
+        if let Some(known) = cache.as_ref() {
+            if known.stamps == stamps {
+                return Ok(known.list.clone());
+            }
+        }
+        let rows = database.list(home)?;
+        let mut list: Vec<SessionSummary> = rows
+            .iter()
+            .map(|row| SessionSummary {
+                header: Arc::new(header(self.agent(), &row.head)),
+                live: false,
+                persisted: true,
+            })
+            .collect();
+        sort_sessions(&mut list);
+        let list = Arc::new(list);
+        *cache = Some(DatabaseListing {
+            stamps,
+            list: list.clone(),
+            rows: rows.into_iter().map(|r| (r.head.id.clone(), r)).collect(),
+        });
+        Ok(list)
+    }
+
+    /// A database agent's row for `id` (namespaced), listing first.
+    fn database_row(&self, id: &str) -> Result<super::agent::DatabaseRow> {
+        let own = id
+            .strip_prefix(self.agent().name())
+            .and_then(|rest| rest.strip_prefix(':'))
+            .ok_or_else(|| not_found(id))?;
+        self.list_sessions_blocking()?;
+        let cache = self.inner.database.locked();
+        cache
+            .as_ref()
+            .and_then(|c| c.rows.get(own).cloned())
+            .ok_or_else(|| not_found(id))
+    }
+
     /// The session's title (SPEC §9): read past where the last scan of its file ended.
     pub fn read_title_blocking(&self, id: &str) -> Result<Option<String>> {
+        if self.agent().format().database().is_some() {
+            return Ok(self.database_row(id)?.title);
+        }
         let path = self.path_of(id)?;
         let meta = fs::metadata(&path).map_err(|e| SessionError::io(&path, e))?;
         let stamp = FileStamp::of(&meta);
@@ -383,6 +448,14 @@ impl ExternalSessions {
 
     /// The projected conversation of session `id`.
     pub fn read_conversation_blocking(&self, id: &str) -> Result<(SurfaceSnapshot, Conversation)> {
+        if let Some(database) = self.agent().format().database() {
+            let row = self.database_row(id)?;
+            let conversation = database
+                .conversation(&self.inner.home, &row.head.id)?
+                .ok_or_else(|| not_found(id))?;
+            let snapshot = super::surface(header(self.agent(), &row.head), &conversation);
+            return Ok((snapshot, conversation));
+        }
         let path = self.path_of(id)?;
         let head = read_head(self.agent(), &path)?.ok_or_else(|| not_found(id))?;
         let conversation = self.agent().format().read_conversation(&path)?;

@@ -1,4 +1,4 @@
-"""A tiny OpenAI-compatible chat server for capturing Qwen Code sessions (loopback only).
+"""A tiny OpenAI-compatible chat server for capturing Qwen Code and opencode sessions (loopback only).
 
 Answers `POST /v1/chat/completions` (streamed or not) from scripted rules keyed on markers in the
 last user message: `TOOL` asks for a shell call `echo QC-TOOL-OUT-7` once, then answers; a title
@@ -26,13 +26,19 @@ def answer(body):
         for m in messages if m.get("role") == "system")
     user = last_user(messages)
     tools_done = any(m.get("role") == "tool" for m in messages[-3:])
-    if "sentence-case title" in system or "title generator" in system.lower():
+    if "title generator" in system.lower():
+        # opencode's small-model request: the answer is the title itself.
+        return {"text": "Oc generated title"}
+    if "sentence-case title" in system:
         return {"text": '{"title": "Qc generated title"}'}
     tail = json.dumps(messages[-1:])
     if "state_snapshot" in tail or "state_snapshot" in system and "summar" in tail.lower():
         return {"text": "<state_snapshot>QC-SUMMARY the user asked two questions before compression.</state_snapshot>"}
     if "TOOL" in user and not tools_done:
-        return {"tool": {"name": "run_shell_command", "args": {"command": "echo QC-TOOL-OUT-7", "description": "Print"}}}
+        names = [t.get("function", {}).get("name") for t in body.get("tools") or []]
+        # opencode calls its shell tool `bash`; Qwen Code `run_shell_command`.
+        name = "bash" if "bash" in names else "run_shell_command"
+        return {"tool": {"name": name, "args": {"command": "echo QC-TOOL-OUT-7", "description": "Print"}}}
     found = re.search(r"\b[A-Z]{2}-T\d+\b", user)
     marker = found.group(0) if found else "EMPTY"
     return {"text": f"{marker}-ANSWER reply to your words, é ✓ 🚀.", "think": f"{marker}-THINK private"}
