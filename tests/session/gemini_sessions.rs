@@ -7,33 +7,14 @@
 //!
 //! Every test compares the whole home (bytes, modes, mtimes) before and after what it does.
 
-use crate::support::{agent_fixtures, copy_tree};
+use crate::support::{agent_fixtures, copy_tree, tree_with_stamps, TreeEntry};
 use dsh_session_references::reference::{project, Role};
 use dsh_session_references::session::external::{ExternalAgent, ExternalSessions};
 use std::collections::BTreeMap;
-use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-type Entry = (u32, i64, i64, Option<Vec<u8>>);
-
-fn tree(root: &Path) -> BTreeMap<PathBuf, Entry> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let meta = fs::symlink_metadata(&path).unwrap();
-            let bytes = if meta.is_dir() {
-                stack.push(path.clone());
-                None
-            } else {
-                Some(fs::read(&path).unwrap())
-            };
-            out.insert(path, (meta.mode(), meta.mtime(), meta.mtime_nsec(), bytes));
-        }
-    }
-    out
+fn tree(root: &Path) -> BTreeMap<PathBuf, TreeEntry> {
+    tree_with_stamps(root)
 }
 
 fn home() -> (tempfile::TempDir, PathBuf) {

@@ -5,7 +5,7 @@
 //!
 //! Every test compares the whole home (bytes, modes, mtimes) before and after what it does.
 
-use crate::support::{agent_fixtures, copy_tree};
+use crate::support::{agent_fixtures, copy_tree, tree_with_stamps, TreeEntry};
 use dsh_session_references::reference::{project, Role};
 use dsh_session_references::reference::{
     AgentIdentity, ReferenceInput, SessionReferenceConfig, SessionReferences,
@@ -14,7 +14,6 @@ use dsh_session_references::session::external::{qwen, ExternalAgent, ExternalSes
 use dsh_session_references::session::{ContentBlock, SessionQuery};
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -23,27 +22,8 @@ const QA: &str = "qwen:30cbd368-9fc9-44d7-8e8c-67f81cfb5a09";
 const QB: &str = "qwen:a43ffa41-25bc-488d-8355-24a08019947b";
 const QC: &str = "qwen:5f87aa5d-ccd1-45fc-ab82-ac818597d96f";
 
-/// A path's mode, mtime (seconds, nanoseconds) and bytes (none for a directory).
-type Entry = (u32, i64, i64, Option<Vec<u8>>);
-
-/// Every path under `root` with its mode, mtime and bytes.
-fn tree(root: &Path) -> BTreeMap<PathBuf, Entry> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let meta = fs::symlink_metadata(&path).unwrap();
-            let bytes = if meta.is_dir() {
-                stack.push(path.clone());
-                None
-            } else {
-                Some(fs::read(&path).unwrap())
-            };
-            out.insert(path, (meta.mode(), meta.mtime(), meta.mtime_nsec(), bytes));
-        }
-    }
-    out
+fn tree(root: &Path) -> BTreeMap<PathBuf, TreeEntry> {
+    tree_with_stamps(root)
 }
 
 fn home() -> (tempfile::TempDir, PathBuf) {

@@ -12,8 +12,8 @@
 
 use super::agent::{AgentFormat, SideNames};
 use super::scan::{read_lines, LineSink};
-use super::{parse_time, title_line, Conversation, Head, Item, ItemKind};
-use crate::session::error::{Result, SessionError};
+use super::{parse_time, title_line, Conversation, Head, HeadFields, Item, ItemKind};
+use crate::session::error::Result;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
@@ -307,59 +307,33 @@ impl super::agent::TitleScan for TitleScan {
 
 /// Reads until the session id, cwd and a time are known.
 #[derive(Default)]
-pub struct HeadScan {
-    id: Option<String>,
-    cwd: Option<String>,
-    created: Option<i64>,
-    objects: u64,
-    lines: u64,
-}
+pub struct HeadScan(HeadFields);
 
 impl LineSink for HeadScan {
     fn line(&mut self, _: u64, bytes: &[u8]) -> bool {
-        self.lines += 1;
+        let head = &mut self.0;
+        head.lines += 1;
         let Some(line) = parse(bytes) else {
             return true;
         };
-        self.objects += 1;
-        if self.id.is_none() {
-            self.id = line.session_id;
+        head.objects += 1;
+        if head.id.is_none() {
+            head.id = line.session_id;
         }
-        if self.cwd.is_none() {
-            self.cwd = line.cwd;
+        if head.cwd.is_none() {
+            head.cwd = line.cwd;
         }
         if let Some(time) = line.timestamp.as_deref().and_then(parse_time) {
-            self.created = Some(self.created.map_or(time, |c| c.min(time)));
+            head.created = Some(head.created.map_or(time, |c| c.min(time)));
         }
-        !(self.id.is_some() && self.cwd.is_some() && self.created.is_some())
+        !(head.id.is_some() && head.cwd.is_some() && head.created.is_some())
     }
 }
 
 impl HeadScan {
     /// The head, `None` while incomplete; an error when the file is not a Claude transcript.
     pub fn finish(self, path: &Path) -> Result<Option<Head>> {
-        if self.lines > 0 && self.objects == 0 {
-            return Err(SessionError::Corrupt {
-                path: path.to_path_buf(),
-                line: 1,
-                reason: "not a Claude Code transcript (no line is a JSON record)".into(),
-            });
-        }
-        let (Some(id), Some(created)) = (self.id, self.created) else {
-            return Ok(None);
-        };
-        if id.is_empty() || id.contains(['/', '\\']) {
-            return Err(SessionError::Corrupt {
-                path: path.to_path_buf(),
-                line: 1,
-                reason: format!("sessionId {id:?} is not a session id"),
-            });
-        }
-        Ok(Some(Head {
-            id,
-            created_at: created,
-            cwd: self.cwd,
-        }))
+        self.0.finish(path, "a Claude Code transcript")
     }
 }
 

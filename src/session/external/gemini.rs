@@ -27,7 +27,7 @@
 
 use super::agent::{AgentFormat, SideNames};
 use super::scan::{read_lines, LineSink};
-use super::{parse_time, title_line, Conversation, Head, Item, ItemKind};
+use super::{parse_time, title_line, Conversation, Head, HeadFields, Item, ItemKind};
 use crate::session::error::{Result, SessionError};
 use crate::session::files;
 use serde::Deserialize;
@@ -269,20 +269,17 @@ fn parse(bytes: &[u8]) -> Option<Line<'_>> {
 /// Reads until the session id, a start time and a message worth resuming are known.
 #[derive(Default)]
 pub struct HeadScan {
-    id: Option<String>,
-    created: Option<i64>,
+    fields: HeadFields,
     resumable: bool,
-    objects: u64,
-    lines: u64,
 }
 
 impl LineSink for HeadScan {
     fn line(&mut self, _: u64, bytes: &[u8]) -> bool {
-        self.lines += 1;
+        self.fields.lines += 1;
         let Some(line) = parse(bytes) else {
             return true;
         };
-        self.objects += 1;
+        self.fields.objects += 1;
         self.note(&line);
         if let Some(set) = line.set {
             if let Ok(set) = serde_json::from_str::<SetPayload>(set.get()) {
@@ -293,17 +290,17 @@ impl LineSink for HeadScan {
                 }
             }
         }
-        !(self.id.is_some() && self.created.is_some() && self.resumable)
+        !(self.fields.id.is_some() && self.fields.created.is_some() && self.resumable)
     }
 }
 
 impl HeadScan {
     fn note(&mut self, line: &Line<'_>) {
-        if line.kind.as_deref() != Some("subagent") && self.id.is_none() {
-            self.id.clone_from(&line.session_id);
+        if line.kind.as_deref() != Some("subagent") && self.fields.id.is_none() {
+            self.fields.id.clone_from(&line.session_id);
         }
-        if self.created.is_none() {
-            self.created = line
+        if self.fields.created.is_none() {
+            self.fields.created = line
                 .start_time
                 .as_deref()
                 .or(line.timestamp.as_deref())
@@ -315,13 +312,13 @@ impl HeadScan {
     }
 
     fn legacy(&mut self, bytes: &[u8]) {
-        self.lines += 1;
+        self.fields.lines += 1;
         let Ok(legacy) = serde_json::from_slice::<Legacy>(bytes) else {
             return;
         };
-        self.objects += 1;
-        self.id = legacy.session_id;
-        self.created = legacy.start_time.as_deref().and_then(parse_time);
+        self.fields.objects += 1;
+        self.fields.id = legacy.session_id;
+        self.fields.created = legacy.start_time.as_deref().and_then(parse_time);
         for message in legacy.messages {
             if let Ok(line) = serde_json::from_str::<Line>(message.get()) {
                 self.note(&line);
@@ -332,28 +329,9 @@ impl HeadScan {
     /// The head (cwd from the project's marker), `None` while the file holds no message worth
     /// resuming; an error when the file is not a Gemini CLI session.
     pub fn finish(self, path: &Path, cwd: Option<String>) -> Result<Option<Head>> {
-        if self.lines > 0 && self.objects == 0 {
-            return Err(SessionError::Corrupt {
-                path: path.to_path_buf(),
-                line: 1,
-                reason: "not a Gemini CLI session (no line is a JSON record)".into(),
-            });
-        }
-        let (Some(id), Some(created), true) = (self.id, self.created, self.resumable) else {
-            return Ok(None);
-        };
-        if id.is_empty() || id.contains(['/', '\\']) {
-            return Err(SessionError::Corrupt {
-                path: path.to_path_buf(),
-                line: 1,
-                reason: format!("sessionId {id:?} is not a session id"),
-            });
-        }
-        Ok(Some(Head {
-            id,
-            created_at: created,
-            cwd,
-        }))
+        let fields = HeadFields { cwd, ..self.fields };
+        let head = fields.finish(path, "a Gemini CLI session")?;
+        Ok(head.filter(|_| self.resumable))
     }
 }
 

@@ -167,6 +167,48 @@ pub struct Head {
     pub cwd: Option<String>,
 }
 
+/// What a head scan of a JSON-lines transcript found: how many lines it read, how many were
+/// JSON records, and the session's id, start and cwd as far as it got.
+#[derive(Debug, Default)]
+pub struct HeadFields {
+    /// Complete lines read.
+    pub lines: u64,
+    /// Lines that were JSON records of the format.
+    pub objects: u64,
+    /// The agent's own session id.
+    pub id: Option<String>,
+    /// When the session started (epoch ms).
+    pub created: Option<i64>,
+    /// Its working directory.
+    pub cwd: Option<String>,
+}
+
+impl HeadFields {
+    /// The head, `None` while the id or the start is not known yet; an error naming the file
+    /// when no line was a record (`what`: "a Claude Code transcript") or the id cannot be one.
+    pub fn finish(self, path: &Path, what: &str) -> Result<Option<Head>> {
+        let corrupt = |reason: String| SessionError::Corrupt {
+            path: path.to_path_buf(),
+            line: 1,
+            reason,
+        };
+        if self.lines > 0 && self.objects == 0 {
+            return Err(corrupt(format!("not {what} (no line is a JSON record)")));
+        }
+        let (Some(id), Some(created)) = (self.id, self.created) else {
+            return Ok(None);
+        };
+        if id.is_empty() || id.contains(['/', '\\']) {
+            return Err(corrupt(format!("sessionId {id:?} is not a session id")));
+        }
+        Ok(Some(Head {
+            id,
+            created_at: created,
+            cwd: self.cwd,
+        }))
+    }
+}
+
 /// One projected message of an external session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
