@@ -180,3 +180,88 @@ fn millions_of_tiny_records_stay_within_a_small_multiple_of_the_file() {
         "{peak} bytes at the peak for {RECORDS} records ({per_record} a record) of a {file_bytes}-byte file"
     );
 }
+
+/// Writes `lines` as the one session file at `relative` under a fresh home; returns the home.
+fn home_of(dir: &Path, relative: &str, lines: &str) -> std::path::PathBuf {
+    let home = dir.join(format!("home-{}", lines.len()));
+    let file = home.join(relative);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, lines).unwrap();
+    home
+}
+
+/// The other readers, each over `n` records of the shape that would make a careless reader
+/// quadratic: a long `parentUuid` chain (Qwen Code), one message upserted again and again and
+/// rewinds (Gemini CLI), a long rollout (Codex).
+#[test]
+fn every_other_reader_is_linear_in_its_records() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let read = |agent: ExternalAgent, home: &Path| {
+        let source = ExternalSessions::new(agent, home);
+        let listed = source.list_sessions_blocking().unwrap();
+        let id = listed[0].id().to_string();
+        let (_, conversation) = source.read_conversation_blocking(&id).unwrap();
+        conversation.items.len()
+    };
+    let mut qwen = |n: usize| {
+        let mut lines = String::new();
+        for i in 0..n {
+            let parent = if i == 0 {
+                "null".to_string()
+            } else {
+                format!("\"{}\"", uuid(i - 1))
+            };
+            let (kind, role) = if i % 2 == 0 {
+                ("user", "user")
+            } else {
+                ("assistant", "model")
+            };
+            writeln!(lines, r#"{{"uuid":"{}","parentUuid":{parent},"sessionId":"q1","timestamp":"2026-12-04T00:51:50.673Z","type":"{kind}","cwd":"/w","message":{{"role":"{role}","parts":[{{"text":"record {i}"}}]}}}}"#, uuid(i)).unwrap();
+        }
+        let home = home_of(dir.path(), "projects/-w/chats/q1.jsonl", &lines);
+        assert_eq!(read(ExternalAgent::Qwen, &home), n);
+    };
+    linear("Qwen Code: a long chain", 4_000, &mut qwen);
+    let mut gemini = |n: usize| {
+        let mut lines = String::from(
+            r#"{"sessionId":"g1","projectHash":"h","startTime":"2026-12-04T00:55:02.600Z","kind":"main"}"#,
+        );
+        lines.push('\n');
+        for i in 0..n {
+            writeln!(lines, r#"{{"id":"u{i}","timestamp":"2026-12-04T00:55:03.000Z","type":"user","content":[{{"text":"prompt {i}"}}]}}"#).unwrap();
+            // The same reply upserted twice, and every tenth prompt rewound.
+            for _ in 0..2 {
+                writeln!(lines, r#"{{"id":"g{i}","timestamp":"2026-12-04T00:55:04.000Z","type":"gemini","content":"reply {i}"}}"#).unwrap();
+            }
+            if i % 10 == 9 {
+                writeln!(lines, r#"{{"$rewindTo":"u{i}"}}"#).unwrap();
+            }
+        }
+        let home = home_of(dir.path(), "tmp/p/chats/session-1.jsonl", &lines);
+        assert!(read(ExternalAgent::Gemini, &home) > n);
+    };
+    linear("Gemini CLI: upserts and rewinds", 3_000, &mut gemini);
+    let mut codex = |n: usize| {
+        let mut lines = String::from(
+            r#"{"timestamp":"2026-01-02T16:39:45.349Z","type":"session_meta","payload":{"id":"019b7f94-51b4-7593-922e-ba12b5b73b52","timestamp":"2026-01-02T16:39:45.332Z","cwd":"/w","originator":"codex_exec","cli_version":"0.77.0"}}"#,
+        );
+        lines.push('\n');
+        for i in 0..n {
+            let (role, kind) = if i % 2 == 0 {
+                ("user", "input_text")
+            } else {
+                ("assistant", "output_text")
+            };
+            writeln!(lines, r#"{{"timestamp":"2026-01-02T16:39:46.000Z","type":"response_item","payload":{{"type":"message","role":"{role}","content":[{{"type":"{kind}","text":"record {i}"}}]}}}}"#).unwrap();
+        }
+        let home = home_of(
+            dir.path(),
+            "sessions/2026/01/02/rollout-2026-01-02T16-39-45-019b7f94-51b4-7593-922e-ba12b5b73b52.jsonl",
+            &lines,
+        );
+        // Codex takes prompts from its `event_msg` records; the replies are these.
+        assert!(read(ExternalAgent::Codex, &home) >= n / 2);
+    };
+    linear("Codex: a long rollout", 4_000, &mut codex);
+}
