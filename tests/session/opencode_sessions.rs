@@ -124,3 +124,71 @@ fn the_cli_lists_opencode_sessions_with_the_home_flag() {
     assert_eq!(listed.as_array().unwrap().len(), 4, "{listed}");
     assert_eq!(files(&home), before);
 }
+
+/// Drift guard: the tables, columns and part types the reader relies on are still what opencode
+/// writes (read from a private copy of the fixture, as the reader does).
+#[test]
+fn the_schema_and_part_types_the_reader_relies_on_are_still_written() {
+    let (dir, home) = home();
+    let copy = dir.path().join("copy");
+    fs::create_dir(&copy).unwrap();
+    for name in ["opencode.db", "opencode.db-wal"] {
+        fs::copy(home.join(name), copy.join(name)).unwrap();
+    }
+    let conn = rusqlite::Connection::open(copy.join("opencode.db")).unwrap();
+    for (table, columns) in [
+        (
+            "session",
+            &[
+                "id",
+                "parent_id",
+                "directory",
+                "title",
+                "time_created",
+                "time_updated",
+            ][..],
+        ),
+        (
+            "message",
+            &["id", "session_id", "time_created", "time_updated", "data"][..],
+        ),
+        ("part", &["id", "message_id", "session_id", "data"][..]),
+    ] {
+        let mut stmt = conn
+            .prepare(&format!("PRAGMA table_info({table})"))
+            .unwrap();
+        let have: Vec<String> = stmt
+            .query_map([], |r| r.get::<_, String>(1))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        for column in columns {
+            assert!(
+                have.iter().any(|c| c == column),
+                "opencode's {table} table lost {column:?}: {have:?}"
+            );
+        }
+    }
+    let mut stmt = conn
+        .prepare("SELECT DISTINCT json_extract(data, '$.type') FROM part")
+        .unwrap();
+    let kinds: Vec<String> = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for needed in ["text", "reasoning", "tool"] {
+        assert!(
+            kinds.iter().any(|k| k == needed),
+            "no part of type {needed:?}: {kinds:?}"
+        );
+    }
+    let roles: i64 = conn
+        .query_row(
+            "SELECT count(DISTINCT json_extract(data, '$.role')) FROM message WHERE json_extract(data, '$.role') IN ('user', 'assistant')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(roles, 2, "messages still carry role user and assistant");
+}
