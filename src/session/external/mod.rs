@@ -33,6 +33,8 @@ pub mod gemini;
 pub mod opencode;
 pub mod qwen;
 mod scan;
+#[cfg(feature = "discovery")]
+mod sqlite_snapshot;
 
 use super::error::{Result, SessionError};
 use super::format::{ContentBlock, Event, EventData, Message, MessageSource, SessionHeader};
