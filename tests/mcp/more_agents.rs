@@ -69,8 +69,8 @@ fn the_server_lists_and_reads_every_new_agents_sessions() {
     let resources = listed["result"]["resources"].as_array().unwrap().clone();
     assert_eq!(
         resources.len(),
-        10,
-        "3 Qwen Code, 3 Gemini CLI, 4 opencode: {listed}"
+        12,
+        "3 Qwen Code, 3 Gemini CLI, 6 opencode: {listed}"
     );
     for product in ["Qwen Code", "Gemini CLI", "opencode"] {
         assert!(
