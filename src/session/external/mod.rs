@@ -29,6 +29,9 @@ mod codex_side;
 #[cfg(feature = "discovery")]
 pub(crate) mod codex_state;
 pub mod gemini;
+// opencode keeps its sessions in SQLite: read only with the `discovery` feature (which brings
+// rusqlite); without it the source is absent from the registry (the `cli` and `mcp` features
+// always bring it).
 #[cfg(feature = "discovery")]
 pub mod opencode;
 pub mod qwen;

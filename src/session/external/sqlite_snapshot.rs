@@ -519,7 +519,7 @@ mod tests {
                     .unwrap();
                 writer.execute_batch("COMMIT").unwrap();
                 commits += 1;
-                if commits % 3 == 0 {
+                if commits.is_multiple_of(3) {
                     let _ = writer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
                 }
             }
