@@ -276,7 +276,7 @@ fn the_opencode_reader_is_linear_in_sessions_and_turns() {
     let dir = tempfile::tempdir().unwrap();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures/opencode");
     let mut homes = std::collections::HashMap::new();
-    let mut build = |n: usize| -> std::path::PathBuf {
+    let build = |n: usize| -> std::path::PathBuf {
         let home = dir.path().join(format!("opencode-{n}"));
         std::fs::create_dir_all(&home).unwrap();
         for name in ["opencode.db", "opencode.db-wal"] {
