@@ -7,7 +7,8 @@
 //! opener) into a private directory of ours under the system temporary directory; SQLite folds
 //! the log into the copy there (`journal_mode=DELETE`), the copy is opened read-only and
 //! immutable, and on Unix the file is unlinked at once: the open connection is the snapshot and
-//! nothing of ours is left on disk, however the process ends. A snapshot is kept (at most
+//! nothing of ours is left on disk, however the process ends later (only a crash during the
+//! copy itself can leave a `dsh-refs-snapshot-*` directory, mode 0700). A snapshot is kept (at most
 //! [`MAX_SNAPSHOTS`], least recently used dropped) with the stamps (length, mtime, inode) the
 //! database and its log had before they were copied, and reused while those stamps hold: an
 //! unchanged database is never copied twice.
@@ -15,7 +16,8 @@
 //! Consistency under a concurrent writer: appends to the log are harmless (SQLite reads a log
 //! only up to its last frame whose checksum chain holds, so a copy taken mid-append is the state
 //! at an earlier commit, and a torn last frame is ignored); what can tear a copy is the
-//! database file changing while it is copied (a checkpoint writing pages back). So the stamps
+//! database file changing between the start of its copy and the end of the log's (a checkpoint
+//! writing pages back, after which the log restarts and no longer holds them). So the stamps
 //! are taken before and after the copy: when the database's changed, the copy is thrown away
 //! and made again, at most [`MAX_TRIES`] times, then the read fails with a message saying the
 //! database kept changing (the caller's next read tries again). A log that moved is copied
@@ -26,10 +28,12 @@
 //! non-blocking, symlinks refused) for reading, the `-shm` file is never opened, and SQLite only
 //! ever sees our copy. Each file is read at most `max_bytes`.
 //!
-//! Proof: the unit tests below (a log-only row seen, the copy reused until a stamp moves, a
-//! writer committing in another thread while snapshots are taken, the directory's bytes and
-//! mtimes unchanged, no copy left behind); `tests/session/opencode_sessions.rs` over the home the
-//! real opencode wrote.
+//! Proof: the unit tests below (a log-only row seen; the copy reused until a stamp moves and
+//! unlinked while open; a checkpoint and a log restart made between the two copies, which a
+//! reader without the stamp check reads as the old database alone; a database that never holds
+//! still; a writer committing and checkpointing in another thread while snapshots are taken;
+//! the directory's bytes and mtimes unchanged); `tests/session/opencode_sessions.rs` over the
+//! home the real opencode wrote.
 
 use super::codex_state::wal_of;
 use crate::session::files::{self, Symlinks};
