@@ -24,7 +24,7 @@
 //! prompt with a quote inside that is not escaped (`"a" b`) is never touched.
 //!
 //! Invariant: nothing under the data directory is written, created or touched (`-wal` and
-//! `-shm` included): the database is read through [`sqlite_snapshot`](super::sqlite_snapshot)
+//! `-shm` included): the database is read through `sqlite_snapshot`
 //! (private copies of the database and its log, kept while their stamps hold, consistent while
 //! opencode writes), so sessions that live only in the log are seen. Every query is bounded:
 //! at most [`MAX_SESSIONS`] sessions, [`MAX_PARTS`] parts a conversation, [`MAX_PART_BYTES`]
