@@ -71,6 +71,8 @@ fn main() {
         }
         None => run_tui(&workspace, cli.home.as_deref(), &cli.tui, &cli.model),
     };
+    // `exit` runs no destructors: what the next process can reuse is written now.
+    workspace.flush();
     std::process::exit(code);
 }
 

@@ -85,20 +85,32 @@ fn render(store: &DiskStore, sources: &SourceSet, json: bool) -> Result<String, 
         }
     }
     sort_sessions(&mut sessions);
+    // Each agent's titles are read on every core (a first listing reads every file's tail).
+    let mut titles: std::collections::HashMap<&str, Option<String>> =
+        std::collections::HashMap::new();
+    for source in &sources.external {
+        let ids: Vec<&str> = sessions
+            .iter()
+            .filter(|s| external::source_of(&s.header) == Some(source.agent()))
+            .map(|s| s.id())
+            .collect();
+        for (id, title) in ids.iter().zip(source.read_titles_blocking(&ids)) {
+            let title = title.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "title unreadable");
+                None
+            });
+            titles.insert(id, title);
+        }
+    }
     let mut rows = Vec::with_capacity(sessions.len());
     for summary in sessions.iter() {
         let agent = external::source_of(&summary.header);
-        let external = agent.and_then(|a| sources.external.iter().find(|s| s.agent() == a));
-        let title = match external {
-            Some(source) => source.read_title_blocking(summary.id()),
-            None => store.read_title_blocking(summary.id()),
-        };
-        let title = match title {
-            Ok(title) => title,
-            Err(e) => {
+        let title = match titles.remove(summary.id()) {
+            Some(title) => title,
+            None => store.read_title_blocking(summary.id()).unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "title unreadable");
                 None
-            }
+            }),
         };
         rows.push(SessionRow {
             session_id: summary.id(),

@@ -9,6 +9,7 @@
 //!   Settings (--home / --demo / $DSH_HOME, --sources, agent homes)
 //!      │  Workspace::open: resolve the home, build the SourceSet (one call site)
 //!      ▼
+//!      │  (each agent's listing kept between processes: <home>/index/agents/)
 //!   home ──► DiskStore (the home's sessions; listing cache under <home>/index/listing)
 //!      │          │
 //!      │          ├─ + LiveSessions (the TUI, exec) ──► HostSessions
@@ -103,6 +104,8 @@ impl Workspace {
     /// A workspace on `home` serving `sources` (already chosen: a host's own options, a test).
     pub fn with_sources(home: impl Into<PathBuf>, sources: SourceSet, demo: bool) -> Workspace {
         let home = home.into();
+        // Every agent's listing is kept between processes under the dsh home's index.
+        let sources = sources.cached_in(&home);
         Workspace {
             inner: Arc::new(Inner {
                 store: DiskStore::with_listing_cache(home.clone()),
@@ -113,6 +116,12 @@ impl Workspace {
                 discovery: OnceLock::new(),
             }),
         }
+    }
+
+    /// Writes what this process learned that the next one can reuse (every agent's persistent
+    /// listing); a face calls it before the process exits.
+    pub fn flush(&self) {
+        self.inner.sources.flush();
     }
 
     /// The dsh home.

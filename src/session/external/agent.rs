@@ -54,6 +54,11 @@ pub trait AgentFormat: Send + Sync + 'static {
     /// A fresh incremental title scan (fed a file's complete lines, from where the last one
     /// ended when the file grew).
     fn title_scan(&self) -> Box<dyn TitleScan>;
+    /// A title scan resumed from a state its [`TitleScan::save`] wrote; `None` when the state
+    /// is not one this agent wrote (the file is then scanned again from its start).
+    fn restore_title_scan(&self, _saved: &serde_json::Value) -> Option<Box<dyn TitleScan>> {
+        None
+    }
     /// The projected conversation of one session file.
     fn read_conversation(&self, path: &Path) -> Result<Conversation>;
     /// Names the agent keeps beside the session files (an index, a database), looked up by the
@@ -99,6 +104,9 @@ pub trait TitleScan: LineSink + Send {
     /// title, else the first prompt) as far as the lines fed so far tell, with the names the
     /// agent keeps beside the files.
     fn choose(&self, side: Option<&dyn SideNames>, own_id: &str) -> Option<String>;
+    /// The scan's state, for the persistent listing (read back by
+    /// [`AgentFormat::restore_title_scan`] of the same agent).
+    fn save(&self) -> serde_json::Value;
 }
 
 /// Titles an agent keeps outside its session files, by the agent's own id.

@@ -289,6 +289,14 @@ impl AgentFormat for ClaudeCode {
         Box::new(TitleScan::default())
     }
 
+    fn restore_title_scan(
+        &self,
+        saved: &serde_json::Value,
+    ) -> Option<Box<dyn super::agent::TitleScan>> {
+        let scan: TitleScan = serde::Deserialize::deserialize(saved).ok()?;
+        Some(Box::new(scan))
+    }
+
     fn read_conversation(&self, path: &Path) -> Result<Conversation> {
         let mut scan = ConversationScan::default();
         read_lines(path, 0, 0, &mut scan)?;
@@ -297,6 +305,10 @@ impl AgentFormat for ClaudeCode {
 }
 
 impl super::agent::TitleScan for TitleScan {
+    fn save(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+
     /// The file's own first prompt even after a compaction: the records before a boundary stay
     /// in the file, so its first typed prompt is the session's first prompt (the projected
     /// conversation would give the first prompt after the compaction).
@@ -338,7 +350,8 @@ impl HeadScan {
 }
 
 /// The title state: last `custom-title`, last `ai-title`, first typed prompt.
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TitleScan {
     custom: Option<String>,
     ai: Option<String>,
@@ -352,6 +365,15 @@ pub struct TitleScan {
 
 impl LineSink for TitleScan {
     fn line(&mut self, _: u64, bytes: &[u8]) -> bool {
+        // Once the first prompt is known only titles and compactions matter, and a record of
+        // either kind names it literally: every other line (tool results, images, thinking,
+        // megabytes each) is passed over by a substring search instead of being parsed.
+        if self.first_prompt.is_some()
+            && memchr::memmem::find(bytes, b"-title\"").is_none()
+            && memchr::memmem::find(bytes, b"compact_boundary").is_none()
+        {
+            return true;
+        }
         let Some(line) = parse(bytes) else {
             return true;
         };

@@ -274,6 +274,14 @@ impl AgentFormat for Codex {
         Box::new(TitleScan::default())
     }
 
+    fn restore_title_scan(
+        &self,
+        saved: &serde_json::Value,
+    ) -> Option<Box<dyn super::agent::TitleScan>> {
+        let scan: TitleScan = serde::Deserialize::deserialize(saved).ok()?;
+        Some(Box::new(scan))
+    }
+
     fn read_conversation(&self, path: &Path) -> Result<Conversation> {
         let mut scan = ConversationScan::default();
         read_lines(path, 0, 0, &mut scan)?;
@@ -288,6 +296,10 @@ impl AgentFormat for Codex {
 }
 
 impl super::agent::TitleScan for TitleScan {
+    fn save(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+
     /// A name the person gave wins (state database, the TUI's index, a rollout event), then
     /// Codex's own title, then the first prompt.
     fn choose(&self, side: Option<&dyn SideNames>, own: &str) -> Option<String> {
@@ -363,7 +375,8 @@ impl HeadScan {
 }
 
 /// The title state from the rollout itself: last `thread_name_updated`, first typed prompt.
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TitleScan {
     name: Option<String>,
     first_prompt: Option<String>,
@@ -371,6 +384,11 @@ pub struct TitleScan {
 
 impl LineSink for TitleScan {
     fn line(&mut self, _: u64, bytes: &[u8]) -> bool {
+        // Once the first prompt is known only a thread name matters, and its event names it
+        // literally: reasoning, tool output and instructions are passed over unparsed.
+        if self.first_prompt.is_some() && memchr::memmem::find(bytes, b"thread_name").is_none() {
+            return true;
+        }
         let Some(line) = envelope(bytes) else {
             return true;
         };

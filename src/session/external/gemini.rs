@@ -103,6 +103,14 @@ impl AgentFormat for GeminiCli {
         Box::new(TitleScan::default())
     }
 
+    fn restore_title_scan(
+        &self,
+        saved: &serde_json::Value,
+    ) -> Option<Box<dyn super::agent::TitleScan>> {
+        let scan: TitleScan = serde::Deserialize::deserialize(saved).ok()?;
+        Some(Box::new(scan))
+    }
+
     fn read_conversation(&self, path: &Path) -> Result<Conversation> {
         let mut scan = ConversationScan::default();
         if is_legacy(path) {
@@ -336,7 +344,8 @@ impl HeadScan {
 }
 
 /// The title state: the latest generated summary, the first prompt.
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TitleScan {
     summary: Option<String>,
     first_prompt: Option<String>,
@@ -379,6 +388,10 @@ impl LineSink for TitleScan {
 }
 
 impl super::agent::TitleScan for TitleScan {
+    fn save(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+
     fn choose(&self, _side: Option<&dyn SideNames>, _own_id: &str) -> Option<String> {
         self.summary
             .as_deref()

@@ -11,7 +11,7 @@
 //! Invariant: nothing under an agent's home is ever written, created, locked or renamed: every
 //! file is opened read-only through `crate::session::files::open_read` (regular files only,
 //! never blocking on a FIFO or device), Codex's state database as `codex_state` describes (read
-//! only with the `discovery` feature, which brings SQLite), and no directory is created. Every line is read through a bound (`scan::MAX_LINE_BYTES`, 64 MiB; a
+//! only with the `discovery` feature, which brings SQLite), and no directory is created. Every line is read through a bound (`lines::MAX_LINE_BYTES`, 64 MiB; a
 //! longer one is skipped with a warning). A torn last line (no trailing newline, or not JSON) is
 //! never consumed, so it is read again once complete; a file of the wrong shape is left out of
 //! the listing with a warning, never failing the listing.
@@ -32,8 +32,10 @@ pub mod gemini;
 // opencode keeps its sessions in SQLite: read only with the `discovery` feature (which brings
 // rusqlite); without it the source is absent from the registry (the `cli` and `mcp` features
 // always bring it).
+mod lines;
 #[cfg(feature = "discovery")]
 pub mod opencode;
+mod persist;
 pub mod qwen;
 mod scan;
 #[cfg(feature = "discovery")]
@@ -648,6 +650,26 @@ impl SourceSet {
         codex_home: Option<&Path>,
     ) -> SourceSet {
         SourceSet::from_homes(choice, &[("claude", claude_home), ("codex", codex_home)])
+    }
+
+    /// The same sources, each keeping its listing between processes under the dsh home
+    /// `dsh_home` ([`ExternalSessions::with_listing_cache`]).
+    pub fn cached_in(self, dsh_home: &Path) -> SourceSet {
+        SourceSet {
+            hide_dsh: self.hide_dsh,
+            external: self
+                .external
+                .into_iter()
+                .map(|s| s.cached_in(dsh_home))
+                .collect(),
+        }
+    }
+
+    /// Writes every source's persistent listing that has news (before the process exits).
+    pub fn flush(&self) {
+        for source in &self.external {
+            source.flush();
+        }
     }
 
     /// `host` alone when there is nothing to add, else merged with the external sources.

@@ -144,6 +144,10 @@ impl LineSink for NoTitle {
 }
 
 impl TitleScan for NoTitle {
+    fn save(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
     fn choose(&self, _: Option<&dyn SideNames>, _: &str) -> Option<String> {
         None
     }

@@ -82,6 +82,14 @@ impl AgentFormat for QwenCode {
         Box::new(TitleScan::default())
     }
 
+    fn restore_title_scan(
+        &self,
+        saved: &serde_json::Value,
+    ) -> Option<Box<dyn super::agent::TitleScan>> {
+        let scan: TitleScan = serde::Deserialize::deserialize(saved).ok()?;
+        Some(Box::new(scan))
+    }
+
     fn read_conversation(&self, path: &Path) -> Result<Conversation> {
         let mut scan = ConversationScan::default();
         read_lines(path, 0, 0, &mut scan)?;
@@ -210,7 +218,8 @@ impl HeadScan {
 }
 
 /// The title state: last manual title, last generated one, first prompt.
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TitleScan {
     manual: Option<String>,
     auto: Option<String>,
@@ -219,6 +228,11 @@ pub struct TitleScan {
 
 impl LineSink for TitleScan {
     fn line(&mut self, _: u64, bytes: &[u8]) -> bool {
+        // Once the first prompt is known only a title record matters, and it names its kind
+        // literally: every other line is passed over unparsed.
+        if self.first_prompt.is_some() && memchr::memmem::find(bytes, b"custom_title").is_none() {
+            return true;
+        }
         let Some(line) = parse(bytes) else {
             return true;
         };
@@ -247,6 +261,10 @@ impl LineSink for TitleScan {
 }
 
 impl super::agent::TitleScan for TitleScan {
+    fn save(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+
     fn choose(&self, _side: Option<&dyn SideNames>, _own_id: &str) -> Option<String> {
         self.manual
             .as_deref()

@@ -7,134 +7,28 @@
 //! checked again by its own stamp on every listing. Titles are kept per file with the offset
 //! their scan ended at, so a grown file is read only past that offset. Every read runs on the
 //! blocking pool and opens files read-only.
+//!
+//! Between processes the heads and title scans are kept under the dsh home
+//! (`persist.rs`, when the source was made [`ExternalSessions::with_listing_cache`]): the
+//! first listing of a new process takes a remembered head for a file the walk still finds when
+//! `stat` says it is the same file, not shorter, and readable; a remembered title scan goes on
+//! from its offset. What a process read is written back at its listings and when it ends.
 
 use super::agent::{SideNames, TitleScan};
 use super::{header, not_found, Conversation, ExternalAgent, Head, Stamped};
 use crate::session::error::{Result, SessionError};
-use crate::session::files;
 use crate::session::query::{
     sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot,
 };
 use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-/// A file's identity and size: a change means it must be read again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileStamp {
-    len: u64,
-    modified: Option<SystemTime>,
-    inode: u64,
-}
-
-impl FileStamp {
-    pub(super) fn of(meta: &fs::Metadata) -> FileStamp {
-        #[cfg(unix)]
-        let inode = std::os::unix::fs::MetadataExt::ino(meta);
-        #[cfg(not(unix))]
-        let inode = 0;
-        FileStamp {
-            len: meta.len(),
-            modified: meta.modified().ok(),
-            inode,
-        }
-    }
-}
-
-/// A sink for the complete lines of a file; returns `false` to stop reading.
-pub trait LineSink {
-    fn line(&mut self, index: u64, bytes: &[u8]) -> bool;
-}
-
-/// The longest line of another agent's file that is read: a longer one is a defect (as in the
-/// dsh store, SPEC §3.2), skipped with a warning and never held in memory whole. Claude Code
-/// puts pasted images inline as base64, so a real record can be megabytes; 64 MiB is far above
-/// any seen and far below what a listing may hold.
-pub const MAX_LINE_BYTES: usize = 64 << 20;
-
-/// Feeds the complete lines of `path` from byte `offset` (line number `first`) to `sink`. A last
-/// line without its newline is a write in flight: it is not fed and not consumed. A line over
-/// [`MAX_LINE_BYTES`] is skipped (counted, not fed) with a warning naming the file and line;
-/// memory stays within the limit whatever the line's length. Only a regular file is read, opened
-/// without blocking ([`files::open_read`]): a FIFO or a device in a session's place is an error,
-/// never a wait. Returns the offset and line number just past the last line consumed.
-pub fn read_lines(
-    path: &Path,
-    offset: u64,
-    first: u64,
-    sink: &mut dyn LineSink,
-) -> Result<(u64, u64)> {
-    read_lines_limited(path, offset, first, MAX_LINE_BYTES, sink)
-}
-
-/// [`read_lines`] with the line limit given.
-pub fn read_lines_limited(
-    path: &Path,
-    offset: u64,
-    first: u64,
-    max_line: usize,
-    sink: &mut dyn LineSink,
-) -> Result<(u64, u64)> {
-    let mut file = files::open_read(path).map_err(|e| SessionError::io(path, e))?;
-    if offset > 0 {
-        file.seek(SeekFrom::Start(offset))
-            .map_err(|e| SessionError::io(path, e))?;
-    }
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let mut line = Vec::new();
-    let (mut offset, mut index) = (offset, first);
-    let cap = max_line as u64;
-    loop {
-        line.clear();
-        if line.capacity() > 1 << 20 {
-            line = Vec::new();
-        }
-        // At most the limit (newline included) is read into `line`; `read_until` finds the newline
-        // with the standard library's fast search.
-        let n = (&mut reader)
-            .take(cap)
-            .read_until(b'\n', &mut line)
-            .map_err(|e| SessionError::io(path, e))?;
-        let mut len = n as u64;
-        if line.last() != Some(&b'\n') {
-            if len < cap {
-                // The end of the file before a newline: a write in flight, not consumed.
-                return Ok((offset, index));
-            }
-            // Over the limit: skip to the newline through a small buffer.
-            line = Vec::new();
-            let mut scratch = Vec::with_capacity(64 * 1024);
-            loop {
-                scratch.clear();
-                let k = (&mut reader)
-                    .take(1 << 20)
-                    .read_until(b'\n', &mut scratch)
-                    .map_err(|e| SessionError::io(path, e))?;
-                if k == 0 {
-                    return Ok((offset, index));
-                }
-                len += k as u64;
-                if scratch.last() == Some(&b'\n') {
-                    break;
-                }
-            }
-            offset += len;
-            tracing::warn!(file = %path.display(), line = index + 1, bytes = len, limit = max_line, "skipping a line longer than the limit");
-            index += 1;
-            continue;
-        }
-        offset += len;
-        let keep_going = sink.line(index, &line[..line.len() - 1]);
-        index += 1;
-        if !keep_going {
-            return Ok((offset, index));
-        }
-    }
-}
+pub use super::lines::{read_lines, FileStamp, LineSink};
 
 /// One agent's sessions. Cheap to clone; clones share the caches.
 #[derive(Clone)]
@@ -151,6 +45,10 @@ struct Inner {
     side: Option<Box<dyn SideNames>>,
     /// A database agent's last listing: the stamps of its files then, the list and the rows.
     database: Mutex<Option<DatabaseListing>>,
+    /// The persistent listing under the dsh home (`None`: this source keeps nothing on disk).
+    cache: Option<PathBuf>,
+    /// A title was scanned since the persistent listing was last written.
+    titles_dirty: AtomicBool,
 }
 
 struct DatabaseListing {
@@ -172,6 +70,13 @@ struct Listing {
     /// Listed session files whose head was incomplete at the last listing, with their stamp:
     /// the only files a listing must look at again while no directory changed.
     incomplete: Vec<(PathBuf, FileStamp)>,
+    /// Heads the persistent listing holds, each used once the walk finds its file still there
+    /// and continued (emptied after the first listing).
+    restored: HashMap<PathBuf, (FileStamp, Head)>,
+    /// The persistent listing was read (or there is none to read).
+    loaded: bool,
+    /// A head was read since the persistent listing was last written.
+    heads_dirty: bool,
 }
 
 struct TitleEntry {
@@ -187,7 +92,28 @@ impl ExternalSessions {
     /// A read-only source over `agent`'s home (`~/.claude`, `~/.codex`, or the directory a flag
     /// or the environment named). Reads nothing until asked; never writes under the home.
     pub fn new(agent: ExternalAgent, home: impl Into<PathBuf>) -> ExternalSessions {
+        ExternalSessions::build(agent, home.into(), None)
+    }
+
+    /// [`ExternalSessions::new`], keeping its listing (heads and title scans) between processes
+    /// under the dsh home `dsh_home` (`<dsh_home>/index/agents/`, never under the agent's home):
+    /// a new process checks each file by `stat` and reads only what grew.
+    pub fn with_listing_cache(
+        agent: ExternalAgent,
+        home: impl Into<PathBuf>,
+        dsh_home: &Path,
+    ) -> ExternalSessions {
         let home = home.into();
+        // A database agent keeps its own change stamps; only file agents are cached here.
+        let cache = agent
+            .format()
+            .database()
+            .is_none()
+            .then(|| super::persist::path(dsh_home, agent.name(), &home));
+        ExternalSessions::build(agent, home, cache)
+    }
+
+    fn build(agent: ExternalAgent, home: PathBuf, cache: Option<PathBuf>) -> ExternalSessions {
         ExternalSessions {
             inner: Arc::new(Inner {
                 agent,
@@ -196,8 +122,28 @@ impl ExternalSessions {
                 listing: Mutex::new(Listing::default()),
                 titles: Mutex::new(HashMap::new()),
                 database: Mutex::new(None),
+                cache,
+                titles_dirty: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// The same source (same agent and home) with its listing kept under `dsh_home`; a source
+    /// that already read something keeps its caches and is returned as it is.
+    pub fn cached_in(self, dsh_home: &Path) -> ExternalSessions {
+        let fresh = {
+            let listing = self.inner.listing.locked();
+            listing.list.is_none() && !listing.loaded
+        };
+        if self.inner.cache.is_some() || !fresh {
+            return self;
+        }
+        ExternalSessions::with_listing_cache(self.agent(), self.home().to_path_buf(), dsh_home)
+    }
+
+    /// Where this source keeps its listing between processes, if it does.
+    pub fn listing_cache_path(&self) -> Option<&Path> {
+        self.inner.cache.as_deref()
     }
 
     /// Which agent's sessions this source serves.
@@ -241,6 +187,10 @@ impl ExternalSessions {
         let agent = self.agent();
         let root = self.inner.home.join(Self::sessions_subdir(agent));
         let mut listing = self.inner.listing.locked();
+        if !listing.loaded {
+            listing.loaded = true;
+            self.restore(&mut listing, &root);
+        }
         let now = SystemTime::now();
         // Directory levels below the root (Claude Code `projects/<dir>/`, Codex
         // `sessions/Y/M/D/`).
@@ -268,7 +218,9 @@ impl ExternalSessions {
                     fs::metadata(file).map_or(true, |meta| FileStamp::of(&meta) != *stamp)
                 });
                 if !grown {
-                    return Ok(list.clone());
+                    let list = list.clone();
+                    persist(&self.inner, &mut listing);
+                    return Ok(list);
                 }
             }
         }
@@ -299,6 +251,15 @@ impl ExternalSessions {
             if known.map(|(s, _)| s) == Some(stamp) {
                 continue;
             }
+            // The persistent listing's head, for the same file (grown or not).
+            if let Some((old, head)) = listing.restored.remove(file) {
+                if known.is_none() && stamp.continues(old) && readable(file) {
+                    listing.heads.insert(file.clone(), (stamp, Some(head)));
+                    changed = true;
+                    continue;
+                }
+            }
+            listing.heads_dirty = true;
             let head = match read_head(agent, file) {
                 Ok(head) => {
                     listing.errors.remove(file);
@@ -321,8 +282,9 @@ impl ExternalSessions {
             })
             .collect();
         if !changed {
-            if let Some(list) = &listing.list {
-                return Ok(list.clone());
+            if let Some(list) = listing.list.clone() {
+                persist(&self.inner, &mut listing);
+                return Ok(list);
             }
         }
         let mut by_id: HashMap<String, PathBuf> = HashMap::new();
@@ -349,7 +311,55 @@ impl ExternalSessions {
         let list = Arc::new(list);
         listing.by_id = by_id;
         listing.list = Some(list.clone());
+        // What the persistent listing held for files the walk did not find is gone.
+        listing.restored = HashMap::new();
+        persist(&self.inner, &mut listing);
         Ok(list)
+    }
+
+    /// Reads the persistent listing into `listing` and the title cache (once per process). A
+    /// cache that cannot be trusted is ignored with a warning and rewritten by this process.
+    fn restore(&self, listing: &mut Listing, root: &Path) {
+        let Some(cache) = &self.inner.cache else {
+            return;
+        };
+        let name = self.agent().name();
+        let saved = match super::persist::load(cache, name, &self.inner.home, root) {
+            Ok(saved) => saved,
+            Err(super::persist::Refused::Missing) => return,
+            Err(super::persist::Refused::Invalid(why)) => {
+                tracing::warn!(source = name, reason = %why, "rebuilding the agent listing cache");
+                listing.heads_dirty = true;
+                return;
+            }
+        };
+        let format = self.agent().format();
+        let mut titles = self.inner.titles.locked();
+        for file in saved {
+            if let Some(title) = file.title {
+                if let Some(state) = format.restore_title_scan(&title.state) {
+                    let entry = TitleEntry {
+                        offset: title.offset,
+                        line: title.line,
+                        state,
+                    };
+                    titles.insert(file.path.clone(), (title.stamp, entry));
+                }
+            }
+            listing.restored.insert(file.path, (file.stamp, file.head));
+        }
+    }
+
+    /// Writes the persistent listing now if anything was read since it was last written (a
+    /// process calls this before it exits; the listing itself writes it as it goes).
+    pub fn flush(&self) {
+        if self.inner.cache.is_none() {
+            return;
+        }
+        let mut listing = self.inner.listing.locked();
+        if listing.list.is_some() {
+            persist(&self.inner, &mut listing);
+        }
     }
 
     /// Why the last listing left files out (one error naming the file each, sorted): a file
@@ -419,13 +429,11 @@ impl ExternalSessions {
         let path = self.path_of(id)?;
         let meta = fs::metadata(&path).map_err(|e| SessionError::io(&path, e))?;
         let stamp = FileStamp::of(&meta);
-        let mut titles = self.inner.titles.locked();
-        let entry = titles.remove(&path);
+        // The entry is taken out while its file is read, so other titles are read meanwhile.
+        let entry = self.inner.titles.locked().remove(&path);
         let (mut entry, fresh) = match entry {
             Some((old, entry)) if old == stamp => (entry, false),
-            Some((old, entry)) if old.inode == stamp.inode && stamp.len >= entry.offset => {
-                (entry, true)
-            }
+            Some((old, entry)) if old.continues_to(stamp, entry.offset) => (entry, true),
             _ => (
                 TitleEntry {
                     offset: 0,
@@ -439,11 +447,46 @@ impl ExternalSessions {
             let (offset, line) = read_lines(&path, entry.offset, entry.line, &mut *entry.state)?;
             entry.offset = offset;
             entry.line = line;
+            self.inner.titles_dirty.store(true, Ordering::Release);
         }
         let own = &id[self.agent().name().len() + 1..];
         let title = entry.state.choose(self.inner.side.as_deref(), own);
-        titles.insert(path, (stamp, entry));
+        self.inner.titles.locked().insert(path, (stamp, entry));
         Ok(title)
+    }
+
+    /// The titles of `ids` (namespaced), in order, read on every core: a first listing of a
+    /// large home reads every file's tail, and one thread would leave the others idle.
+    pub fn read_titles_blocking(&self, ids: &[&str]) -> Vec<Result<Option<String>>> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(ids.len())
+            .max(1);
+        if threads == 1 {
+            return ids.iter().map(|id| self.read_title_blocking(id)).collect();
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results: Vec<Mutex<Option<Result<Option<String>>>>> =
+            ids.iter().map(|_| Mutex::new(None)).collect();
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(id) = ids.get(i) else {
+                        break;
+                    };
+                    *results[i].locked() = Some(self.read_title_blocking(id));
+                });
+            }
+        });
+        results
+            .into_iter()
+            .map(|r| {
+                r.into_inner()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .unwrap_or(Ok(None))
+            })
+            .collect()
     }
 
     /// The projected conversation of session `id`.
@@ -493,6 +536,83 @@ impl SessionQuery for ExternalSessions {
     fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
         let id = id.to_string();
         self.spawn(move |this| this.read_title_blocking(&id))
+    }
+}
+
+/// Writes the persistent listing when something was read since it was last written (best
+/// effort: a dsh home that cannot be written costs the next process its reads, nothing
+/// else).
+fn persist(inner: &Inner, listing: &mut Listing) {
+    let Some(cache) = &inner.cache else {
+        return;
+    };
+    let titles_dirty = inner.titles_dirty.swap(false, Ordering::AcqRel);
+    if !listing.heads_dirty && !titles_dirty {
+        return;
+    }
+    listing.heads_dirty = false;
+    let root = inner.home.join(inner.agent.format().sessions_subdir());
+    let titles = inner.titles.locked();
+    let mut files: Vec<super::persist::SavedFile> = listing
+        .heads
+        .iter()
+        .filter_map(|(path, (stamp, head))| {
+            let head = head.as_ref()?;
+            let title = titles
+                .get(path)
+                .map(|(stamp, entry)| super::persist::SavedTitle {
+                    stamp: *stamp,
+                    offset: entry.offset,
+                    line: entry.line,
+                    state: entry.state.save(),
+                });
+            Some(super::persist::SavedFile {
+                path: path.clone(),
+                stamp: *stamp,
+                head: head.clone(),
+                title,
+            })
+        })
+        .collect();
+    drop(titles);
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    if let Err(e) = super::persist::save(cache, inner.agent.name(), &inner.home, &root, &files) {
+        tracing::warn!(source = inner.agent.name(), cache = %cache.display(), error = %e, "could not write the agent listing cache");
+    }
+}
+
+impl Drop for Inner {
+    /// The last clone of a source writes what it read since the persistent listing was last
+    /// written (a process that ends through `exit` calls [`ExternalSessions::flush`] instead).
+    fn drop(&mut self) {
+        if self.cache.is_none() {
+            return;
+        }
+        let mut listing = std::mem::take(self.listing.get_mut().unwrap_or_else(|p| p.into_inner()));
+        if listing.list.is_some() {
+            persist(self, &mut listing);
+        }
+    }
+}
+
+/// Whether this process may read `file` (its effective ids against the file's mode, as an
+/// open would check): a session whose file became unreadable is read again, so its error names
+/// it, instead of being listed from the persistent listing.
+fn readable(file: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        rustix::fs::accessat(
+            rustix::fs::CWD,
+            file,
+            rustix::fs::Access::READ_OK,
+            rustix::fs::AtFlags::EACCESS,
+        )
+        .is_ok()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
+        true
     }
 }
 
