@@ -62,7 +62,7 @@ echo "== generate (--scale $scale, $claude Claude Code + $codex Codex sessions, 
 largest_id=$(sed -n 's/^largest_claude=\([^ ]*\) .*/\1/p' "$results/gen.txt")
 largest_path=$(sed -n 's/^largest_claude=[^ ]* [0-9]* //p' "$results/gen.txt")
 # The smallest Claude session: its prepare is the fixed cost (start, listing, resolving).
-smallest_path=$(find "$agents/claude" -name '*.jsonl' -printf '%s %p\n' | sort -n | head -1 | cut -d' ' -f2-)
+smallest_path=$(find "$agents/claude" -name '*.jsonl' -printf '%s %p\n' | sort -n | sed -n '1s/^[0-9]* //p')
 smallest_id=$(basename "$smallest_path" .jsonl)
 
 find "$agents" -type f -name '*.jsonl' -print0 | sort -z >"$work/files"
@@ -139,7 +139,7 @@ rss sessions-warm $refs sessions
 $refs sessions --json >"$results/sessions.json"
 after=$(snapshot)
 if [ "$before" = "$after" ]; then echo "   agent homes unchanged by listing: ok"; else
-  echo "   AGENT HOMES CHANGED by listing:"; diff <(echo "$before") <(echo "$after") | head; fi
+  echo "   AGENT HOMES CHANGED by listing:"; diff <(echo "$before") <(echo "$after") | sed -n 1,10p || true; fi
 
 echo "== (b) dsh-refs sessions after appending a line to 5 sessions before each run"
 hf sessions-append --warmup 1 --runs "$runs" --prepare "$work/append.sh" "$refs sessions"
@@ -163,7 +163,7 @@ hf prepare-smallest --warmup 1 --runs "$runs" "$work/prepare-small.sh"
 rss prepare-smallest "$work/prepare-small.sh"
 after=$(snapshot)
 if [ "$before" = "$after" ]; then echo "   agent homes unchanged by prepare: ok"; else
-  echo "   AGENT HOMES CHANGED by prepare:"; diff <(echo "$before") <(echo "$after") | head; fi
+  echo "   AGENT HOMES CHANGED by prepare:"; diff <(echo "$before") <(echo "$after") | sed -n 1,10p || true; fi
 echo "   prepare output: $(wc -c <"$results/prepare.out") B, $(grep -c . "$results/prepare.out") lines"
 
 echo "== summary (mean of $runs runs; cpu = user + sys; ratio = mean / mean of its cat)"
@@ -191,4 +191,9 @@ for label, name, base in rows:
     bm, _, bcpu, _ = load(base)
     rss_mib = f"{int(rss)/1024:.0f}" if rss.isdigit() else rss
     print(f"| {label:30} | {m:8.3f} | {sd:6.3f} | {cpu:7.3f} | {m/bm:6.2f} | {cpu/bcpu:9.2f} | {rss_mib:>12} |")
+big, _, big_cpu, _ = load("prepare-warm")
+small, _, small_cpu, _ = load("prepare-smallest")
+cat_big, _, cat_big_cpu, _ = load("cat-largest")
+print(f"prepare largest minus the fixed cost (prepare smallest): {big - small:.3f} s = "
+      f"{(big - small) / cat_big:.2f}x cat of that file (cpu {(big_cpu - small_cpu) / cat_big_cpu:.2f}x)")
 EOF
