@@ -13,7 +13,7 @@
 #
 #   benches/heavy-home.sh [--scale F] [--claude N] [--codex N] [--seed S] [--runs N] [--keep]
 #
-# Defaults: --scale 0.25 (~0.5 GB; 1.0 is ~2 GB and needs ~6 GB free for safety), 2000 + 2000
+# Defaults: --scale 0.25 (~0.6 GB; 1.0 is ~2.2 GB and wants ~6 GB free), 2000 + 2000
 # sessions, seed 1, 5 runs per measurement. The home goes under $HEAVY_TMP (default /tmp),
 # never under /root or $HOME, and is deleted at the end unless --keep. Needs hyperfine
 # (`apt-get install hyperfine`), GNU time and python3. Honours $CARGO_TARGET_DIR.

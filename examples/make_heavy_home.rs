@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! cargo run --release --example make_heavy_home -- --out /tmp/heavy            # ~2 GB
-//! cargo run --release --example make_heavy_home -- --out /tmp/heavy --scale 0.05 # ~100 MB
+//! cargo run --release --example make_heavy_home -- --out /tmp/heavy --scale 0.05 # ~200 MB
 //! ```
 //!
 //! Layout: `<out>/claude/projects/<cwd with / as ->/<uuid>.jsonl` and
