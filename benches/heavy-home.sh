@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Heavy homes of other agents (issue 35): generates a Claude Code + Codex home shaped like a
+# heavy user's (examples/make_heavy_home.rs) into a temporary directory, then measures against
+# `cat` in the same run:
+#   (a) cat of every session file;
+#   (b) `dsh-refs sessions` over both homes: cold (no dsh state: a new dsh home and cache dir
+#       before each run), warm (a new process, the state of the previous one kept), and after
+#       appending one line to 5 sessions before each run;
+#   (c) `dsh-refs prepare` of a reference to the largest Claude Code session (state kept, and
+#       cold) vs cat of that one file;
+# with the peak RSS of each (GNU time), and checks that nothing under the agent homes changed
+# (a `find -printf '%p %s %T@'` listing before and after, the appends excepted).
+#
+#   benches/heavy-home.sh [--scale F] [--claude N] [--codex N] [--seed S] [--runs N] [--keep]
+#
+# Defaults: --scale 0.25 (~0.6 GB; 1.0 is ~2.2 GB and wants ~6 GB free), 2000 + 2000
+# sessions, seed 1, 5 runs per measurement. The home goes under $HEAVY_TMP (default /tmp),
+# never under /root or $HOME, and is deleted at the end unless --keep. Needs hyperfine
+# (`apt-get install hyperfine`), GNU time and python3. Honours $CARGO_TARGET_DIR.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scale=0.25 claude=2000 codex=2000 seed=1 runs=5 keep=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --scale) scale=$2; shift 2 ;;
+    --claude) claude=$2; shift 2 ;;
+    --codex) codex=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --keep) keep=1; shift ;;
+    *) echo "usage: $0 [--scale F] [--claude N] [--codex N] [--seed S] [--runs N] [--keep]" >&2; exit 2 ;;
+  esac
+done
+for tool in hyperfine /usr/bin/time python3; do
+  command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install hyperfine time python3)" >&2; exit 2; }
+done
+
+target=${CARGO_TARGET_DIR:-target}
+cargo build --release --bin dsh-refs --example make_heavy_home
+bin=$(realpath "$target/release/dsh-refs")
+gen=$(realpath "$target/release/examples/make_heavy_home")
+
+tmp_root=${HEAVY_TMP:-/tmp}
+work=$(mktemp -d "$tmp_root/heavy-home.XXXXXX")
+case "$work/" in
+  /root/*|"$HOME"/*) echo "refusing to generate under $work (inside /root or \$HOME)" >&2; rmdir "$work"; exit 2 ;;
+esac
+cleanup() { if [ "$keep" = 1 ]; then echo "kept: $work"; else rm -rf "$work"; fi; }
+trap cleanup EXIT
+
+agents=$work/agents       # the generated agent homes: claude/ and codex/
+dsh=$work/dsh             # dsh-refs' own home (empty: no dsh sessions)
+results=$work/results
+mkdir -p "$dsh" "$results" "$work/home" "$work/cache"
+# Nothing may reach a real home: the agents' own variables off, HOME and the cache dir private.
+unset CLAUDE_CONFIG_DIR CODEX_HOME QWEN_HOME GEMINI_CLI_HOME DSH_HOME
+export HOME=$work/home XDG_CACHE_HOME=$work/cache XDG_DATA_HOME=$work/home/.local/share
+
+echo "== generate (--scale $scale, $claude Claude Code + $codex Codex sessions, seed $seed) into $agents"
+"$gen" --out "$agents" --claude "$claude" --codex "$codex" --seed "$seed" --scale "$scale" | tee "$results/gen.txt"
+largest_id=$(sed -n 's/^largest_claude=\([^ ]*\) .*/\1/p' "$results/gen.txt")
+largest_path=$(sed -n 's/^largest_claude=[^ ]* [0-9]* //p' "$results/gen.txt")
+# The smallest Claude session: its prepare is the fixed cost (start, listing, resolving).
+smallest_path=$(find "$agents/claude" -name '*.jsonl' -printf '%s %p\n' | sort -n | sed -n '1s/^[0-9]* //p')
+smallest_id=$(basename "$smallest_path" .jsonl)
+
+find "$agents" -type f -name '*.jsonl' -print0 | sort -z >"$work/files"
+nfiles=$(tr -cd '\0' <"$work/files" | wc -c)
+bytes=$(du -sb --apparent-size "$agents" | cut -f1)
+echo "files: $nfiles, $((bytes / 1000000)) MB; largest Claude session: $largest_id ($(stat -c %s "$largest_path") B)"
+snapshot() { find "$agents" -printf '%p %s %T@\n' | sort; }
+
+refs="$bin --home $dsh --sources claude,codex --claude-home $agents/claude --codex-home $agents/codex"
+fresh="rm -rf $dsh $work/cache && mkdir -p $dsh $work/cache"
+
+# A reference to the largest Claude session, then a dsh session id to prepare "as".
+mention=$($refs mention format "claude:$largest_id")
+printf '%s what was done here?\n' "$mention" >"$work/prepare-input"
+cat >"$work/prepare.sh" <<EOF
+#!/bin/sh
+exec $refs prepare --as heavy-bench-agent <"$work/prepare-input"
+EOF
+printf '%s what was done here?\n' "$($refs mention format "claude:$smallest_id")" >"$work/prepare-small-input"
+cat >"$work/prepare-small.sh" <<EOF
+#!/bin/sh
+exec $refs prepare --as heavy-bench-agent <"$work/prepare-small-input"
+EOF
+cat >"$work/cat-largest.sh" <<EOF
+#!/bin/sh
+exec cat "$largest_path"
+EOF
+cat >"$work/cat-all.sh" <<EOF
+#!/bin/sh
+exec xargs -0 -a "$work/files" cat
+EOF
+chmod +x "$work"/*.sh
+
+# Five sessions that grow between runs: three Claude (a title appended), two Codex (a rename).
+mapfile -t grow_claude < <(find "$agents/claude" -name '*.jsonl' | sort | sed -n '10p;200p;400p')
+mapfile -t grow_codex < <(find "$agents/codex/sessions" -name '*.jsonl' | sort | sed -n '10p;300p')
+{
+  echo '#!/bin/sh'
+  echo 'n=$(date +%s%N)'
+  for f in "${grow_claude[@]}"; do
+    id=$(basename "$f" .jsonl)
+    printf '%s\n' "printf '{\"type\":\"custom-title\",\"customTitle\":\"grown %s\",\"sessionId\":\"$id\"}\\n' \"\$n\" >>'$f'"
+  done
+  for f in "${grow_codex[@]}"; do
+    id=$(basename "$f" .jsonl | sed 's/^rollout-.\{19\}-//')
+    printf '%s\n' "printf '{\"timestamp\":\"2026-11-30T00:00:00.000Z\",\"type\":\"event_msg\",\"payload\":{\"type\":\"thread_name_updated\",\"thread_id\":\"$id\",\"thread_name\":\"grown %s\"}}\\n' \"\$n\" >>'$f'"
+  done
+} >"$work/append.sh"
+chmod +x "$work/append.sh"
+
+hf() { # name, then hyperfine arguments
+  local name=$1; shift
+  echo "  $name"
+  hyperfine -N --style basic --export-json "$results/$name.json" "$@" 2>&1 | grep -E '^ *(Time|Range)' || true
+}
+rss() { # name, then the command: peak RSS in KiB of one run
+  local name=$1; shift
+  /usr/bin/time -f '%M' -o "$results/$name.rss" "$@" >/dev/null 2>"$results/$name.err" || {
+    echo "   $name failed:"; cat "$results/$name.err"; }
+}
+
+echo "== (a) cat of all $nfiles files"
+"$work/cat-all.sh" >/dev/null   # into the page cache
+hf cat-all --warmup 2 --runs "$runs" "$work/cat-all.sh"
+rss cat-all "$work/cat-all.sh"
+
+before=$(snapshot)
+echo "== (b) dsh-refs sessions, cold (a new dsh home and cache dir before each run)"
+hf sessions-cold --runs "$runs" --prepare "sh -c '$fresh'" "$refs sessions"
+sh -c "$fresh"; rss sessions-cold $refs sessions
+echo "== (b) dsh-refs sessions, warm (a new process; the previous one's state kept)"
+hf sessions-warm --warmup 1 --runs "$runs" "$refs sessions"
+rss sessions-warm $refs sessions
+$refs sessions --json >"$results/sessions.json"
+after=$(snapshot)
+if [ "$before" = "$after" ]; then echo "   agent homes unchanged by listing: ok"; else
+  echo "   AGENT HOMES CHANGED by listing:"; diff <(echo "$before") <(echo "$after") | sed -n 1,10p || true; fi
+
+echo "== (b) dsh-refs sessions after appending a line to 5 sessions before each run"
+hf sessions-append --warmup 1 --runs "$runs" --prepare "$work/append.sh" "$refs sessions"
+"$work/append.sh"; rss sessions-append $refs sessions
+grown=$($refs sessions | grep -c 'grown ' || true)
+echo "   sessions listed with an appended title: $grown of 5"
+
+before=$(snapshot)
+echo "== (c) prepare of the largest Claude session vs cat of that file"
+"$work/cat-largest.sh" >/dev/null
+hf cat-largest --warmup 2 --runs "$runs" "$work/cat-largest.sh"
+rss cat-largest "$work/cat-largest.sh"
+"$work/prepare.sh" >"$results/prepare.out"
+hf prepare-warm --warmup 1 --runs "$runs" "$work/prepare.sh"
+rss prepare-warm "$work/prepare.sh"
+hf prepare-cold --runs "$runs" --prepare "sh -c '$fresh'" "$work/prepare.sh"
+sh -c "$fresh"; rss prepare-cold "$work/prepare.sh"
+echo "  (the fixed cost: prepare of the smallest Claude session, $(stat -c %s "$smallest_path") B, state kept)"
+"$work/prepare-small.sh" >/dev/null
+hf prepare-smallest --warmup 1 --runs "$runs" "$work/prepare-small.sh"
+rss prepare-smallest "$work/prepare-small.sh"
+after=$(snapshot)
+if [ "$before" = "$after" ]; then echo "   agent homes unchanged by prepare: ok"; else
+  echo "   AGENT HOMES CHANGED by prepare:"; diff <(echo "$before") <(echo "$after") | sed -n 1,10p || true; fi
+echo "   prepare output: $(wc -c <"$results/prepare.out") B, $(grep -c . "$results/prepare.out") lines"
+
+echo "== summary (mean of $runs runs; cpu = user + sys; ratio = mean / mean of its cat)"
+python3 - "$results" "$nfiles" "$bytes" <<'EOF'
+import json, os, sys
+res, nfiles, nbytes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def load(name):
+    r = json.load(open(os.path.join(res, name + ".json")))["results"][0]
+    rss_file = os.path.join(res, name + ".rss")
+    rss = open(rss_file).read().split()[-1] if os.path.exists(rss_file) else "?"
+    return r["mean"], r["stddev"] or 0.0, r["user"] + r["system"], rss
+rows = [("cat all files", "cat-all", "cat-all"),
+        ("sessions cold", "sessions-cold", "cat-all"),
+        ("sessions warm", "sessions-warm", "cat-all"),
+        ("sessions after 5 appends", "sessions-append", "cat-all"),
+        ("cat largest Claude file", "cat-largest", "cat-largest"),
+        ("prepare largest (state kept)", "prepare-warm", "cat-largest"),
+        ("prepare largest (cold)", "prepare-cold", "cat-largest"),
+        ("prepare smallest (state kept)", "prepare-smallest", "cat-largest")]
+print(f"home: {nfiles} files, {nbytes/1e6:.0f} MB")
+print(f"| {'operation':30} | {'mean s':>8} | {'± s':>6} | {'cpu s':>7} | {'× cat':>6} | {'cpu × cat':>9} | {'peak RSS MiB':>12} |")
+print(f"|{'-'*32}|{'-'*10}|{'-'*8}|{'-'*9}|{'-'*8}|{'-'*11}|{'-'*14}|")
+for label, name, base in rows:
+    m, sd, cpu, rss = load(name)
+    bm, _, bcpu, _ = load(base)
+    rss_mib = f"{int(rss)/1024:.0f}" if rss.isdigit() else rss
+    print(f"| {label:30} | {m:8.3f} | {sd:6.3f} | {cpu:7.3f} | {m/bm:6.2f} | {cpu/bcpu:9.2f} | {rss_mib:>12} |")
+big, _, big_cpu, _ = load("prepare-warm")
+small, _, small_cpu, _ = load("prepare-smallest")
+cat_big, _, cat_big_cpu, _ = load("cat-largest")
+print(f"prepare largest minus the fixed cost (prepare smallest): {big - small:.3f} s = "
+      f"{(big - small) / cat_big:.2f}x cat of that file (cpu {(big_cpu - small_cpu) / cat_big_cpu:.2f}x)")
+EOF
