@@ -25,9 +25,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 #[cfg(feature = "discovery")]
 use std::time::SystemTime;
+use std::time::{Duration, Instant};
 
-/// Codex's `session_index.jsonl` names by thread id, with the stamp they were read at.
-type CodexIndex = (FileStamp, Arc<HashMap<String, String>>);
+/// Codex's `session_index.jsonl` names by thread id, with the stamp they were read at and
+/// when that stamp was last checked.
+type CodexIndex = (FileStamp, Instant, Arc<HashMap<String, String>>);
+
+/// A side store checked this recently is not checked again: a listing asks for thousands of
+/// titles in a row, and one look at the side files serves them all. A rename lands at most
+/// this late.
+const RECHECK: Duration = Duration::from_millis(100);
 
 /// Codex's state database: the home's stamp when it was chosen, the database and its log's
 /// stamps when read, and what it said per thread id.
@@ -36,6 +43,7 @@ struct CodexState {
     home: Option<SystemTime>,
     db: Option<PathBuf>,
     stamps: (Option<FileStamp>, Option<FileStamp>),
+    checked: Instant,
     threads: Arc<HashMap<String, codex_state::ThreadTitle>>,
 }
 
@@ -78,6 +86,9 @@ impl CodexSide {
     fn state_thread(&self, own: &str) -> Option<codex_state::ThreadTitle> {
         let home = &self.home;
         let mut cache = self.state.locked();
+        if let Some(state) = cache.as_ref().filter(|s| s.checked.elapsed() < RECHECK) {
+            return state.threads.get(own).cloned();
+        }
         let home_stamp = fs::metadata(home).ok().and_then(|m| m.modified().ok());
         let db = match cache.as_ref() {
             Some(state) if state.home.is_some() && state.home == home_stamp => state.db.clone(),
@@ -90,6 +101,9 @@ impl CodexSide {
         let fresh = cache
             .as_ref()
             .is_some_and(|state| state.db == db && state.stamps == stamps);
+        if let Some(state) = cache.as_mut().filter(|_| fresh) {
+            state.checked = Instant::now();
+        }
         if !fresh {
             let threads = match &db {
                 Some(path) => codex_state::read_threads(path).unwrap_or_else(|err| {
@@ -108,6 +122,7 @@ impl CodexSide {
                 home: settled,
                 db,
                 stamps,
+                checked: Instant::now(),
                 threads: Arc::new(threads),
             });
         }
@@ -118,20 +133,29 @@ impl CodexSide {
     fn index_name(&self, own: &str) -> Option<String> {
         let path = self.home.join("session_index.jsonl");
         let mut cache = self.index.locked();
+        if let Some((_, checked, index)) = cache.as_ref() {
+            if checked.elapsed() < RECHECK {
+                return index.get(own).cloned();
+            }
+        }
         let Ok(meta) = fs::metadata(&path) else {
             *cache = None;
             return None;
         };
         let stamp = FileStamp::of(&meta);
         let index = match cache.as_ref() {
-            Some((old, index)) if *old == stamp => index.clone(),
+            Some((old, _, index)) if *old == stamp => {
+                let index = index.clone();
+                *cache = Some((stamp, Instant::now(), index.clone()));
+                index
+            }
             _ => {
                 let mut scan = codex::IndexScan::default();
                 if let Err(err) = read_lines(&path, 0, 0, &mut scan) {
                     tracing::warn!(file = %path.display(), error = %err, "could not read the Codex session index");
                 }
                 let index = Arc::new(scan.names);
-                *cache = Some((stamp, index.clone()));
+                *cache = Some((stamp, Instant::now(), index.clone()));
                 index
             }
         };

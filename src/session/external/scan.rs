@@ -458,9 +458,23 @@ impl ExternalSessions {
     /// The titles of `ids` (namespaced), in order, read on every core: a first listing of a
     /// large home reads every file's tail, and one thread would leave the others idle.
     pub fn read_titles_blocking(&self, ids: &[&str]) -> Vec<Result<Option<String>>> {
+        // Titles this process already scanned cost a `stat` each: threads would only contend.
+        let unscanned = {
+            let listing = self.inner.listing.locked();
+            let titles = self.inner.titles.locked();
+            ids.iter()
+                .filter(|id| {
+                    let own = id.split_once(':').map_or(**id, |(_, own)| own);
+                    listing
+                        .by_id
+                        .get(own)
+                        .is_none_or(|path| !titles.contains_key(path))
+                })
+                .count()
+        };
         let threads = std::thread::available_parallelism()
             .map_or(1, usize::from)
-            .min(ids.len())
+            .min(unscanned / 8)
             .max(1);
         if threads == 1 {
             return ids.iter().map(|id| self.read_title_blocking(id)).collect();
