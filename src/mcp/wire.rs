@@ -21,8 +21,9 @@
 //! binary (each fault answered by id, the server still serving after it).
 
 use rmcp::model::{
-    ClientRequest, CompleteRequestParams, GetPromptRequestParams, InitializeRequestParams,
-    PaginatedRequestParams, ReadResourceRequestParams,
+    ClientRequest, CompleteRequestParams, DiscoverRequestParams, GetPromptRequestParams,
+    InitializeRequestParams, PaginatedRequestParams, ReadResourceRequestParams,
+    SubscriptionsListenRequestParams,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -31,6 +32,7 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, Mutex};
+use tokio_util::sync::CancellationToken;
 
 /// The longest line read (as `rmcp`'s own transport): a longer one is answered -32600 by its id
 /// (when it names one) and never held whole.
@@ -61,6 +63,11 @@ const SERVED: &[(&str, &str)] = &[
     (
         "completion/complete",
         "{\"ref\": {\"type\": \"ref/prompt\", \"name\": string}, \"argument\": {\"name\": string, \"value\": string}}",
+    ),
+    ("server/discover", "{\"_meta\": {\"io.modelcontextprotocol/protocolVersion\": string, \"io.modelcontextprotocol/clientCapabilities\": object}}"),
+    (
+        "subscriptions/listen",
+        "{\"notifications\": {\"resourcesListChanged\"?: boolean, \"promptsListChanged\"?: boolean, \"toolsListChanged\"?: boolean, \"resourceSubscriptions\"?: [string]}, \"_meta\": object}",
     ),
 ];
 
@@ -164,6 +171,15 @@ fn params_error(method: &str, params: Option<&Value>) -> Option<String> {
         "completion/complete" => check::<CompleteRequestParams>(params),
         "resources/list" | "resources/templates/list" | "prompts/list" => {
             check::<PaginatedRequestParams>(params)
+        }
+        "subscriptions/listen" => check::<SubscriptionsListenRequestParams>(params),
+        "server/discover" => {
+            // `_meta` is read apart from the params' own fields.
+            let mut rest = params.clone();
+            if let Some(object) = rest.as_object_mut() {
+                object.remove("_meta");
+            }
+            check::<DiscoverRequestParams>(&rest)
         }
         _ => None,
     }
@@ -481,6 +497,7 @@ pub struct Wire {
     incoming: mpsc::Receiver<RxJsonRpcMessage<RoleServer>>,
     writer: Writer,
     reader: tokio::task::JoinHandle<()>,
+    ended: CancellationToken,
 }
 
 impl Wire {
@@ -493,7 +510,10 @@ impl Wire {
         let writer: Writer = Arc::new(Mutex::new(Some(Box::new(writer))));
         let (tx, incoming) = mpsc::channel(32);
         let answers = writer.clone();
+        let ended = CancellationToken::new();
+        let end = ended.clone().drop_guard();
         let reader = tokio::spawn(async move {
+            let _end = end;
             let mut reader = BufReader::with_capacity(64 << 10, reader);
             let mut buf = Vec::new();
             loop {
@@ -539,7 +559,14 @@ impl Wire {
             incoming,
             writer,
             reader,
+            ended,
         }
+    }
+
+    /// Cancelled once the input has ended (or failed): long-lived handlers (a
+    /// `subscriptions/listen` stream) end with it, so the end of stdin ends the server promptly.
+    pub fn ended(&self) -> CancellationToken {
+        self.ended.clone()
     }
 }
 
@@ -614,6 +641,38 @@ mod tests {
         let answer =
             reply(r#"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":5}}"#);
         assert_eq!(answer["error"]["code"], INVALID_PARAMS);
+    }
+
+    #[test]
+    fn the_stateless_methods_with_wrong_params_are_invalid_params_by_id() {
+        let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+        for params in [
+            "5".to_string(),
+            format!(r#"{{"notifications":5,{meta}}}"#),
+            format!(r#"{{{meta}}}"#),
+        ] {
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{params}}}"#
+            );
+            let answer = reply(&line);
+            assert_eq!(answer["id"], "l", "{line}");
+            assert_eq!(answer["error"]["code"], INVALID_PARAMS, "{line}: {answer}");
+        }
+        let answer = reply(r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":5}"#);
+        assert_eq!(answer["error"]["code"], INVALID_PARAMS, "{answer}");
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"subscriptions/listen","params":{{"notifications":{{"resourcesListChanged":true}},{meta}}}}}"#
+        );
+        assert!(
+            matches!(admit(line.as_bytes()), Admit::Message(_)),
+            "{line}"
+        );
+        let line =
+            format!(r#"{{"jsonrpc":"2.0","id":3,"method":"server/discover","params":{{{meta}}}}}"#);
+        assert!(
+            matches!(admit(line.as_bytes()), Admit::Message(_)),
+            "{line}"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod era;
 mod more_agents;
 mod server;
 mod wire;

@@ -54,7 +54,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// The bundled demo home, installed into a temporary directory.
-fn demo_home() -> (tempfile::TempDir, PathBuf) {
+pub(super) fn demo_home() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     dsh_session_references::demo::install_into(&home).unwrap();
@@ -148,7 +148,7 @@ fn prepared_context(home: &Path, id: &str, label: &str, extra: &[&str]) -> Value
     doc
 }
 
-fn new_session(home: &Path, id: &str, cwd: &str, prompt: &str) {
+pub(super) fn new_session(home: &Path, id: &str, cwd: &str, prompt: &str) {
     let header = SessionHeader::new(
         id,
         dsh_session_references::session::now_ms(),
