@@ -1,5 +1,5 @@
-//! `dsh-refs mcp`: the session-reference service as a stdio MCP server (SPEC §10), on the
-//! official Rust SDK (`rmcp`).
+//! `dsh-refs mcp`: the session-reference service as an MCP server on stdio and on Streamable
+//! HTTP ([`http`]) (SPEC §10), on the official Rust SDK (`rmcp`).
 //!
 //! Purpose: people who would reference a past session mostly work inside Claude Code, Codex,
 //! Gemini CLI, opencode, VS Code or Zed; MCP is how those hosts mount a foreign capability.
@@ -23,6 +23,7 @@
 //! (`tests/mcp/era.rs`).
 
 pub(crate) mod handler;
+pub mod http;
 pub(crate) mod listing;
 pub(crate) mod notify;
 pub(crate) mod server;

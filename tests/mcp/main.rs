@@ -6,6 +6,7 @@
 mod support;
 
 mod era;
+mod http;
 mod more_agents;
 mod server;
 mod wire;
