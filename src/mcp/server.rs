@@ -4,7 +4,11 @@
 //! Where a list comes from: once an index exists (it was there when the server started, or this
 //! process's indexer finished a pass), `resources/list` is ranked straight from it
 //! ([`crate::discovery::recent`]: the first `--max-resources` rows in rank order, a few
-//! milliseconds at 100,000 sessions) and no listing or row is loaded for it. A new home is
+//! milliseconds at 100,000 sessions) and no row is loaded for it. Until this process's indexer
+//! has finished its first pass, the index may be behind the home (sessions written or removed
+//! while no server ran), so the ranking is made whole against the store's listing (sessions
+//! gone from disk left out, sessions the index lacks merged in by creation time, labelled by id
+//! until indexed): the first list of a cold start names every session on disk. A new home is
 //! listed by a walk of the store instead, labelled by ids until the index has the rows. The
 //! indexer (and its watcher) starts only after the first answer is out, so that answer never
 //! shares the cores with a pass over the whole home; the pass then brings the index, and so the
@@ -15,9 +19,12 @@
 //! blocking threads, never on the async workers that serve the protocol; nothing here writes a
 //! log: reads go through the store, the index is discovery's cache under `<home>/index/`. The
 //! host is told `list_changed` exactly when what a list would show (ids and labels in rank
-//! order) differs from what it last received or was told.
+//! order) differs from what it last received or was told. A list answered before the index has
+//! caught up with the home holds every session on disk and none that is gone.
 //! Proof: `tests/mcp/` (the real binary through `rmcp`'s client, and in process over
-//! `tokio::io::duplex`), including a warm start whose index is behind the home.
+//! `tokio::io::duplex`), including a warm start whose index is behind the home
+//! (`a_warm_start_lists_every_session_on_disk_at_once_and_then_labels_the_new_ones`), and
+//! `listing::tests::a_cold_start_merges_unindexed_sessions_in_rank_order`.
 
 use super::listing::{self, Entry};
 use super::{Expose, Options};
@@ -32,7 +39,7 @@ use crate::session::{ContentBlock, SessionQuery, SessionSummary};
 use crate::sync::LockExt;
 use rmcp::ErrorData as McpError;
 use serde_json::json;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -272,17 +279,38 @@ impl Server {
         self.inner.index_at_start || self.inner.discovery.passes() > 0
     }
 
-    /// The first `max` entries straight from the index, or `None` when it cannot answer.
-    fn entries_from_index(&self) -> Option<Vec<Entry>> {
+    /// The first `max` entries straight from the index, or `None` when it cannot answer. With
+    /// `listing` (the store's, on a cold start before this process's indexer has finished a
+    /// pass), made whole against it: sessions no longer on disk are left out and sessions the
+    /// index does not hold yet are merged in (SPEC §10: the first list is complete).
+    fn entries_from_index(&self, listing: Option<&[SessionSummary]>) -> Option<Vec<Entry>> {
         let discovery = &self.inner.discovery;
-        let covers = |id: &str| discovery.covers(id);
-        let found = self.inner.recent.locked().top(
-            self.inner.cwd.as_deref(),
-            &covers,
-            self.inner.max_resources,
-        );
+        let (cwd, max) = (self.inner.cwd.as_deref(), self.inner.max_resources);
+        let mut recent = self.inner.recent.locked();
+        let found = match listing {
+            None => {
+                let covers = |id: &str| discovery.covers(id);
+                recent
+                    .top(cwd, &covers, max)
+                    .map(|rows| rows.iter().map(listing::entry_of_row).collect())
+            }
+            Some(listing) => recent.ids().and_then(|known| {
+                let on_disk: HashSet<&str> = listing.iter().map(|s| s.id()).collect();
+                let covers = |id: &str| discovery.covers(id) && on_disk.contains(id);
+                let rows = recent.top(cwd, &covers, max)?;
+                let unknown: Vec<&SessionSummary> =
+                    listing.iter().filter(|s| !known.contains(s.id())).collect();
+                if !unknown.is_empty() {
+                    tracing::debug!(
+                        sessions = unknown.len(),
+                        "listed sessions the index does not hold yet"
+                    );
+                }
+                Ok(listing::reconciled(&rows, &unknown, cwd, max))
+            }),
+        };
         match found {
-            Ok(rows) => Some(rows.iter().map(listing::entry_of_row).collect()),
+            Ok(entries) => Some(entries),
             Err(e) => {
                 tracing::debug!(error = %e, "the index cannot rank; listing instead");
                 None
@@ -290,12 +318,20 @@ impl Server {
         }
     }
 
-    /// [`Server::entries_from_index`] on a blocking thread.
+    /// [`Server::entries_from_index`] on a blocking thread, made whole against the store's
+    /// listing until this process's indexer has finished its first pass.
     async fn ranked_from_index(&self) -> Result<Option<Vec<Entry>>, McpError> {
+        let listing = if self.inner.discovery.passes() == 0 {
+            Some(self.listing().await?)
+        } else {
+            None
+        };
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.entries_from_index())
-            .await
-            .map_err(|e| internal(format!("the ranking task failed: {e}")))
+        tokio::task::spawn_blocking(move || {
+            this.entries_from_index(listing.as_deref().map(|l| &l[..]))
+        })
+        .await
+        .map_err(|e| internal(format!("the ranking task failed: {e}")))
     }
 
     /// The label of session `id` as the listing gives it.
