@@ -23,6 +23,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use std::future::IntoFuture;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,6 +36,8 @@ pub const TOKEN_ENV: &str = "DSH_REFS_MCP_TOKEN";
 pub const TOKEN_FILE: &str = "mcp-http-token";
 /// The endpoint.
 pub const ENDPOINT: &str = "/mcp";
+/// How long open connections may take to close once the server is told to stop.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// The shortest token accepted from the environment or a file.
 pub const MIN_TOKEN_CHARS: usize = 32;
 
@@ -226,9 +229,22 @@ pub async fn serve_http(
     let router = axum::Router::new().route_service(ENDPOINT, service).layer(
         axum::middleware::from_fn_with_state(Arc::new(token), authorize),
     );
-    let result = axum::serve(listener, router)
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await;
+    let stopped = stop.clone();
+    let serving = axum::serve(listener, router)
+        .with_graceful_shutdown(async move { stopped.cancelled().await })
+        .into_future();
+    // Open event streams end with rmcp's token; a client that holds its connection open anyway
+    // does not keep the server from exiting.
+    let result = tokio::select! {
+        result = serving => result,
+        () = async {
+            stop.cancelled().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => {
+            tracing::info!("connections still open after the grace period; exiting");
+            Ok(())
+        }
+    };
     anyway.abort();
     result.map_err(|e| ServeError::Service(e.to_string()))
 }

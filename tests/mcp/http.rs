@@ -253,7 +253,7 @@ fn is_list_changed(v: &Value) -> bool {
 /// Every request needs the token (401 without, with a wrong one or another scheme); a generated
 /// token is at least 32 characters in a 0600 file under the home whose path (not the token) is
 /// printed; a foreign Origin is 403 even with the token, the server's own is served; a foreign
-/// Host is refused; SIGTERM ends the server with exit code 0.
+/// Host is refused; SIGTERM ends the server with exit code 0 while clients hold streams open.
 #[test]
 fn a_request_needs_the_token_and_the_servers_own_origin_and_host() {
     let (_dir, home) = demo_home();
@@ -321,6 +321,25 @@ fn a_request_needs_the_token_and_the_servers_own_origin_and_host() {
         let got = request.send().await.unwrap().status().as_u16();
         assert!((400..500).contains(&got), "a foreign Host: {got}");
     });
+    // Clients that hold streams open (a session's GET stream, a subscription) while the server
+    // is told to stop.
+    let rt = runtime();
+    let held = rt.block_on(async {
+        let mut old = Client::new(&server, &token);
+        old.initialize().await;
+        let get = old.get_stream().await;
+        let listen = json!({"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{
+            "notifications": {"resourcesListChanged": true},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                      "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let mut sub = Client::new(&server, &token)
+            .post(&listen)
+            .send()
+            .await
+            .unwrap();
+        until(&mut sub, |m| m["method"].as_str().is_some()).await;
+        (get, sub)
+    });
     let status = Command::new("kill")
         .args(["-TERM", &server.child.id().to_string()])
         .status()
@@ -335,6 +354,8 @@ fn a_request_needs_the_token_and_the_servers_own_origin_and_host() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(code, Some(0));
+    drop(held);
+    drop(rt);
     // A second start keeps the token file's token (hosts configured with it keep working).
     let again = Http::start(&home, &[], &[]);
     assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), token);
