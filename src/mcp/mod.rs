@@ -22,8 +22,10 @@
 //! Proof: `tests/mcp/` drives the real binary through `rmcp`'s client and raw lines of both eras
 //! (`tests/mcp/era.rs`).
 
+pub(crate) mod completion;
 pub(crate) mod handler;
 pub mod http;
+pub(crate) mod id_scan;
 pub(crate) mod listing;
 pub(crate) mod notify;
 pub(crate) mod server;
