@@ -15,8 +15,8 @@
 //!
 //! Invariant: stdout carries JSON-RPC only (diagnostics go to the tracing subscriber the binary
 //! points at `<home>/logs/`); end of stdin ends the server with exit code 0 (also before any
-//! lifecycle began, as after a lone `server/discover` probe, and with subscriptions open); a malformed message
-//! that names an id gets its answer by that id ([`wire`]: wrong param types, lone surrogates,
+//! lifecycle began, as after a lone `server/discover` probe, and with subscriptions open); a
+//! malformed message that names an id gets its answer by that id ([`wire`]: wrong param types, lone surrogates,
 //! nesting and size past the bounds), text that is not JSON and names no id is skipped, and
 //! serving goes on; no session home is written (reads only; discovery's cache lives under `<home>/index/`).
 //! Proof: `tests/mcp/` drives the real binary through `rmcp`'s client and raw lines of both eras
