@@ -57,14 +57,24 @@ fn main() {
                     .ok()
                     .map(|d| d.to_string_lossy().into_owned())
             });
-            dsh_session_references::mcp::run_stdio(dsh_session_references::mcp::Options {
+            let options = dsh_session_references::mcp::Options {
                 workspace: workspace.clone(),
                 cwd,
                 max_resources: usize::try_from(args.max_resources).unwrap_or(usize::MAX),
                 expose: args.expose,
                 max_reference_bytes: args.max_reference_bytes,
                 index: true,
-            })
+            };
+            match &args.http {
+                Some(listen) => dsh_session_references::mcp::http::run_http(
+                    options,
+                    &dsh_session_references::mcp::http::HttpOptions {
+                        listen: listen.clone(),
+                        token_file: args.token_file.clone(),
+                    },
+                ),
+                None => dsh_session_references::mcp::run_stdio(options),
+            }
         }
         Some(command @ (Command::Uri(_) | Command::Mention(_))) => {
             dsh_session_references::cli::reference::run(command, Some(&workspace))

@@ -318,6 +318,14 @@ pub struct McpArgs {
     /// At most N bytes of snapshot per read (default 65536).
     #[arg(long, value_name = "N")]
     pub max_reference_bytes: Option<i64>,
+    /// Serve Streamable HTTP at http://[ADDR:]PORT/mcp instead of stdio (ADDR defaults to
+    /// 127.0.0.1; reach it from elsewhere through an SSH tunnel or a TLS reverse proxy).
+    #[arg(long, value_name = "[ADDR:]PORT")]
+    pub http: Option<String>,
+    /// With --http: the bearer token is the first line of PATH (else $DSH_REFS_MCP_TOKEN, else
+    /// a generated one in <home>/mcp-http-token).
+    #[arg(long, value_name = "PATH", requires = "http")]
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 #[cfg(feature = "mcp")]

@@ -156,6 +156,22 @@ impl RecentReader {
         Ok(out)
     }
 
+    /// The id of every session the index holds (one pass over its primary key, no row loaded).
+    pub fn ids(&mut self) -> Result<std::collections::HashSet<String>, IndexError> {
+        let found = {
+            let conn = self.connection()?;
+            conn.prepare_cached("SELECT id FROM sessions")
+                .and_then(|mut stmt| {
+                    stmt.query_map([], |r| r.get::<_, String>(0))?
+                        .collect::<rusqlite::Result<std::collections::HashSet<String>>>()
+                })
+        };
+        found.map_err(|e| {
+            self.conn = None;
+            self.sql(e)
+        })
+    }
+
     /// The row of session `id`, if the index has it.
     pub fn get(&mut self, id: &str) -> Result<Option<SessionMeta>, IndexError> {
         let found = {
@@ -226,6 +242,9 @@ mod tests {
         assert!(reader.top(None, &|_| true, 0).unwrap().is_empty());
         assert_eq!(reader.get("d").unwrap().unwrap().cwd.as_deref(), Some("/p"));
         assert_eq!(reader.get("zz").unwrap(), None);
+        let mut all: Vec<String> = reader.ids().unwrap().into_iter().collect();
+        all.sort();
+        assert_eq!(all, ["a", "b", "c", "claude:x", "d", "e", "f"]);
     }
 
     #[test]

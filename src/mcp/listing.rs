@@ -184,6 +184,35 @@ pub fn entry_of_row(row: &SessionMeta) -> Entry {
     }
 }
 
+/// The first `max` entries of a cold start: `rows`, the index's first rows in rank order (only
+/// sessions still on disk), merged with `unknown`, the listed sessions the index does not hold
+/// yet (written while no server ran; ranked by creation time and labelled by id until the
+/// index has them), in the order [`ranked`] gives: same cwd first, then last activity (newest
+/// first), then id.
+pub fn reconciled(
+    rows: &[SessionMeta],
+    unknown: &[&SessionSummary],
+    cwd: Option<&str>,
+    max: usize,
+) -> Vec<Entry> {
+    use std::cmp::Reverse;
+    let other = |c: Option<&str>| !(cwd.is_some() && c == cwd);
+    let mut keyed: Vec<((bool, Reverse<i64>), Entry)> = rows
+        .iter()
+        .map(|r| {
+            let key = (other(r.cwd.as_deref()), Reverse(r.last_activity));
+            (key, entry_of_row(r))
+        })
+        .collect();
+    keyed.extend(unknown.iter().map(|s| {
+        let key = (other(s.cwd()), Reverse(s.created_at()));
+        (key, entry(s, None))
+    }));
+    keyed.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
+    keyed.truncate(max);
+    keyed.into_iter().map(|(_, e)| e).collect()
+}
+
 fn source_name(agent: Option<ExternalAgent>) -> &'static str {
     agent.map_or("dsh", ExternalAgent::product)
 }
@@ -252,6 +281,35 @@ mod tests {
             prop_assert!(last.is_ascii_alphabetic(), "{uri} for {id:?}");
             prop_assert!(matches!(last, 'i' | 'g' | 'I'), "{uri}");
         }
+    }
+
+    #[test]
+    fn a_cold_start_merges_unindexed_sessions_in_rank_order() {
+        let row = |id: &str, cwd: &str, last: i64| SessionMeta {
+            id: id.into(),
+            cwd: Some(cwd.into()),
+            created_at: last,
+            last_activity: last,
+            ..SessionMeta::default()
+        };
+        let rows = [row("a", "/here", 10), row("b", "/else", 30)];
+        let (c, d) = (
+            summary("c", 20, Some("/here")),
+            summary("d", 5, Some("/else")),
+        );
+        let ids = |entries: Vec<Entry>| entries.into_iter().map(|e| e.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(reconciled(&rows, &[&c, &d], Some("/here"), 10)),
+            ["c", "a", "b", "d"]
+        );
+        assert_eq!(
+            ids(reconciled(&rows, &[&c, &d], Some("/here"), 2)),
+            ["c", "a"]
+        );
+        assert_eq!(ids(reconciled(&rows, &[], Some("/here"), 10)), ["a", "b"]);
+        let merged = reconciled(&rows, &[&d], None, 10);
+        assert_eq!(merged[2].label, "d", "labelled by id until indexed");
+        assert_eq!(ids(merged), ["b", "a", "d"]);
     }
 
     #[test]

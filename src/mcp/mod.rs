@@ -1,5 +1,5 @@
-//! `dsh-refs mcp`: the session-reference service as a stdio MCP server (SPEC §10), on the
-//! official Rust SDK (`rmcp`).
+//! `dsh-refs mcp`: the session-reference service as an MCP server on stdio and on Streamable
+//! HTTP ([`http`]) (SPEC §10), on the official Rust SDK (`rmcp`).
 //!
 //! Purpose: people who would reference a past session mostly work inside Claude Code, Codex,
 //! Gemini CLI, opencode, VS Code or Zed; MCP is how those hosts mount a foreign capability.
@@ -10,14 +10,24 @@
 //! sources ([`crate::session`]) and discovery ([`crate::discovery`]), never the TUI; only the
 //! command line and the binary use it (`tests/architecture.rs`).
 //!
+//! Eras: one server speaks 2025-11-25 and older (`initialize`, the session model) and 2026-07-28
+//! (stateless: `server/discover`, per-request `_meta`, `subscriptions/listen`); see [`handler`].
+//!
 //! Invariant: stdout carries JSON-RPC only (diagnostics go to the tracing subscriber the binary
-//! points at `<home>/logs/`); end of stdin ends the server with exit code 0; a malformed message
-//! that names an id gets its answer by that id ([`wire`]: wrong param types, lone surrogates,
+//! points at `<home>/logs/`); end of stdin ends the server with exit code 0 (also before any
+//! lifecycle began, as after a lone `server/discover` probe, and with subscriptions open); a
+//! malformed message that names an id gets its answer by that id ([`wire`]: wrong param types, lone surrogates,
 //! nesting and size past the bounds), text that is not JSON and names no id is skipped, and
 //! serving goes on; no session home is written (reads only; discovery's cache lives under `<home>/index/`).
-//! Proof: `tests/mcp/` drives the real binary through `rmcp`'s client.
+//! Proof: `tests/mcp/` drives the real binary through `rmcp`'s client and raw lines of both eras
+//! (`tests/mcp/era.rs`).
 
+pub(crate) mod completion;
+pub(crate) mod handler;
+pub mod http;
+pub(crate) mod id_scan;
 pub(crate) mod listing;
+pub(crate) mod notify;
 pub(crate) mod server;
 pub mod wire;
 
@@ -133,49 +143,31 @@ where
             server.start_background();
         })
     };
-    let running = server
-        .clone()
-        .serve(wire::Wire::new(reader, writer))
-        .await
-        .map_err(|e| ServeError::Handshake(e.to_string()))?;
-    let notifier = server.expose().resources.then(|| {
-        let (server, peer) = (server.clone(), running.peer().clone());
-        tokio::spawn(async move { notify_changes(server, peer).await })
-    });
+    let wire = wire::Wire::new(reader, writer);
+    let server = server.for_connection(wire.ended());
+    let running = match server.clone().serve(wire).await {
+        Ok(running) => running,
+        // The input ended before a lifecycle began (nothing, or only `server/discover` probes):
+        // the end of stdin ends the server, as it does later.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+            anyway.abort();
+            tracing::info!("MCP client gone before initialize or a first request");
+            return Ok(());
+        }
+        Err(e) => {
+            anyway.abort();
+            return Err(ServeError::Handshake(e.to_string()));
+        }
+    };
+    // The change notifier of a client that did `initialize` starts with it (`handler`).
     let ended = running.waiting().await;
     anyway.abort();
-    if let Some(notifier) = notifier {
-        notifier.abort();
-    }
     match ended {
         Ok(reason) => {
             tracing::info!(?reason, "MCP client gone");
             Ok(())
         }
         Err(e) => Err(ServeError::Service(e.to_string())),
-    }
-}
-
-/// Sends `notifications/resources/list_changed` when what a list would show (ids and labels,
-/// in rank order) differs from what the host was last told, looking once every
-/// [`NOTIFY_EVERY`] (so at most about one a second), and only once the host has listed.
-async fn notify_changes(server: Server, peer: rmcp::Peer<rmcp::RoleServer>) {
-    let mut tick = tokio::time::interval(NOTIFY_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        if !server.has_listed() {
-            continue;
-        }
-        let Ok(entries) = server.entries().await else {
-            continue;
-        };
-        if server.tell(Server::fingerprint(&entries), false) {
-            tracing::debug!("the session list changed");
-            if peer.notify_resource_list_changed().await.is_err() {
-                return;
-            }
-        }
     }
 }
 

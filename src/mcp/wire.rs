@@ -21,8 +21,9 @@
 //! binary (each fault answered by id, the server still serving after it).
 
 use rmcp::model::{
-    ClientRequest, CompleteRequestParams, GetPromptRequestParams, InitializeRequestParams,
-    PaginatedRequestParams, ReadResourceRequestParams,
+    ClientRequest, CompleteRequestParams, DiscoverRequestParams, GetPromptRequestParams,
+    InitializeRequestParams, PaginatedRequestParams, ReadResourceRequestParams,
+    SubscriptionsListenRequestParams,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -31,6 +32,9 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+pub use super::id_scan::IdScan;
 
 /// The longest line read (as `rmcp`'s own transport): a longer one is answered -32600 by its id
 /// (when it names one) and never held whole.
@@ -61,6 +65,11 @@ const SERVED: &[(&str, &str)] = &[
     (
         "completion/complete",
         "{\"ref\": {\"type\": \"ref/prompt\", \"name\": string}, \"argument\": {\"name\": string, \"value\": string}}",
+    ),
+    ("server/discover", "{\"_meta\": {\"io.modelcontextprotocol/protocolVersion\": string, \"io.modelcontextprotocol/clientCapabilities\": object}}"),
+    (
+        "subscriptions/listen",
+        "{\"notifications\": {\"resourcesListChanged\"?: boolean, \"promptsListChanged\"?: boolean, \"toolsListChanged\"?: boolean, \"resourceSubscriptions\"?: [string]}, \"_meta\": object}",
     ),
 ];
 
@@ -165,6 +174,15 @@ fn params_error(method: &str, params: Option<&Value>) -> Option<String> {
         "resources/list" | "resources/templates/list" | "prompts/list" => {
             check::<PaginatedRequestParams>(params)
         }
+        "subscriptions/listen" => check::<SubscriptionsListenRequestParams>(params),
+        "server/discover" => {
+            // `_meta` is read apart from the params' own fields.
+            let mut rest = params.clone();
+            if let Some(object) = rest.as_object_mut() {
+                object.remove("_meta");
+            }
+            check::<DiscoverRequestParams>(&rest)
+        }
         _ => None,
     }
 }
@@ -243,144 +261,6 @@ fn has_lone_surrogate(line: &[u8]) -> bool {
 pub fn error(id: Value, code: i64, message: String) -> Value {
     let message = crate::escape::diagnostic(&message).into_owned();
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-}
-
-/// Finds the value of a JSON object's top-level `"id"` in bytes fed in pieces, without parsing
-/// the rest: one pass, constant memory (an id longer than [`IdScan::MAX_ID`] bytes is not kept).
-#[derive(Debug, Default)]
-pub struct IdScan {
-    depth: u32,
-    in_string: bool,
-    escaped: bool,
-    /// The current depth-1 string (a key or a value), while it is short.
-    text: Vec<u8>,
-    text_too_long: bool,
-    /// The last depth-1 string was the key `id` and a `:` followed it.
-    want_value: bool,
-    last_key_is_id: bool,
-    /// The raw bytes of the id's value while it is being read.
-    value: Vec<u8>,
-    reading_value: bool,
-    found: Option<Vec<u8>>,
-}
-
-impl IdScan {
-    /// The longest id kept.
-    pub const MAX_ID: usize = 256;
-
-    /// Feeds the next bytes of the line.
-    pub fn feed(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            if self.found.is_some() {
-                return;
-            }
-            self.step(b);
-        }
-    }
-
-    fn step(&mut self, b: u8) {
-        if self.reading_value {
-            self.value_byte(b);
-            return;
-        }
-        if self.in_string {
-            if self.escaped {
-                self.escaped = false;
-            } else if b == b'\\' {
-                self.escaped = true;
-            } else if b == b'"' {
-                self.in_string = false;
-                if self.depth == 1 {
-                    self.last_key_is_id = !self.text_too_long && self.text == b"id";
-                }
-                return;
-            }
-            if self.depth == 1 && !self.text_too_long {
-                if self.text.len() >= 8 {
-                    self.text_too_long = true;
-                } else {
-                    self.text.push(b);
-                }
-            }
-            return;
-        }
-        if self.want_value {
-            if b.is_ascii_whitespace() {
-                return;
-            }
-            self.want_value = false;
-            match b {
-                b'"' | b'-' | b'0'..=b'9' | b'a'..=b'z' => {
-                    self.reading_value = true;
-                    self.escaped = false;
-                    self.value.clear();
-                    self.value.push(b);
-                    return;
-                }
-                // An object or array id is no id; read on.
-                _ => {}
-            }
-        }
-        match b {
-            b'"' => {
-                self.in_string = true;
-                self.text.clear();
-                self.text_too_long = false;
-            }
-            b'{' | b'[' => self.depth += 1,
-            b'}' | b']' => self.depth = self.depth.saturating_sub(1),
-            b':' => {
-                self.want_value = self.depth == 1 && self.last_key_is_id;
-                self.last_key_is_id = false;
-            }
-            b if b.is_ascii_whitespace() => {}
-            _ => self.last_key_is_id = false,
-        }
-    }
-
-    fn value_byte(&mut self, b: u8) {
-        if self.value.len() > Self::MAX_ID {
-            // Too long to be an id worth echoing: read on as if there were none (inside the
-            // string still, when it is one).
-            self.reading_value = false;
-            self.in_string = self.value[0] == b'"';
-            self.text_too_long = true;
-            self.value.clear();
-            return;
-        }
-        if self.value[0] == b'"' {
-            self.value.push(b);
-            if self.escaped {
-                self.escaped = false;
-            } else if b == b'\\' {
-                self.escaped = true;
-            } else if b == b'"' {
-                self.finish();
-            }
-        } else if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.') {
-            self.value.push(b);
-        } else {
-            self.finish();
-        }
-    }
-
-    fn finish(&mut self) {
-        self.reading_value = false;
-        self.found = Some(std::mem::take(&mut self.value));
-    }
-
-    /// The id, when one was read whole and is a JSON string, number or null.
-    pub fn id(&mut self) -> Option<Value> {
-        if self.reading_value && self.value.first().is_some_and(|b| *b != b'"') {
-            // A number at the very end of the input.
-            self.finish();
-        }
-        let raw = self.found.as_ref()?;
-        match serde_json::from_slice::<Value>(raw) {
-            Ok(value @ (Value::String(_) | Value::Number(_))) => Some(value),
-            _ => None,
-        }
-    }
 }
 
 /// How a line read ended.
@@ -481,6 +361,7 @@ pub struct Wire {
     incoming: mpsc::Receiver<RxJsonRpcMessage<RoleServer>>,
     writer: Writer,
     reader: tokio::task::JoinHandle<()>,
+    ended: CancellationToken,
 }
 
 impl Wire {
@@ -493,7 +374,10 @@ impl Wire {
         let writer: Writer = Arc::new(Mutex::new(Some(Box::new(writer))));
         let (tx, incoming) = mpsc::channel(32);
         let answers = writer.clone();
+        let ended = CancellationToken::new();
+        let end = ended.clone().drop_guard();
         let reader = tokio::spawn(async move {
+            let _end = end;
             let mut reader = BufReader::with_capacity(64 << 10, reader);
             let mut buf = Vec::new();
             loop {
@@ -539,7 +423,14 @@ impl Wire {
             incoming,
             writer,
             reader,
+            ended,
         }
+    }
+
+    /// Cancelled once the input has ended (or failed): long-lived handlers (a
+    /// `subscriptions/listen` stream) end with it, so the end of stdin ends the server promptly.
+    pub fn ended(&self) -> CancellationToken {
+        self.ended.clone()
     }
 }
 
@@ -614,6 +505,38 @@ mod tests {
         let answer =
             reply(r#"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":5}}"#);
         assert_eq!(answer["error"]["code"], INVALID_PARAMS);
+    }
+
+    #[test]
+    fn the_stateless_methods_with_wrong_params_are_invalid_params_by_id() {
+        let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+        for params in [
+            "5".to_string(),
+            format!(r#"{{"notifications":5,{meta}}}"#),
+            format!(r#"{{{meta}}}"#),
+        ] {
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{params}}}"#
+            );
+            let answer = reply(&line);
+            assert_eq!(answer["id"], "l", "{line}");
+            assert_eq!(answer["error"]["code"], INVALID_PARAMS, "{line}: {answer}");
+        }
+        let answer = reply(r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":5}"#);
+        assert_eq!(answer["error"]["code"], INVALID_PARAMS, "{answer}");
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"subscriptions/listen","params":{{"notifications":{{"resourcesListChanged":true}},{meta}}}}}"#
+        );
+        assert!(
+            matches!(admit(line.as_bytes()), Admit::Message(_)),
+            "{line}"
+        );
+        let line =
+            format!(r#"{{"jsonrpc":"2.0","id":3,"method":"server/discover","params":{{{meta}}}}}"#);
+        assert!(
+            matches!(admit(line.as_bytes()), Admit::Message(_)),
+            "{line}"
+        );
     }
 
     #[test]
@@ -693,24 +616,6 @@ mod tests {
                 .any(|c| crate::escape::needs_escape(c, crate::escape::EscapeMode::SingleLine)),
             "{message:?}"
         );
-    }
-
-    #[test]
-    fn the_id_scan_finds_top_level_ids_only() {
-        let id = |text: &str| {
-            let mut scan = IdScan::default();
-            for piece in text.as_bytes().chunks(3) {
-                scan.feed(piece);
-            }
-            scan.id()
-        };
-        assert_eq!(id(r#"{"id":5}"#), Some(json!(5)));
-        assert_eq!(id(r#"{"a":{"id":1},"id":"b\"c"}"#), Some(json!("b\"c")));
-        assert_eq!(id(r#"{"params":{"id":3}}"#), None);
-        assert_eq!(id(r#"{"x":"\"id\":4","id" : -12 }"#), Some(json!(-12)));
-        assert_eq!(id(r#"{"id":null}"#), None);
-        assert_eq!(id(r#"{"id":5"#), Some(json!(5)));
-        assert_eq!(id(&format!(r#"{{"id":"{}"}}"#, "x".repeat(1000))), None);
     }
 
     #[tokio::test]

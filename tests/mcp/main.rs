@@ -5,6 +5,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod era;
+mod http;
 mod more_agents;
 mod server;
 mod wire;
