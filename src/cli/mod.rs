@@ -318,12 +318,12 @@ pub struct McpArgs {
     /// At most N bytes of snapshot per read (default 65536).
     #[arg(long, value_name = "N")]
     pub max_reference_bytes: Option<i64>,
-    /// Serve Streamable HTTP at http://[ADDR:]PORT/mcp instead of stdio (ADDR defaults to
-    /// 127.0.0.1; reach it from elsewhere through an SSH tunnel or a TLS reverse proxy).
+    /// Serve Streamable HTTP at path /mcp on PORT instead of stdio (at ADDR:PORT when an
+    /// address is given, else on 127.0.0.1; reach it from elsewhere through an SSH tunnel or a TLS reverse proxy).
     #[arg(long, value_name = "[ADDR:]PORT")]
     pub http: Option<String>,
     /// With --http: the bearer token is the first line of PATH (else $DSH_REFS_MCP_TOKEN, else
-    /// a generated one in <home>/mcp-http-token).
+    /// a generated one in the dsh home's mcp-http-token file).
     #[arg(long, value_name = "PATH", requires = "http")]
     pub token_file: Option<std::path::PathBuf>,
 }

@@ -11,7 +11,7 @@
 //! command line and the binary use it (`tests/architecture.rs`).
 //!
 //! Eras: one server speaks 2025-11-25 and older (`initialize`, the session model) and 2026-07-28
-//! (stateless: `server/discover`, per-request `_meta`, `subscriptions/listen`); see [`handler`].
+//! (stateless: `server/discover`, per-request `_meta`, `subscriptions/listen`); see `handler.rs`.
 //!
 //! Invariant: stdout carries JSON-RPC only (diagnostics go to the tracing subscriber the binary
 //! points at `<home>/logs/`); end of stdin ends the server with exit code 0 (also before any

@@ -1,0 +1,392 @@
+//! The conversation of one Claude Code transcript: the `parentUuid` tree, walked from the
+//! newest main-chain record back to the root or the last compaction, with the replies that
+//! share an assistant message id merged into one message.
+//!
+//! Purpose: the fold [`ConversationScan`] does, apart from the record parsing in the parent
+//! module. Invariant: one node per record with a uuid, a fixed size each (text lives once, in
+//! `items`); the walk visits each node at most once (a cycle ends it); merging a reply's pieces
+//! is linear in the reply (each piece found by its hash). Proof: the parent module's tests and
+//! `tests/reliability_linear_readers.rs`.
+
+use super::{
+    content_text, is_marker, is_prompt, is_synthetic, message_id, parse, preserved_segment,
+    strip_injected, PreservedSegment,
+};
+use crate::session::external::scan::LineSink;
+use crate::session::external::{parse_time, Conversation, Item, ItemKind};
+use std::collections::HashMap;
+
+/// A record's `uuid` as a compact key: a canonical (lowercase) UUID as its 128 bits in two
+/// words, anything else by its text. Exact either way: no two records share a key unless they
+/// share a uuid.
+enum Key {
+    Uuid((u64, u64)),
+    Other(Box<str>),
+}
+
+impl Key {
+    fn of(text: &str) -> Key {
+        let b = text.as_bytes();
+        if b.len() == 36 && [8, 13, 18, 23].iter().all(|&i| b[i] == b'-') {
+            let mut value: u128 = 0;
+            let mut digits = 0;
+            for &c in b {
+                let d = match c {
+                    b'0'..=b'9' => c - b'0',
+                    b'a'..=b'f' => c - b'a' + 10,
+                    _ => continue,
+                };
+                value = value << 4 | u128::from(d);
+                digits += 1;
+            }
+            if digits == 32 {
+                return Key::Uuid(((value >> 64) as u64, value as u64));
+            }
+        }
+        Key::Other(text.into())
+    }
+}
+
+/// No node, no item.
+const NONE: u32 = u32::MAX;
+/// The record was read (not only named as a parent).
+const PRESENT: u8 = 1;
+/// A compaction boundary: the chain before it is replaced by the summary after it.
+const BOUNDARY: u8 = 2;
+/// A user or assistant record, or a boundary: one the newest leaf may be.
+const CONVERSATIONAL: u8 = 4;
+/// Already walked by [`ConversationScan::finish`] (a cycle ends there).
+const TAKEN: u8 = 8;
+
+/// One record of the tree: 16 bytes, whatever the record held (its text, if it is part of the
+/// conversation, lives in `ConversationScan::items`).
+#[derive(Clone, Copy)]
+struct Node {
+    parent: u32,
+    item: u32,
+    /// Position in the file (saturating).
+    order: u32,
+    flags: u8,
+}
+
+const EMPTY: Node = Node {
+    parent: NONE,
+    item: NONE,
+    order: 0,
+    flags: 0,
+};
+
+/// Builds the main-chain conversation.
+///
+/// Memory: a record costs its node (16 bytes) and its key in the id table (24 bytes, about 30
+/// with the table's slack), plus the text of the records the projection keeps; nothing else of a
+/// record is kept, so a session of millions of tiny records stays within a small multiple of
+/// its file.
+#[derive(Default)]
+pub struct ConversationScan {
+    /// Ids of canonical UUIDs (24 bytes an entry) and of anything else.
+    uuids: HashMap<(u64, u64), u32>,
+    others: HashMap<Box<str>, u32>,
+    nodes: Vec<Node>,
+    items: Vec<Option<(Item, Option<String>)>>,
+    leaf: Option<u32>,
+    /// The newest compaction's preserved segment, if it kept one.
+    preserved: Option<PreservedSegment>,
+    last_line: Option<u64>,
+    last_activity: Option<i64>,
+}
+
+impl ConversationScan {
+    fn intern(&mut self, uuid: &str) -> u32 {
+        let next = self.nodes.len() as u32;
+        let at = *match Key::of(uuid) {
+            Key::Uuid(key) => self.uuids.entry(key).or_insert(next),
+            Key::Other(key) => self.others.entry(key).or_insert(next),
+        };
+        if at == next {
+            self.nodes.push(EMPTY);
+        }
+        at
+    }
+
+    fn lookup(&self, uuid: &str) -> u32 {
+        match Key::of(uuid) {
+            Key::Uuid(key) => self.uuids.get(&key),
+            Key::Other(key) => self.others.get(&key),
+        }
+        .copied()
+        .unwrap_or(NONE)
+    }
+}
+
+impl LineSink for ConversationScan {
+    fn line(&mut self, index: u64, bytes: &[u8]) -> bool {
+        self.last_line = Some(index);
+        let Some(line) = parse(bytes) else {
+            return true;
+        };
+        let time = line.timestamp.as_deref().and_then(parse_time);
+        if let Some(t) = time {
+            self.last_activity = Some(self.last_activity.map_or(t, |a| a.max(t)));
+        }
+        let Some(uuid) = line.uuid.as_deref() else {
+            return true;
+        };
+        if line.is_sidechain == Some(true) {
+            return true;
+        }
+        // Past four billion records the table is full: the rest are not part of the tree.
+        if self.nodes.len() >= (NONE - 1) as usize {
+            return true;
+        }
+        let boundary = line.kind.as_deref() == Some("system")
+            && line.subtype.as_deref() == Some("compact_boundary");
+        if boundary {
+            // A later compaction without a preserved segment replaces an earlier one with it.
+            self.preserved = preserved_segment(&line);
+        }
+        let conversational = boundary || matches!(line.kind.as_deref(), Some("user" | "assistant"));
+        let time = time.unwrap_or(0);
+        let item = match line.kind.as_deref() {
+            Some("user") if line.is_compact_summary == Some(true) => {
+                let (text, _) = content_text(line.message);
+                Some((
+                    Item {
+                        kind: ItemKind::Summary,
+                        text: text.trim().to_string(),
+                        time,
+                    },
+                    None,
+                ))
+            }
+            Some("user") if is_prompt(&line) => {
+                let (text, only_tools) = content_text(line.message);
+                let text = strip_injected(&text);
+                (!only_tools && !is_marker(&text)).then_some((
+                    Item {
+                        kind: ItemKind::User,
+                        text,
+                        time,
+                    },
+                    None,
+                ))
+            }
+            Some("assistant") if is_synthetic(line.message) => None,
+            Some("assistant") => {
+                let (text, _) = content_text(line.message);
+                Some((
+                    Item {
+                        kind: ItemKind::Assistant,
+                        text: text.trim().to_string(),
+                        time,
+                    },
+                    message_id(line.message),
+                ))
+            }
+            _ => None,
+        };
+        let at = self.intern(uuid);
+        let parent = line.parent_uuid.as_deref().map_or(NONE, |p| self.intern(p));
+        // Only conversation records and boundaries can be the newest leaf; progress, attachments
+        // and bookkeeping records hang off the chain without moving it.
+        if item.is_some() || boundary {
+            self.leaf = Some(at);
+        }
+        let item = match item {
+            Some(item) => {
+                self.items.push(Some(item));
+                (self.items.len() - 1) as u32
+            }
+            None => NONE,
+        };
+        let flags = PRESENT
+            | if boundary { BOUNDARY } else { 0 }
+            | if conversational { CONVERSATIONAL } else { 0 };
+        self.nodes[at as usize] = Node {
+            parent,
+            item,
+            order: u32::try_from(index).unwrap_or(u32::MAX),
+            flags,
+        };
+        true
+    }
+}
+
+impl ConversationScan {
+    /// The newest conversation record at or below `leaf` (by file position), following children.
+    fn descend(&self, leaf: u32) -> u32 {
+        // Children as one flat array (offsets by parent), built in two passes over the nodes.
+        let n = self.nodes.len();
+        let mut start = vec![0u32; n + 1];
+        for node in &self.nodes {
+            if node.flags & PRESENT != 0 && node.parent != NONE {
+                start[node.parent as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut children = vec![0u32; start[n] as usize];
+        for (i, node) in self.nodes.iter().enumerate() {
+            if node.flags & PRESENT != 0 && node.parent != NONE {
+                let slot = &mut fill[node.parent as usize];
+                children[*slot as usize] = i as u32;
+                *slot += 1;
+            }
+        }
+        // Any conversation descendant is newer along the chain than the leaf, whatever its place
+        // in the file; among them the one written last wins (the newest branch).
+        let mut best: Option<(u32, u32)> = None;
+        let mut seen = vec![false; n];
+        let mut stack = vec![leaf];
+        while let Some(at) = stack.pop() {
+            let at = at as usize;
+            if std::mem::replace(&mut seen[at], true) {
+                continue;
+            }
+            for &child in &children[start[at] as usize..start[at + 1] as usize] {
+                let node = &self.nodes[child as usize];
+                let candidate = node.flags & CONVERSATIONAL != 0
+                    && (node.item != NONE || node.flags & BOUNDARY != 0)
+                    && best.is_none_or(|(order, _)| node.order > order);
+                if candidate {
+                    best = Some((node.order, child));
+                }
+                stack.push(child);
+            }
+        }
+        best.map_or(leaf, |(_, child)| child)
+    }
+
+    /// Walks the node `at` once: `None` when it was never read or was walked already.
+    fn take(&mut self, at: u32) -> Option<Node> {
+        let node = self.nodes.get_mut(at as usize)?;
+        if node.flags & PRESENT == 0 || node.flags & TAKEN != 0 {
+            return None;
+        }
+        node.flags |= TAKEN;
+        Some(*node)
+    }
+
+    /// The main chain from the newest leaf back to the latest compaction boundary, in order; an
+    /// assistant reply split over records of one message id becomes one item.
+    ///
+    /// The leaf is the newest conversation record in the file, moved down to its newest
+    /// conversation descendant when it has one (an interactive session can write a reply before
+    /// its prompt). A preserved segment is re-linked as Claude Code does: its head's parent is the
+    /// summary (`anchorUuid`), and when the chain reaches the summary without having passed
+    /// through the segment, the segment (tail back to head) is put right after it.
+    pub fn finish(mut self) -> Conversation {
+        let leaf = self.leaf.take().map(|leaf| self.descend(leaf));
+        let preserved = self.preserved.take().map(|seg| {
+            (
+                self.lookup(&seg.anchor_uuid),
+                self.lookup(&seg.head_uuid),
+                self.lookup(&seg.tail_uuid),
+            )
+        });
+        let mut chain: Vec<u32> = Vec::new();
+        let mut at = leaf;
+        let mut spliced = false;
+        while let Some(here) = at {
+            if let Some((anchor, head, tail)) = preserved {
+                if !spliced && here == anchor && anchor != NONE {
+                    spliced = true;
+                    let mut inner = Some(tail);
+                    while let Some(kept) = inner {
+                        let Some(node) = self.take(kept) else {
+                            break;
+                        };
+                        if node.item != NONE {
+                            chain.push(node.item);
+                        }
+                        inner = (kept != head && node.parent != NONE).then_some(node.parent);
+                    }
+                }
+            }
+            let Some(node) = self.take(here) else {
+                break;
+            };
+            if node.flags & BOUNDARY != 0 {
+                break;
+            }
+            at = match preserved {
+                Some((anchor, head, _)) if here == head && head != NONE => {
+                    spliced = true;
+                    Some(anchor)
+                }
+                _ => (node.parent != NONE).then_some(node.parent),
+            };
+            if node.item != NONE {
+                chain.push(node.item);
+            }
+        }
+        let mut items_by_index = std::mem::take(&mut self.items);
+        let chain: Vec<(Item, Option<String>)> = chain
+            .into_iter()
+            .filter_map(|i| items_by_index[i as usize].take())
+            .collect();
+        drop(items_by_index);
+        let mut chain = chain;
+        chain.reverse();
+        let mut items: Vec<Item> = Vec::new();
+        let mut last_id: Option<String> = None;
+        // The pieces already in the reply being merged (by hash, then compared whole): a
+        // record that repeats one adds nothing, and the check costs its own length, not the
+        // reply's (a reply split over thousands of records stays linear).
+        let mut pieces: HashMap<u64, Vec<(usize, usize)>> = HashMap::new();
+        for (item, id) in chain {
+            if item.kind == ItemKind::Assistant {
+                if let (Some(id), Some(prev)) = (&id, items.last_mut()) {
+                    if last_id.as_ref() == Some(id) && prev.kind == ItemKind::Assistant {
+                        if !item.text.is_empty() && !has_piece(&pieces, &prev.text, &item.text) {
+                            if !prev.text.is_empty() {
+                                prev.text.push('\n');
+                            }
+                            let start = prev.text.len();
+                            prev.text.push_str(&item.text);
+                            add_piece(&mut pieces, &prev.text, start);
+                        }
+                        continue;
+                    }
+                }
+                last_id = id;
+                pieces.clear();
+                if !item.text.is_empty() {
+                    add_piece(&mut pieces, &item.text, 0);
+                }
+            } else if !item.text.is_empty() {
+                last_id = None;
+            }
+            if !item.text.is_empty() {
+                items.push(item);
+            }
+        }
+        Conversation {
+            items,
+            last_line: self.last_line,
+            last_activity: self.last_activity,
+        }
+    }
+}
+
+fn piece_hash(text: &str) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(text)
+}
+
+/// Whether `piece` is already one of the pieces of `reply`.
+fn has_piece(pieces: &HashMap<u64, Vec<(usize, usize)>>, reply: &str, piece: &str) -> bool {
+    pieces
+        .get(&piece_hash(piece))
+        .is_some_and(|spans| spans.iter().any(|&(a, b)| &reply[a..b] == piece))
+}
+
+/// Records `reply[start..]` as a piece of the reply.
+fn add_piece(pieces: &mut HashMap<u64, Vec<(usize, usize)>>, reply: &str, start: usize) {
+    pieces
+        .entry(piece_hash(&reply[start..]))
+        .or_default()
+        .push((start, reply.len()));
+}
