@@ -326,41 +326,79 @@ async fn exec(
             }
         };
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
-    let (cwd, files) = match attachments(args, &prompt).await {
-        Ok(choice) => choice,
-        Err(message) => {
-            out.error(&message);
-            close(&agent).await;
-            return 1;
-        }
-    };
     let mut events = agent.subscribe();
-    let cancel = CancellationToken::new();
-    let submitted = tokio::select! {
-        submitted = mount.submit_files(&prompt, cwd, files, &cancel) => submitted,
-        _ = interrupts.next() => {
-            cancel.cancel();
-            out.error("interrupted before the prompt was sent");
-            close(&agent).await;
-            return 1;
-        }
-    };
-    if let Err(e) = submitted {
-        let mut message = match &e {
-            // A file that could not be read as chosen: the reason alone, as `exec` words it.
-            SubmitError::Attachment(why) => why.clone(),
-            e => e.to_string(),
-        };
-        if matches!(e, SubmitError::InvalidReference(_)) {
-            message.push_str(
-                "; write a mention with `dsh-refs mention format ID` (or `--label TITLE`), or \
-                 name the session as @ID, @PREFIX or --ref ID|PREFIX|WORD",
-            );
-        }
+    if let Err(message) = send(args, &prompt, &mount, &mut interrupts).await {
         out.error(&message);
         close(&agent).await;
         return 1;
     }
+    let (reason, last_error) =
+        follow_turn(&mut out, &mut interrupts, &mut events, &agent, &session_id).await;
+    close(&agent).await;
+    out.end_line();
+    let kind = reason["kind"].as_str().unwrap_or("unknown").to_string();
+    out.event(json!({"type": "done", "sessionId": session_id, "reason": reason}));
+    if kind == "completed" {
+        if !args.json {
+            warn(&format!("session {session_id}"));
+        }
+        return 0;
+    }
+    let message = reason
+        .pointer("/failure/message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| (kind == "aborted").then(|| "the turn was cancelled".to_string()))
+        .unwrap_or_else(|| format!("the turn ended: {kind}"));
+    if last_error.as_deref() != Some(message.as_str()) {
+        out.error(&message);
+    }
+    1
+}
+
+/// Sends the prompt with its attachments and references through `mount`; the message to print
+/// when it was not sent (a Ctrl-C before it left cancels it).
+async fn send(
+    args: &ExecArgs,
+    prompt: &str,
+    mount: &SessionReferenceMount,
+    interrupts: &mut Interrupts,
+) -> Result<(), String> {
+    let (cwd, files) = attachments(args, prompt).await?;
+    let cancel = CancellationToken::new();
+    let submitted = tokio::select! {
+        submitted = mount.submit_files(prompt, cwd, files, &cancel) => submitted,
+        _ = interrupts.next() => {
+            cancel.cancel();
+            return Err("interrupted before the prompt was sent".to_string());
+        }
+    };
+    let Err(e) = submitted else {
+        return Ok(());
+    };
+    let mut message = match &e {
+        // A file that could not be read as chosen: the reason alone, as `exec` words it.
+        SubmitError::Attachment(why) => why.clone(),
+        e => e.to_string(),
+    };
+    if matches!(e, SubmitError::InvalidReference(_)) {
+        message.push_str(
+            "; write a mention with `dsh-refs mention format ID` (or `--label TITLE`), or \
+             name the session as @ID, @PREFIX or --ref ID|PREFIX|WORD",
+        );
+    }
+    Err(message)
+}
+
+/// Prints the turn's events as they come (a Ctrl-C cancels the turn, not the process) until it
+/// ends; answers how it ended and the last error already printed.
+async fn follow_turn(
+    out: &mut Output,
+    interrupts: &mut Interrupts,
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
+    agent: &Agent,
+    session_id: &str,
+) -> (Value, Option<String>) {
     let mut last_error: Option<String> = None;
     let reason = loop {
         let flush_at = out.flush_at;
@@ -417,7 +455,7 @@ async fn exec(
                 if out.json {
                     for event in &logged {
                         if let Some(references) = event
-                            .message(&session_id)
+                            .message(session_id)
                             .ok()
                             .flatten()
                             .as_ref()
@@ -428,7 +466,7 @@ async fn exec(
                     }
                 }
                 let end = logged.iter().find(|e| e.kind == TURN_END).and_then(|e| {
-                    match e.decode(&session_id) {
+                    match e.decode(session_id) {
                         Ok(EventData::TurnEnd { reason, .. }) => Some(reason),
                         _ => None,
                     }
@@ -439,26 +477,7 @@ async fn exec(
             }
         }
     };
-    close(&agent).await;
-    out.end_line();
-    let kind = reason["kind"].as_str().unwrap_or("unknown").to_string();
-    out.event(json!({"type": "done", "sessionId": session_id, "reason": reason}));
-    if kind == "completed" {
-        if !args.json {
-            warn(&format!("session {session_id}"));
-        }
-        return 0;
-    }
-    let message = reason
-        .pointer("/failure/message")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .or_else(|| (kind == "aborted").then(|| "the turn was cancelled".to_string()))
-        .unwrap_or_else(|| format!("the turn ended: {kind}"));
-    if last_error.as_deref() != Some(message.as_str()) {
-        out.error(&message);
-    }
-    1
+    (reason, last_error)
 }
 
 /// The files this turn sends, as chosen (the mount's transaction reads them): `--attach`

@@ -236,44 +236,7 @@ impl ExternalSessions {
             }
         }
         // Heads: new files are read; incomplete ones again when their stamp changed.
-        for file in &files {
-            let known = listing
-                .heads
-                .get(file)
-                .map(|(stamp, head)| (*stamp, head.is_some()));
-            if let Some((_, true)) = known {
-                continue;
-            }
-            let Ok(meta) = fs::metadata(file) else {
-                continue;
-            };
-            let stamp = FileStamp::of(&meta);
-            if known.map(|(s, _)| s) == Some(stamp) {
-                continue;
-            }
-            // The persistent listing's head, for the same file (grown or not).
-            if let Some((old, head)) = listing.restored.remove(file) {
-                if known.is_none() && stamp.continues(old) && readable(file) {
-                    listing.heads.insert(file.clone(), (stamp, Some(head)));
-                    changed = true;
-                    continue;
-                }
-            }
-            listing.heads_dirty = true;
-            let head = match read_head(agent, file) {
-                Ok(head) => {
-                    listing.errors.remove(file);
-                    head
-                }
-                Err(err) => {
-                    tracing::warn!(source = agent.name(), file = %file.display(), error = %err, "skipping a session file");
-                    listing.errors.insert(file.clone(), err.to_string());
-                    None
-                }
-            };
-            changed |= head.is_some() || known.is_none();
-            listing.heads.insert(file.clone(), (stamp, head));
-        }
+        changed |= read_heads(agent, &mut listing, &files);
         listing.incomplete = files
             .iter()
             .filter_map(|file| match listing.heads.get(file) {
@@ -607,6 +570,52 @@ impl Drop for Inner {
             persist(self, &mut listing);
         }
     }
+}
+
+/// Reads the heads `listing` lacks for `files`: new files (from the persistent listing when it
+/// holds the same file), and incomplete heads again when their stamp changed. Answers whether
+/// the listing changed.
+fn read_heads(agent: ExternalAgent, listing: &mut Listing, files: &[PathBuf]) -> bool {
+    let mut changed = false;
+    for file in files {
+        let known = listing
+            .heads
+            .get(file)
+            .map(|(stamp, head)| (*stamp, head.is_some()));
+        if let Some((_, true)) = known {
+            continue;
+        }
+        let Ok(meta) = fs::metadata(file) else {
+            continue;
+        };
+        let stamp = FileStamp::of(&meta);
+        if known.map(|(s, _)| s) == Some(stamp) {
+            continue;
+        }
+        // The persistent listing's head, for the same file (grown or not).
+        if let Some((old, head)) = listing.restored.remove(file) {
+            if known.is_none() && stamp.continues(old) && readable(file) {
+                listing.heads.insert(file.clone(), (stamp, Some(head)));
+                changed = true;
+                continue;
+            }
+        }
+        listing.heads_dirty = true;
+        let head = match read_head(agent, file) {
+            Ok(head) => {
+                listing.errors.remove(file);
+                head
+            }
+            Err(err) => {
+                tracing::warn!(source = agent.name(), file = %file.display(), error = %err, "skipping a session file");
+                listing.errors.insert(file.clone(), err.to_string());
+                None
+            }
+        };
+        changed |= head.is_some() || known.is_none();
+        listing.heads.insert(file.clone(), (stamp, head));
+    }
+    changed
 }
 
 /// Whether this process may read `file` (its effective ids against the file's mode, as an

@@ -294,33 +294,7 @@ impl EventData {
                     extra: m,
                 }
             }
-            ASSISTANT_MESSAGE | TOOL_RESULT => {
-                let mut m = map()?;
-                let turn = m.remove("turn").unwrap_or(Value::Null);
-                let step = m.remove("step").unwrap_or(Value::Null);
-                let message = match m.remove("message") {
-                    Some(message) => serde_json::from_value(message)?,
-                    None if kind == ASSISTANT_MESSAGE => {
-                        legacy::assistant_message(&mut m, legacy_id())?
-                    }
-                    None => legacy::tool_result(&mut m, legacy_id())?,
-                };
-                if kind == ASSISTANT_MESSAGE {
-                    EventData::AssistantMessage {
-                        turn,
-                        step,
-                        message,
-                        extra: m,
-                    }
-                } else {
-                    EventData::ToolResult {
-                        turn,
-                        step,
-                        message,
-                        extra: m,
-                    }
-                }
-            }
+            ASSISTANT_MESSAGE | TOOL_RESULT => reply_event(kind, map()?, legacy_id)?,
             TURN_START => {
                 let mut m = map()?;
                 EventData::TurnStart {
@@ -403,6 +377,37 @@ impl EventData {
             },
         })
     }
+}
+
+/// An assistant message or a tool result (`kind`), from its data `m`; a record of an older
+/// version is upgraded with the legacy message id.
+fn reply_event(
+    kind: &str,
+    mut m: Map<String, Value>,
+    legacy_id: impl Fn() -> String,
+) -> Result<EventData, serde_json::Error> {
+    let turn = m.remove("turn").unwrap_or(Value::Null);
+    let step = m.remove("step").unwrap_or(Value::Null);
+    let message = match m.remove("message") {
+        Some(message) => serde_json::from_value(message)?,
+        None if kind == ASSISTANT_MESSAGE => legacy::assistant_message(&mut m, legacy_id())?,
+        None => legacy::tool_result(&mut m, legacy_id())?,
+    };
+    Ok(if kind == ASSISTANT_MESSAGE {
+        EventData::AssistantMessage {
+            turn,
+            step,
+            message,
+            extra: m,
+        }
+    } else {
+        EventData::ToolResult {
+            turn,
+            step,
+            message,
+            extra: m,
+        }
+    })
 }
 
 fn json<T: Serialize>(value: &T) -> Value {
