@@ -1,9 +1,20 @@
-//! Embeds `assets/demo-home` into the binary, so `dsh-refs --demo` works from any directory.
+//! Embeds `assets/demo-home` into the binary, so `dsh-refs --demo` works from any directory,
+//! and sets `partial_faces` when a face's feature is off.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 fn main() {
+    // One cfg for "built without every face": the rooms whose parts serve only the faces allow
+    // dead code under it, instead of each spelling the feature list out.
+    println!("cargo::rustc-check-cfg=cfg(partial_faces)");
+    let faces = ["OPENAI", "DISCOVERY", "TUI", "MCP", "CLI"];
+    if faces
+        .iter()
+        .any(|f| std::env::var_os(format!("CARGO_FEATURE_{f}")).is_none())
+    {
+        println!("cargo::rustc-cfg=partial_faces");
+    }
     // Only the `tui` feature embeds the demo home (`src/demo.rs`).
     if std::env::var_os("CARGO_FEATURE_TUI").is_none() {
         return;

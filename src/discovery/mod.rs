@@ -34,9 +34,12 @@
 
 pub(crate) mod index;
 mod indexer;
+// Serve only the faces (the TUI's and the command line's start-up): unused in a build without them.
+#[cfg_attr(partial_faces, allow(dead_code))]
 pub(crate) mod lifecycle;
 pub(crate) mod meta;
 pub(crate) mod rank;
+#[cfg_attr(partial_faces, allow(dead_code))]
 pub(crate) mod recent;
 pub(crate) mod search;
 pub(crate) mod terms;

@@ -14,16 +14,7 @@ pub(crate) mod projection;
 pub(crate) mod ranking;
 // Parts of this room serve only the faces (the TUI, the command line, the MCP server); a
 // build without them leaves those parts unused.
-#[cfg_attr(
-    not(all(
-        feature = "openai",
-        feature = "discovery",
-        feature = "tui",
-        feature = "mcp",
-        feature = "cli"
-    )),
-    allow(dead_code)
-)]
+#[cfg_attr(partial_faces, allow(dead_code))]
 pub(crate) mod render;
 pub(crate) mod retention;
 pub(crate) mod service;

@@ -3,16 +3,7 @@
 
 // Parts of this room serve only the faces (the TUI, the command line, the MCP server); a
 // build without them leaves those parts unused.
-#[cfg_attr(
-    not(all(
-        feature = "openai",
-        feature = "discovery",
-        feature = "tui",
-        feature = "mcp",
-        feature = "cli"
-    )),
-    allow(dead_code)
-)]
+#[cfg_attr(partial_faces, allow(dead_code))]
 pub(crate) mod civil;
 pub(crate) mod clock;
 pub mod error;
@@ -29,16 +20,7 @@ pub mod store;
 pub mod surface;
 // Parts of this room serve only the faces (the TUI, the command line, the MCP server); a
 // build without them leaves those parts unused.
-#[cfg_attr(
-    not(all(
-        feature = "openai",
-        feature = "discovery",
-        feature = "tui",
-        feature = "mcp",
-        feature = "cli"
-    )),
-    allow(dead_code)
-)]
+#[cfg_attr(partial_faces, allow(dead_code))]
 pub(crate) mod title;
 pub mod writer;
 

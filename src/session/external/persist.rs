@@ -30,7 +30,7 @@
 //! title appended shows, a truncated or replaced file is read again, a deleted one disappears,
 //! nothing is written under the agent's home).
 
-use super::scan::FileStamp;
+use super::lines::FileStamp;
 use super::Head;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
