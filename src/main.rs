@@ -26,6 +26,10 @@ fn main() {
         let code = dsh_session_references::cli::reference::run(command, &home);
         std::process::exit(code);
     }
+    // `completions` and `man` print what the clap definitions say, with no home.
+    if let Some(command @ (Command::Completions { .. } | Command::Man)) = &cli.command {
+        std::process::exit(dsh_session_references::cli::docs::run(command));
+    }
     let resolved = match cli.resolve() {
         Ok(resolved) => resolved,
         Err(message) => {
@@ -74,6 +78,9 @@ fn main() {
         }
         Some(command @ (Command::Uri(_) | Command::Mention(_))) => {
             dsh_session_references::cli::reference::run(command, home)
+        }
+        Some(command @ (Command::Completions { .. } | Command::Man)) => {
+            dsh_session_references::cli::docs::run(command)
         }
         None => run_tui(&resolved, cli.home.as_deref(), &cli.tui, &cli.model),
     };

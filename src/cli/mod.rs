@@ -10,6 +10,7 @@ use crate::session::external::{SourceChoice, SourceSet};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+pub mod docs;
 pub mod exec;
 pub(crate) mod exec_refs;
 pub mod lifecycle;
@@ -243,6 +244,13 @@ pub enum Command {
     /// Serve session references to other agents over MCP on stdin/stdout (SPEC §10).
     #[cfg(feature = "mcp")]
     Mcp(McpArgs),
+    /// Print a shell completion script for SHELL to stdout.
+    Completions {
+        /// The shell: bash, elvish, fish, powershell or zsh.
+        shell: clap_complete::Shell,
+    },
+    /// Print the dsh-refs(1) man page (roff) to stdout.
+    Man,
     /// Parse a message and prepare its session-reference context.
     Prepare {
         /// The agent's own session id.
