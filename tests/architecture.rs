@@ -772,3 +772,45 @@ fn widgets_answer_keys_with_one_type_read_from_the_key_table() {
     assert!(raw_key_checks("if key.code == KeyCode::Enter {"));
     assert!(!raw_key_checks("keymap.action(KeyContext::Popup, &key)"));
 }
+
+/// Issue 33, item 2: other agents live behind one interface. Outside `session/external/`, no
+/// code names a particular agent's variant (`ExternalAgent::Claude`) or matches on an agent's
+/// name (`"codex" =>`); the badge, product name and home come from the registry. (The command
+/// line's home flags pair each flag with its agent's name, which is not a match.)
+#[test]
+fn no_room_outside_session_external_knows_a_particular_agent() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let agents = ["claude", "codex", "qwen", "gemini", "opencode"];
+    let mut found = Vec::new();
+    for (file, source) in read_tree(&src) {
+        if file.starts_with("session/external/") {
+            continue;
+        }
+        // Tests beside the code may name fixtures' agents.
+        let code = code_only(source.split("#[cfg(test)]").next().unwrap_or(&source));
+        for (n, line) in code.lines().enumerate() {
+            let named_variant = [
+                "ExternalAgent::Claude",
+                "ExternalAgent::Codex",
+                "ExternalAgent::Qwen",
+                "ExternalAgent::Gemini",
+                "ExternalAgent::Opencode",
+            ]
+            .iter()
+            .any(|v| line.contains(v));
+            let matched = agents.iter().any(|a| {
+                source
+                    .lines()
+                    .nth(n)
+                    .is_some_and(|raw| raw.contains(&format!("\"{a}\" =>")))
+            });
+            if named_variant || matched {
+                found.push(format!("{file}:{}", n + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "agent-specific code outside session/external: {found:?}"
+    );
+}

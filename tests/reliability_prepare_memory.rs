@@ -70,6 +70,21 @@ fn prepare_of_a_big_assistant_log_peaks_near_its_conversation() {
         "{} what happened?",
         String::from_utf8(mention.stdout).unwrap().trim()
     );
+    // The baseline: the same binary preparing a reference to an empty session (the same code
+    // paths, the same pages of a debug build touched, no conversation to hold).
+    write_log("empty", 0);
+    let empty = Command::new(bin)
+        .args(["mention", "format", "empty"])
+        .output()
+        .unwrap();
+    let baseline = Command::new(bin)
+        .arg("--home")
+        .arg(home.path())
+        .args(["prepare", "--as", "agent", "--cwd", "/w"])
+        .arg(String::from_utf8(empty.stdout).unwrap().trim())
+        .output()
+        .unwrap();
+    assert!(baseline.status.success());
     let before = children_peak_rss();
     let output = Command::new(bin)
         .arg("--home")
@@ -88,13 +103,13 @@ fn prepare_of_a_big_assistant_log_peaks_near_its_conversation() {
     eprintln!("prepare peak RSS: {} MiB", peak / MIB);
     // The conversation is nearly the whole log: about `size` MiB. Three copies (raw kept for
     // the cache, the snapshot, the projected text) or two heaps were 2-3 times that. The bound
-    // counts from what the same binary peaks at doing nothing (`before`: the `mention format`
-    // child, ~15 MiB of a debug build's own pages), so a bigger binary does not eat the margin
-    // for the conversation's copies: one copy plus a fifth is allowed.
+    // counts from what the same binary peaks at preparing a reference to an empty session
+    // (`before`, ~16 MiB of a debug build's own pages and buffers), so a bigger binary does not
+    // eat the margin for the conversation's copies: one copy plus a fifth is allowed.
     let bound = before + size * MIB * 6 / 5;
     assert!(
         peak < bound,
-        "peak RSS {} MiB for a {size} MiB conversation (bound {} MiB: the idle binary's {} MiB plus 1.2 copies)",
+        "peak RSS {} MiB for a {size} MiB conversation (bound {} MiB: the empty prepare's {} MiB plus 1.2 copies)",
         peak / MIB,
         bound / MIB,
         before / MIB

@@ -104,7 +104,18 @@ pub struct SourceArgs {
     /// Codex's home, holding `sessions/` (else $CODEX_HOME, else ~/.codex).
     #[arg(long, global = true, value_name = "DIR")]
     pub codex_home: Option<PathBuf>,
-    /// Comma-separated sources to list: dsh, claude, codex (default: every one that exists).
+    /// Qwen Code's home, holding `projects/` (else $QWEN_HOME, else ~/.qwen).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub qwen_home: Option<PathBuf>,
+    /// Gemini CLI's home, holding `tmp/` (else $GEMINI_CLI_HOME/.gemini, else ~/.gemini).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub gemini_home: Option<PathBuf>,
+    /// opencode's data directory, holding `opencode.db` (else $XDG_DATA_HOME/opencode, else
+    /// ~/.local/share/opencode).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub opencode_home: Option<PathBuf>,
+    /// Comma-separated sources to list: dsh, claude, codex, qwen, gemini, opencode (default:
+    /// every one that exists).
     #[arg(long, global = true, value_name = "LIST", value_parser = parse_sources)]
     pub sources: Option<SourceChoice>,
 }
@@ -113,10 +124,15 @@ impl SourceArgs {
     /// The sources these flags select, with the homes they name (else the environment, else the
     /// defaults).
     pub fn source_set(&self) -> SourceSet {
-        SourceSet::from_flags(
+        SourceSet::from_homes(
             self.sources.as_ref(),
-            self.claude_home.as_deref(),
-            self.codex_home.as_deref(),
+            &[
+                ("claude", self.claude_home.as_deref()),
+                ("codex", self.codex_home.as_deref()),
+                ("qwen", self.qwen_home.as_deref()),
+                ("gemini", self.gemini_home.as_deref()),
+                ("opencode", self.opencode_home.as_deref()),
+            ],
         )
     }
 }

@@ -50,6 +50,17 @@ pub fn sessions_with_sources(home: &Path, sources: &SourceSet, json: bool) -> i3
             for skipped in store.unsupported_logs() {
                 eprintln!("dsh-refs: not listed: {skipped}");
             }
+            let own = if sources.hide_dsh {
+                Vec::new()
+            } else {
+                store.unreadable_logs()
+            };
+            let unreadable = own
+                .into_iter()
+                .chain(sources.external.iter().flat_map(|s| s.unreadable_files()));
+            for why in unreadable {
+                eprintln!("dsh-refs: not listed: {}", escape::diagnostic(&why));
+            }
             let mut stdout = std::io::stdout().lock();
             let _ = stdout
                 .write_all(out.as_bytes())

@@ -43,8 +43,8 @@ pub(crate) mod watch;
 
 use crate::sync::LockExt;
 pub use index::{
-    db_path, is_busy_error, FileStamper, IndexError, Indexer, PassStats, Stamper, Targeted,
-    BUSY_TIMEOUT, READER_BUSY_TIMEOUT, SCHEMA_VERSION,
+    db_path, db_path_for, is_busy_error, FileStamper, IndexError, Indexer, PassStats, Stamper,
+    Targeted, BUSY_TIMEOUT, READER_BUSY_TIMEOUT, SCHEMA_VERSION,
 };
 pub use meta::SessionMeta;
 pub use rank::Field;
@@ -234,10 +234,16 @@ impl Discovery {
             Some(agent) => agents.contains(&agent),
             None => dsh,
         });
-        Discovery::with_watch_root(index::db_path(&home), query, stamper, covers, watch_root)
+        let homes: Vec<(&str, &Path)> = sources
+            .external
+            .iter()
+            .map(|s| (s.agent().name(), s.home()))
+            .collect();
+        let db = index::db_path_for(&home, &homes);
+        Discovery::with_watch_root(db, query, stamper, covers, watch_root)
     }
 
-    /// The index database this discovery writes and searches (`<home>/index/discovery.sqlite3`
+    /// The index database this discovery writes and searches (`<home>/index/discovery.sqlite3`, or [`db_path_for`] its served homes,
     /// for [`Discovery::for_home`]); it need not exist before the first pass.
     pub fn db_path(&self) -> &Path {
         &self.shared.path

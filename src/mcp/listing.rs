@@ -185,11 +185,7 @@ pub fn entry_of_row(row: &SessionMeta) -> Entry {
 }
 
 fn source_name(agent: Option<ExternalAgent>) -> &'static str {
-    match agent {
-        None => "dsh",
-        Some(ExternalAgent::Claude) => "Claude Code",
-        Some(ExternalAgent::Codex) => "Codex",
-    }
+    agent.map_or("dsh", ExternalAgent::product)
 }
 
 /// The page of `entries` a cursor asks for, and the cursor of the next page. A cursor is the

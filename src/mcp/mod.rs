@@ -12,12 +12,14 @@
 //!
 //! Invariant: stdout carries JSON-RPC only (diagnostics go to the tracing subscriber the binary
 //! points at `<home>/logs/`); end of stdin ends the server with exit code 0; a malformed message
-//! gets an error (well-formed JSON of the wrong shape) or is skipped (not JSON), and serving goes
-//! on; no session home is written (reads only; discovery's cache lives under `<home>/index/`).
+//! that names an id gets its answer by that id ([`wire`]: wrong param types, lone surrogates,
+//! nesting and size past the bounds), text that is not JSON and names no id is skipped, and
+//! serving goes on; no session home is written (reads only; discovery's cache lives under `<home>/index/`).
 //! Proof: `tests/mcp/` drives the real binary through `rmcp`'s client.
 
 pub(crate) mod listing;
 pub(crate) mod server;
+pub mod wire;
 
 pub use server::Server;
 
@@ -135,7 +137,7 @@ where
     };
     let running = server
         .clone()
-        .serve((reader, writer))
+        .serve(wire::Wire::new(reader, writer))
         .await
         .map_err(|e| ServeError::Handshake(e.to_string()))?;
     let notifier = server.expose().resources.then(|| {

@@ -10,5 +10,6 @@ mod demo_home;
 mod diagnostics;
 mod reference;
 mod reliability_hostile_home;
+mod serve_only_configured;
 mod shared_resolution;
 mod trust_round_two;

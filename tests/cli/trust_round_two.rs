@@ -21,7 +21,9 @@ struct Run {
 fn run(home: Option<&Path>, args: &[&str], env: &[(&str, &Path)], deadline: Duration) -> Run {
     let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-refs"));
     if let Some(home) = home {
-        command.arg("--home").arg(home);
+        // The user's home is the dsh home too, so no other agent's home on this machine (a
+        // `~/.claude` would be served by default) changes which index the run uses.
+        command.arg("--home").arg(home).env("HOME", home);
     }
     command
         .args(args)

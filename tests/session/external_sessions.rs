@@ -438,9 +438,9 @@ fn the_cli_lists_and_prepares_other_agents_sessions_without_writing() {
     let (_, stdout, _) = run(&["--sources", "codex", "sessions", "--json"]);
     let rows: Vec<Value> = serde_json::from_str(&stdout).unwrap();
     assert_eq!(rows.len(), CODEX_IDS.len());
-    let (code, _, stderr) = run(&["--sources", "dsh,opencode", "sessions"]);
+    let (code, _, stderr) = run(&["--sources", "dsh,crush", "sessions"]);
     assert_eq!(code, Some(2));
-    assert!(stderr.contains("unknown source \"opencode\""), "{stderr}");
+    assert!(stderr.contains("unknown source \"crush\""), "{stderr}");
     let claude = dsh_session_references::reference::encode_session_reference_uri(CLAUDE_IDS[7]);
     let codex = dsh_session_references::reference::encode_session_reference_uri(CODEX_IDS[5]);
     let message = format!("compare @[a]({claude}) with @[b]({codex})");

@@ -187,10 +187,12 @@ fn claude_sessions_of_the_real_cli_list_title_and_project_exactly() {
             preserved.items.last().map(String::as_str),
             Some("assistant: reply to claude delta after print compact (done)")
         );
-        // No title of its own: the first prompt the conversation still holds.
+        // No title of its own: the session's first prompt, even though the compaction took it
+        // out of the conversation (SPEC §9; it was titled by the first prompt after the
+        // compaction before).
         assert_eq!(
             preserved.title.as_deref(),
-            Some("claude delta after print compact"),
+            Some("claude delta one words-removed-by-preserved-compaction"),
             "{}",
             dir.display()
         );
@@ -470,7 +472,7 @@ fn the_cli_lists_the_real_clis_sessions_with_their_titles_and_cwd() {
                 "/tmp/ra-fixture/project-one",
             ),
             (
-                "claude delta after print compact",
+                "claude delta one words-removed-by-preserved-compaction",
                 "/tmp/ra-fixture/project-one",
             ),
             (

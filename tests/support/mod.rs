@@ -237,3 +237,29 @@ pub fn conversation_texts(context: &Message) -> Vec<String> {
         .map(|item| item["text"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// A path's mode, mtime (seconds, nanoseconds) and bytes (none for a directory).
+pub type TreeEntry = (u32, i64, i64, Option<Vec<u8>>);
+
+/// Every path under `root` with its mode, mtime and bytes: compared before and after an
+/// operation, it shows that nothing under another agent's home was written, touched or made.
+#[allow(dead_code)] // Not every test binary reads other agents' homes.
+pub fn tree_with_stamps(root: &Path) -> std::collections::BTreeMap<PathBuf, TreeEntry> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = fs::symlink_metadata(&path).unwrap();
+            let bytes = if meta.is_dir() {
+                stack.push(path.clone());
+                None
+            } else {
+                Some(fs::read(&path).unwrap())
+            };
+            out.insert(path, (meta.mode(), meta.mtime(), meta.mtime_nsec(), bytes));
+        }
+    }
+    out
+}

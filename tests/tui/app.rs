@@ -790,3 +790,57 @@ async fn the_popup_answers_by_title_without_an_index_and_says_so_once() {
         screen(&app)
     );
 }
+
+/// Issue 32: a keymap that unbinds every way out (or gives Ctrl-C to another action) never traps
+/// the person: Ctrl-C twice on an idle, empty composer quits, and Ctrl-D on an empty composer
+/// quits at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_keymap_takes_away_ctrl_c_twice_or_ctrl_d() {
+    use dsh_session_references::tui::keys::Keymap;
+    let hostile = [
+        vec![
+            ("clear-or-quit".to_string(), vec![]),
+            ("submit".to_string(), vec![]),
+            ("interrupt".to_string(), vec![]),
+            ("delete".to_string(), vec![]),
+        ],
+        vec![
+            ("clear-or-quit".to_string(), vec!["ctrl+x".to_string()]),
+            ("details".to_string(), vec!["ctrl+c".to_string()]),
+        ],
+    ];
+    for overrides in &hostile {
+        let keymap = std::sync::Arc::new(Keymap::with_overrides(overrides).unwrap());
+        let home = tempfile::tempdir().unwrap();
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (mut app, _) = offline(&options(home.path()), tx.clone());
+        app.set_keymap(keymap.clone());
+        for event in typed("a draft") {
+            app.handle(event);
+        }
+        app.handle(ctrl('c'));
+        assert!(
+            app.composer.is_empty(),
+            "{overrides:?}: Ctrl-C still clears"
+        );
+        app.handle(ctrl('c'));
+        assert!(!app.should_quit, "{overrides:?}: the first idle press arms");
+        app.handle(ctrl('c'));
+        assert!(app.should_quit, "{overrides:?}: the second quits");
+
+        let home = tempfile::tempdir().unwrap();
+        let (mut app, _) = offline(&options(home.path()), tx);
+        app.set_keymap(keymap);
+        for event in typed("x") {
+            app.handle(event);
+        }
+        app.handle(ctrl('d'));
+        assert!(!app.should_quit, "{overrides:?}: not with a draft");
+        app.handle(key(KeyCode::Backspace));
+        app.handle(ctrl('d'));
+        assert!(
+            app.should_quit,
+            "{overrides:?}: Ctrl-D on an empty composer quits"
+        );
+    }
+}

@@ -9,7 +9,7 @@
 use super::file::{
     create_schema, open_flags, prepare_dir, remove_db, resolved, set_aside_foreign, RebuildLock,
 };
-use super::{IndexError, Indexer, PassStats, Result, FRESH_FILE, LOCK_FILE, PAGE_BYTES};
+use super::{IndexError, Indexer, PassStats, Result, FRESH_SUFFIX, LOCK_FILE, PAGE_BYTES};
 use crate::session::SessionSummary;
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
@@ -25,7 +25,7 @@ impl Indexer {
     /// into the database; at 100,000 sessions and 1 GB of conversation that second write and its
     /// bookkeeping were a quarter of the build's CPU. A file nobody else reads needs neither the
     /// WAL nor a rollback journal: a failed build's file is removed, and a crash leaves only
-    /// [`FRESH_FILE`], which the next fresh build removes unread. The rebuild lock is held
+    /// the database's name with [`FRESH_SUFFIX`], which the next fresh build removes unread. The rebuild lock is held
     /// throughout and a database is made only under it ([`open`]), so no other process of ours
     /// makes one meanwhile. The file is switched to WAL mode and synced before it is linked into
     /// place, and linking never replaces a file (a database that appeared anyway is kept, and
@@ -40,7 +40,9 @@ impl Indexer {
         if std::fs::symlink_metadata(&self.path).is_ok() {
             return Ok(None);
         }
-        let fresh = dir.join(FRESH_FILE);
+        let mut name = self.path.file_name().unwrap_or_default().to_os_string();
+        name.push(FRESH_SUFFIX);
+        let fresh = dir.join(name);
         set_aside_foreign(&fresh)?;
         remove_db(&fresh)?;
         self.conn = Some(open_fresh(&fresh)?);

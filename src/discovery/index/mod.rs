@@ -106,8 +106,8 @@ const COMMIT_BYTES: u64 = 32 << 20;
 /// A pass that finds no database and at least this many sessions builds the index as a fresh
 /// file beside it and moves it into place when done (`Indexer::build_fresh`).
 pub const FRESH_BUILD_SESSIONS: usize = 1_000;
-/// The file a fresh build writes, beside [`DB_FILE`].
-const FRESH_FILE: &str = "discovery.sqlite3.fresh";
+/// The suffix of the file a fresh build writes beside its database (`discovery.sqlite3.fresh`).
+const FRESH_SUFFIX: &str = ".fresh";
 
 /// Why an indexing pass or a search failed. Callers fall back to the contract listing; the
 /// index itself is rebuilt when the failure was a damaged or foreign database.
@@ -142,9 +142,39 @@ pub enum IndexError {
 /// A result of the discovery index, failing with an [`IndexError`].
 pub type Result<T> = std::result::Result<T, IndexError>;
 
-/// Where the index of `home` lives.
+/// Where the index of `home`'s own sessions lives (no other agent's sessions served).
 pub fn db_path(home: &Path) -> PathBuf {
     home.join(INDEX_DIR).join(DB_FILE)
+}
+
+/// Where the index of `home` serving `external` (pairs of an agent's name and its home) lives.
+///
+/// An index is keyed by every home it holds rows of: the dsh home by its directory, the other
+/// agents' homes by name in the file (`discovery-<hash>.sqlite3`, the hash of the sorted
+/// `name=canonical home` pairs). So a process given Claude Code home B never opens the index
+/// that a process given home A filled, and never shows, completes or reads A's rows; nor does
+/// its indexer delete them as unlisted. With no external home it is [`db_path`].
+pub fn db_path_for(home: &Path, external: &[(&str, &Path)]) -> PathBuf {
+    if external.is_empty() {
+        return db_path(home);
+    }
+    let mut keys: Vec<String> = external
+        .iter()
+        .map(|(name, dir)| {
+            let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+            format!("{name}={}", dir.display())
+        })
+        .collect();
+    keys.sort();
+    keys.dedup();
+    // FNV-1a over the joined keys: stable across builds and platforms (a name, not a defence).
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in keys.join("\n").bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    home.join(INDEX_DIR)
+        .join(format!("discovery-{hash:016x}.sqlite3"))
 }
 
 /// What one indexing pass did.

@@ -10,12 +10,14 @@
 //! follow the summary, as Claude Code re-links them. Records sharing an assistant `message.id`
 //! are one message; replies Claude Code wrote itself (`message.model: "<synthetic>"`) are not.
 
-use super::{parse_time, title_line, Conversation, Head, Item, ItemKind};
-use crate::session::error::{Result, SessionError};
+use super::agent::{AgentFormat, SideNames};
+use super::scan::{read_lines, LineSink};
+use super::{parse_time, title_line, Conversation, Head, HeadFields, Item, ItemKind};
+use crate::session::error::Result;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -188,22 +190,37 @@ fn element<'t>(text: &'t str, tag: &str) -> Option<&'t str> {
 
 /// A user prompt without injected elements (system reminders, slash-command plumbing). A slash
 /// command keeps what the person typed: its name and arguments (`/review src/`).
+///
+/// One pass, linear in the text whatever it holds: at each `<` that opens an injected element,
+/// the element (to its closing tag, or to the end when it is never closed) is skipped; every
+/// other byte is copied once.
 pub fn strip_injected(text: &str) -> String {
     let typed = element(text, "command-name").map(|name| {
         let args = element(text, "command-args").unwrap_or_default();
         format!("{name} {args}").trim().to_string()
     });
-    let mut out = text.to_string();
-    for tag in INJECTED_TAGS {
-        let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
-        while let Some(start) = out.find(&open) {
-            let end = match out[start..].find(&close) {
-                Some(at) => start + at + close.len(),
-                None => out.len(),
-            };
-            out.replace_range(start..end, "");
-        }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    while let Some(found) = memchr::memchr(b'<', &text.as_bytes()[at..]) {
+        let start = at + found;
+        let opened = INJECTED_TAGS.iter().find(|tag| {
+            let rest = &text.as_bytes()[start + 1..];
+            rest.starts_with(tag.as_bytes()) && rest.get(tag.len()) == Some(&b'>')
+        });
+        let Some(tag) = opened else {
+            out.push_str(&text[at..=start]);
+            at = start + 1;
+            continue;
+        };
+        out.push_str(&text[at..start]);
+        let body = start + tag.len() + 2;
+        let close = format!("</{tag}>");
+        at = match memchr::memmem::find(&text.as_bytes()[body..], close.as_bytes()) {
+            Some(end) => body + end + close.len(),
+            None => text.len(),
+        };
     }
+    out.push_str(&text[at..]);
     match typed {
         Some(typed) if out.trim().is_empty() => typed,
         Some(typed) => format!("{typed}\n{}", out.trim()),
@@ -219,61 +236,104 @@ fn is_prompt(line: &Line<'_>) -> bool {
         && line.is_compact_summary != Some(true)
 }
 
-/// Reads until the session id, cwd and a time are known.
-#[derive(Default)]
-pub struct HeadScan {
-    id: Option<String>,
-    cwd: Option<String>,
-    created: Option<i64>,
-    objects: u64,
-    lines: u64,
+/// Claude Code (`~/.claude/projects/<dir>/<sessionId>.jsonl`; ids `claude:<sessionId>`).
+pub struct ClaudeCode;
+
+impl AgentFormat for ClaudeCode {
+    fn name(&self) -> &'static str {
+        "claude"
+    }
+
+    fn product(&self) -> &'static str {
+        "Claude Code"
+    }
+
+    fn home_env(&self) -> &'static str {
+        "CLAUDE_CONFIG_DIR"
+    }
+
+    /// `CLAUDE_CONFIG_DIR` may list several directories; the first is the primary one.
+    fn home_from_env(&self, value: &str) -> Option<PathBuf> {
+        let first = value.split(',').next().unwrap_or_default().trim();
+        (!first.is_empty()).then(|| PathBuf::from(first))
+    }
+
+    fn default_home(&self, user_home: &Path) -> PathBuf {
+        user_home.join(".claude")
+    }
+
+    fn sessions_subdir(&self) -> &'static str {
+        "projects"
+    }
+
+    fn depth(&self) -> usize {
+        1
+    }
+
+    /// `agent-*` files are subagents, the compaction helper or warm-ups: not sessions.
+    fn is_session_file(&self, path: &Path) -> bool {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        name.ends_with(".jsonl") && !name.starts_with("agent-")
+    }
+
+    fn read_head(&self, path: &Path) -> Result<Option<Head>> {
+        let mut scan = HeadScan::default();
+        read_lines(path, 0, 0, &mut scan)?;
+        scan.finish(path)
+    }
+
+    fn title_scan(&self) -> Box<dyn super::agent::TitleScan> {
+        Box::new(TitleScan::default())
+    }
+
+    fn read_conversation(&self, path: &Path) -> Result<Conversation> {
+        let mut scan = ConversationScan::default();
+        read_lines(path, 0, 0, &mut scan)?;
+        Ok(scan.finish())
+    }
 }
 
-impl super::scan::LineSink for HeadScan {
+impl super::agent::TitleScan for TitleScan {
+    /// The file's own first prompt even after a compaction: the records before a boundary stay
+    /// in the file, so its first typed prompt is the session's first prompt (the projected
+    /// conversation would give the first prompt after the compaction).
+    fn choose(&self, _side: Option<&dyn SideNames>, _own_id: &str) -> Option<String> {
+        self.title()
+    }
+}
+
+/// Reads until the session id, cwd and a time are known.
+#[derive(Default)]
+pub struct HeadScan(HeadFields);
+
+impl LineSink for HeadScan {
     fn line(&mut self, _: u64, bytes: &[u8]) -> bool {
-        self.lines += 1;
+        let head = &mut self.0;
+        head.lines += 1;
         let Some(line) = parse(bytes) else {
             return true;
         };
-        self.objects += 1;
-        if self.id.is_none() {
-            self.id = line.session_id;
+        head.objects += 1;
+        if head.id.is_none() {
+            head.id = line.session_id;
         }
-        if self.cwd.is_none() {
-            self.cwd = line.cwd;
+        if head.cwd.is_none() {
+            head.cwd = line.cwd;
         }
         if let Some(time) = line.timestamp.as_deref().and_then(parse_time) {
-            self.created = Some(self.created.map_or(time, |c| c.min(time)));
+            head.created = Some(head.created.map_or(time, |c| c.min(time)));
         }
-        !(self.id.is_some() && self.cwd.is_some() && self.created.is_some())
+        !(head.id.is_some() && head.cwd.is_some() && head.created.is_some())
     }
 }
 
 impl HeadScan {
     /// The head, `None` while incomplete; an error when the file is not a Claude transcript.
     pub fn finish(self, path: &Path) -> Result<Option<Head>> {
-        if self.lines > 0 && self.objects == 0 {
-            return Err(SessionError::Corrupt {
-                path: path.to_path_buf(),
-                line: 1,
-                reason: "not a Claude Code transcript (no line is a JSON record)".into(),
-            });
-        }
-        let (Some(id), Some(created)) = (self.id, self.created) else {
-            return Ok(None);
-        };
-        if id.is_empty() || id.contains(['/', '\\']) {
-            return Err(SessionError::Corrupt {
-                path: path.to_path_buf(),
-                line: 1,
-                reason: format!("sessionId {id:?} is not a session id"),
-            });
-        }
-        Ok(Some(Head {
-            id,
-            created_at: created,
-            cwd: self.cwd,
-        }))
+        self.0.finish(path, "a Claude Code transcript")
     }
 }
 
@@ -290,7 +350,7 @@ pub struct TitleScan {
     compacted: bool,
 }
 
-impl super::scan::LineSink for TitleScan {
+impl LineSink for TitleScan {
     fn line(&mut self, _: u64, bytes: &[u8]) -> bool {
         let Some(line) = parse(bytes) else {
             return true;
@@ -353,6 +413,7 @@ impl TitleScan {
 
 /// The first prompt still in a projected conversation, as a title (a bare slash command only
 /// when there is nothing else).
+#[allow(dead_code)] // Kept for hosts that title a conversation they already projected.
 pub fn conversation_title(conversation: &Conversation) -> Option<String> {
     let prompts = || {
         conversation
@@ -373,29 +434,110 @@ fn is_marker(text: &str) -> bool {
     text.starts_with("[Request interrupted by user")
 }
 
-struct Node {
-    parent: Option<String>,
-    /// A compaction boundary: the chain before it is replaced by the summary after it.
-    boundary: bool,
-    /// A user or assistant record, or a boundary: one the newest leaf may be.
-    conversational: bool,
-    /// Position in the file.
-    order: u64,
-    item: Option<(Item, Option<String>)>,
+/// A record's `uuid` as a compact key: a canonical (lowercase) UUID as its 128 bits in two
+/// words, anything else by its text. Exact either way: no two records share a key unless they
+/// share a uuid.
+enum Key {
+    Uuid((u64, u64)),
+    Other(Box<str>),
 }
 
+impl Key {
+    fn of(text: &str) -> Key {
+        let b = text.as_bytes();
+        if b.len() == 36 && [8, 13, 18, 23].iter().all(|&i| b[i] == b'-') {
+            let mut value: u128 = 0;
+            let mut digits = 0;
+            for &c in b {
+                let d = match c {
+                    b'0'..=b'9' => c - b'0',
+                    b'a'..=b'f' => c - b'a' + 10,
+                    _ => continue,
+                };
+                value = value << 4 | u128::from(d);
+                digits += 1;
+            }
+            if digits == 32 {
+                return Key::Uuid(((value >> 64) as u64, value as u64));
+            }
+        }
+        Key::Other(text.into())
+    }
+}
+
+/// No node, no item.
+const NONE: u32 = u32::MAX;
+/// The record was read (not only named as a parent).
+const PRESENT: u8 = 1;
+/// A compaction boundary: the chain before it is replaced by the summary after it.
+const BOUNDARY: u8 = 2;
+/// A user or assistant record, or a boundary: one the newest leaf may be.
+const CONVERSATIONAL: u8 = 4;
+/// Already walked by [`ConversationScan::finish`] (a cycle ends there).
+const TAKEN: u8 = 8;
+
+/// One record of the tree: 16 bytes, whatever the record held (its text, if it is part of the
+/// conversation, lives in `ConversationScan::items`).
+#[derive(Clone, Copy)]
+struct Node {
+    parent: u32,
+    item: u32,
+    /// Position in the file (saturating).
+    order: u32,
+    flags: u8,
+}
+
+const EMPTY: Node = Node {
+    parent: NONE,
+    item: NONE,
+    order: 0,
+    flags: 0,
+};
+
 /// Builds the main-chain conversation.
+///
+/// Memory: a record costs its node (16 bytes) and its key in the id table (24 bytes, about 30
+/// with the table's slack), plus the text of the records the projection keeps; nothing else of a
+/// record is kept, so a session of millions of tiny records stays within a small multiple of
+/// its file.
 #[derive(Default)]
 pub struct ConversationScan {
-    nodes: HashMap<String, Node>,
-    leaf: Option<String>,
+    /// Ids of canonical UUIDs (24 bytes an entry) and of anything else.
+    uuids: HashMap<(u64, u64), u32>,
+    others: HashMap<Box<str>, u32>,
+    nodes: Vec<Node>,
+    items: Vec<Option<(Item, Option<String>)>>,
+    leaf: Option<u32>,
     /// The newest compaction's preserved segment, if it kept one.
     preserved: Option<PreservedSegment>,
     last_line: Option<u64>,
     last_activity: Option<i64>,
 }
 
-impl super::scan::LineSink for ConversationScan {
+impl ConversationScan {
+    fn intern(&mut self, uuid: &str) -> u32 {
+        let next = self.nodes.len() as u32;
+        let at = *match Key::of(uuid) {
+            Key::Uuid(key) => self.uuids.entry(key).or_insert(next),
+            Key::Other(key) => self.others.entry(key).or_insert(next),
+        };
+        if at == next {
+            self.nodes.push(EMPTY);
+        }
+        at
+    }
+
+    fn lookup(&self, uuid: &str) -> u32 {
+        match Key::of(uuid) {
+            Key::Uuid(key) => self.uuids.get(&key),
+            Key::Other(key) => self.others.get(&key),
+        }
+        .copied()
+        .unwrap_or(NONE)
+    }
+}
+
+impl LineSink for ConversationScan {
     fn line(&mut self, index: u64, bytes: &[u8]) -> bool {
         self.last_line = Some(index);
         let Some(line) = parse(bytes) else {
@@ -405,10 +547,14 @@ impl super::scan::LineSink for ConversationScan {
         if let Some(t) = time {
             self.last_activity = Some(self.last_activity.map_or(t, |a| a.max(t)));
         }
-        let Some(uuid) = line.uuid.clone() else {
+        let Some(uuid) = line.uuid.as_deref() else {
             return true;
         };
         if line.is_sidechain == Some(true) {
+            return true;
+        }
+        // Past four billion records the table is full: the rest are not part of the tree.
+        if self.nodes.len() >= (NONE - 1) as usize {
             return true;
         }
         let boundary = line.kind.as_deref() == Some("system")
@@ -457,50 +603,70 @@ impl super::scan::LineSink for ConversationScan {
             }
             _ => None,
         };
+        let at = self.intern(uuid);
+        let parent = line.parent_uuid.as_deref().map_or(NONE, |p| self.intern(p));
         // Only conversation records and boundaries can be the newest leaf; progress, attachments
         // and bookkeeping records hang off the chain without moving it.
         if item.is_some() || boundary {
-            self.leaf = Some(uuid.clone());
+            self.leaf = Some(at);
         }
-        self.nodes.insert(
-            uuid,
-            Node {
-                parent: line.parent_uuid,
-                boundary,
-                conversational,
-                order: index,
-                item,
-            },
-        );
+        let item = match item {
+            Some(item) => {
+                self.items.push(Some(item));
+                (self.items.len() - 1) as u32
+            }
+            None => NONE,
+        };
+        let flags = PRESENT
+            | if boundary { BOUNDARY } else { 0 }
+            | if conversational { CONVERSATIONAL } else { 0 };
+        self.nodes[at as usize] = Node {
+            parent,
+            item,
+            order: u32::try_from(index).unwrap_or(u32::MAX),
+            flags,
+        };
         true
     }
 }
 
 impl ConversationScan {
     /// The newest conversation record at or below `leaf` (by file position), following children.
-    fn descend(&self, leaf: String) -> String {
-        let mut children: HashMap<&str, Vec<&str>> = HashMap::new();
-        for (uuid, node) in &self.nodes {
-            if let Some(parent) = &node.parent {
-                children
-                    .entry(parent.as_str())
-                    .or_default()
-                    .push(uuid.as_str());
+    fn descend(&self, leaf: u32) -> u32 {
+        // Children as one flat array (offsets by parent), built in two passes over the nodes.
+        let n = self.nodes.len();
+        let mut start = vec![0u32; n + 1];
+        for node in &self.nodes {
+            if node.flags & PRESENT != 0 && node.parent != NONE {
+                start[node.parent as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut children = vec![0u32; start[n] as usize];
+        for (i, node) in self.nodes.iter().enumerate() {
+            if node.flags & PRESENT != 0 && node.parent != NONE {
+                let slot = &mut fill[node.parent as usize];
+                children[*slot as usize] = i as u32;
+                *slot += 1;
             }
         }
         // Any conversation descendant is newer along the chain than the leaf, whatever its place
         // in the file; among them the one written last wins (the newest branch).
-        let mut best: Option<(u64, &str)> = None;
-        let mut stack = vec![leaf.as_str()];
-        let mut seen = std::collections::HashSet::new();
+        let mut best: Option<(u32, u32)> = None;
+        let mut seen = vec![false; n];
+        let mut stack = vec![leaf];
         while let Some(at) = stack.pop() {
-            if !seen.insert(at) {
+            let at = at as usize;
+            if std::mem::replace(&mut seen[at], true) {
                 continue;
             }
-            for &child in children.get(at).into_iter().flatten() {
-                let node = &self.nodes[child];
-                let candidate = node.conversational
-                    && (node.item.is_some() || node.boundary)
+            for &child in &children[start[at] as usize..start[at + 1] as usize] {
+                let node = &self.nodes[child as usize];
+                let candidate = node.flags & CONVERSATIONAL != 0
+                    && (node.item != NONE || node.flags & BOUNDARY != 0)
                     && best.is_none_or(|(order, _)| node.order > order);
                 if candidate {
                     best = Some((node.order, child));
@@ -508,7 +674,17 @@ impl ConversationScan {
                 stack.push(child);
             }
         }
-        best.map_or(leaf.clone(), |(_, uuid)| uuid.to_string())
+        best.map_or(leaf, |(_, child)| child)
+    }
+
+    /// Walks the node `at` once: `None` when it was never read or was walked already.
+    fn take(&mut self, at: u32) -> Option<Node> {
+        let node = self.nodes.get_mut(at as usize)?;
+        if node.flags & PRESENT == 0 || node.flags & TAKEN != 0 {
+            return None;
+        }
+        node.flags |= TAKEN;
+        Some(*node)
     }
 
     /// The main chain from the newest leaf back to the latest compaction boundary, in order; an
@@ -521,70 +697,83 @@ impl ConversationScan {
     /// through the segment, the segment (tail back to head) is put right after it.
     pub fn finish(mut self) -> Conversation {
         let leaf = self.leaf.take().map(|leaf| self.descend(leaf));
-        let preserved = self.preserved.take();
-        let mut chain = Vec::new();
+        let preserved = self.preserved.take().map(|seg| {
+            (
+                self.lookup(&seg.anchor_uuid),
+                self.lookup(&seg.head_uuid),
+                self.lookup(&seg.tail_uuid),
+            )
+        });
+        let mut chain: Vec<u32> = Vec::new();
         let mut at = leaf;
         let mut spliced = false;
-        // A cycle cannot outlast the number of records.
-        let mut budget = self.nodes.len();
-        while let Some(uuid) = at {
-            if budget == 0 {
-                break;
-            }
-            budget -= 1;
-            if let Some(seg) = &preserved {
-                if !spliced && uuid == seg.anchor_uuid {
+        while let Some(here) = at {
+            if let Some((anchor, head, tail)) = preserved {
+                if !spliced && here == anchor && anchor != NONE {
                     spliced = true;
-                    let mut inner = Some(seg.tail_uuid.clone());
+                    let mut inner = Some(tail);
                     while let Some(kept) = inner {
-                        if budget == 0 {
-                            break;
-                        }
-                        budget -= 1;
-                        let Some(node) = self.nodes.remove(&kept) else {
+                        let Some(node) = self.take(kept) else {
                             break;
                         };
-                        if let Some(item) = node.item {
-                            chain.push(item);
+                        if node.item != NONE {
+                            chain.push(node.item);
                         }
-                        inner = (kept != seg.head_uuid).then_some(node.parent).flatten();
+                        inner = (kept != head && node.parent != NONE).then_some(node.parent);
                     }
                 }
             }
-            let Some(node) = self.nodes.remove(&uuid) else {
+            let Some(node) = self.take(here) else {
                 break;
             };
-            if node.boundary {
+            if node.flags & BOUNDARY != 0 {
                 break;
             }
-            at = match &preserved {
-                Some(seg) if uuid == seg.head_uuid => {
+            at = match preserved {
+                Some((anchor, head, _)) if here == head && head != NONE => {
                     spliced = true;
-                    Some(seg.anchor_uuid.clone())
+                    Some(anchor)
                 }
-                _ => node.parent,
+                _ => (node.parent != NONE).then_some(node.parent),
             };
-            if let Some(item) = node.item {
-                chain.push(item);
+            if node.item != NONE {
+                chain.push(node.item);
             }
         }
+        let mut items_by_index = std::mem::take(&mut self.items);
+        let chain: Vec<(Item, Option<String>)> = chain
+            .into_iter()
+            .filter_map(|i| items_by_index[i as usize].take())
+            .collect();
+        drop(items_by_index);
+        let mut chain = chain;
         chain.reverse();
         let mut items: Vec<Item> = Vec::new();
         let mut last_id: Option<String> = None;
+        // The pieces already in the reply being merged (by hash, then compared whole): a
+        // record that repeats one adds nothing, and the check costs its own length, not the
+        // reply's (a reply split over thousands of records stays linear).
+        let mut pieces: HashMap<u64, Vec<(usize, usize)>> = HashMap::new();
         for (item, id) in chain {
             if item.kind == ItemKind::Assistant {
                 if let (Some(id), Some(prev)) = (&id, items.last_mut()) {
                     if last_id.as_ref() == Some(id) && prev.kind == ItemKind::Assistant {
-                        if !item.text.is_empty() && !prev.text.contains(&item.text) {
+                        if !item.text.is_empty() && !has_piece(&pieces, &prev.text, &item.text) {
                             if !prev.text.is_empty() {
                                 prev.text.push('\n');
                             }
+                            let start = prev.text.len();
                             prev.text.push_str(&item.text);
+                            add_piece(&mut pieces, &prev.text, start);
                         }
                         continue;
                     }
                 }
                 last_id = id;
+                pieces.clear();
+                if !item.text.is_empty() {
+                    add_piece(&mut pieces, &item.text, 0);
+                }
             } else if !item.text.is_empty() {
                 last_id = None;
             }
@@ -598,6 +787,26 @@ impl ConversationScan {
             last_activity: self.last_activity,
         }
     }
+}
+
+fn piece_hash(text: &str) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(text)
+}
+
+/// Whether `piece` is already one of the pieces of `reply`.
+fn has_piece(pieces: &HashMap<u64, Vec<(usize, usize)>>, reply: &str, piece: &str) -> bool {
+    pieces
+        .get(&piece_hash(piece))
+        .is_some_and(|spans| spans.iter().any(|&(a, b)| &reply[a..b] == piece))
+}
+
+/// Records `reply[start..]` as a piece of the reply.
+fn add_piece(pieces: &mut HashMap<u64, Vec<(usize, usize)>>, reply: &str, start: usize) {
+    pieces
+        .entry(piece_hash(&reply[start..]))
+        .or_default()
+        .push((start, reply.len()));
 }
 
 #[cfg(test)]

@@ -11,12 +11,14 @@
 //! once: 0.17x also ends the history with it as a user message). A `thread_rolled_back` event
 //! drops the last N user turns.
 
+use super::agent::{AgentFormat, SideNames};
+use super::scan::{read_lines, LineSink};
 use super::{parse_time, title_line, Conversation, Head, Item, ItemKind};
 use crate::session::error::{Result, SessionError};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Deserialize)]
 struct Line<'a> {
@@ -225,6 +227,77 @@ fn is_injected(text: &str) -> bool {
     text.starts_with("# AGENTS.md instructions") || (text.starts_with('<') && text.ends_with('>'))
 }
 
+/// Codex (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`; ids `codex:<thread id>`).
+pub struct Codex;
+
+impl AgentFormat for Codex {
+    fn name(&self) -> &'static str {
+        "codex"
+    }
+
+    fn product(&self) -> &'static str {
+        "Codex"
+    }
+
+    fn home_env(&self) -> &'static str {
+        "CODEX_HOME"
+    }
+
+    fn default_home(&self, user_home: &Path) -> PathBuf {
+        user_home.join(".codex")
+    }
+
+    fn sessions_subdir(&self) -> &'static str {
+        "sessions"
+    }
+
+    /// `sessions/YYYY/MM/DD/`.
+    fn depth(&self) -> usize {
+        3
+    }
+
+    fn is_session_file(&self, path: &Path) -> bool {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        name.starts_with("rollout-") && name.ends_with(".jsonl")
+    }
+
+    fn read_head(&self, path: &Path) -> Result<Option<Head>> {
+        let mut scan = HeadScan::default();
+        read_lines(path, 0, 0, &mut scan)?;
+        scan.finish(path)
+    }
+
+    fn title_scan(&self) -> Box<dyn super::agent::TitleScan> {
+        Box::new(TitleScan::default())
+    }
+
+    fn read_conversation(&self, path: &Path) -> Result<Conversation> {
+        let mut scan = ConversationScan::default();
+        read_lines(path, 0, 0, &mut scan)?;
+        Ok(scan.finish())
+    }
+
+    fn side_names(&self, home: &Path) -> Option<Box<dyn SideNames>> {
+        Some(Box::new(super::codex_side::CodexSide::new(
+            home.to_path_buf(),
+        )))
+    }
+}
+
+impl super::agent::TitleScan for TitleScan {
+    /// A name the person gave wins (state database, the TUI's index, a rollout event), then
+    /// Codex's own title, then the first prompt.
+    fn choose(&self, side: Option<&dyn SideNames>, own: &str) -> Option<String> {
+        side.and_then(|s| s.given_name(own))
+            .or_else(|| self.name())
+            .or_else(|| side.and_then(|s| s.generated_title(own)))
+            .or_else(|| self.first_prompt())
+    }
+}
+
 /// Reads the first record, which must be the file's `session_meta`.
 #[derive(Default)]
 pub struct HeadScan {
@@ -232,7 +305,7 @@ pub struct HeadScan {
     wrong: Option<String>,
 }
 
-impl super::scan::LineSink for HeadScan {
+impl LineSink for HeadScan {
     fn line(&mut self, _: u64, bytes: &[u8]) -> bool {
         let Some(line) = envelope(bytes) else {
             self.wrong = Some(
@@ -296,7 +369,7 @@ pub struct TitleScan {
     first_prompt: Option<String>,
 }
 
-impl super::scan::LineSink for TitleScan {
+impl LineSink for TitleScan {
     fn line(&mut self, _: u64, bytes: &[u8]) -> bool {
         let Some(line) = envelope(bytes) else {
             return true;
@@ -369,7 +442,7 @@ pub struct IndexScan {
     pub names: HashMap<String, String>,
 }
 
-impl super::scan::LineSink for IndexScan {
+impl LineSink for IndexScan {
     fn line(&mut self, _: u64, bytes: &[u8]) -> bool {
         #[derive(Deserialize)]
         struct Entry {
@@ -393,7 +466,7 @@ pub struct ConversationScan {
     last_activity: Option<i64>,
 }
 
-impl super::scan::LineSink for ConversationScan {
+impl LineSink for ConversationScan {
     fn line(&mut self, index: u64, bytes: &[u8]) -> bool {
         self.last_line = Some(index);
         let Some(line) = envelope(bytes) else {

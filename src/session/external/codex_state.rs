@@ -69,34 +69,38 @@ pub fn wal_of(db: &Path) -> PathBuf {
 /// Every thread's name and title in the state database `db`, read without writing under its
 /// directory (see the module docs); an error says what could not be read.
 pub fn read_threads(db: &Path) -> Result<HashMap<String, ThreadTitle>, String> {
+    read_db(db, MAX_STATE_BYTES, query)
+}
+
+/// Runs `read` on another program's SQLite database `db` without writing a byte, a mode or an
+/// mtime under its directory: without a write-ahead log it is opened read-only and immutable;
+/// with one (the newest rows may live only there), the database and its log are copied (each
+/// at most `max_bytes`) into a private directory of ours and read there. A log that changed
+/// while it was copied (the program was writing) is copied again, a few times at most.
+pub fn read_db<T>(
+    db: &Path,
+    max_bytes: u64,
+    read: impl Fn(&Connection) -> rusqlite::Result<T>,
+) -> Result<T, String> {
     // Only a regular file, opened without blocking: a FIFO or device here is refused.
     let meta = files::open_regular(db, OpenOptions::new().read(true), Symlinks::Refuse)
         .and_then(|f| f.metadata())
         .map_err(|e| format!("{}: {e}", db.display()))?;
-    if meta.len() > MAX_STATE_BYTES {
+    if meta.len() > max_bytes {
         return Err(format!(
-            "{}: {} bytes, over the {MAX_STATE_BYTES}-byte limit",
+            "{}: {} bytes, over the {max_bytes}-byte limit",
             db.display(),
             meta.len()
         ));
     }
     let wal = wal_of(db);
+    let stamp = |p: &Path| {
+        fs::symlink_metadata(p)
+            .ok()
+            .map(|m| (m.len(), m.modified().ok()))
+    };
     let wal_has_frames = fs::symlink_metadata(&wal).is_ok_and(|m| m.is_file() && m.len() > 0);
-    if wal_has_frames {
-        let copy = PrivateCopy::new().map_err(|e| format!("a private copy: {e}"))?;
-        let db_copy = copy.dir.join("state.sqlite");
-        copy_capped(db, &db_copy)?;
-        copy_capped(&wal, &wal_of(&db_copy))?;
-        // The copy is ours: SQLite may build its `-shm` and replay the log there.
-        let conn = Connection::open_with_flags(
-            &db_copy,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| format!("{}: {e}", db.display()))?;
-        let threads = query(&conn).map_err(|e| format!("{}: {e}", db.display()));
-        drop(conn);
-        threads
-    } else {
+    if !wal_has_frames {
         let conn = Connection::open_with_flags(
             immutable_uri(db),
             OpenFlags::SQLITE_OPEN_READ_ONLY
@@ -104,7 +108,29 @@ pub fn read_threads(db: &Path) -> Result<HashMap<String, ThreadTitle>, String> {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| format!("{}: {e}", db.display()))?;
-        query(&conn).map_err(|e| format!("{}: {e}", db.display()))
+        return read(&conn).map_err(|e| format!("{}: {e}", db.display()));
+    }
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let before = (stamp(db), stamp(&wal));
+        let copy = PrivateCopy::new().map_err(|e| format!("a private copy: {e}"))?;
+        let db_copy = copy.dir.join("copy.sqlite");
+        copy_capped(db, &db_copy, max_bytes)?;
+        copy_capped(&wal, &wal_of(&db_copy), max_bytes)?;
+        if (stamp(db), stamp(&wal)) != before && tries < 4 {
+            continue;
+        }
+        // The copy is ours: SQLite may build its `-shm` and replay the log there.
+        let conn = Connection::open_with_flags(
+            &db_copy,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| format!("{}: {e}", db.display()))?;
+        let _ = conn.busy_timeout(std::time::Duration::from_secs(2));
+        let result = read(&conn).map_err(|e| format!("{}: {e}", db.display()));
+        drop(conn);
+        return result;
     }
 }
 
@@ -146,8 +172,8 @@ fn immutable_uri(path: &Path) -> String {
     uri
 }
 
-/// Copies the regular file `from` (symlinks refused, at most [`MAX_STATE_BYTES`]) to `to`.
-fn copy_capped(from: &Path, to: &Path) -> Result<(), String> {
+/// Copies the regular file `from` (symlinks refused, at most `max` bytes) to `to`.
+fn copy_capped(from: &Path, to: &Path, max: u64) -> Result<(), String> {
     let file = files::open_regular(from, OpenOptions::new().read(true), Symlinks::Refuse)
         .map_err(|e| format!("{}: {e}", from.display()))?;
     let mut out = OpenOptions::new()
@@ -155,13 +181,10 @@ fn copy_capped(from: &Path, to: &Path) -> Result<(), String> {
         .create_new(true)
         .open(to)
         .map_err(|e| format!("{}: {e}", to.display()))?;
-    let copied = io::copy(&mut file.take(MAX_STATE_BYTES + 1), &mut out)
+    let copied = io::copy(&mut file.take(max + 1), &mut out)
         .map_err(|e| format!("{}: {e}", from.display()))?;
-    if copied > MAX_STATE_BYTES {
-        return Err(format!(
-            "{}: over the {MAX_STATE_BYTES}-byte limit",
-            from.display()
-        ));
+    if copied > max {
+        return Err(format!("{}: over the {max}-byte limit", from.display()));
     }
     out.flush().map_err(|e| format!("{}: {e}", to.display()))
 }
@@ -177,7 +200,7 @@ impl PrivateCopy {
         let base = std::env::temp_dir();
         loop {
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let dir = base.join(format!("dsh-codex-state-{}-{n}", std::process::id()));
+            let dir = base.join(format!("dsh-refs-sqlite-{}-{n}", std::process::id()));
             let mut builder = fs::DirBuilder::new();
             #[cfg(unix)]
             std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);

@@ -22,10 +22,16 @@
 //! `tests/reliability_external_lines.rs` measures huge lines and FIFOs; the parsers are
 //! unit-tested here.
 
+pub mod agent;
 pub mod claude;
 pub mod codex;
+mod codex_side;
 #[cfg(feature = "discovery")]
 pub(crate) mod codex_state;
+pub mod gemini;
+#[cfg(feature = "discovery")]
+pub mod opencode;
+pub mod qwen;
 mod scan;
 
 use super::error::{Result, SessionError};
@@ -40,51 +46,100 @@ use std::sync::{Arc, Mutex};
 pub use scan::ExternalSessions;
 
 /// Which other agent wrote a session (named apart from [`crate::agent::Agent`], the runtime
-/// this crate runs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ExternalAgent {
+/// this crate runs): a handle on its entry in the registry ([`agent::AGENTS`]), compared and
+/// serialized by name.
+#[derive(Clone, Copy)]
+pub struct ExternalAgent(&'static dyn agent::AgentFormat);
+
+#[allow(non_upper_case_globals)]
+impl ExternalAgent {
     /// Claude Code (`~/.claude/projects/**/<uuid>.jsonl`; ids `claude:<uuid>`).
-    Claude,
+    pub const Claude: ExternalAgent = ExternalAgent(&claude::ClaudeCode);
     /// Codex (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`; ids `codex:<uuid>`).
-    Codex,
+    pub const Codex: ExternalAgent = ExternalAgent(&codex::Codex);
+    /// Qwen Code (`~/.qwen/projects/<dir>/chats/<id>.jsonl`; ids `qwen:<id>`).
+    pub const Qwen: ExternalAgent = ExternalAgent(&qwen::QwenCode);
+    /// Gemini CLI (`~/.gemini/tmp/<project>/chats/*.jsonl`; ids `gemini:<sessionId>`).
+    pub const Gemini: ExternalAgent = ExternalAgent(&gemini::GeminiCli);
+    /// opencode (`$XDG_DATA_HOME/opencode/opencode.db`; ids `opencode:<ses_…>`).
+    #[cfg(feature = "discovery")]
+    pub const Opencode: ExternalAgent = ExternalAgent(&opencode::Opencode);
 }
 
 impl ExternalAgent {
-    /// The id namespace and badge: `claude`, `codex`.
+    /// The id namespace and badge: `claude`, `codex`, …
     pub fn name(self) -> &'static str {
-        match self {
-            ExternalAgent::Claude => "claude",
-            ExternalAgent::Codex => "codex",
-        }
+        self.0.name()
     }
 
     /// A human name for cards: where the session came from.
     pub fn product(self) -> &'static str {
-        match self {
-            ExternalAgent::Claude => "Claude Code",
-            ExternalAgent::Codex => "Codex",
-        }
+        self.0.product()
+    }
+
+    /// The agent's format.
+    pub fn format(self) -> &'static dyn agent::AgentFormat {
+        self.0
+    }
+
+    /// Every registered agent, in registry order.
+    pub fn all() -> impl Iterator<Item = ExternalAgent> {
+        agent::AGENTS.iter().map(|a| ExternalAgent(*a))
     }
 
     /// The agent whose namespace `id` is in, if any.
     pub fn of_id(id: &str) -> Option<ExternalAgent> {
         let (prefix, _) = id.split_once(':')?;
-        match prefix {
-            "claude" => Some(ExternalAgent::Claude),
-            "codex" => Some(ExternalAgent::Codex),
-            _ => None,
-        }
+        ExternalAgent::parse(prefix)
     }
 
     /// The agent named `name` as `--sources` and the header's `source` key spell it (`claude`,
-    /// `codex`); `None` for anything else (`dsh` included).
+    /// `codex`, …); `None` for anything else (`dsh` included).
     pub fn parse(name: &str) -> Option<ExternalAgent> {
-        match name {
-            "claude" => Some(ExternalAgent::Claude),
-            "codex" => Some(ExternalAgent::Codex),
-            _ => None,
-        }
+        agent::find(name).map(ExternalAgent)
+    }
+}
+
+impl PartialEq for ExternalAgent {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for ExternalAgent {}
+
+impl std::hash::Hash for ExternalAgent {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+    }
+}
+
+impl std::fmt::Debug for ExternalAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl serde::Serialize for ExternalAgent {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ExternalAgent {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        ExternalAgent::parse(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown agent {name:?} (expected one of {})",
+                agent::names()
+            ))
+        })
     }
 }
 
@@ -110,6 +165,48 @@ pub struct Head {
     pub created_at: i64,
     /// The working directory the session ran in; `None` when the file never names one.
     pub cwd: Option<String>,
+}
+
+/// What a head scan of a JSON-lines transcript found: how many lines it read, how many were
+/// JSON records, and the session's id, start and cwd as far as it got.
+#[derive(Debug, Default)]
+pub struct HeadFields {
+    /// Complete lines read.
+    pub lines: u64,
+    /// Lines that were JSON records of the format.
+    pub objects: u64,
+    /// The agent's own session id.
+    pub id: Option<String>,
+    /// When the session started (epoch ms).
+    pub created: Option<i64>,
+    /// Its working directory.
+    pub cwd: Option<String>,
+}
+
+impl HeadFields {
+    /// The head, `None` while the id or the start is not known yet; an error naming the file
+    /// when no line was a record (`what`: "a Claude Code transcript") or the id cannot be one.
+    pub fn finish(self, path: &Path, what: &str) -> Result<Option<Head>> {
+        let corrupt = |reason: String| SessionError::Corrupt {
+            path: path.to_path_buf(),
+            line: 1,
+            reason,
+        };
+        if self.lines > 0 && self.objects == 0 {
+            return Err(corrupt(format!("not {what} (no line is a JSON record)")));
+        }
+        let (Some(id), Some(created)) = (self.id, self.created) else {
+            return Ok(None);
+        };
+        if id.is_empty() || id.contains(['/', '\\']) {
+            return Err(corrupt(format!("sessionId {id:?} is not a session id")));
+        }
+        Ok(Some(Head {
+            id,
+            created_at: created,
+            cwd: self.cwd,
+        }))
+    }
 }
 
 /// One projected message of an external session.
@@ -400,28 +497,14 @@ pub fn resolve_agent_home(agent: ExternalAgent, flag: Option<&Path>) -> Option<P
     if let Some(dir) = flag {
         return Some(dir.to_path_buf());
     }
-    let var = match agent {
-        ExternalAgent::Claude => "CLAUDE_CONFIG_DIR",
-        ExternalAgent::Codex => "CODEX_HOME",
-    };
-    if let Some(value) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-        // CLAUDE_CONFIG_DIR may list several directories; the first is the primary one.
-        let text = value.to_string_lossy().into_owned();
-        let first = text
-            .split(',')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_string();
-        if !first.is_empty() {
-            return Some(PathBuf::from(first));
+    let format = agent.format();
+    if let Some(value) = std::env::var_os(format.home_env()).filter(|v| !v.is_empty()) {
+        if let Some(home) = format.home_from_env(&value.to_string_lossy()) {
+            return Some(home);
         }
     }
     let home = std::env::var_os("HOME").filter(|v| !v.is_empty())?;
-    Some(PathBuf::from(home).join(match agent {
-        ExternalAgent::Claude => ".claude",
-        ExternalAgent::Codex => ".codex",
-    }))
+    Some(format.default_home(Path::new(&home)))
 }
 
 /// Which sources `--sources` selected; `None` means every one that exists.
@@ -429,10 +512,8 @@ pub fn resolve_agent_home(agent: ExternalAgent, flag: Option<&Path>) -> Option<P
 pub struct SourceChoice {
     /// `dsh`: list this host's own sessions.
     pub dsh: bool,
-    /// `claude`: list Claude Code sessions.
-    pub claude: bool,
-    /// `codex`: list Codex sessions.
-    pub codex: bool,
+    /// The other agents named, in registry order.
+    pub agents: Vec<ExternalAgent>,
 }
 
 /// Why a `--sources` value could not be read.
@@ -444,8 +525,11 @@ pub enum SourceChoiceError {
         /// The whole value.
         text: String,
     },
-    /// A name other than dsh, claude and codex.
-    #[error("--sources {text:?}: unknown source {name:?} (expected dsh, claude or codex)")]
+    /// A name other than dsh and the registered agents.
+    #[error(
+        "--sources {text:?}: unknown source {name:?} (expected dsh, {})",
+        agent::names()
+    )]
     Unknown {
         /// The whole value.
         text: String,
@@ -455,53 +539,63 @@ pub enum SourceChoiceError {
 }
 
 impl SourceChoice {
-    /// Parses `dsh,claude,codex` (any subset, any order, no duplicates needed).
+    /// Parses `dsh,claude,codex,…` (any subset, any order, no duplicates needed).
     pub fn parse(text: &str) -> std::result::Result<SourceChoice, SourceChoiceError> {
         let mut choice = SourceChoice {
             dsh: false,
-            claude: false,
-            codex: false,
+            agents: Vec::new(),
         };
         for name in text.split(',').map(str::trim) {
-            match name {
-                "dsh" => choice.dsh = true,
-                "claude" => choice.claude = true,
-                "codex" => choice.codex = true,
-                "" => {
-                    return Err(SourceChoiceError::Empty {
-                        text: text.to_string(),
-                    })
+            if name == "dsh" {
+                choice.dsh = true;
+            } else if let Some(agent) = ExternalAgent::parse(name) {
+                if !choice.agents.contains(&agent) {
+                    choice.agents.push(agent);
                 }
-                other => {
-                    return Err(SourceChoiceError::Unknown {
-                        text: text.to_string(),
-                        name: other.to_string(),
-                    })
-                }
+            } else if name.is_empty() {
+                return Err(SourceChoiceError::Empty {
+                    text: text.to_string(),
+                });
+            } else {
+                return Err(SourceChoiceError::Unknown {
+                    text: text.to_string(),
+                    name: name.to_string(),
+                });
             }
         }
+        choice
+            .agents
+            .sort_by_key(|a| ExternalAgent::all().position(|b| b == *a));
         Ok(choice)
+    }
+
+    /// Whether `agent` was named.
+    pub fn includes(&self, agent: ExternalAgent) -> bool {
+        self.agents.contains(&agent)
     }
 }
 
-/// The external sources to serve: those chosen (or, by default, those whose home exists).
+/// The external sources to serve: those chosen (or, by default, those whose home exists), each
+/// at the home its flag in `homes` names (by agent name), else its environment's, else its
+/// default.
 pub fn external_sources(
     choice: Option<&SourceChoice>,
-    claude_home: Option<&Path>,
-    codex_home: Option<&Path>,
+    homes: &[(&str, Option<&Path>)],
 ) -> Vec<ExternalSessions> {
     let mut sources = Vec::new();
-    for (agent, flag, chosen) in [
-        (ExternalAgent::Claude, claude_home, choice.map(|c| c.claude)),
-        (ExternalAgent::Codex, codex_home, choice.map(|c| c.codex)),
-    ] {
+    for agent in ExternalAgent::all() {
+        let chosen = choice.map(|c| c.includes(agent));
         if chosen == Some(false) {
             continue;
         }
+        let flag = homes
+            .iter()
+            .find(|(name, _)| *name == agent.name())
+            .and_then(|(_, dir)| *dir);
         let Some(home) = resolve_agent_home(agent, flag) else {
             continue;
         };
-        let exists = home.join(ExternalSessions::sessions_subdir(agent)).is_dir();
+        let exists = agent.format().present(&home);
         if exists || chosen == Some(true) {
             sources.push(ExternalSessions::new(agent, home));
         }
@@ -534,16 +628,21 @@ impl std::fmt::Debug for SourceSet {
 }
 
 impl SourceSet {
+    /// From `--sources` and the agents' home flags (`(name, --<name>-home)`, each optional).
+    pub fn from_homes(choice: Option<&SourceChoice>, homes: &[(&str, Option<&Path>)]) -> SourceSet {
+        SourceSet {
+            hide_dsh: choice.is_some_and(|c| !c.dsh),
+            external: external_sources(choice, homes),
+        }
+    }
+
     /// From `--sources`, `--claude-home` and `--codex-home` (each optional).
     pub fn from_flags(
         choice: Option<&SourceChoice>,
         claude_home: Option<&Path>,
         codex_home: Option<&Path>,
     ) -> SourceSet {
-        SourceSet {
-            hide_dsh: choice.is_some_and(|c| !c.dsh),
-            external: external_sources(choice, claude_home, codex_home),
-        }
+        SourceSet::from_homes(choice, &[("claude", claude_home), ("codex", codex_home)])
     }
 
     /// `host` alone when there is nothing to add, else merged with the external sources.
@@ -591,12 +690,11 @@ mod tests {
             SourceChoice::parse("codex,dsh").unwrap(),
             SourceChoice {
                 dsh: true,
-                claude: false,
-                codex: true
+                agents: vec![ExternalAgent::Codex],
             }
         );
-        let err = SourceChoice::parse("dsh,opencode").unwrap_err().to_string();
-        assert!(err.contains("opencode"), "{err}");
+        let err = SourceChoice::parse("dsh,crush").unwrap_err().to_string();
+        assert!(err.contains("crush") && err.contains("qwen"), "{err}");
     }
 
     #[test]

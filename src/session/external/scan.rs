@@ -8,11 +8,8 @@
 //! their scan ended at, so a grown file is read only past that offset. Every read runs on the
 //! blocking pool and opens files read-only.
 
-#[cfg(feature = "discovery")]
-use super::codex_state;
-use super::{
-    claude, codex, header, not_found, title_line, Conversation, ExternalAgent, Head, Stamped,
-};
+use super::agent::{SideNames, TitleScan};
+use super::{header, not_found, Conversation, ExternalAgent, Head, Stamped};
 use crate::session::error::{Result, SessionError};
 use crate::session::files;
 use crate::session::query::{
@@ -35,7 +32,7 @@ pub struct FileStamp {
 }
 
 impl FileStamp {
-    fn of(meta: &fs::Metadata) -> FileStamp {
+    pub(super) fn of(meta: &fs::Metadata) -> FileStamp {
         #[cfg(unix)]
         let inode = std::os::unix::fs::MetadataExt::ino(meta);
         #[cfg(not(unix))]
@@ -150,22 +147,16 @@ struct Inner {
     home: PathBuf,
     listing: Mutex<Listing>,
     titles: Mutex<Stamped<TitleEntry>>,
-    codex_index: Mutex<Option<CodexIndex>>,
-    #[cfg(feature = "discovery")]
-    codex_state: Mutex<Option<CodexState>>,
+    /// Names the agent keeps beside its session files, if it keeps any.
+    side: Option<Box<dyn SideNames>>,
+    /// A database agent's last listing: the stamps of its files then, the list and the rows.
+    database: Mutex<Option<DatabaseListing>>,
 }
 
-/// Codex's `session_index.jsonl` names by thread id, with the stamp they were read at.
-type CodexIndex = (FileStamp, Arc<HashMap<String, String>>);
-
-/// Codex's state database: the home's stamp when it was chosen, the database and its log's
-/// stamps when read, and what it said per thread id.
-#[cfg(feature = "discovery")]
-struct CodexState {
-    home: Option<SystemTime>,
-    db: Option<PathBuf>,
-    stamps: (Option<FileStamp>, Option<FileStamp>),
-    threads: Arc<HashMap<String, codex_state::ThreadTitle>>,
+struct DatabaseListing {
+    stamps: Vec<Option<FileStamp>>,
+    list: Arc<Vec<SessionSummary>>,
+    rows: HashMap<String, super::agent::DatabaseRow>,
 }
 
 #[derive(Default)]
@@ -176,6 +167,8 @@ struct Listing {
     heads: HashMap<PathBuf, (FileStamp, Option<Head>)>,
     by_id: HashMap<String, PathBuf>,
     list: Option<Arc<Vec<SessionSummary>>>,
+    /// Session file → why it is not listed (the read's error, naming the file).
+    errors: HashMap<PathBuf, String>,
     /// Listed session files whose head was incomplete at the last listing, with their stamp:
     /// the only files a listing must look at again while no directory changed.
     incomplete: Vec<(PathBuf, FileStamp)>,
@@ -184,30 +177,25 @@ struct Listing {
 struct TitleEntry {
     offset: u64,
     line: u64,
-    state: TitleState,
-}
-
-enum TitleState {
-    Claude(claude::TitleScan),
-    Codex(codex::TitleScan),
+    state: Box<dyn TitleScan>,
 }
 
 /// Directory stamps this close to now may still change within their granularity.
-const SETTLE: Duration = Duration::from_secs(2);
+pub(super) const SETTLE: Duration = Duration::from_secs(2);
 
 impl ExternalSessions {
     /// A read-only source over `agent`'s home (`~/.claude`, `~/.codex`, or the directory a flag
     /// or the environment named). Reads nothing until asked; never writes under the home.
     pub fn new(agent: ExternalAgent, home: impl Into<PathBuf>) -> ExternalSessions {
+        let home = home.into();
         ExternalSessions {
             inner: Arc::new(Inner {
                 agent,
-                home: home.into(),
+                side: agent.format().side_names(&home),
+                home,
                 listing: Mutex::new(Listing::default()),
                 titles: Mutex::new(HashMap::new()),
-                codex_index: Mutex::new(None),
-                #[cfg(feature = "discovery")]
-                codex_state: Mutex::new(None),
+                database: Mutex::new(None),
             }),
         }
     }
@@ -224,10 +212,7 @@ impl ExternalSessions {
 
     /// The directory under the home that holds the agent's sessions.
     pub fn sessions_subdir(agent: ExternalAgent) -> &'static str {
-        match agent {
-            ExternalAgent::Claude => "projects",
-            ExternalAgent::Codex => "sessions",
-        }
+        agent.format().sessions_subdir()
     }
 
     /// The file holding session `id` (namespaced), listing first if it is not known yet.
@@ -250,15 +235,16 @@ impl ExternalSessions {
 
     /// Every listable session, newest first (the same `Arc` while nothing changed).
     pub fn list_sessions_blocking(&self) -> Result<Arc<Vec<SessionSummary>>> {
+        if let Some(database) = self.agent().format().database() {
+            return self.list_database(database);
+        }
         let agent = self.agent();
         let root = self.inner.home.join(Self::sessions_subdir(agent));
         let mut listing = self.inner.listing.locked();
         let now = SystemTime::now();
-        // Directory levels below the root: Claude `projects/<dir>/`, Codex `sessions/Y/M/D/`.
-        let depth = match agent {
-            ExternalAgent::Claude => 1,
-            ExternalAgent::Codex => 3,
-        };
+        // Directory levels below the root (Claude Code `projects/<dir>/`, Codex
+        // `sessions/Y/M/D/`).
+        let depth = agent.format().depth();
         let mut changed = false;
         let mut level = vec![root];
         for _ in 0..depth {
@@ -314,9 +300,13 @@ impl ExternalSessions {
                 continue;
             }
             let head = match read_head(agent, file) {
-                Ok(head) => head,
+                Ok(head) => {
+                    listing.errors.remove(file);
+                    head
+                }
                 Err(err) => {
                     tracing::warn!(source = agent.name(), file = %file.display(), error = %err, "skipping a session file");
+                    listing.errors.insert(file.clone(), err.to_string());
                     None
                 }
             };
@@ -354,6 +344,7 @@ impl ExternalSessions {
         }
         let present: std::collections::HashSet<&PathBuf> = files.iter().collect();
         listing.heads.retain(|path, _| present.contains(path));
+        listing.errors.retain(|path, _| present.contains(path));
         sort_sessions(&mut list);
         let list = Arc::new(list);
         listing.by_id = by_id;
@@ -361,14 +352,76 @@ impl ExternalSessions {
         Ok(list)
     }
 
+    /// Why the last listing left files out (one error naming the file each, sorted): a file
+    /// that cannot be read costs its one session, never the listing.
+    pub fn unreadable_files(&self) -> Vec<String> {
+        let listing = self.inner.listing.locked();
+        let mut errors: Vec<String> = listing.errors.values().cloned().collect();
+        errors.sort();
+        errors
+    }
+
+    /// A database agent's listing, read again only when its files' stamps changed.
+    fn list_database(
+        &self,
+        database: &dyn super::agent::DatabaseFormat,
+    ) -> Result<Arc<Vec<SessionSummary>>> {
+        let home = &self.inner.home;
+        let stamps: Vec<Option<FileStamp>> = database
+            .files(home)
+            .iter()
+            .map(|p| fs::symlink_metadata(p).ok().map(|m| FileStamp::of(&m)))
+            .collect();
+        let mut cache = self.inner.database.locked();
+        if let Some(known) = cache.as_ref() {
+            if known.stamps == stamps {
+                return Ok(known.list.clone());
+            }
+        }
+        let rows = database.list(home)?;
+        let mut list: Vec<SessionSummary> = rows
+            .iter()
+            .map(|row| SessionSummary {
+                header: Arc::new(header(self.agent(), &row.head)),
+                live: false,
+                persisted: true,
+            })
+            .collect();
+        sort_sessions(&mut list);
+        let list = Arc::new(list);
+        *cache = Some(DatabaseListing {
+            stamps,
+            list: list.clone(),
+            rows: rows.into_iter().map(|r| (r.head.id.clone(), r)).collect(),
+        });
+        Ok(list)
+    }
+
+    /// A database agent's row for `id` (namespaced), listing first.
+    fn database_row(&self, id: &str) -> Result<super::agent::DatabaseRow> {
+        let own = id
+            .strip_prefix(self.agent().name())
+            .and_then(|rest| rest.strip_prefix(':'))
+            .ok_or_else(|| not_found(id))?;
+        self.list_sessions_blocking()?;
+        let cache = self.inner.database.locked();
+        cache
+            .as_ref()
+            .and_then(|c| c.rows.get(own).cloned())
+            .ok_or_else(|| not_found(id))
+    }
+
     /// The session's title (SPEC §9): read past where the last scan of its file ended.
     pub fn read_title_blocking(&self, id: &str) -> Result<Option<String>> {
+        if self.agent().format().database().is_some() {
+            return Ok(self.database_row(id)?.title);
+        }
         let path = self.path_of(id)?;
         let meta = fs::metadata(&path).map_err(|e| SessionError::io(&path, e))?;
         let stamp = FileStamp::of(&meta);
         let mut titles = self.inner.titles.locked();
         let entry = titles.remove(&path);
-        let (entry, fresh) = match entry {
+        let (mut entry, fresh) = match entry {
             Some((old, entry)) if old == stamp => (entry, false),
             Some((old, entry)) if old.inode == stamp.inode && stamp.len >= entry.offset => {
                 (entry, true)
@@ -377,148 +430,35 @@ impl ExternalSessions {
                 TitleEntry {
                     offset: 0,
                     line: 0,
-                    state: match self.agent() {
-                        ExternalAgent::Claude => TitleState::Claude(claude::TitleScan::default()),
-                        ExternalAgent::Codex => TitleState::Codex(codex::TitleScan::default()),
-                    },
+                    state: self.agent().format().title_scan(),
                 },
                 true,
             ),
         };
-        let mut entry = entry;
         if fresh {
-            let sink: &mut dyn LineSink = match &mut entry.state {
-                TitleState::Claude(scan) => scan,
-                TitleState::Codex(scan) => scan,
-            };
-            let (offset, line) = read_lines(&path, entry.offset, entry.line, sink)?;
+            let (offset, line) = read_lines(&path, entry.offset, entry.line, &mut *entry.state)?;
             entry.offset = offset;
             entry.line = line;
         }
-        let compacted = matches!(&entry.state, TitleState::Claude(scan) if scan.compacted() && scan.named().is_none());
-        let title = match &entry.state {
-            // After a compaction the first prompt in the file may be gone: take the first one
-            // the conversation still holds.
-            TitleState::Claude(_) if compacted => None,
-            TitleState::Claude(scan) => scan.title(),
-            TitleState::Codex(scan) => {
-                // A name the person gave wins (state database, the TUI's index, a rollout
-                // event), then Codex's own title, then the first prompt.
-                let own = &id[self.agent().name().len() + 1..];
-                let (name, codex_title) = self.codex_thread(own);
-                name.as_deref()
-                    .and_then(title_line)
-                    .or_else(|| self.codex_index_name(own))
-                    .or_else(|| scan.name())
-                    .or_else(|| codex_title.as_deref().and_then(title_line))
-                    .or_else(|| scan.first_prompt())
-            }
-        };
+        let own = &id[self.agent().name().len() + 1..];
+        let title = entry.state.choose(self.inner.side.as_deref(), own);
         titles.insert(path, (stamp, entry));
-        drop(titles);
-        if compacted {
-            let (_, conversation) = self.read_conversation_blocking(id)?;
-            return Ok(claude::conversation_title(&conversation));
-        }
         Ok(title)
-    }
-
-    /// The name and title the newest `state_<n>.sqlite` holds for thread `own`, read again only
-    /// when the home (a new database), the database or its log changed.
-    #[cfg(feature = "discovery")]
-    fn codex_thread(&self, own: &str) -> (Option<String>, Option<String>) {
-        self.codex_state_thread(own)
-            .map(|t| (t.name, t.title))
-            .unwrap_or_default()
-    }
-
-    /// Without SQLite (feature `discovery`) the state database is not read: a Codex title comes
-    /// from `session_index.jsonl`, the rollout's events and its first prompt.
-    #[cfg(not(feature = "discovery"))]
-    fn codex_thread(&self, _own: &str) -> (Option<String>, Option<String>) {
-        (None, None)
-    }
-
-    #[cfg(feature = "discovery")]
-    fn codex_state_thread(&self, own: &str) -> Option<codex_state::ThreadTitle> {
-        let home = &self.inner.home;
-        let mut cache = self.inner.codex_state.locked();
-        let home_stamp = fs::metadata(home).ok().and_then(|m| m.modified().ok());
-        let db = match cache.as_ref() {
-            Some(state) if state.home.is_some() && state.home == home_stamp => state.db.clone(),
-            _ => codex_state::newest_state_db(home),
-        };
-        let stamp = |p: &Path| fs::symlink_metadata(p).ok().map(|m| FileStamp::of(&m));
-        let stamps = db.as_deref().map_or((None, None), |db| {
-            (stamp(db), stamp(&codex_state::wal_of(db)))
-        });
-        let fresh = cache
-            .as_ref()
-            .is_some_and(|state| state.db == db && state.stamps == stamps);
-        if !fresh {
-            let threads = match &db {
-                Some(path) => codex_state::read_threads(path).unwrap_or_else(|err| {
-                    tracing::warn!(error = %err, "could not read the Codex state database");
-                    HashMap::new()
-                }),
-                None => HashMap::new(),
-            };
-            // A home stamp this recent may hide a change: keep none, so it is looked at again.
-            let settled = home_stamp.filter(|m| {
-                SystemTime::now()
-                    .duration_since(*m)
-                    .is_ok_and(|age| age >= SETTLE)
-            });
-            *cache = Some(CodexState {
-                home: settled,
-                db,
-                stamps,
-                threads: Arc::new(threads),
-            });
-        }
-        cache.as_ref()?.threads.get(own).cloned()
-    }
-
-    /// The last non-empty `thread_name` of `session_index.jsonl` for thread `own`.
-    fn codex_index_name(&self, own: &str) -> Option<String> {
-        let path = self.inner.home.join("session_index.jsonl");
-        let mut cache = self.inner.codex_index.locked();
-        let Ok(meta) = fs::metadata(&path) else {
-            *cache = None;
-            return None;
-        };
-        let stamp = FileStamp::of(&meta);
-        let index = match cache.as_ref() {
-            Some((old, index)) if *old == stamp => index.clone(),
-            _ => {
-                let mut scan = codex::IndexScan::default();
-                if let Err(err) = read_lines(&path, 0, 0, &mut scan) {
-                    tracing::warn!(file = %path.display(), error = %err, "could not read the Codex session index");
-                }
-                let index = Arc::new(scan.names);
-                *cache = Some((stamp, index.clone()));
-                index
-            }
-        };
-        index.get(own).cloned()
     }
 
     /// The projected conversation of session `id`.
     pub fn read_conversation_blocking(&self, id: &str) -> Result<(SurfaceSnapshot, Conversation)> {
+        if let Some(database) = self.agent().format().database() {
+            let row = self.database_row(id)?;
+            let conversation = database
+                .conversation(&self.inner.home, &row.head.id)?
+                .ok_or_else(|| not_found(id))?;
+            let snapshot = super::surface(header(self.agent(), &row.head), &conversation);
+            return Ok((snapshot, conversation));
+        }
         let path = self.path_of(id)?;
         let head = read_head(self.agent(), &path)?.ok_or_else(|| not_found(id))?;
-        let conversation = match self.agent() {
-            ExternalAgent::Claude => {
-                let mut scan = claude::ConversationScan::default();
-                read_lines(&path, 0, 0, &mut scan)?;
-                scan.finish()
-            }
-            ExternalAgent::Codex => {
-                let mut scan = codex::ConversationScan::default();
-                read_lines(&path, 0, 0, &mut scan)?;
-                scan.finish()
-            }
-        };
+        let conversation = self.agent().format().read_conversation(&path)?;
         let snapshot = super::surface(header(self.agent(), &head), &conversation);
         Ok((snapshot, conversation))
     }
@@ -585,8 +525,10 @@ fn refresh_dir(
         let Ok(kind) = entry.file_type() else {
             continue;
         };
-        let is_dir = kind.is_dir();
-        if is_dir == subdirs && (is_dir || kind.is_file()) {
+        // At the files' level anything but a directory is kept (a FIFO, a socket, a link): a
+        // session file that is not a readable regular file is then named in the listing's
+        // errors when its head is read, instead of vanishing without a word.
+        if kind.is_dir() == subdirs {
             found.push(entry.path());
         }
     }
@@ -600,29 +542,11 @@ fn refresh_dir(
 }
 
 fn is_session_file(agent: ExternalAgent, path: &Path) -> bool {
-    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-        return false;
-    };
-    match agent {
-        // `agent-*` files are subagents, the compaction helper or warm-ups: not sessions.
-        ExternalAgent::Claude => name.ends_with(".jsonl") && !name.starts_with("agent-"),
-        ExternalAgent::Codex => name.starts_with("rollout-") && name.ends_with(".jsonl"),
-    }
+    agent.format().is_session_file(path)
 }
 
 /// The head of one session file; `None` while it is incomplete. A file of another format is an
 /// error naming what was wrong.
 fn read_head(agent: ExternalAgent, path: &Path) -> Result<Option<Head>> {
-    match agent {
-        ExternalAgent::Claude => {
-            let mut scan = claude::HeadScan::default();
-            read_lines(path, 0, 0, &mut scan)?;
-            scan.finish(path)
-        }
-        ExternalAgent::Codex => {
-            let mut scan = codex::HeadScan::default();
-            read_lines(path, 0, 0, &mut scan)?;
-            scan.finish(path)
-        }
-    }
+    agent.format().read_head(path)
 }

@@ -120,7 +120,7 @@ mod tests {
         assert_eq!(read.omitted_bytes, None);
         assert_eq!(read.truncated, Some(true));
         assert_eq!(read.source, Some(ExternalAgent::Claude));
-        let unknown = RecordedReference::read(&json!({"source": "gemini"}));
+        let unknown = RecordedReference::read(&json!({"source": "crush"}));
         assert_eq!(unknown.source, None);
     }
 

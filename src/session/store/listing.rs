@@ -90,6 +90,9 @@ pub(super) struct Project {
     /// Session directory's name → the log whose header could not be read, and its stamp then:
     /// an unchanged bad log is not read again on every listing.
     pub(super) failed: HashMap<Arc<OsStr>, (Encoding, FileStamp)>,
+    /// Session directory's name → why its log is not listed (the read's error, naming the
+    /// file), for a command line to say what it left out.
+    pub(super) errors: HashMap<Arc<OsStr>, Arc<str>>,
 }
 
 #[derive(Clone)]
@@ -186,6 +189,20 @@ impl DiskStore {
             index.cache.written = Some(Instant::now());
         }
         Ok(index.sorted.clone())
+    }
+
+    /// Why the last listing left sessions out that it could not read (permission denied, a
+    /// FIFO or a directory in a log's place, a broken header), one error naming the file each,
+    /// sorted: one unreadable file costs its one session, and a command line says which.
+    pub fn unreadable_logs(&self) -> Vec<String> {
+        let index = self.inner.index.locked();
+        let mut errors: Vec<String> = index
+            .projects
+            .values()
+            .flat_map(|p| p.errors.values().map(|e| e.to_string()))
+            .collect();
+        errors.sort();
+        errors
     }
 
     /// Logs the last listing left out because their format version is not 0, as the errors
@@ -341,7 +358,14 @@ fn refresh_project(
         opened: opened.as_ref(),
     };
     for (name, entry) in project.sessions.iter_mut() {
-        changed |= refresh_session(&at, name, entry, &mut project.failed, now, stats);
+        changed |= refresh_session(
+            &at,
+            name,
+            entry,
+            (&mut project.failed, &mut project.errors),
+            now,
+            stats,
+        );
     }
     Ok(changed)
 }
@@ -384,6 +408,10 @@ fn relist_project(dir: &Path, project: &mut Project) -> Option<bool> {
         let seen: HashSet<&Arc<OsStr>> = listed.iter().collect();
         project.failed.retain(|d, _| seen.contains(d));
     }
+    if !project.errors.is_empty() {
+        let seen: HashSet<&Arc<OsStr>> = listed.iter().collect();
+        project.errors.retain(|d, _| seen.contains(d));
+    }
     let changed = project.sessions.relist(listed);
     Some(changed)
 }
@@ -396,7 +424,7 @@ fn refresh_session(
     project_dir: &ProjectDir,
     name: &Arc<OsStr>,
     entry: &mut Option<LogEntry>,
-    failed: &mut HashMap<Arc<OsStr>, (Encoding, FileStamp)>,
+    (failed, errors): Failures<'_>,
     now: SystemTime,
     stats: &mut StoreStats,
 ) -> bool {
@@ -454,6 +482,7 @@ fn refresh_session(
     match header {
         Ok(header) => {
             failed.remove(name);
+            errors.remove(name);
             if header.version != FORMAT_VERSION {
                 tracing::warn!(
                     path = %path.display(),
@@ -471,6 +500,7 @@ fn refresh_session(
         }
         Err(e) => {
             tracing::warn!(error = %e, "skipping a session whose header cannot be read");
+            errors.insert(name.clone(), e.to_string().into());
             changed |= entry.take().is_some();
             // Remembered only once its stamp is old enough to be trusted (coarse clocks).
             match stamp.filter(|s| !s.is_racy(now)) {
@@ -485,6 +515,13 @@ fn refresh_session(
         }
     }
 }
+
+/// A project's bad logs by session directory: their stamps (not read again while unchanged)
+/// and why they are not listed.
+type Failures<'a> = (
+    &'a mut HashMap<Arc<OsStr>, (Encoding, FileStamp)>,
+    &'a mut HashMap<Arc<OsStr>, Arc<str>>,
+);
 
 pub(super) fn rebuild(index: &mut Index) {
     struct Found<'a> {

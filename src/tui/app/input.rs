@@ -134,11 +134,54 @@ impl App {
     /// Offers `key` to the focus stack, top first, and carries out what the layer that took it
     /// asks for.
     pub(super) fn on_key(&mut self, key: KeyEvent) {
+        if self.way_out(&key) {
+            return;
+        }
         let layers = focus::stack(self.open_layers());
         let keymap = self.keymap.clone();
         let taken = focus::dispatch(&layers, |layer| self.key_to(layer, &key, &keymap));
         if let Some((_, Handled::Emit(command))) = taken {
             self.carry_out(command, &key);
+        }
+    }
+
+    /// The ways out that no keymap can take away (issue 32): Ctrl-C acts as `clear-or-quit`
+    /// (clear, cancel, interrupt; twice when idle: quit) when the keymap bound that action to
+    /// other keys or to none, closing whatever layer is open on the way; Ctrl-D on an empty
+    /// composer with nothing open and no turn running quits, as in Codex and Claude Code. Keys
+    /// the keymap binds as usual go through the focus stack. Answers whether `key` was taken.
+    fn way_out(&mut self, key: &KeyEvent) -> bool {
+        use crossterm::event::{KeyCode, KeyModifiers};
+        if key.modifiers != KeyModifiers::CONTROL {
+            return false;
+        }
+        match key.code {
+            KeyCode::Char('c' | 'C') => {
+                let bound = self
+                    .keymap
+                    .keys(Action::ClearOrQuit)
+                    .contains(&crate::tui::keys::KeyBinding::of(key));
+                if bound {
+                    return false;
+                }
+                let layered = self.picker.take().is_some() | self.overlay.take().is_some();
+                self.popup.close();
+                if !layered {
+                    self.on_ctrl_c();
+                }
+                true
+            }
+            KeyCode::Char('d' | 'D') => {
+                let open = self.open_layers();
+                let idle = !self.status.running && self.preparing.is_none();
+                let nothing_open = !(open.picker || open.confirm || open.overlay || open.slash);
+                if idle && nothing_open && self.composer.is_empty() {
+                    self.should_quit = true;
+                    return true;
+                }
+                false
+            }
+            _ => false,
         }
     }
 

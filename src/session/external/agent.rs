@@ -1,0 +1,156 @@
+//! The one interface every other agent's format implements, and the registry of them.
+//!
+//! Purpose: everything that differs between Claude Code, Codex, Qwen Code and the agents to come
+//! lives behind [`AgentFormat`]: where the agent keeps its home (default directory, environment
+//! variable), how its session files lie under it, how one file is folded into a listing row
+//! ([`Head`]), a title and a conversation. [`ExternalSessions`](super::ExternalSessions) does the
+//! file I/O, the caching and the `SessionQuery` plumbing for all of them; nothing outside
+//! `session/external/` names a particular agent (`tests/architecture.rs`).
+//!
+//! # Adding an agent
+//! 1. A module `session/external/<name>.rs`: pure line parsers (a head scan, a title scan, a
+//!    conversation scan over complete lines, linear and bounded), a unit struct implementing
+//!    [`AgentFormat`], and unit tests over inline records.
+//! 2. One line in [`AGENTS`].
+//! 3. The home flag: a `--<name>-home` field in `cli::SharedFlags` and its entry in the list of
+//!    homes it hands to `SourceSet::from_homes`.
+//! 4. Fixtures written by the real CLI under `tests/data/fixtures/` with their provenance, and
+//!    tests: listing, projection, `prepare`, a vanished session, nothing written under the home,
+//!    and a drift guard over the record kinds the parser relies on.
+//!
+//! Invariant: the registry's names are unique, lowercase and not `dsh` (they are the id
+//! namespaces, `--sources` names and badges). Proof: the unit test below.
+
+use super::scan::LineSink;
+use super::{Conversation, Head};
+use crate::session::error::Result;
+use std::path::{Path, PathBuf};
+
+/// One other agent's session format.
+pub trait AgentFormat: Send + Sync + 'static {
+    /// The id namespace, `--sources` name and badge (`claude`).
+    fn name(&self) -> &'static str;
+    /// A human name for cards and descriptions (`Claude Code`).
+    fn product(&self) -> &'static str;
+    /// The environment variable the agent itself reads for its home (`CLAUDE_CONFIG_DIR`).
+    fn home_env(&self) -> &'static str;
+    /// The home a value of [`AgentFormat::home_env`] names (`None` when it names none).
+    fn home_from_env(&self, value: &str) -> Option<PathBuf> {
+        let value = value.trim();
+        (!value.is_empty()).then(|| PathBuf::from(value))
+    }
+    /// The home under the user's home directory when nothing names another (`~/.claude`).
+    fn default_home(&self, user_home: &Path) -> PathBuf;
+    /// The directory under the home that holds the sessions (its presence means the agent was
+    /// used here).
+    fn sessions_subdir(&self) -> &'static str;
+    /// Directory levels between [`AgentFormat::sessions_subdir`] and the session files.
+    fn depth(&self) -> usize;
+    /// Whether the file at `path` (at that depth) is a session.
+    fn is_session_file(&self, path: &Path) -> bool;
+    /// The head of one session file: `None` while it is incomplete (or holds no session yet);
+    /// an error naming the file when it is not this agent's format.
+    fn read_head(&self, path: &Path) -> Result<Option<Head>>;
+    /// A fresh incremental title scan (fed a file's complete lines, from where the last one
+    /// ended when the file grew).
+    fn title_scan(&self) -> Box<dyn TitleScan>;
+    /// The projected conversation of one session file.
+    fn read_conversation(&self, path: &Path) -> Result<Conversation>;
+    /// Names the agent keeps beside the session files (an index, a database), looked up by the
+    /// agent's own id; `None` when it keeps none.
+    fn side_names(&self, _home: &Path) -> Option<Box<dyn SideNames>> {
+        None
+    }
+
+    /// Whether `home` holds this agent's sessions (listed by default only then).
+    fn present(&self, home: &Path) -> bool {
+        home.join(self.sessions_subdir()).is_dir()
+    }
+
+    /// An agent that keeps its sessions in a database instead of files (opencode): listing,
+    /// titles and conversations come from it, and the file methods above are not used.
+    fn database(&self) -> Option<&dyn DatabaseFormat> {
+        None
+    }
+}
+
+/// One session as a database lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DatabaseRow {
+    /// Id, creation time and cwd.
+    pub head: Head,
+    /// Its title by the agent's rules (SPEC §9), if any.
+    pub title: Option<String>,
+}
+
+/// An agent whose sessions live in one database under its home.
+pub trait DatabaseFormat: Send + Sync {
+    /// The files whose stamps say the database changed (the database and its log).
+    fn files(&self, home: &Path) -> Vec<PathBuf>;
+    /// Every session, read without writing under the home.
+    fn list(&self, home: &Path) -> Result<Vec<DatabaseRow>>;
+    /// The projected conversation of session `own_id` (`None` when there is no such session).
+    fn conversation(&self, home: &Path, own_id: &str) -> Result<Option<Conversation>>;
+}
+
+/// An incremental title scan of one session file.
+pub trait TitleScan: LineSink + Send {
+    /// The title (SPEC §9: the name the person gave last, else the agent's latest generated
+    /// title, else the first prompt) as far as the lines fed so far tell, with the names the
+    /// agent keeps beside the files.
+    fn choose(&self, side: Option<&dyn SideNames>, own_id: &str) -> Option<String>;
+}
+
+/// Titles an agent keeps outside its session files, by the agent's own id.
+pub trait SideNames: Send + Sync {
+    /// A name the person gave the session, if the side store has one.
+    fn given_name(&self, own_id: &str) -> Option<String>;
+    /// A title the agent generated, if the side store has one.
+    fn generated_title(&self, _own_id: &str) -> Option<String> {
+        None
+    }
+}
+
+/// Every other agent this build reads, in the order sources are listed and flags documented.
+pub static AGENTS: &[&dyn AgentFormat] = &[
+    &super::claude::ClaudeCode,
+    &super::codex::Codex,
+    &super::qwen::QwenCode,
+    &super::gemini::GeminiCli,
+    #[cfg(feature = "discovery")]
+    &super::opencode::Opencode,
+];
+
+/// The registered agent named `name`.
+pub fn find(name: &str) -> Option<&'static dyn AgentFormat> {
+    AGENTS.iter().copied().find(|a| a.name() == name)
+}
+
+/// The registry's names, comma-separated (for messages).
+pub fn names() -> String {
+    AGENTS
+        .iter()
+        .map(|a| a.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_lowercase_namespaces_and_not_dsh() {
+        let mut seen = std::collections::HashSet::new();
+        for agent in AGENTS {
+            let name = agent.name();
+            assert!(seen.insert(name), "{name} registered twice");
+            assert_ne!(name, "dsh");
+            assert!(
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase()),
+                "{name}"
+            );
+            assert!(find(name).is_some());
+        }
+    }
+}
