@@ -7,10 +7,9 @@ use clap::Parser;
 use dsh_session_references::cli::lifecycle::{
     command_prefix, find_sessions, recent_sessions, resolve_start_hinted, resume_hint, Start,
 };
-use dsh_session_references::cli::{Cli, Command, Compression, ModelArgs, Resolved, TuiArgs};
+use dsh_session_references::cli::{Cli, Command, Compression, ModelArgs, TuiArgs};
 use dsh_session_references::escape::{diagnostic, escape_line};
-use dsh_session_references::session::paths::resolve_home;
-use dsh_session_references::session::DiskStore;
+use dsh_session_references::host::Workspace;
 use dsh_session_references::session::Encoding;
 use dsh_session_references::tui::app::{run_terminal_picking, AppOptions, Wiring};
 use dsh_session_references::tui::keys::Keymap;
@@ -20,41 +19,37 @@ use std::time::Duration;
 fn main() {
     one_malloc_arena();
     let cli = Cli::parse();
-    // `uri` and `mention` read no home; everything else resolves it once, the same way.
+    // `uri` and `mention` read no home; everything else works on the one workspace.
     if let Some(command @ (Command::Uri(_) | Command::Mention(_))) = &cli.command {
-        let home = resolve_home(cli.home.as_deref());
-        let code = dsh_session_references::cli::reference::run(command, &home);
+        let code = dsh_session_references::cli::reference::run(command, None);
         std::process::exit(code);
     }
     // `completions` and `man` print what the clap definitions say, with no home.
     if let Some(command @ (Command::Completions { .. } | Command::Man)) = &cli.command {
         std::process::exit(dsh_session_references::cli::docs::run(command));
     }
-    let resolved = match cli.resolve() {
-        Ok(resolved) => resolved,
+    let workspace = match cli.resolve() {
+        Ok(workspace) => workspace,
         Err(message) => {
             eprintln!("dsh-refs: {message}");
             std::process::exit(1);
         }
     };
-    let (home, sources) = (&resolved.home, &resolved.sources);
+    let home = workspace.home();
     let code = match &cli.command {
         Some(command @ (Command::Candidates { .. } | Command::Prepare { .. })) => {
-            dsh_session_references::cli::reference::run_with_sources(command, home, sources)
+            dsh_session_references::cli::reference::run(command, Some(&workspace))
         }
         Some(Command::Sessions { json }) => {
-            dsh_session_references::cli::sessions::sessions_with_sources(home, sources, *json)
+            dsh_session_references::cli::sessions::sessions(&workspace, *json)
         }
-        Some(Command::Search(args)) => {
-            dsh_session_references::cli::search::run(home, sources, args)
-        }
+        Some(Command::Search(args)) => dsh_session_references::cli::search::run(&workspace, args),
         Some(Command::Exec(args)) => {
             init_tracing(home);
             dsh_session_references::cli::exec::run(
-                home,
-                sources,
+                &workspace,
                 args,
-                &cli.model.flags(resolved.demo),
+                &cli.model.flags(workspace.demo()),
                 encoding(&cli.tui),
             )
         }
@@ -67,8 +62,7 @@ fn main() {
                     .map(|d| d.to_string_lossy().into_owned())
             });
             dsh_session_references::mcp::run_stdio(dsh_session_references::mcp::Options {
-                home: home.clone(),
-                sources: sources.clone(),
+                workspace: workspace.clone(),
                 cwd,
                 max_resources: usize::try_from(args.max_resources).unwrap_or(usize::MAX),
                 expose: args.expose,
@@ -77,12 +71,12 @@ fn main() {
             })
         }
         Some(command @ (Command::Uri(_) | Command::Mention(_))) => {
-            dsh_session_references::cli::reference::run(command, home)
+            dsh_session_references::cli::reference::run(command, Some(&workspace))
         }
         Some(command @ (Command::Completions { .. } | Command::Man)) => {
             dsh_session_references::cli::docs::run(command)
         }
-        None => run_tui(&resolved, cli.home.as_deref(), &cli.tui, &cli.model),
+        None => run_tui(&workspace, cli.home.as_deref(), &cli.tui, &cli.model),
     };
     std::process::exit(code);
 }
@@ -95,13 +89,12 @@ fn encoding(args: &TuiArgs) -> Option<Encoding> {
 }
 
 fn run_tui(
-    resolved: &Resolved,
+    workspace: &Workspace,
     home_flag: Option<&Path>,
     args: &TuiArgs,
     model: &ModelArgs,
 ) -> i32 {
-    let home = resolved.home.clone();
-    let sources = &resolved.sources;
+    let home = workspace.home().to_path_buf();
     init_tracing(&home);
     // A configured provider whose key is missing is a start-up error, before the terminal.
     let choice = match dsh_session_references::agent::config::load(&home, &model.flags(args.demo)) {
@@ -116,7 +109,7 @@ fn run_tui(
         .map(|d| d.to_string_lossy().into_owned());
     let mut pick = None;
     let resume = match resolve_start_hinted(
-        &home,
+        workspace,
         args.resume.as_deref(),
         args.continue_last,
         cwd.as_deref(),
@@ -130,10 +123,10 @@ fn run_tui(
             None
         }
         Ok(Start::Pick(query)) if query.is_empty() => {
-            return print_recent(&home, cwd.as_deref(), args.demo, home_flag)
+            return print_recent(workspace, cwd.as_deref(), args.demo, home_flag)
         }
         Ok(Start::Pick(query)) => {
-            return print_found(&home, cwd.as_deref(), &query, args.demo, home_flag)
+            return print_found(workspace, cwd.as_deref(), &query, args.demo, home_flag)
         }
         Err(message) => {
             eprintln!("dsh-refs: {message}");
@@ -146,10 +139,10 @@ fn run_tui(
         offline_delay: Duration::from_millis(args.offline_delay_ms),
         encoding: encoding(args),
         cwd,
-        sources: sources.clone(),
+        sources: workspace.sources().clone(),
     };
     // The binary wires the store and the model into the TUI.
-    let mut wiring = match Wiring::for_choice(&options, &choice) {
+    let mut wiring = match Wiring::for_workspace(workspace.clone(), &options, &choice) {
         Ok(wiring) => wiring,
         Err(e) => {
             eprintln!("dsh-refs: {}", diagnostic(&e.to_string()));
@@ -191,7 +184,7 @@ fn run_tui(
                 println!("demo home: {}", diagnostic(&home.display().to_string()));
             }
             // Only a session that was written can be resumed.
-            if DiskStore::new(&home).log_path(&session_id).is_ok() {
+            if workspace.store().log_path(&session_id).is_ok() {
                 println!(
                     "resume this session with: {}",
                     resume_hint(&session_id, home_flag, args.demo)
@@ -216,13 +209,13 @@ fn on_terminal() -> bool {
 /// `--resume WORD` (a word that starts no id) without a terminal: the sessions it finds and how
 /// to open one.
 fn print_found(
-    home: &Path,
+    workspace: &Workspace,
     cwd: Option<&str>,
     query: &str,
     demo: bool,
     home_flag: Option<&Path>,
 ) -> i32 {
-    let found = match find_sessions(home, query, cwd, 20) {
+    let found = match find_sessions(workspace, query, cwd, 20) {
         Ok(found) => found,
         Err(e) => {
             eprintln!("dsh-refs: {e}");
@@ -253,8 +246,14 @@ fn print_found(
 }
 
 /// `--resume` with no id without a terminal: the recent sessions (this directory's first) and how to open one.
-fn print_recent(home: &Path, cwd: Option<&str>, demo: bool, home_flag: Option<&Path>) -> i32 {
-    let recent = recent_sessions(home, cwd, 20);
+fn print_recent(
+    workspace: &Workspace,
+    cwd: Option<&str>,
+    demo: bool,
+    home_flag: Option<&Path>,
+) -> i32 {
+    let home = workspace.home();
+    let recent = recent_sessions(workspace, cwd, 20);
     if recent.is_empty() {
         eprintln!(
             "dsh-refs: no sessions under {} to resume",

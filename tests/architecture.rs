@@ -20,6 +20,10 @@
 //! behind a safe API) and `main.rs` (`mallopt`) may use the keyword in code
 //! (`unsafe_code_lives_in_its_rooms`, which also plants one of each kind).
 //!
+//! A third check keeps the engine's wiring in its composition root: no face (`cli/`, `tui/`,
+//! `mcp/`, the binary) builds the sources from flags, opens a `DiskStore` or makes a `Discovery`
+//! (`faces_receive_the_workspace`; `host/workspace.rs` does).
+//!
 //! `DSH_ARCH_ROOT=<dir>` checks `<dir>/src` instead of this crate's (to show an old tree fails).
 
 use std::collections::BTreeSet;
@@ -812,5 +816,91 @@ fn no_room_outside_session_external_knows_a_particular_agent() {
     assert!(
         found.is_empty(),
         "agent-specific code outside session/external: {found:?}"
+    );
+}
+
+/// What only the composition root (`host/workspace.rs`) builds: the sources from the flags,
+/// the home's store, discovery.
+const ROOT_ONLY: &[&str] = &[
+    "SourceSet::from_flags",
+    "SourceSet::from_homes",
+    "DiskStore::new",
+    "DiskStore::with_listing_cache",
+    "Discovery::for_home",
+    "Discovery::for_store",
+    "Discovery::new",
+];
+
+/// Files of the faces (`cli/`, `tui/`, `mcp/`, the binary) whose code (tests aside) builds what
+/// only the workspace may, with what it builds.
+fn face_constructions(files: &[(String, String)]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (relative, source) in files {
+        let face = ["cli/", "tui/", "mcp/"]
+            .iter()
+            .any(|room| relative.starts_with(room))
+            || relative == "main.rs";
+        if !face || relative.ends_with("tests.rs") {
+            continue;
+        }
+        let code = code_only(source);
+        let code = code.split("#[cfg(test)]").next().unwrap_or(&code);
+        let squeezed: String = code.chars().filter(|c| !c.is_whitespace()).collect();
+        for needle in ROOT_ONLY {
+            if squeezed.contains(needle) {
+                out.push((relative.clone(), needle.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Every face receives the workspace (issue 33): no subcommand, no `exec`, no MCP server and
+/// no TUI builds the store, the sources or discovery itself.
+#[test]
+fn faces_receive_the_workspace() {
+    let root = std::env::var_os("DSH_ARCH_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let files = read_tree(&root.join("src"));
+    assert!(
+        files.iter().any(|(p, _)| p == "host/workspace.rs"),
+        "the composition root is in the host room"
+    );
+    assert_eq!(face_constructions(&files), Vec::<(String, String)>::new());
+    // Planted: a face that opens a store or makes discovery is caught (spaced paths too); a
+    // comment, a string, a test module or the root itself is not.
+    assert_eq!(
+        face_constructions(&tree(&[
+            (
+                "cli/sessions.rs",
+                "fn f() { let s = DiskStore::new(home); }"
+            ),
+            (
+                "mcp/server.rs",
+                "fn f() { Discovery :: for_store(s, &o.sources); }"
+            ),
+            (
+                "tui/app/run.rs",
+                "// Discovery::for_home\nconst S: &str = \"DiskStore::new\";"
+            ),
+            (
+                "cli/exec.rs",
+                "#[cfg(test)]\nmod t { fn f() { DiskStore::new(h); } }"
+            ),
+            (
+                "host/workspace.rs",
+                "fn f() { SourceSet::from_flags(a, b, c); }"
+            ),
+            ("main.rs", "fn f() { SourceSet::from_flags(a, b, c); }"),
+        ])),
+        vec![
+            ("cli/sessions.rs".to_string(), "DiskStore::new".to_string()),
+            (
+                "mcp/server.rs".to_string(),
+                "Discovery::for_store".to_string()
+            ),
+            ("main.rs".to_string(), "SourceSet::from_flags".to_string()),
+        ]
     );
 }

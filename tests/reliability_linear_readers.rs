@@ -265,3 +265,92 @@ fn every_other_reader_is_linear_in_its_records() {
     };
     linear("Codex: a long rollout", 4_000, &mut codex);
 }
+
+/// opencode's database reader: listing `n` sessions whose titles are opencode's default (each
+/// falls back to its first prompt, one indexed query a session) and reading a session of `n`
+/// turns (each a prompt, a reply with reasoning and a tool call), over the real schema (the
+/// fixture's database emptied, so its indexes are opencode's own).
+#[test]
+fn the_opencode_reader_is_linear_in_sessions_and_turns() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures/opencode");
+    let mut homes = std::collections::HashMap::new();
+    let build = |n: usize| -> std::path::PathBuf {
+        let home = dir.path().join(format!("opencode-{n}"));
+        std::fs::create_dir_all(&home).unwrap();
+        for name in ["opencode.db", "opencode.db-wal"] {
+            std::fs::copy(fixture.join(name), home.join(name)).unwrap();
+        }
+        let mut conn = rusqlite::Connection::open(home.join("opencode.db")).unwrap();
+        let tx = conn.transaction().unwrap();
+        tx.execute_batch("DELETE FROM part; DELETE FROM message; DELETE FROM session;")
+            .unwrap();
+        let part = |m: &str, p: String, t: i64, data: &str| {
+            tx.execute(
+                "INSERT INTO part VALUES (?1, ?2, 'ses_0', ?3, ?3, ?4)",
+                rusqlite::params![p, m, t, data],
+            )
+            .unwrap();
+        };
+        for s in 0..n {
+            tx.execute(
+                "INSERT INTO session (id, project_id, slug, directory, title, version, time_created, time_updated)
+                 VALUES (?1, 'global', 'slug', '/w', 'New session - 2026-12-04T00:55:02.600Z', '1.18.33', ?2, ?2)",
+                rusqlite::params![format!("ses_{s}"), s as i64],
+            )
+            .unwrap();
+        }
+        for i in 0..n {
+            let t = 1000 + 2 * i as i64;
+            let (user, reply) = (format!("msg_{i:08}a"), format!("msg_{i:08}b"));
+            for (m, data, t) in [
+                (&user, r#"{"role":"user"}"#, t),
+                (&reply, r#"{"role":"assistant"}"#, t + 1),
+            ] {
+                tx.execute(
+                    "INSERT INTO message VALUES (?1, 'ses_0', ?2, ?2, ?3)",
+                    rusqlite::params![m, t, data],
+                )
+                .unwrap();
+            }
+            part(
+                &user,
+                format!("prt_{i:08}a"),
+                t,
+                &format!(r#"{{"type":"text","text":"prompt {i}"}}"#),
+            );
+            part(
+                &reply,
+                format!("prt_{i:08}b"),
+                t + 1,
+                r#"{"type":"reasoning","text":"THINK"}"#,
+            );
+            part(
+                &reply,
+                format!("prt_{i:08}c"),
+                t + 1,
+                r#"{"type":"tool","tool":"bash","state":{"output":"out"}}"#,
+            );
+            part(
+                &reply,
+                format!("prt_{i:08}d"),
+                t + 1,
+                &format!(r#"{{"type":"text","text":"reply {i}"}}"#),
+            );
+        }
+        tx.commit().unwrap();
+        home
+    };
+    for n in [1_000, 4_000] {
+        homes.insert(n, build(n));
+    }
+    let mut read = |n: usize| {
+        let source = ExternalSessions::new(ExternalAgent::Opencode, &homes[&n]);
+        let listed = source.list_sessions_blocking().unwrap();
+        assert_eq!(listed.len(), n);
+        let (_, conversation) = source.read_conversation_blocking("opencode:ses_0").unwrap();
+        assert_eq!(conversation.items.len(), 2 * n);
+    };
+    linear("opencode: sessions and turns", 1_000, &mut read);
+}

@@ -24,12 +24,12 @@ use crate::agent::config::{self, ModelChoice, ModelFlags};
 use crate::agent::{Agent, AgentConfig, AgentEvent, ModelProvider};
 use crate::cli::ExecArgs;
 use crate::escape;
+use crate::host::Workspace;
 use crate::host::{ChosenFile, SessionReferenceMount, SubmitError};
-use crate::reference::{SessionReferenceConfig, SessionReferences};
+use crate::reference::SessionReferenceConfig;
 use crate::session::clock::now_ms;
-use crate::session::external::SourceSet;
 use crate::session::format::TURN_END;
-use crate::session::{DiskStore, Encoding, EventData, HostSessions, LiveSessions, SessionHeader};
+use crate::session::{DiskStore, Encoding, EventData, LiveSessions, SessionHeader};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -38,11 +38,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Runs `exec`; returns the process exit code.
-/// Mentions resolve over the home's sessions merged with `sources` (SPEC §9), as in every
-/// other subcommand.
+/// Mentions resolve over the home's sessions merged with the workspace's sources (SPEC §9), as in
+/// every other subcommand.
 pub fn run(
-    home: &Path,
-    sources: &SourceSet,
+    workspace: &Workspace,
     args: &ExecArgs,
     flags: &ModelFlags,
     encoding: Option<Encoding>,
@@ -61,7 +60,7 @@ pub fn run(
         warn("the prompt is empty");
         return 1;
     }
-    let choice = match config::load(home, flags) {
+    let choice = match config::load(workspace.home(), flags) {
         Ok(choice) => choice,
         Err(e) => {
             warn(&e.to_string());
@@ -75,7 +74,7 @@ pub fn run(
             return 1;
         }
     };
-    let code = runtime.block_on(exec(home, sources, args, &prompt, &choice, encoding));
+    let code = runtime.block_on(exec(workspace, args, &prompt, &choice, encoding));
     runtime.shutdown_timeout(Duration::from_millis(200));
     code
 }
@@ -258,8 +257,7 @@ impl Interrupts {
 }
 
 async fn exec(
-    home: &Path,
-    sources: &SourceSet,
+    workspace: &Workspace,
     args: &ExecArgs,
     prompt: &str,
     choice: &ModelChoice,
@@ -284,10 +282,10 @@ async fn exec(
             }
         };
     // Opening a log reads the disk: not on an async worker.
-    let disk = DiskStore::new(home);
+    let disk = workspace.store().clone();
     let live = LiveSessions::default();
     let opened = {
-        let (disk, live, home) = (disk.clone(), live.clone(), home.to_path_buf());
+        let (disk, live, home) = (disk, live.clone(), workspace.home().to_path_buf());
         let resume = args.resume.clone();
         tokio::task::spawn_blocking(move || open_agent(&disk, live, &home, resume, model, encoding))
             .await
@@ -307,8 +305,7 @@ async fn exec(
     let (provider_name, model_name) = agent_identity(choice);
     out.event(json!({"type": "session", "sessionId": session_id, "provider": provider_name, "model": model_name}));
     tracing::info!(session = %session_id, provider = %provider_name, model = %model_name, "exec turn");
-    let query = sources.serve(Arc::new(HostSessions::new(disk, live)));
-    let service = match SessionReferences::new(query, SessionReferenceConfig::default()) {
+    let service = match workspace.references(Some(live), SessionReferenceConfig::default()) {
         Ok(service) => service,
         Err(e) => {
             out.error(&e.to_string());
@@ -316,7 +313,7 @@ async fn exec(
         }
     };
     let prompt =
-        match super::exec_refs::rewrite(prompt, &args.refs, service.query(), home, sources).await {
+        match super::exec_refs::rewrite(prompt, &args.refs, service.query(), workspace).await {
             Ok(prompt) => prompt,
             Err(super::exec_refs::RefError(lines)) => {
                 if out.json {

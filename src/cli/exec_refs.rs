@@ -16,12 +16,12 @@
 //! prefixes.
 
 use crate::discovery::lifecycle::{resolve_prefix, ResolveError};
-use crate::discovery::{listed_ids, Discovery, SearchQuery};
+use crate::discovery::{listed_ids, SearchQuery};
 use crate::escape;
+use crate::host::Workspace;
 use crate::reference::format_session_reference_mention;
-use crate::session::external::{ExternalAgent, SourceSet};
+use crate::session::external::ExternalAgent;
 use crate::session::{SessionQuery, SessionSummary};
-use std::path::Path;
 use std::sync::Arc;
 
 /// Why a reference could not be resolved: lines for stderr, each already made inert.
@@ -96,8 +96,7 @@ pub async fn rewrite(
     prompt: &str,
     refs: &[String],
     query: &Arc<dyn SessionQuery>,
-    home: &Path,
-    sources: &SourceSet,
+    workspace: &Workspace,
 ) -> Result<String, RefError> {
     let needs_listing = !refs.is_empty() || prompt.contains('@');
     if !needs_listing {
@@ -111,7 +110,7 @@ pub async fn rewrite(
     for word in refs {
         let id = match by_id(&listing, word)? {
             Some(id) => id,
-            None => search_one(home, sources, &listing, word).await?,
+            None => search_one(workspace, &listing, word).await?,
         };
         out.push_str(&mention(query.as_ref(), &id).await);
         out.push(' ');
@@ -169,12 +168,11 @@ pub async fn rewrite(
 
 /// The one session a search for `word` finds (the index is brought up to date first).
 async fn search_one(
-    home: &Path,
-    sources: &SourceSet,
+    workspace: &Workspace,
     listing: &Arc<Vec<SessionSummary>>,
     word: &str,
 ) -> Result<String, RefError> {
-    let discovery = Discovery::for_home(home, sources);
+    let discovery = workspace.discovery().clone();
     let listed = listed_ids(listing);
     let query = SearchQuery {
         text: word.to_string(),

@@ -7,6 +7,7 @@
 
 use crate::discovery::lifecycle::{newest_in_cwd, resolve_prefix, ResolveError};
 use crate::escape;
+use crate::host::Workspace;
 use crate::session::external::ExternalAgent;
 use crate::session::{DiskStore, SessionError, SessionSummary};
 use std::path::Path;
@@ -26,24 +27,24 @@ pub enum Start {
 /// Resolves `--resume [ID]` and `--continue` against the home's sessions. `resume` is
 /// `Some("")` for `--resume` with no id. Errors are messages for the user.
 pub fn resolve_start(
-    home: &Path,
+    workspace: &Workspace,
     resume: Option<&str>,
     continue_last: bool,
     cwd: Option<&str>,
 ) -> Result<Start, String> {
-    resolve_start_hinted(home, resume, continue_last, cwd, "dsh-refs")
+    resolve_start_hinted(workspace, resume, continue_last, cwd, "dsh-refs")
 }
 
 /// [`resolve_start`], its hints spelling the command as `command` (`dsh-refs --demo`, …: see
 /// [`command_prefix`]), so a hint can be pasted as it is.
 pub fn resolve_start_hinted(
-    home: &Path,
+    workspace: &Workspace,
     resume: Option<&str>,
     continue_last: bool,
     cwd: Option<&str>,
     command: &str,
 ) -> Result<Start, String> {
-    let store = DiskStore::new(home);
+    let store = workspace.store();
     if continue_last {
         let Some(cwd) = cwd else {
             return Err("--continue needs a current directory".into());
@@ -51,7 +52,7 @@ pub fn resolve_start_hinted(
         let listing = store
             .list_sessions_blocking()
             .map_err(|e| escape::diagnostic(&e.to_string()).into_owned())?;
-        return match newest_in_cwd(&listing, cwd, |s| last_active(&store, s)) {
+        return match newest_in_cwd(&listing, cwd, |s| last_active(store, s)) {
             Some(id) => Ok(Start::Resume(id)),
             None => Err(format!(
                 "no session of {} to continue (start one with {command}, or list them with \
@@ -110,14 +111,18 @@ pub fn last_active(store: &DiskStore, summary: &SessionSummary) -> i64 {
 
 /// The recent sessions `--resume` with no id offers: this cwd's first, then the rest, each group
 /// by last activity; at most `limit`.
-pub fn recent_sessions(home: &Path, cwd: Option<&str>, limit: usize) -> Vec<(String, String)> {
-    let store = DiskStore::new(home);
+pub fn recent_sessions(
+    workspace: &Workspace,
+    cwd: Option<&str>,
+    limit: usize,
+) -> Vec<(String, String)> {
+    let store = workspace.store();
     let Ok(listing) = store.list_sessions_blocking() else {
         return Vec::new();
     };
     let mut rows: Vec<(bool, i64, &SessionSummary)> = listing
         .iter()
-        .map(|s| (cwd.is_some() && s.cwd() == cwd, last_active(&store, s), s))
+        .map(|s| (cwd.is_some() && s.cwd() == cwd, last_active(store, s), s))
         .collect();
     rows.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
     rows.into_iter()
@@ -137,13 +142,13 @@ pub fn recent_sessions(home: &Path, cwd: Option<&str>, limit: usize) -> Vec<(Str
 /// conversation, cwd), best first, at most `limit`: (id, title). The index is brought up to date
 /// first. Errors are messages for the user.
 pub fn find_sessions(
-    home: &Path,
+    workspace: &Workspace,
     query: &str,
     cwd: Option<&str>,
     limit: usize,
 ) -> Result<Vec<(String, String)>, String> {
-    use crate::discovery::{Discovery, SearchQuery};
-    let discovery = Discovery::for_home(home, &crate::session::external::SourceSet::default());
+    use crate::discovery::SearchQuery;
+    let discovery = workspace.own_discovery();
     if let Err(e) = discovery.refresh_blocking() {
         tracing::warn!(error = %e, "resume: index not refreshed");
     }

@@ -6,7 +6,8 @@
 //! agent, tui), and none of them uses it (`tests/architecture.rs`). It is built with the `cli`
 //! feature (on by default).
 
-use crate::session::external::{SourceChoice, SourceSet};
+use crate::host::{Settings, Workspace};
+use crate::session::external::SourceChoice;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -43,19 +44,6 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
-/// The home and the sources every subcommand works on, resolved once from the global flags
-/// (`--home`, `--demo`, `--sources`, `--claude-home`, `--codex-home`) by [`Cli::resolve`].
-#[derive(Debug, Clone)]
-pub struct Resolved {
-    /// The dsh home: the per-user demo home with `--demo`, else `--home`, else $DSH_HOME,
-    /// else ~/.dsh.
-    pub home: PathBuf,
-    /// The sessions listed and referenced besides (or instead of) the home's own (SPEC §9).
-    pub sources: SourceSet,
-    /// `--demo` was given (the offline model answers; hints repeat the flag).
-    pub demo: bool,
-}
-
 /// Why the command line could not set up what it runs with; the text is the message for the
 /// user (paths and system messages escaped: they may hold control characters).
 #[derive(Debug, thiserror::Error)]
@@ -79,19 +67,26 @@ pub enum StartError {
 
 impl Cli {
     /// The one resolution of the home and source flags that every subcommand and the TUI use
-    /// (so none reads or writes another home than the one the flags name). Installs the demo
-    /// home on first use with `--demo`.
-    pub fn resolve(&self) -> Result<Resolved, StartError> {
-        let home = if self.tui.demo {
-            crate::demo::install_user_demo_home().map_err(StartError::DemoHome)?
+    /// (so none reads or writes another home than the one the flags name): the workspace they
+    /// all receive ([`Workspace`], the composition root). Installs the demo home on first use
+    /// with `--demo`.
+    pub fn resolve(&self) -> Result<Workspace, StartError> {
+        let demo_home = if self.tui.demo {
+            Some(crate::demo::install_user_demo_home().map_err(StartError::DemoHome)?)
         } else {
-            crate::session::paths::resolve_home(self.home.as_deref())
+            None
         };
-        Ok(Resolved {
-            home,
-            sources: self.sources.source_set(),
-            demo: self.tui.demo,
-        })
+        Ok(Workspace::open(&self.settings(demo_home)))
+    }
+
+    /// The global flags as the workspace reads them.
+    fn settings(&self, demo_home: Option<PathBuf>) -> Settings {
+        Settings {
+            home: self.home.clone(),
+            demo_home,
+            sources: self.sources.sources.clone(),
+            agent_homes: self.sources.agent_homes(),
+        }
     }
 }
 
@@ -121,19 +116,19 @@ pub struct SourceArgs {
 }
 
 impl SourceArgs {
-    /// The sources these flags select, with the homes they name (else the environment, else the
-    /// defaults).
-    pub fn source_set(&self) -> SourceSet {
-        SourceSet::from_homes(
-            self.sources.as_ref(),
-            &[
-                ("claude", self.claude_home.as_deref()),
-                ("codex", self.codex_home.as_deref()),
-                ("qwen", self.qwen_home.as_deref()),
-                ("gemini", self.gemini_home.as_deref()),
-                ("opencode", self.opencode_home.as_deref()),
-            ],
-        )
+    /// The agent homes these flags name, each with its agent's name (the rest come from the
+    /// environment or the defaults).
+    pub fn agent_homes(&self) -> Vec<(&'static str, PathBuf)> {
+        [
+            ("claude", &self.claude_home),
+            ("codex", &self.codex_home),
+            ("qwen", &self.qwen_home),
+            ("gemini", &self.gemini_home),
+            ("opencode", &self.opencode_home),
+        ]
+        .into_iter()
+        .filter_map(|(name, home)| home.clone().map(|home| (name, home)))
+        .collect()
     }
 }
 

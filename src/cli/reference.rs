@@ -16,19 +16,16 @@
 
 use super::{Command, MentionCommand, UriCommand};
 use crate::escape;
+use crate::host::Workspace;
 use crate::reference::config::SessionReferenceConfig;
 use crate::reference::error::SessionReferenceError;
 use crate::reference::json::{string_literal, stringify};
 use crate::reference::mention::{format_session_reference_mention, parse_session_reference_text};
 use crate::reference::service::{AgentIdentity, ReferenceInput, SessionReferences};
 use crate::reference::uri::{decode_session_reference_uri, encode_session_reference_uri};
-use crate::session::external::SourceSet;
-use crate::session::store::DiskStore;
-use crate::session::{ContentBlock, SessionQuery};
+use crate::session::ContentBlock;
 use serde_json::{Map, Value};
 use std::io::{Read, Write};
-use std::path::Path;
-use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 enum Failure {
@@ -43,13 +40,10 @@ impl From<SessionReferenceError> for Failure {
 }
 
 /// Runs `uri`, `mention`, `candidates` or `prepare`; prints the result and returns the exit code.
-pub fn run(command: &Command, home: &Path) -> i32 {
-    run_with_sources(command, home, &SourceSet::default())
-}
-
-/// [`run`] over the dsh store merged with `sources` (SPEC §9).
-pub fn run_with_sources(command: &Command, home: &Path, sources: &SourceSet) -> i32 {
-    let (stdout, stderr, code) = match execute(command, home, sources) {
+/// `candidates` and `prepare` work on `workspace` (the dsh store merged with its sources, SPEC
+/// §9); `uri` and `mention` read no home and need none.
+pub fn run(command: &Command, workspace: Option<&Workspace>) -> i32 {
+    let (stdout, stderr, code) = match execute(command, workspace) {
         Ok(output) if reads_the_home(command) => {
             (escape::json_for_terminal(output), String::new(), 0)
         }
@@ -97,7 +91,7 @@ pub fn error_json(err: &SessionReferenceError) -> String {
     stringify(&outer)
 }
 
-fn execute(command: &Command, home: &Path, sources: &SourceSet) -> Result<String, Failure> {
+fn execute(command: &Command, workspace: Option<&Workspace>) -> Result<String, Failure> {
     match command {
         Command::Uri(UriCommand::Encode { id }) => Ok(encode_session_reference_uri(id)),
         Command::Uri(UriCommand::Decode { uri }) => {
@@ -116,7 +110,7 @@ fn execute(command: &Command, home: &Path, sources: &SourceSet) -> Result<String
             query,
             limit,
         } => {
-            let service = service(home, sources, SessionReferenceConfig::default())?;
+            let service = service(workspace, SessionReferenceConfig::default())?;
             block_on(async {
                 let agent = agent_identity(&service, agent, cwd.as_deref()).await;
                 let candidates = service
@@ -138,7 +132,7 @@ fn execute(command: &Command, home: &Path, sources: &SourceSet) -> Result<String
                 max_reference_bytes: max_reference_bytes.unwrap_or(defaults.max_reference_bytes),
                 ..defaults
             };
-            let service = service(home, sources, config)?;
+            let service = service(workspace, config)?;
             let text = text_or_stdin(text.as_deref())?;
             let parsed = parse_session_reference_text(&text)?;
             block_on(async {
@@ -172,13 +166,12 @@ fn to_value<T: serde::Serialize>(value: &T) -> Value {
 }
 
 fn service(
-    home: &Path,
-    sources: &SourceSet,
+    workspace: Option<&Workspace>,
     config: SessionReferenceConfig,
 ) -> Result<SessionReferences, Failure> {
-    let store: Arc<dyn SessionQuery> =
-        sources.serve(Arc::new(DiskStore::with_listing_cache(home.to_path_buf())));
-    Ok(SessionReferences::new(store, config)?)
+    let workspace =
+        workspace.ok_or_else(|| Failure::Usage("this command needs a dsh home".into()))?;
+    Ok(workspace.references(None, config)?)
 }
 
 /// `--cwd`, else the header cwd of the agent's session when it is stored, else none.

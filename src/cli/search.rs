@@ -6,13 +6,12 @@
 //! [`crate::discovery::Hit`] documents. Everything printed comes from logs, so it reaches the
 //! terminal escaped (SPEC §5.2).
 
-use crate::discovery::{listed_ids, Discovery, Hit, IndexError, SearchQuery};
+use crate::discovery::{listed_ids, Hit, IndexError, SearchQuery};
 use crate::escape;
+use crate::host::Workspace;
 use crate::session::clock::now_ms;
-use crate::session::external::SourceSet;
 use serde::Serialize;
 use std::io::Write;
-use std::path::Path;
 
 /// Default number of hits printed.
 pub const DEFAULT_LIMIT: usize = 20;
@@ -44,8 +43,8 @@ struct Answer<'a> {
 }
 
 /// Runs the command; returns the exit code.
-pub fn run(home: &Path, sources: &SourceSet, args: &SearchArgs) -> i32 {
-    let discovery = Discovery::for_home(home, sources);
+pub fn run(workspace: &Workspace, args: &SearchArgs) -> i32 {
+    let discovery = workspace.discovery();
     // The index is a cache: when it cannot be brought up to date (busy, a full disk, a path it
     // cannot be made at), the listing answers instead, and stderr says so once.
     let indexed = discovery.refresh_blocking();

@@ -9,13 +9,13 @@
 //! `utc_timestamp` below.
 
 use crate::escape;
+use crate::host::Workspace;
 use crate::session::external::{self, SourceSet};
 use crate::session::query::sort_sessions;
 use crate::session::store::DiskStore;
 use crate::session::SessionError;
 use serde::Serialize;
 use std::io::Write;
-use std::path::Path;
 
 #[derive(Serialize)]
 struct SessionRow<'a> {
@@ -37,14 +37,10 @@ struct SessionRow<'a> {
 }
 
 /// Prints every session (newest first) as a table or a JSON array; returns the exit code.
-pub fn sessions(home: &Path, json: bool) -> i32 {
-    sessions_with_sources(home, &SourceSet::default(), json)
-}
-
-/// [`sessions`] with other agents' sessions (SPEC §9) merged in as `sources` says.
-pub fn sessions_with_sources(home: &Path, sources: &SourceSet, json: bool) -> i32 {
-    let store = DiskStore::new(home);
-    match render(&store, sources, json) {
+pub fn sessions(workspace: &Workspace, json: bool) -> i32 {
+    let store = workspace.store();
+    let sources = workspace.sources();
+    match render(store, sources, json) {
         Ok(out) => {
             // The listing leaves out logs it cannot read; say so instead of hiding them.
             for skipped in store.unsupported_logs() {

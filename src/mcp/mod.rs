@@ -23,9 +23,8 @@ pub mod wire;
 
 pub use server::Server;
 
-use crate::session::external::SourceSet;
+use crate::host::Workspace;
 use rmcp::ServiceExt;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// Sessions listed as resources unless `--max-resources` says otherwise.
@@ -101,10 +100,9 @@ impl Expose {
 /// How the server is started.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// The dsh home.
-    pub home: PathBuf,
-    /// Other agents' sessions served beside (or instead of) the home's.
-    pub sources: SourceSet,
+    /// The dsh home, the other agents' sessions served beside (or instead of) its own, and
+    /// the store that reads it (the composition root every face receives).
+    pub workspace: Workspace,
     /// The project directory whose sessions rank first.
     pub cwd: Option<String>,
     /// At most this many resources.

@@ -28,7 +28,7 @@ use crate::reference::{
     decode_session_reference_uri, AgentIdentity, ErrorCode as RefCode, ReferenceInput,
     SessionReferenceConfig, SessionReferenceError, SessionReferences,
 };
-use crate::session::{ContentBlock, DiskStore, SessionQuery, SessionSummary};
+use crate::session::{ContentBlock, SessionQuery, SessionSummary};
 use crate::sync::LockExt;
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, CompletionInfo, ErrorCode, GetPromptRequestParams,
@@ -142,10 +142,7 @@ impl Server {
     pub fn new(options: &Options) -> Result<Server, super::ServeError> {
         // One store for discovery and the service: one listing of the home, started from the
         // listing cache under `<home>/index/` (a new process lists at the cost of checking it).
-        let discovery = Discovery::for_store(
-            DiskStore::with_listing_cache(options.home.clone()),
-            &options.sources,
-        );
+        let discovery = options.workspace.discovery_sharing_store();
         let store: Arc<dyn SessionQuery> = discovery.query().clone();
         let defaults = SessionReferenceConfig::default();
         let config = SessionReferenceConfig {

@@ -434,6 +434,7 @@ impl Keymap {
             }
             map.keys.insert(action, parsed);
         }
+        map.keep_way_out();
         // Overridden keys may now collide with defaults of the same context.
         for context in KeyContext::ALL {
             let mut seen: Vec<(KeyBinding, Action)> = Vec::new();
@@ -451,6 +452,23 @@ impl Keymap {
             }
         }
         Ok(map)
+    }
+
+    /// The way out no configuration can close (issue 32): Ctrl-C always means clear-or-quit
+    /// in the app's context, whatever the overrides bound or unbound; it is taken off any other
+    /// app-level action that claimed it. (Ctrl-D on an empty, idle composer quits outside the
+    /// key table, in the app's key dispatch.)
+    fn keep_way_out(&mut self) {
+        let ctrl_c = KeyBinding::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        for (action, keys) in self.keys.iter_mut() {
+            if action.context() == KeyContext::App && *action != Action::ClearOrQuit {
+                keys.retain(|k| *k != ctrl_c);
+            }
+        }
+        let quit = self.keys.entry(Action::ClearOrQuit).or_default();
+        if !quit.contains(&ctrl_c) {
+            quit.push(ctrl_c);
+        }
     }
 
     /// The action `key` means in `context`, if any.
@@ -547,6 +565,30 @@ mod tests {
         );
         let plain_a = key(KeyCode::Char('a'), KeyModifiers::NONE);
         assert_eq!(map.action(KeyContext::Composer, &plain_a), None);
+    }
+
+    #[test]
+    fn no_keymap_takes_ctrl_c_away_from_quitting() {
+        let ctrl_c = key(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        for overrides in [
+            vec![("clear-or-quit".to_string(), vec![])],
+            vec![("clear-or-quit".to_string(), vec!["f9".to_string()])],
+            vec![
+                ("clear-or-quit".to_string(), vec![]),
+                ("details".to_string(), vec!["ctrl+c".to_string()]),
+            ],
+        ] {
+            let map = Keymap::with_overrides(&overrides).unwrap();
+            assert_eq!(
+                map.action(KeyContext::App, &ctrl_c),
+                Some(Action::ClearOrQuit),
+                "{overrides:?}"
+            );
+        }
+        let map = Keymap::with_overrides(&[("clear-or-quit".to_string(), vec!["f9".to_string()])])
+            .unwrap();
+        let f9 = key(KeyCode::F(9), KeyModifiers::NONE);
+        assert_eq!(map.action(KeyContext::App, &f9), Some(Action::ClearOrQuit));
     }
 
     #[test]

@@ -1,9 +1,9 @@
 use super::support::gen::{generate_home, project_cwd, HomeSpec};
+use dsh_session_references::host::{Settings, Workspace};
 use dsh_session_references::mcp::{self, Expose, Options};
 use dsh_session_references::reference::{
     decode_session_reference_uri, encode_session_reference_uri, format_session_reference_mention,
 };
-use dsh_session_references::session::external::SourceSet;
 use dsh_session_references::session::{
     ContentBlock, Encoding, EventData, Message, MessageSource, NewEvent, SessionHeader,
     SessionWriter,
@@ -734,14 +734,13 @@ fn concurrent_reads_in_process_answer_alike() {
         let (server_io, client_io) = tokio::io::duplex(1 << 16);
         let (read_half, write_half) = tokio::io::split(server_io);
         let options = Options {
-            home: home.clone(),
-            sources: SourceSet::from_flags(
-                Some(
-                    &dsh_session_references::session::external::SourceChoice::parse("dsh").unwrap(),
+            workspace: Workspace::open(&Settings {
+                home: Some(home.clone()),
+                sources: Some(
+                    dsh_session_references::session::external::SourceChoice::parse("dsh").unwrap(),
                 ),
-                None,
-                None,
-            ),
+                ..Settings::default()
+            }),
             cwd: None,
             max_resources: 200,
             expose: Expose::default(),

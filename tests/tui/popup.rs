@@ -314,3 +314,24 @@ fn bare_at_shows_recent_sessions_and_a_few_files() {
     assert_eq!(state.len(), 5);
     assert_snapshot!(draw(&state, 80));
 }
+
+/// Every registered agent's session (opencode's among them, issue 34) wears its agent's name as
+/// the badge, taken from the registry.
+#[test]
+fn every_registered_agent_wears_its_name_as_the_badge() {
+    use dsh_session_references::session::external::agent::AGENTS;
+    let all: Vec<Candidate> = AGENTS
+        .iter()
+        .enumerate()
+        .map(|(n, agent)| {
+            let id = format!("{}:id{n}", agent.name());
+            candidate(&id, &format!("title {n}"), None, (n as i64 + 1) * MIN)
+        })
+        .collect();
+    let drawn = draw(&answered("", &all), 70);
+    for (n, agent) in AGENTS.iter().enumerate() {
+        let badge = format!("session {} title {n}", agent.name());
+        assert!(drawn.contains(&badge), "no {badge:?} in\n{drawn}");
+    }
+    assert!(drawn.contains("session opencode title"), "{drawn}");
+}

@@ -29,10 +29,15 @@ mod codex_side;
 #[cfg(feature = "discovery")]
 pub(crate) mod codex_state;
 pub mod gemini;
+// opencode keeps its sessions in SQLite: read only with the `discovery` feature (which brings
+// rusqlite); without it the source is absent from the registry (the `cli` and `mcp` features
+// always bring it).
 #[cfg(feature = "discovery")]
 pub mod opencode;
 pub mod qwen;
 mod scan;
+#[cfg(feature = "discovery")]
+mod sqlite_snapshot;
 
 use super::error::{Result, SessionError};
 use super::format::{ContentBlock, Event, EventData, Message, MessageSource, SessionHeader};

@@ -3,9 +3,10 @@
 
 use super::{App, AppEvent, NextSession, SESSIONS_SHOWN};
 use crate::agent::config::ModelChoice;
+use crate::host::Workspace;
 use crate::reference::Candidate;
 use crate::session::clock::now_ms;
-use crate::session::DiskStore;
+use crate::session::external::SourceSet;
 use crate::tui::focus::{self, Handled};
 use crate::tui::help::KeyOverlay;
 use crate::tui::picker::PickerState;
@@ -164,7 +165,16 @@ impl App {
                 ),
             );
         }
-        let Some(home) = self.history_home.clone() else {
+        let store = self.home_store.clone().or_else(|| {
+            // A host's app that keeps history but was not built over a workspace.
+            let home = self.history_home.as_ref()?;
+            Some(
+                Workspace::with_sources(home, SourceSet::default(), false)
+                    .store()
+                    .clone(),
+            )
+        });
+        let Some(store) = store else {
             // No home known (a host's app): take the id as given.
             self.next = Some(NextSession::Resume(prefix.to_string()));
             self.should_quit = true;
@@ -172,7 +182,7 @@ impl App {
         };
         let prefix = prefix.to_string();
         let resolve = move || {
-            DiskStore::new(&home)
+            store
                 .list_sessions_blocking()
                 .map_err(|e| e.to_string())
                 .and_then(|listing| {

@@ -87,7 +87,7 @@ pub async fn run_terminal_picking(
 ) -> Result<String, AppError> {
     terminal::install_panic_hook();
     // Discovery indexes on its own thread from now on; it stops when the TUI returns.
-    let discovery = crate::discovery::Discovery::for_home(&options.home, &options.sources);
+    let discovery = wiring.workspace.discovery().clone();
     let _indexer = discovery.spawn_indexer();
     let demo_note = (crate::demo::user_demo_home().as_deref() == Some(options.home.as_path()))
         .then(|| format!("demo home {}", options.home.display()));
@@ -173,10 +173,9 @@ pub async fn run_terminal_picking(
         // A model `/model` switched to stays for the sessions opened next.
         if let (Some(choice), true) = (choice, next.is_some()) {
             if wiring.choice.as_ref() != Some(&choice) {
-                match Wiring::for_choice(&options, &choice) {
+                match Wiring::for_workspace(wiring.workspace.clone(), &options, &choice) {
                     Ok(mut switched) => {
                         switched.keymap = wiring.keymap.clone();
-                        switched.store = wiring.store.clone();
                         switched.live = wiring.live.clone();
                         wiring = switched;
                     }

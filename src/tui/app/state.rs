@@ -94,6 +94,8 @@ pub struct App {
     pub next: Option<NextSession>,
     /// The home whose `history.jsonl` keeps sent prompts (none: not kept).
     pub(super) history_home: Option<PathBuf>,
+    /// The store of that home, as the workspace opened it (`/resume ID` resolves over it).
+    pub(super) home_store: Option<crate::session::DiskStore>,
     /// The cwd's files, matched off the loop (none until started).
     pub(super) files: Option<FileFinder>,
     /// A `FilesChanged` is on its way (the finder's notifications are coalesced).
@@ -165,6 +167,7 @@ impl App {
             confirm_unknown: None,
             next: None,
             history_home: None,
+            home_store: None,
             files: None,
             files_pending: Arc::new(AtomicBool::new(false)),
             badges: Default::default(),

@@ -4,21 +4,22 @@
 use super::{App, AppError, AppEvent, AppOptions};
 use crate::agent::config::ModelChoice;
 use crate::agent::{Agent, AgentConfig, ModelProvider};
-use crate::host::SessionReferenceMount;
-use crate::reference::{SessionReferenceConfig, SessionReferences};
+use crate::host::{SessionReferenceMount, Workspace};
+use crate::reference::SessionReferenceConfig;
 use crate::session::clock::now_ms;
-use crate::session::{DiskStore, HostSessions, LiveSessions, Record, SessionHeader};
+use crate::session::{LiveSessions, Record, SessionHeader};
 use crate::tui::keys::Keymap;
 use crate::tui::transcript::NoticeLevel;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
-/// What the binary wires into the app: the store sessions live in, the live sessions of this
-/// process, and the model that answers (with its status-line label).
+/// What the binary wires into the app: the workspace (the home, its store and the sources
+/// served, [`Workspace`]), the live sessions of this process, and the model that answers (with
+/// its status-line label).
 #[derive(Clone)]
 pub struct Wiring {
-    /// The session store.
-    pub store: DiskStore,
+    /// The composition root: the home's store, the sources, discovery.
+    pub workspace: Workspace,
     /// The sessions held by agents in this process.
     pub live: LiveSessions,
     /// The model that answers turns.
@@ -32,10 +33,10 @@ pub struct Wiring {
 }
 
 impl Wiring {
-    /// The store of `home`, no live sessions yet, and `model`.
-    pub fn new(home: &std::path::Path, model: Arc<dyn ModelProvider>, label: String) -> Wiring {
+    /// The workspace, no live sessions yet, and `model`.
+    pub fn new(workspace: Workspace, model: Arc<dyn ModelProvider>, label: String) -> Wiring {
         Wiring {
-            store: DiskStore::with_listing_cache(home),
+            workspace,
             live: LiveSessions::default(),
             model,
             model_label: label,
@@ -44,10 +45,21 @@ impl Wiring {
         }
     }
 
-    /// The store of `options.home` and the model a resolved configuration names (SPEC §7).
+    /// A workspace on `options.home` serving `options.sources`, and the model a resolved
+    /// configuration names (SPEC §7).
     pub fn for_choice(options: &AppOptions, choice: &ModelChoice) -> Result<Wiring, AppError> {
+        let workspace = Workspace::with_sources(&options.home, options.sources.clone(), false);
+        Wiring::for_workspace(workspace, options, choice)
+    }
+
+    /// `workspace` (the one the binary resolved) and the model a resolved configuration names.
+    pub fn for_workspace(
+        workspace: Workspace,
+        options: &AppOptions,
+        choice: &ModelChoice,
+    ) -> Result<Wiring, AppError> {
         let (model, label) = crate::agent::model_for(choice, options.offline_delay)?;
-        let mut wiring = Wiring::new(&options.home, model, label);
+        let mut wiring = Wiring::new(workspace, model, label);
         wiring.choice = Some(choice.clone());
         Ok(wiring)
     }
@@ -60,7 +72,7 @@ pub fn build(
     tx: mpsc::UnboundedSender<AppEvent>,
 ) -> Result<(App, Vec<Record>), AppError> {
     let Wiring {
-        store: disk,
+        workspace,
         live,
         model,
         model_label,
@@ -70,7 +82,7 @@ pub fn build(
     let mut resumed_log = None;
     let (agent, history) = match &options.resume {
         Some(id) => {
-            let path = disk.log_path(id)?;
+            let path = workspace.store().log_path(id)?;
             let resumed = Agent::resume_with_history(&path, model, live.clone())?;
             resumed_log = Some(path);
             resumed
@@ -92,15 +104,13 @@ pub fn build(
             (agent, Vec::new())
         }
     };
-    let query = options
-        .sources
-        .serve(Arc::new(HostSessions::new(disk, live)));
-    let service = SessionReferences::new(query, SessionReferenceConfig::default())?;
+    let service = workspace.references(Some(live), SessionReferenceConfig::default())?;
     let mount = SessionReferenceMount::new(Some(service), Arc::new(agent.clone()));
     let mut app = App::new(agent, mount, model_label.clone(), tx);
     app.model_choice = choice;
     app.set_keymap(keymap);
     app.keep_history_in(&options.home);
+    app.home_store = Some(workspace.store().clone());
     if options.resume.is_none() {
         app.transcript.push_welcome(
             env!("CARGO_PKG_VERSION"),
