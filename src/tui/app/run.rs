@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Runs the app loop on `terminal` until the user quits; returns the session to open next
 /// (`/new`, `/resume`), if any.
-pub async fn run_loop<B: Backend>(
+pub async fn run_loop<B: Backend<Error = std::io::Error>>(
     terminal: &mut Terminal<B>,
     mut app: App,
     mut rx: mpsc::UnboundedReceiver<AppEvent>,
