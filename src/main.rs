@@ -28,6 +28,15 @@ fn main() {
     if let Some(command @ (Command::Completions { .. } | Command::Man)) = &cli.command {
         std::process::exit(dsh_session_references::cli::docs::run(command));
     }
+    // `mcp setup HOST` edits a host's configuration file, with no home either.
+    #[cfg(feature = "mcp")]
+    if let Some(Command::Mcp(dsh_session_references::cli::McpArgs {
+        action: Some(dsh_session_references::cli::McpAction::Setup(args)),
+        ..
+    })) = &cli.command
+    {
+        std::process::exit(dsh_session_references::cli::setup::run(args));
+    }
     let workspace = match cli.resolve() {
         Ok(workspace) => workspace,
         Err(message) => {

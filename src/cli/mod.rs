@@ -18,6 +18,7 @@ pub mod lifecycle;
 pub mod reference;
 pub mod search;
 pub mod sessions;
+pub mod setup;
 
 /// The `dsh-refs` command line: global options, the TUI's options and an optional subcommand.
 #[derive(Debug, Parser)]
@@ -253,7 +254,10 @@ pub enum Command {
         limit: Option<i64>,
     },
     /// Serve session references to other agents over MCP on stdin/stdout (SPEC §10).
+    ///
+    /// `dsh-refs mcp setup HOST` writes a host's configuration to start it instead.
     #[cfg(feature = "mcp")]
+    #[command(args_conflicts_with_subcommands = true)]
     Mcp(McpArgs),
     /// Print a shell completion script for SHELL to stdout.
     Completions {
@@ -326,6 +330,18 @@ pub struct McpArgs {
     /// At most N bytes of snapshot per read (default 65536).
     #[arg(long, value_name = "N")]
     pub max_reference_bytes: Option<i64>,
+    /// `setup HOST`: write the host's configuration instead of serving.
+    #[command(subcommand)]
+    pub action: Option<McpAction>,
+}
+
+/// What `dsh-refs mcp` does instead of serving.
+#[cfg(feature = "mcp")]
+#[derive(Debug, Subcommand, Clone)]
+pub enum McpAction {
+    /// Write HOST's MCP configuration to start this binary (`ABSOLUTE-PATH mcp`), show the
+    /// change; `--remove` takes it out. Hosts: claude, gemini, opencode, vscode, zed, codex, qwen.
+    Setup(setup::SetupArgs),
 }
 
 #[cfg(feature = "mcp")]
