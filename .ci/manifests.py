@@ -4,7 +4,8 @@
 No host's JSON schema is available offline here, so this checks the facts the hosts and the MCP
 registry read: every manifest's version is the crate's, server.json's name is the `mcp-name:`
 line of README.md and the npm launcher's `mcpName`, its package is this crate on crates.io, and
-every manifest starts the server as `dsh-refs mcp`.
+every manifest starts the server as `dsh-refs mcp`; every public address (homepage, repository,
+the registry name's owner, the Homebrew tap) is derived from Cargo.toml's `repository`.
 """
 import json
 import re
@@ -54,6 +55,25 @@ for path, servers in ((".mcp.json", load(".mcp.json")["mcpServers"]),
     entry = servers.get("dsh-refs", {})
     check(entry.get("command") == "dsh-refs" and entry.get("args") == ["mcp"],
           f"{path} does not start `dsh-refs mcp`")
+# Every public address comes from Cargo.toml's `repository` (README, "Release addresses").
+repository = cargo["repository"]
+match = re.fullmatch(r"https://github\.com/([A-Za-z0-9-]+)/([A-Za-z0-9._-]+)", repository)
+check(match is not None, f"Cargo.toml repository {repository} is not https://github.com/OWNER/NAME")
+owner = match.group(1) if match else ""
+check(cargo.get("homepage") == repository, "Cargo.toml homepage is not its repository")
+check(server["name"] == f"io.github.{owner}/dsh-refs",
+      f"server.json name is not io.github.{owner}/dsh-refs (the repository's owner)")
+check(server["repository"] == {"url": repository, "source": "github"},
+      "server.json repository is not Cargo.toml's")
+check(launcher.get("homepage") == repository, "npm launcher homepage is not Cargo.toml's repository")
+check(launcher.get("repository") == {"type": "git", "url": f"git+{repository}.git"},
+      "npm launcher repository is not Cargo.toml's")
+check(plugin.get("homepage") == repository and plugin.get("repository") == repository,
+      ".claude-plugin/plugin.json homepage/repository is not Cargo.toml's repository")
+dist = tomllib.load(open("dist-workspace.toml", "rb"))["dist"]
+check(dist.get("tap") == f"{owner}/homebrew-tap", f"dist's tap is not {owner}/homebrew-tap")
+binstall = cargo["metadata"]["binstall"]["pkg-url"]
+check(binstall.startswith("{ repo }/"), "binstall's pkg-url does not start from { repo }")
 if errors:
     sys.exit("\n".join(errors))
-print("manifests: version", version, "and", server["name"], "agree")
+print(f"manifests: version {version}, {server['name']} and {repository} agree")

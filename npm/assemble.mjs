@@ -40,6 +40,8 @@ writeFileSync(
       version: launcher.version,
       description: `The dsh-refs binary for ${platform.target}`,
       license: launcher.license,
+      homepage: launcher.homepage,
+      repository: launcher.repository,
       os: [platform.os],
       cpu: [platform.cpu],
       files: [`bin/${platform.exe}`],
