@@ -25,7 +25,7 @@
 //!
 //! Invariant: outside this file no face (`cli`, `tui`, `mcp`) builds a `SourceSet` from flags,
 //! opens a `DiskStore` or makes a `Discovery`; they ask the workspace. The source set is built
-//! at one call site ([`source_set`]). Nothing here names a terminal crate. Proof:
+//! at one call site (`source_set`). Nothing here names a terminal crate. Proof:
 //! `tests/architecture.rs` (`faces_receive_the_workspace`) and the unit tests below.
 
 use crate::reference::{SessionReferenceConfig, SessionReferenceError, SessionReferences};
