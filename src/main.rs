@@ -24,6 +24,19 @@ fn main() {
         let code = dsh_session_references::cli::reference::run(command, None);
         std::process::exit(code);
     }
+    // `completions` and `man` print what the clap definitions say, with no home.
+    if let Some(command @ (Command::Completions { .. } | Command::Man)) = &cli.command {
+        std::process::exit(dsh_session_references::cli::docs::run(command));
+    }
+    // `mcp setup HOST` edits a host's configuration file, with no home either.
+    #[cfg(feature = "mcp")]
+    if let Some(Command::Mcp(dsh_session_references::cli::McpArgs {
+        action: Some(dsh_session_references::cli::McpAction::Setup(args)),
+        ..
+    })) = &cli.command
+    {
+        std::process::exit(dsh_session_references::cli::setup::run(args));
+    }
     let workspace = match cli.resolve() {
         Ok(workspace) => workspace,
         Err(message) => {
@@ -78,6 +91,9 @@ fn main() {
         }
         Some(command @ (Command::Uri(_) | Command::Mention(_))) => {
             dsh_session_references::cli::reference::run(command, Some(&workspace))
+        }
+        Some(command @ (Command::Completions { .. } | Command::Man)) => {
+            dsh_session_references::cli::docs::run(command)
         }
         None => run_tui(&workspace, cli.home.as_deref(), &cli.tui, &cli.model),
     };

@@ -11,12 +11,14 @@ use crate::session::external::SourceChoice;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+pub mod docs;
 pub mod exec;
 pub(crate) mod exec_refs;
 pub mod lifecycle;
 pub mod reference;
 pub mod search;
 pub mod sessions;
+pub mod setup;
 
 /// The `dsh-refs` command line: global options, the TUI's options and an optional subcommand.
 #[derive(Debug, Parser)]
@@ -252,8 +254,18 @@ pub enum Command {
         limit: Option<i64>,
     },
     /// Serve session references to other agents over MCP on stdin/stdout (SPEC §10).
+    ///
+    /// `dsh-refs mcp setup HOST` writes a host's configuration to start it instead.
     #[cfg(feature = "mcp")]
+    #[command(args_conflicts_with_subcommands = true)]
     Mcp(McpArgs),
+    /// Print a shell completion script for SHELL to stdout.
+    Completions {
+        /// The shell: bash, elvish, fish, powershell or zsh.
+        shell: clap_complete::Shell,
+    },
+    /// Print the dsh-refs(1) man page (roff) to stdout.
+    Man,
     /// Parse a message and prepare its session-reference context.
     Prepare {
         /// The agent's own session id.
@@ -326,6 +338,18 @@ pub struct McpArgs {
     /// a generated one in the dsh home's mcp-http-token file).
     #[arg(long, value_name = "PATH", requires = "http")]
     pub token_file: Option<std::path::PathBuf>,
+    /// `setup HOST`: write the host's configuration instead of serving.
+    #[command(subcommand)]
+    pub action: Option<McpAction>,
+}
+
+/// What `dsh-refs mcp` does instead of serving.
+#[cfg(feature = "mcp")]
+#[derive(Debug, Subcommand, Clone)]
+pub enum McpAction {
+    /// Write HOST's MCP configuration to start this binary (`ABSOLUTE-PATH mcp`), show the
+    /// change; `--remove` takes it out. Hosts: claude, gemini, opencode, vscode, zed, codex, qwen.
+    Setup(setup::SetupArgs),
 }
 
 #[cfg(feature = "mcp")]

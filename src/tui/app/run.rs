@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Runs the app loop on `terminal` until the user quits; returns the session to open next
 /// (`/new`, `/resume`), if any.
-pub async fn run_loop<B: Backend>(
+pub async fn run_loop<B: Backend<Error = std::io::Error>>(
     terminal: &mut Terminal<B>,
     mut app: App,
     mut rx: mpsc::UnboundedReceiver<AppEvent>,
@@ -168,7 +168,12 @@ pub async fn run_terminal_picking(
                 std::io::stdout(),
             ))?),
         };
-        terminal.clear()?;
+        // A clear screen and a full redraw. Not `Terminal::clear`: since ratatui 0.30 it asks the
+        // terminal where the cursor is, and the answer would go to the input thread above (the
+        // query times out and the TUI fails to start). `resize` to the same size clears a
+        // fullscreen viewport and resets the back buffer without asking.
+        let size = terminal.size()?;
+        terminal.resize(ratatui::layout::Rect::new(0, 0, size.width, size.height))?;
         let (next, choice) = run_loop(terminal, app, rx).await?;
         // A model `/model` switched to stays for the sessions opened next.
         if let (Some(choice), true) = (choice, next.is_some()) {

@@ -1,6 +1,5 @@
 //! Unit tests of `tui::text`: widths, wrapping, styled text, ages.
 use super::*;
-use ratatui::style::Stylize;
 
 fn plain(lines: &[Line]) -> Vec<String> {
     lines

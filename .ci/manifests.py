@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""The release manifests agree with Cargo.toml and with each other.
+
+No host's JSON schema is available offline here, so this checks the facts the hosts and the MCP
+registry read: every manifest's version is the crate's, server.json's name is the `mcp-name:`
+line of README.md and the npm launcher's `mcpName`, its package is this crate on crates.io, and
+every manifest starts the server as `dsh-refs mcp`; every public address (homepage, repository,
+the registry name's owner, the Homebrew tap) is derived from Cargo.toml's `repository`.
+"""
+import json
+import re
+import sys
+import tomllib
+
+cargo = tomllib.load(open("Cargo.toml", "rb"))["package"]
+version = cargo["version"]
+errors = []
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def check(cond, message):
+    if not cond:
+        errors.append(message)
+
+
+if len(cargo["description"]) > 100:
+    errors.append("Cargo.toml description is longer than 100 characters")
+server = load("server.json")
+readme = open("README.md", encoding="utf-8").read()
+names = re.findall(r"mcp-name:\s*(\S+)", readme)
+check(names == [server["name"]], f"README.md mcp-name {names} is not server.json's {server['name']}")
+check(len(server["description"]) <= 100, "server.json description is longer than 100 characters")
+check(server["version"] == version, "server.json version is not Cargo.toml's")
+(package,) = server["packages"]
+check(package["registryType"] == "cargo" and package["identifier"] == cargo["name"],
+      "server.json's package is not this crate")
+check(package["version"] == version, "server.json package version is not Cargo.toml's")
+check([a.get("value") for a in package.get("packageArguments", [])] == ["mcp"],
+      "server.json does not start `dsh-refs mcp`")
+launcher = load("npm/dsh-refs/package.json")
+check(launcher["version"] == version, "npm launcher version is not Cargo.toml's")
+check(launcher.get("mcpName") == server["name"], "npm launcher mcpName is not server.json's name")
+check(all(v == version for v in launcher["optionalDependencies"].values()),
+      "npm platform packages are not pinned to the launcher's version")
+plugin = load(".claude-plugin/plugin.json")
+check(plugin["version"] == version, ".claude-plugin/plugin.json version is not Cargo.toml's")
+gemini = load("gemini-extension.json")
+check(gemini["version"] == version, "gemini-extension.json version is not Cargo.toml's")
+for path, servers in ((".mcp.json", load(".mcp.json")["mcpServers"]),
+                      ("gemini-extension.json", gemini["mcpServers"])):
+    entry = servers.get("dsh-refs", {})
+    check(entry.get("command") == "dsh-refs" and entry.get("args") == ["mcp"],
+          f"{path} does not start `dsh-refs mcp`")
+# Every public address comes from Cargo.toml's `repository` (README, "Release addresses").
+repository = cargo["repository"]
+match = re.fullmatch(r"https://github\.com/([A-Za-z0-9-]+)/([A-Za-z0-9._-]+)", repository)
+check(match is not None, f"Cargo.toml repository {repository} is not https://github.com/OWNER/NAME")
+owner = match.group(1) if match else ""
+check(cargo.get("homepage") == repository, "Cargo.toml homepage is not its repository")
+check(server["name"] == f"io.github.{owner}/dsh-refs",
+      f"server.json name is not io.github.{owner}/dsh-refs (the repository's owner)")
+check(server["repository"] == {"url": repository, "source": "github"},
+      "server.json repository is not Cargo.toml's")
+check(launcher.get("homepage") == repository, "npm launcher homepage is not Cargo.toml's repository")
+check(launcher.get("repository") == {"type": "git", "url": f"git+{repository}.git"},
+      "npm launcher repository is not Cargo.toml's")
+check(plugin.get("homepage") == repository and plugin.get("repository") == repository,
+      ".claude-plugin/plugin.json homepage/repository is not Cargo.toml's repository")
+dist = tomllib.load(open("dist-workspace.toml", "rb"))["dist"]
+check(dist.get("tap") == f"{owner}/homebrew-tap", f"dist's tap is not {owner}/homebrew-tap")
+binstall = cargo["metadata"]["binstall"]["pkg-url"]
+check(binstall.startswith("{ repo }/"), "binstall's pkg-url does not start from { repo }")
+if errors:
+    sys.exit("\n".join(errors))
+print(f"manifests: version {version}, {server['name']} and {repository} agree")
