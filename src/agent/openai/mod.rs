@@ -73,6 +73,9 @@ pub struct OpenAiProvider {
 impl OpenAiProvider {
     /// A provider for `settings`; the error says why the HTTP client could not be built.
     pub fn new(settings: ProviderSettings) -> Result<OpenAiProvider, ClientError> {
+        // reqwest is built without a crypto provider: ring's becomes the process default unless
+        // the host installed one already (then that one stays).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
             // A redirect is reported, never followed: a 307/308 would re-send the whole
