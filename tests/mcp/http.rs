@@ -112,7 +112,7 @@ fn messages(content_type: &str, body: &str) -> Vec<Value> {
 impl Client {
     fn new(server: &Http, token: &str) -> Client {
         Client {
-            http: reqwest::Client::new(),
+            http: http_client(),
             url: server.url.clone(),
             token: token.to_string(),
             session: None,
@@ -553,4 +553,11 @@ fn several_clients_at_once_and_one_dropped_mid_stream_hurts_nobody() {
         assert!(lists.iter().all(|l| l.len() == 8 && *l == lists[0]));
     });
     assert!(server.child.try_wait().unwrap().is_none(), "still serving");
+}
+
+/// A plain HTTP client. reqwest is built without a crypto provider (the crate installs ring's
+/// when it makes its own clients); a test process installs it the same way before building one.
+fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
 }
