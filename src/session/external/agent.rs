@@ -109,6 +109,16 @@ pub trait TitleScan: LineSink + Send {
     fn save(&self) -> serde_json::Value;
 }
 
+/// A title scan of type `T` resumed from what its [`TitleScan::save`] wrote (the usual
+/// [`AgentFormat::restore_title_scan`] of a scan that derives serde's traits).
+pub fn restore_scan<T>(saved: &serde_json::Value) -> Option<Box<dyn TitleScan>>
+where
+    T: TitleScan + serde::de::DeserializeOwned + 'static,
+{
+    let scan = T::deserialize(saved).ok()?;
+    Some(Box::new(scan))
+}
+
 /// Titles an agent keeps outside its session files, by the agent's own id.
 pub trait SideNames: Send + Sync {
     /// A name the person gave the session, if the side store has one.

@@ -246,31 +246,7 @@ pub(super) fn save(
         .parent()
         .ok_or_else(|| std::io::Error::other("a cache path without a directory"))?;
     ensure_plain_dir(dir)?;
-    let temporary = dir.join(format!(
-        ".{}.{}.{}",
-        cache
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        std::process::id(),
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos()
-    ));
-    let written = (|| {
-        use std::io::Write;
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temporary)?;
-        file.write_all(&out)?;
-        std::fs::rename(&temporary, cache)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    written
+    crate::session::files::write_replacing(cache, &out)
 }
 
 /// Creates `dir` (and `index/` above it) when missing; refuses one that is not a plain

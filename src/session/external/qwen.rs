@@ -86,8 +86,7 @@ impl AgentFormat for QwenCode {
         &self,
         saved: &serde_json::Value,
     ) -> Option<Box<dyn super::agent::TitleScan>> {
-        let scan: TitleScan = serde::Deserialize::deserialize(saved).ok()?;
-        Some(Box::new(scan))
+        super::agent::restore_scan::<TitleScan>(saved)
     }
 
     fn read_conversation(&self, path: &Path) -> Result<Conversation> {

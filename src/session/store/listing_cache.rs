@@ -183,27 +183,7 @@ fn try_store(home: &Path, sessions_dir: &Path, index: &Index) -> std::io::Result
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(&dir)?,
         Err(e) => return Err(e),
     }
-    let temporary = dir.join(format!(
-        ".{FILE}.{}.{}",
-        std::process::id(),
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos()
-    ));
-    let written = (|| {
-        use std::io::Write;
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temporary)?;
-        file.write_all(&out.b)?;
-        std::fs::rename(&temporary, path(home))
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    written
+    crate::session::files::write_replacing(&path(home), &out.b)
 }
 
 /// FxHash over the file's bytes, eight at a time: catches a torn or damaged file, not an

@@ -295,8 +295,7 @@ impl AgentFormat for ClaudeCode {
         &self,
         saved: &serde_json::Value,
     ) -> Option<Box<dyn super::agent::TitleScan>> {
-        let scan: TitleScan = serde::Deserialize::deserialize(saved).ok()?;
-        Some(Box::new(scan))
+        crate::session::external::agent::restore_scan::<TitleScan>(saved)
     }
 
     fn read_conversation(&self, path: &Path) -> Result<Conversation> {
