@@ -24,9 +24,13 @@ fn main() {
     let mut files = Vec::new();
     collect(root, root, &mut files);
     files.sort();
+    // The manifest directory of this build, read when the script runs: `env!` would bake in
+    // the directory the script was first compiled in, and a target shared between two clones
+    // would embed the other clone's files.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let mut out = String::from("/// Files of the bundled demo home: (path relative to the home, contents).\npub static DEMO_HOME: &[(&str, &[u8])] = &[\n");
     for rel in &files {
-        let abs = Path::new(env!("CARGO_MANIFEST_DIR")).join(root).join(rel);
+        let abs = Path::new(&manifest).join(root).join(rel);
         println!("cargo:rerun-if-changed={}", abs.display());
         writeln!(
             out,

@@ -2,7 +2,7 @@
 //!
 //! Purpose: one type for a session's row wherever it travels. The indexer writes these facts
 //! from a session it read ([`super::index`]), and a listing straight from the index reads them
-//! back ([`super::recent`], the MCP server's `resources/list`). Everything else that shows a row
+//! back (`recent.rs`, the MCP server's `resources/list`). Everything else that shows a row
 //! wraps it and adds only what is its own, reading the row's fields through `Deref`: the
 //! searcher's in-memory rows (`SessionInfo`) add what matching needs (lower-cased copies,
 //! masks, arena spans); a search hit (`Hit`) adds its score, matched fields and snippet; the

@@ -18,7 +18,7 @@
 //! resolved again when read, so a symlink swapped after the chip was made is caught.
 //! Token finding and formatting are pure; [`inspect`] and [`read_chosen`] do the I/O, off the
 //! async workers ([`read_chosen`] inside the mount's submit transaction,
-//! [`super::mount::SessionReferenceMount::submit_files`]). Proof: the unit tests below,
+//! `SessionReferenceMount::submit_files`). Proof: the unit tests below,
 //! `tests/tui/attach.rs` (a planted key never reaches a loopback model server through a title, a Claude `ai-title`, a paste or a snapshot; a
 //! picked, a typed and a confirmed outside file do), `tests/agent/exec_attach.rs` and the tmux
 //! run `a_pasted_key_path_attaches_nothing` (`tests/e2e/tmux_attach.rs`).

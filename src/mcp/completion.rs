@@ -8,9 +8,11 @@
 //! Proof: the property test below over ids of every shape, and `tests/mcp/server.rs` (the prompt
 //! and its completion over the real binary).
 
-use super::server::COMPLETIONS;
 use crate::discovery::lifecycle::resolve_prefix;
 use crate::session::SessionSummary;
+
+/// Values a completion offers.
+pub const COMPLETIONS: usize = 20;
 
 /// Whether `value` is a host's own argument placeholder (`$1`, `$ARGUMENTS`), as opencode sends
 /// to `prompts/get` (it substitutes the person's words into the returned text itself), rather
@@ -21,7 +23,7 @@ pub(super) fn is_placeholder(value: &str) -> bool {
     })
 }
 
-/// For each of `ids` (in order, at most [`COMPLETIONS`](super::server::COMPLETIONS)), the shortest prefix that names it
+/// For each of `ids` (in order, at most [`COMPLETIONS`]), the shortest prefix that names it
 /// alone in `listing` as `--resume` resolves a prefix (an exact id always names its session):
 /// at least 8 characters, and longer than `typed` when `typed` is a prefix of it; ids whose
 /// prefix would hold whitespace are left out (hosts split arguments on spaces).

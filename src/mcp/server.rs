@@ -26,6 +26,7 @@
 //! (`a_warm_start_lists_every_session_on_disk_at_once_and_then_labels_the_new_ones`), and
 //! `listing::tests::a_cold_start_merges_unindexed_sessions_in_rank_order`.
 
+pub use super::completion::COMPLETIONS;
 use super::completion::{is_placeholder, unique_tokens};
 use super::listing::{self, Entry};
 use super::{Expose, Options};
@@ -50,8 +51,6 @@ pub const PROMPT: &str = "reference";
 pub const ARGUMENT: &str = "session";
 /// Candidates an ambiguous or unknown `session` names.
 pub const SHOWN_CANDIDATES: usize = 10;
-/// Values a completion offers.
-pub const COMPLETIONS: usize = 20;
 /// How long the first listing of a home without an index waits for the index's first pass.
 pub const FIRST_PASS_WAIT: std::time::Duration = std::time::Duration::from_millis(300);
 /// A new home of at most this many sessions waits [`FIRST_PASS_WAIT`] for its first pass (a

@@ -8,6 +8,7 @@
 pub(crate) mod candidate;
 pub(crate) mod config;
 pub(crate) mod error;
+pub(crate) mod identity;
 pub(crate) mod json;
 pub(crate) mod mention;
 pub(crate) mod projection;

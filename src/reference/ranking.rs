@@ -16,7 +16,7 @@
 //! the same order. The filter rule itself is [`CandidateFilter`], exported so that a view
 //! narrowing rows it already has (the popup while a lookup runs) applies the same rule.
 
-use super::service::AgentIdentity;
+use super::identity::AgentIdentity;
 use crate::session::SessionSummary;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -12,6 +12,7 @@
 use super::candidate::Candidate;
 use super::config::SessionReferenceConfig;
 use super::error::{ErrorCode, Result, SessionReferenceError};
+pub use super::identity::AgentIdentity;
 use super::json::string_literal;
 use super::mention::ParsedReference;
 use super::projection::project_owned;
@@ -28,22 +29,6 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use tokio_util::sync::CancellationToken;
-
-/// The session on whose behalf the service works.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentIdentity {
-    /// The agent's own session id: never a candidate, and mentioning it is `SELF_REFERENCE`.
-    pub id: String,
-    /// The agent's working directory; sessions with the same cwd rank first. `None`: no cwd.
-    pub cwd: Option<String>,
-}
-
-impl AgentIdentity {
-    /// The agent of session `id` working in `cwd`.
-    pub fn new(id: impl Into<String>, cwd: Option<String>) -> Self {
-        AgentIdentity { id: id.into(), cwd }
-    }
-}
 
 /// One requested source, as mentioned (label defaults to the id).
 #[derive(Debug, Clone, PartialEq, Eq)]
