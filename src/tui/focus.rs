@@ -13,7 +13,7 @@
 //! tests in `tests/tui/app.rs` and `tests/tui/keys.rs` drive the stack.
 
 use crate::tui::popup::PopupItem;
-use crate::tui::slash;
+use crate::tui::slash_command;
 
 /// What a layer did with a key.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,9 +32,9 @@ pub enum Command {
     /// Insert the popup's accepted row into the composer.
     Insert(PopupItem),
     /// Put `/NAME ` in the composer (the menu's completion).
-    Complete(slash::Command),
+    Complete(slash_command::Command),
     /// Run a `/` command picked in the menu.
-    Run(slash::Command),
+    Run(slash_command::Command),
     /// The picker's query changed: search for it.
     Search {
         /// The picker's generation of the query (answers of older ones are stale).

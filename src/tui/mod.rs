@@ -27,6 +27,7 @@ pub(crate) mod queued;
 pub(crate) mod render;
 pub(crate) mod scroll;
 pub mod slash;
+pub mod slash_command;
 pub mod snapshot;
 pub(crate) mod status;
 pub(crate) mod style;
