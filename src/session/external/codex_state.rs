@@ -17,13 +17,12 @@
 //! 0.171 both ways (with its WAL, and checkpointed) and compares every file's bytes and mtime
 //! before and after, and that no `-wal`/`-shm`/`-journal` appeared.
 
+use super::sqlite_snapshot::{copy_capped, PrivateDir};
 use crate::session::files::{self, Symlinks};
 use rusqlite::{Connection, OpenFlags};
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
-use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The largest state database (and, separately, write-ahead log) read.
 pub const MAX_STATE_BYTES: u64 = 256 << 20;
@@ -114,8 +113,8 @@ pub fn read_db<T>(
     loop {
         tries += 1;
         let before = (stamp(db), stamp(&wal));
-        let copy = PrivateCopy::new().map_err(|e| format!("a private copy: {e}"))?;
-        let db_copy = copy.dir.join("copy.sqlite");
+        let copy = PrivateDir::new().map_err(|e| format!("a private copy: {e}"))?;
+        let db_copy = copy.path.join("copy.sqlite");
         copy_capped(db, &db_copy, max_bytes)?;
         copy_capped(&wal, &wal_of(&db_copy), max_bytes)?;
         if (stamp(db), stamp(&wal)) != before && tries < 4 {
@@ -170,53 +169,6 @@ fn immutable_uri(path: &Path) -> String {
     }
     uri.push_str("?immutable=1");
     uri
-}
-
-/// Copies the regular file `from` (symlinks refused, at most `max` bytes) to `to`.
-fn copy_capped(from: &Path, to: &Path, max: u64) -> Result<(), String> {
-    let file = files::open_regular(from, OpenOptions::new().read(true), Symlinks::Refuse)
-        .map_err(|e| format!("{}: {e}", from.display()))?;
-    let mut out = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(to)
-        .map_err(|e| format!("{}: {e}", to.display()))?;
-    let copied = io::copy(&mut file.take(max + 1), &mut out)
-        .map_err(|e| format!("{}: {e}", from.display()))?;
-    if copied > max {
-        return Err(format!("{}: over the {max}-byte limit", from.display()));
-    }
-    out.flush().map_err(|e| format!("{}: {e}", to.display()))
-}
-
-/// A directory of ours under the system temporary directory, removed when dropped.
-struct PrivateCopy {
-    dir: PathBuf,
-}
-
-impl PrivateCopy {
-    fn new() -> io::Result<PrivateCopy> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let base = std::env::temp_dir();
-        loop {
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let dir = base.join(format!("dsh-refs-sqlite-{}-{n}", std::process::id()));
-            let mut builder = fs::DirBuilder::new();
-            #[cfg(unix)]
-            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-            match builder.create(&dir) {
-                Ok(()) => return Ok(PrivateCopy { dir }),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
-impl Drop for PrivateCopy {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
-    }
 }
 
 #[cfg(test)]

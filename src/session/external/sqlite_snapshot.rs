@@ -225,7 +225,7 @@ fn settle(copy: &Path) -> rusqlite::Result<Connection> {
 }
 
 /// Copies the regular file `from` (symlinks refused, read-only, at most `max` bytes) to `to`.
-fn copy_capped(from: &Path, to: &Path, max: u64) -> Result<(), String> {
+pub(super) fn copy_capped(from: &Path, to: &Path, max: u64) -> Result<(), String> {
     let file = files::open_regular(from, OpenOptions::new().read(true), Symlinks::Refuse)
         .map_err(|e| format!("{}: {e}", from.display()))?;
     let mut out = OpenOptions::new()
@@ -242,12 +242,12 @@ fn copy_capped(from: &Path, to: &Path, max: u64) -> Result<(), String> {
 }
 
 /// A directory of ours (mode 0700) under the system temporary directory, removed when dropped.
-struct PrivateDir {
-    path: PathBuf,
+pub(super) struct PrivateDir {
+    pub(super) path: PathBuf,
 }
 
 impl PrivateDir {
-    fn new() -> io::Result<PrivateDir> {
+    pub(super) fn new() -> io::Result<PrivateDir> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let base = std::env::temp_dir();
         loop {
