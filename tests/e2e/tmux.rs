@@ -438,3 +438,34 @@ fn slash_new_then_slash_resume_on_the_same_terminal() {
         !s.contains("the first session speaks")
     });
 }
+
+/// A configuration that unbinds every way out (issue 32): Ctrl-C twice still quits, and so
+/// does Ctrl-D on an empty composer.
+#[test]
+fn a_keymap_that_unbinds_quitting_traps_nobody() {
+    for way_out in [&["C-c", "C-c"][..], &["C-d"][..]] {
+        let home = tempfile::tempdir().unwrap();
+        write_source(home.path());
+        std::fs::write(
+            home.path().join("config.toml"),
+            "[keys]\nclear-or-quit = []\ninterrupt = []\ndelete = \"delete\"\ndetails = \"ctrl+c\"\n",
+        )
+        .unwrap();
+        let workdir = tempfile::tempdir().unwrap();
+        let command = tui_command(workdir.path(), home.path(), "");
+        let tmux = Tmux::start("trap", &command, 100, 30);
+        tmux.wait_for_screen("the welcome header", |s| {
+            s.contains("cross-session references") && s.contains("tip")
+        });
+        for key in way_out {
+            tmux.keys(&[key]);
+            // The first Ctrl-C only arms; wait for its hint before the second.
+            if way_out.len() > 1 && *key == way_out[0] {
+                tmux.wait_for_screen("the quit hint", |s| s.contains("again to quit"));
+            }
+        }
+        tmux.wait_for_screen("the shell back", |s| {
+            !s.contains("cross-session references")
+        });
+    }
+}
