@@ -134,7 +134,8 @@ fn table(query: &str, hits: &[Hit], total: usize, now: i64) -> String {
         out.push_str(&format!(
             "{}  {}  {} msgs  {}  [{}]\n",
             visible(&hit.id),
-            age(hit.last_activity, now),
+            // The one age format of every face.
+            crate::host::format_age(hit.last_activity, now),
             hit.messages,
             title,
             matched.join(", ")
@@ -152,13 +153,4 @@ fn table(query: &str, hits: &[Hit], total: usize, now: i64) -> String {
         ));
     }
     out
-}
-
-/// A short age in the one format of every row (the TUI's): `5m ago`, `3h ago`, `2d ago`,
-/// `1w ago`; `now`.
-fn age(then: i64, now: i64) -> String {
-    match crate::tui::text::format_age(then, now) {
-        age if age == "now" => age,
-        age => format!("{age} ago"),
-    }
 }

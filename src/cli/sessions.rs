@@ -158,11 +158,8 @@ fn render(store: &DiskStore, sources: &SourceSet, json: bool) -> Result<String, 
             // Whole ids: a cut id cannot be pasted into `--resume`.
             visible(row.session_id),
             utc_timestamp(row.created_at),
-            // The one age format of the TUI's rows.
-            match crate::tui::text::format_age(row.last_active, now) {
-                age if age == "now" => age,
-                age => format!("{age} ago"),
-            },
+            // The one age format of every face.
+            crate::host::format_age(row.last_active, now),
             clip(&title, 30),
             row.cwd.map(visible).unwrap_or_else(|| "(no cwd)".into()),
         ));

@@ -6,7 +6,8 @@
 //! transaction), `attach` (the `@path` rules: finding tokens, sizing a path, reading exactly
 //! the chosen files into bounded context messages) and `workspace`, the composition root
 //! ([`Workspace`]: the home, the sources served, the store, discovery and the reference service,
-//! resolved and opened once; every face receives one and builds none of them itself).
+//! resolved and opened once; every face receives one and builds none of them itself), and
+//! `age`, the one age format of every face ([`format_age`]).
 //!
 //! Invariant: no ratatui, crossterm or other terminal crate is named here, and the room builds
 //! with no features at all (`cargo check --no-default-features`); only the typed `@PREFIX`
@@ -16,6 +17,7 @@
 //! and `faces_receive_the_workspace`: no face opens the store, the sources or discovery) and the
 //! bare build in CI (`.ci/run`).
 
+mod age;
 // Parts of this room serve only the faces (the TUI, the command line, the MCP server); a
 // build without them leaves those parts unused.
 #[cfg_attr(partial_faces, allow(dead_code))]
@@ -23,6 +25,7 @@ pub(crate) mod attach;
 pub(crate) mod mount;
 pub mod workspace;
 
+pub use age::{format_age, format_age_secs};
 pub use attach::{ChosenFile, InspectError, Inspected};
 pub use mount::{
     AgentSurface, Preview, SessionReferenceMount, Submission, SubmitError, Submitted,

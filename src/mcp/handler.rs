@@ -144,12 +144,13 @@ impl ServerHandler for Server {
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
         let (page, next) =
             listing::page(&entries, cursor).map_err(|e| McpError::invalid_params(e, None))?;
+        let now = crate::session::clock::now_ms();
         let resources = page
             .iter()
             .map(|e| {
                 Resource::new(e.uri(), e.label.clone())
                     .with_title(e.label.clone())
-                    .with_description(e.description())
+                    .with_description(e.description(now))
                     .with_mime_type(MIME)
             })
             .collect();

@@ -47,13 +47,14 @@ impl Entry {
     }
 
     /// The label first (Claude Code's `@` menu shows the description, not the name), then
-    /// source · cwd · last activity · messages · size.
-    pub fn description(&self) -> String {
+    /// source · cwd · last activity (its age at `now_ms`, in the one age format of every face,
+    /// [`crate::host::format_age`]: a listing is reused for a second at most) · messages · size.
+    pub fn description(&self, now_ms: i64) -> String {
         let mut parts = vec![
             self.label.clone(),
             self.source.to_string(),
             self.cwd.clone().unwrap_or_else(|| "(no cwd)".into()),
-            utc_minute(self.last_activity),
+            crate::host::format_age(self.last_activity, now_ms),
         ];
         if let Some((messages, bytes)) = self.messages {
             parts.push(format!(
@@ -236,15 +237,6 @@ pub fn page<T: Clone>(
     Ok((entries[start..end].to_vec(), next))
 }
 
-/// `YYYY-MM-DD HH:MM UTC` of epoch milliseconds.
-pub fn utc_minute(ms: i64) -> String {
-    let t = crate::session::civil::UtcTime::from_epoch_ms(ms);
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02} UTC",
-        t.year, t.month, t.day, t.hour, t.minute
-    )
-}
-
 /// `812 B`, `12.3 KB`, `4.1 MB` (powers of 1000).
 pub fn size(bytes: u64) -> String {
     match bytes {
@@ -371,8 +363,8 @@ mod tests {
             messages: Some((4, 12_345)),
         };
         assert_eq!(
-            e.description(),
-            "Fix the tokenizer · dsh · /p · 2026-07-25 18:29 UTC · 4 messages · 12.3 KB"
+            e.description(1_785_004_180_013 + 3 * 3_600_000),
+            "Fix the tokenizer · dsh · /p · 3h · 4 messages · 12.3 KB"
         );
     }
 }

@@ -395,7 +395,7 @@ impl PickerView<'_> {
         let mut stats = StyledText::new();
         stats.push(
             &format!(
-                "active {} ago · {} msgs · {}",
+                "last active {} · {} msgs · {}",
                 format_age(hit.last_activity, self.now_ms),
                 hit.messages,
                 format_size(hit.conversation_bytes)

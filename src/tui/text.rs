@@ -426,34 +426,7 @@ pub fn ci_matches(haystack: &str, needle: &str) -> Vec<bool> {
     marks
 }
 
-/// Compact age of something created at `created_ms`, seen at `now_ms`: `now`, `45s`, `5m`,
-/// `3h`, `2d`, `3w`, `1y`.
-pub fn format_age(created_ms: i64, now_ms: i64) -> String {
-    format_age_secs(now_ms.saturating_sub(created_ms) / 1000)
-}
-
-pub use crate::host::format_size;
-
-/// An age of `secs` seconds in the one compact format used everywhere (`now`, `45s`, `3m`,
-/// `2h`, `5d`, `3w`, `1y`).
-pub fn format_age_secs(secs: i64) -> String {
-    if secs < 1 {
-        return "now".into();
-    }
-    const MIN: i64 = 60;
-    const HOUR: i64 = 60 * MIN;
-    const DAY: i64 = 24 * HOUR;
-    const WEEK: i64 = 7 * DAY;
-    const YEAR: i64 = 365 * DAY;
-    match secs {
-        s if s < MIN => format!("{s}s"),
-        s if s < HOUR => format!("{}m", s / MIN),
-        s if s < DAY => format!("{}h", s / HOUR),
-        s if s < WEEK => format!("{}d", s / DAY),
-        s if s < YEAR => format!("{}w", s / WEEK),
-        s => format!("{}y", s / YEAR),
-    }
-}
+pub use crate::host::{format_age, format_size};
 
 #[cfg(test)]
 mod tests;

@@ -163,19 +163,6 @@ fn case_insensitive_marks() {
 }
 
 #[test]
-fn ages() {
-    let m = 60_000;
-    assert_eq!(format_age(0, 0), "now");
-    assert_eq!(format_age(10, 0), "now");
-    assert_eq!(format_age(0, 45_000), "45s");
-    assert_eq!(format_age(0, 5 * m), "5m");
-    assert_eq!(format_age(0, 180 * m), "3h");
-    assert_eq!(format_age(0, 49 * 60 * m), "2d");
-    assert_eq!(format_age(0, 22 * 24 * 60 * m), "3w");
-    assert_eq!(format_age(0, 400 * 24 * 60 * m), "1y");
-}
-
-#[test]
 fn untrusted_text_is_escaped_and_tabs_expand() {
     let mut t = StyledText::new();
     t.push_untrusted("a\u{1b}\tb\r\nc", EscapeMode::MultiLine, Style::default());
