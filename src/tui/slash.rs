@@ -3,8 +3,10 @@
 //!
 //! Invariants: a line that starts with `/` is never sent to the model unless the user confirms
 //! it names no command (a known command runs locally; an unknown one asks first), and the menu
-//! only lists commands of [`COMMANDS`]. Pure: no I/O. Proof: the unit tests below and the
-//! `slash_*` tests of `tests/tui/app.rs`.
+//! only lists commands of [`COMMANDS`]. A row shows the command's whole name, its aliases and
+//! its argument hint in one column as wide as the widest; only the description after it is cut
+//! (with `…`). Pure: no I/O. Proof: the unit tests below, the `slash_*` tests of
+//! `tests/tui/app.rs` and `tests/tui/menus.rs` (every width 60..=200).
 
 use super::focus::{self, Handled};
 use super::render::{clip, Renderable};
@@ -183,13 +185,15 @@ impl Renderable for SlashMenuView<'_> {
             height,
             self.state.rows.len(),
         );
+        // The name column: wide enough for every command's name, aliases and argument hint,
+        // so the names line up and only a description is ever cut (with `…`).
         let name_w = COMMANDS
             .iter()
-            .map(|(_, n, a, _)| n.len() + 2 + a.len())
+            .map(|(c, ..)| name_part(*c, Style::new()).width())
             .max()
             .unwrap_or(0);
         for (n, command) in self.state.rows.iter().enumerate().skip(top).take(height) {
-            let Some((_, name, arg, what)) = COMMANDS.iter().find(|(c, ..)| c == command) else {
+            let Some((_, _, _, what)) = COMMANDS.iter().find(|(c, ..)| c == command) else {
                 continue;
             };
             let selected = n == self.state.scroll.selected;
@@ -200,15 +204,17 @@ impl Renderable for SlashMenuView<'_> {
             };
             let mut t = StyledText::new();
             t.push(if selected { "› " } else { "  " }, base);
-            t.push("/", base);
-            t.push(name, base);
-            if !arg.is_empty() {
-                t.push(" ", base);
-                t.push(arg, base.patch(style::dim()));
+            let name = name_part(*command, base);
+            let pad = name_w.saturating_sub(name.width()) + 2;
+            t.append(name);
+            // The description gets what the name column leaves, and is the only part cut.
+            let room = width.saturating_sub(t.width() + pad);
+            if room > 1 {
+                t.push(&" ".repeat(pad), base);
+                let mut desc = StyledText::new();
+                desc.push(what, base.patch(style::dim()));
+                t.append(desc.truncate(room));
             }
-            let used = name.len() + 1 + if arg.is_empty() { 0 } else { arg.len() + 1 };
-            t.push(&" ".repeat(name_w.saturating_sub(used) + 2), base);
-            t.push(what, base.patch(style::dim()));
             let y = inner.y + u16::try_from(n - top).unwrap_or(0);
             buf.set_line(inner.x, y, &t.truncate(width).to_line(), inner.width);
         }
@@ -218,6 +224,36 @@ impl Renderable for SlashMenuView<'_> {
         let rows = self.state.rows.len().clamp(1, PAGE);
         u16::try_from(rows + 2).unwrap_or(u16::MAX)
     }
+}
+
+/// A command's row head: `/name`, its aliases (`/new (/clear)`: an alias typed finds the row,
+/// so it is shown) and its argument hint.
+fn name_part(command: Command, base: Style) -> StyledText {
+    let mut t = StyledText::new();
+    t.push("/", base);
+    t.push(command.name(), base);
+    let aliases: Vec<&str> = command.aliases().collect();
+    if !aliases.is_empty() {
+        let dim = base.patch(style::dim());
+        t.push(" (", dim);
+        for (i, alias) in aliases.iter().enumerate() {
+            if i > 0 {
+                t.push(", ", dim);
+            }
+            t.push("/", dim);
+            t.push(alias, dim);
+        }
+        t.push(")", dim);
+    }
+    let arg = COMMANDS
+        .iter()
+        .find(|(c, ..)| *c == command)
+        .map_or("", |(_, _, arg, _)| arg);
+    if !arg.is_empty() {
+        t.push(" ", base);
+        t.push(arg, base.patch(style::dim()));
+    }
+    t
 }
 
 #[cfg(test)]

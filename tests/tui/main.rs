@@ -11,6 +11,7 @@ mod composer;
 mod daily;
 mod host_example;
 mod keys;
+mod menus;
 mod model;
 mod mount;
 mod picker;

@@ -2,8 +2,12 @@
 //! row's fields to the width.
 //!
 //! Pure: the clock comes in as `now_ms`. Invariant: every text from a log is escaped for one
-//! line (SPEC §5.2) and no row is wider than the popup. Proof: the popup snapshots
-//! (`tests/tui/popup.rs`) and `rendering_never_panics`.
+//! line (SPEC §5.2) and no row is wider than the popup; a row's name (a session's label, or the
+//! first prompt of an untitled one) is never cut to make room for a description (id, cwd, size,
+//! age): the tags narrow, then the descriptions are cut or dropped, and the name is cut only
+//! when it alone is wider than the row (issue 38 item 2). Proof: the popup snapshots
+//! (`tests/tui/popup.rs`), `tests/tui/menus.rs` (every width 60..=200) and
+//! `rendering_never_panics`.
 
 use super::state::{PopupState, Row, NARROW};
 use crate::escape::EscapeMode;
@@ -14,7 +18,7 @@ use crate::tui::lookup::{size_text, truncation_text, PopupRow};
 use crate::tui::render::{clip, Renderable};
 use crate::tui::scroll::visible_top;
 use crate::tui::style;
-use crate::tui::text::{ci_matches, format_age, StyledText};
+use crate::tui::text::{ci_matches, format_age, str_width, StyledText};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Alignment, Rect};
 use ratatui::style::{Modifier, Style};
@@ -41,15 +45,46 @@ impl<'a> PopupView<'a> {
 }
 
 impl PopupView<'_> {
-    fn session_line(&self, c: &Candidate, width: usize, selected: bool) -> StyledText {
-        let query = &self.state.query;
-        let narrow = width < NARROW;
-        let mut line = prefix(selected, narrow, true);
-        // Another agent's session wears its source as a badge (SPEC §9).
-        if let Some(agent) = ExternalAgent::of_id(&c.session_id) {
-            line.push(agent.name(), style::session_tag());
-            line.push(" ", Style::new());
+    /// The name a session row shows: its label, or the first prompt of an untitled session
+    /// (instead of repeating its id).
+    fn name_of<'c>(&'c self, c: &'c Candidate) -> std::borrow::Cow<'c, str> {
+        let first_prompt = self
+            .detail(&c.session_id)
+            .filter(|_| c.label == c.session_id)
+            .and_then(|d| d.first_prompt.as_deref());
+        match first_prompt {
+            Some(prompt) => one_line(prompt).into(),
+            None => c.label.as_str().into(),
         }
+    }
+
+    /// Whether the rows shown use the short tags (`s `, `f `): below [`NARROW`] columns, or
+    /// when a session's name would not fit whole beside the long tag.
+    fn narrow_tags(&self, width: usize, rows: &[Row]) -> bool {
+        width < NARROW
+            || rows.iter().any(|row| match *row {
+                Row::Session(s) => {
+                    let c = &self.state.sessions[s];
+                    let badge =
+                        ExternalAgent::of_id(&c.session_id).map_or(0, |a| a.name().len() + 1);
+                    let mut name = StyledText::new();
+                    name.push_untrusted(&self.name_of(c), EscapeMode::SingleLine, Style::new());
+                    prefix(false, false, true).width() + badge + name.width() > width
+                }
+                Row::File(_) => false,
+            })
+    }
+
+    fn session_line(
+        &self,
+        c: &Candidate,
+        width: usize,
+        selected: bool,
+        narrow: bool,
+    ) -> StyledText {
+        let query = &self.state.query;
+        // Another agent's session wears its source as a badge (SPEC §9).
+        let agent = ExternalAgent::of_id(&c.session_id);
         let detail = self.detail(&c.session_id);
         // With discovery: last activity (not creation), size, and a live badge.
         let age = match detail {
@@ -65,11 +100,6 @@ impl PopupView<'_> {
             }
             None => format_age(c.created_at, self.now_ms),
         };
-        let age_w = crate::tui::text::str_width(&age) + 1;
-        // The age goes first when space runs out: the label is what identifies the row.
-        let show_age = width >= line.width() + age_w + 8;
-        let body_w = width.saturating_sub(line.width() + if show_age { age_w } else { 0 });
-
         let base = if selected {
             Style::new().add_modifier(Modifier::BOLD)
         } else {
@@ -87,14 +117,23 @@ impl PopupView<'_> {
         let first_prompt = detail
             .filter(|_| c.label == c.session_id)
             .and_then(|d| d.first_prompt.as_deref());
-        let mut fields = vec![Field {
-            text: match first_prompt {
-                Some(prompt) => field(&one_line(prompt), base, hl),
-                None => field(&c.label, base, hl),
-            },
-            weight: 3,
-            keep_tail: false,
-        }];
+        // The name is what identifies the row: it is never cut to make room for anything else
+        // (the tags narrow first, [`Self::narrow_tags`]); it is cut only when it alone is wider
+        // than the row.
+        let name = field(&self.name_of(c), base, hl);
+        let mut line = prefix(selected, narrow, true);
+        if let Some(agent) = agent {
+            line.push(agent.name(), style::session_tag());
+            line.push(" ", Style::new());
+        }
+        let name = name.truncate(width.saturating_sub(line.width()));
+        line.append(name);
+        // The descriptions share what is left: the age (right-aligned) while it fits, then
+        // the id and the cwd, each dropped rather than squeezed (the id first).
+        let rest = width.saturating_sub(line.width());
+        let age_w = str_width(&age) + 1;
+        let show_age = rest >= age_w;
+        let mut fields = Vec::new();
         if c.label != c.session_id || first_prompt.is_some() {
             fields.push(Field {
                 text: field(&c.session_id, style::dim(), dim_hl),
@@ -110,9 +149,16 @@ impl PopupView<'_> {
             weight: 2,
             keep_tail: true,
         });
-        let body = fit_fields(fields, body_w);
-        let pad = body_w.saturating_sub(body.width());
-        line.append(body);
+        let fields_w = rest
+            .saturating_sub(if show_age { age_w } else { 0 })
+            .saturating_sub(SEP);
+        let body = fit_fields(fields, fields_w);
+        let mut pad = rest.saturating_sub(if show_age { age_w } else { 0 });
+        if body.width() > 0 {
+            line.push(&" ".repeat(SEP), Style::new());
+            pad = pad.saturating_sub(SEP + body.width());
+            line.append(body);
+        }
         if show_age {
             line.push(&" ".repeat(pad + 1), Style::new());
             line.push(&age, style::dim());
@@ -124,8 +170,8 @@ impl PopupView<'_> {
         self.state.details.as_ref()?.rows.get(id)
     }
 
-    fn file_line(&self, f: &FileRow, width: usize, selected: bool) -> StyledText {
-        let mut line = prefix(selected, width < NARROW, false);
+    fn file_line(&self, f: &FileRow, width: usize, selected: bool, narrow: bool) -> StyledText {
+        let mut line = prefix(selected, narrow, false);
         let base = if selected {
             Style::new().add_modifier(Modifier::BOLD)
         } else {
@@ -152,33 +198,37 @@ struct Field {
     keep_tail: bool,
 }
 
-/// Narrowest useful width of a secondary field; below it the field is left out.
+/// Narrowest useful width of a description field; below it the field is left out.
 const MIN_FIELD: usize = 6;
+/// Cells between two fields of a row.
+const SEP: usize = 2;
 
-/// Lays `fields` out in `width` cells, two spaces apart. When they don't fit, space is shared
-/// by weight (a field that needs less than its share gives the rest back) and secondary fields
-/// that would be squeezed below [`MIN_FIELD`] are dropped (the id first), so that at 40 columns a
-/// row still shows the label and the end of the cwd rather than one field cut to nothing.
+/// Lays the description `fields` out in `width` cells, [`SEP`] apart. When they don't fit,
+/// space is shared by weight (a field that needs less than its share gives the rest back) and
+/// fields that would be squeezed below [`MIN_FIELD`] are dropped, the first (the id, when there
+/// is one) first, so a narrow row keeps the end of the cwd rather than two fields cut to
+/// nothing.
 fn fit_fields(mut fields: Vec<Field>, width: usize) -> StyledText {
-    const SEP: usize = 2;
     loop {
-        let avail = width.saturating_sub(SEP * fields.len().saturating_sub(1));
+        if fields.is_empty() {
+            return StyledText::new();
+        }
+        let avail = width.saturating_sub(SEP * (fields.len() - 1));
         let needs: Vec<usize> = fields.iter().map(|f| f.text.width()).collect();
         let alloc = share(
             &needs,
             &fields.iter().map(|f| f.weight).collect::<Vec<_>>(),
             avail,
         );
-        let squeezed = (1..fields.len()).any(|i| alloc[i] < needs[i] && alloc[i] < MIN_FIELD);
+        let squeezed = (0..fields.len()).any(|i| alloc[i] < needs[i] && alloc[i] < MIN_FIELD);
         if squeezed {
-            // Field 1 is the id when there is one (the least readable), else the cwd.
-            fields.remove(1);
+            fields.remove(0);
             continue;
         }
         let mut out = StyledText::new();
         for (i, (f, w)) in fields.iter().zip(alloc).enumerate() {
             if i > 0 {
-                out.push("  ", style::dim());
+                out.push(&" ".repeat(SEP), style::dim());
             }
             out.append(if f.keep_tail {
                 f.text.truncate_left(w)
@@ -290,11 +340,13 @@ impl Renderable for PopupView<'_> {
             cap,
             state.rows.len(),
         );
+        let shown = &state.rows[scroll.min(state.rows.len())..];
+        let narrow = self.narrow_tags(width, &shown[..cap.min(shown.len())]);
         for (i, row) in state.rows.iter().enumerate().skip(scroll).take(cap) {
             let selected = i == state.scroll.selected;
             let mut line = match *row {
-                Row::Session(s) => self.session_line(&state.sessions[s], width, selected),
-                Row::File(f) => self.file_line(&state.files[f], width, selected),
+                Row::Session(s) => self.session_line(&state.sessions[s], width, selected, narrow),
+                Row::File(f) => self.file_line(&state.files[f], width, selected, narrow),
             };
             if selected {
                 line.patch_style(style::selected());
