@@ -13,5 +13,6 @@ mod tmux;
 mod tmux_attach;
 mod tmux_external;
 mod tmux_model;
+mod tmux_paste;
 mod tmux_terminal;
 mod write_safety;

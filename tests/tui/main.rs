@@ -14,6 +14,7 @@ mod keys;
 mod menus;
 mod model;
 mod mount;
+mod pastes;
 mod picker;
 mod popup;
 mod resume_start;

@@ -91,7 +91,7 @@ proptest! {
         render_snapshot(w, h, |area, buf| s.render(area, buf));
         render_snapshot(w, h, |area, buf| KeyHelp::default().render(area, buf));
         let mut t = Transcript::new();
-        t.push(TranscriptItem::User { text: text.clone() });
+        t.push(TranscriptItem::User { text: text.clone(), pastes: Default::default() });
         t.append_assistant_delta(&text);
         t.push(TranscriptItem::Compaction { summary: text.clone(), expanded: true });
         t.scroll_up(3);

@@ -185,7 +185,8 @@ fn history_from_log_events() {
     assert_eq!(
         t.items(),
         [TranscriptItem::User {
-            text: "hello".into()
+            text: "hello".into(),
+            pastes: Default::default()
         }]
     );
 }

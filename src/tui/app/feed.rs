@@ -69,10 +69,18 @@ impl App {
             AgentEvent::Logged(events) => {
                 let id = self.agent.info().session_id.clone();
                 for event in &events {
+                    // The pastes the composer showed as chips stay chips in the transcript.
+                    let mut pasted = Vec::new();
                     if let Ok(Some(message)) = event.message(&id) {
+                        if let Some(at) = self.unlogged.iter().position(|(s, _)| *s == message.id) {
+                            pasted = pasted_texts(&self.unlogged.remove(at).1);
+                        }
                         self.unlogged.retain(|(sent, _)| *sent != message.id);
                     }
                     self.show_event(&id, event);
+                    if !pasted.is_empty() {
+                        self.transcript.set_last_pastes(&pasted);
+                    }
                 }
             }
             AgentEvent::Unsent {
@@ -132,6 +140,17 @@ impl App {
                 .push_notice(NoticeLevel::Error, error.to_string()),
         }
     }
+}
+
+/// The texts of the pastes `sent` showed collapsed.
+fn pasted_texts(sent: &crate::tui::composer::ComposerSnapshot) -> Vec<String> {
+    sent.parts()
+        .into_iter()
+        .filter_map(|part| match part {
+            crate::tui::composer::Part::Paste(text) => Some(text),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The failure message of a `turn/end` whose reason is `{kind:"error", failure:{message}}`.

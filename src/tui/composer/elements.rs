@@ -110,8 +110,9 @@ pub struct PlainToken {
 }
 
 /// A paste with more lines than this, or more characters than [`PASTE_COLLAPSE_CHARS`], is
-/// shown collapsed.
-pub const PASTE_COLLAPSE_LINES: usize = 10;
+/// shown collapsed: a block of four lines or more is a chip, in the composer and in the
+/// transcript (issue 38 item 4).
+pub const PASTE_COLLAPSE_LINES: usize = 3;
 /// A paste with more characters than this (or more lines than [`PASTE_COLLAPSE_LINES`]) is shown
 /// collapsed.
 pub const PASTE_COLLAPSE_CHARS: usize = 2000;

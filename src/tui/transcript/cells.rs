@@ -8,10 +8,13 @@
 //!
 //! Invariant: drawing is pure; every text that came from a log is pushed as untrusted (escaped,
 //! SPEC §5.2), and no row is wider than `width` (heads are truncated, bodies wrapped). Width 0
-//! draws nothing ([`super::TranscriptItem::lines`]). Proof: the transcript snapshots
-//! (`tests/tui/transcript.rs`) and `tui::transcript::tests`.
+//! draws nothing ([`super::TranscriptItem::lines`]). A prompt's pasted blocks are drawn as the
+//! composer's chips until the details key opens them (issue 38 item 4; every face that draws
+//! these cells, the inline scrollback too, shows the same chips). Proof: the transcript
+//! snapshots (`tests/tui/transcript.rs`, `tests/tui/pastes.rs`), `tui::transcript::tests` and
+//! `tests/e2e/tmux_paste.rs`.
 
-use super::item::{human_bytes, Kept, NoticeLevel, ReferencedSession};
+use super::item::{human_bytes, Kept, NoticeLevel, Pastes, ReferencedSession};
 use crate::escape::EscapeMode;
 use crate::reference::render::RecordedSource;
 use crate::tui::style;
@@ -25,15 +28,23 @@ pub trait TranscriptCell {
     fn display_lines(&self, width: usize) -> Vec<Line<'static>>;
 }
 
-/// A direct prompt: `› text`, a long paste collapsed to its head.
+/// A direct prompt: `› text`, its pasted blocks as the composer's chips (`[Pasted 4 lines]`,
+/// opened by the details key), a long prompt without chips collapsed to its head.
 pub struct UserCell<'a> {
     /// What the user wrote.
     pub text: &'a str,
+    /// Its pasted blocks.
+    pub pastes: &'a Pastes,
 }
 
 impl TranscriptCell for UserCell<'_> {
     fn display_lines(&self, width: usize) -> Vec<Line<'static>> {
-        prompt_lines(text("› ", style::user_prefix()), self.text, width)
+        prompt_lines(
+            text("› ", style::user_prefix()),
+            self.text,
+            self.pastes,
+            width,
+        )
     }
 }
 
@@ -41,19 +52,48 @@ impl TranscriptCell for UserCell<'_> {
 pub struct SteerCell<'a> {
     /// What the user wrote.
     pub text: &'a str,
+    /// Its pasted blocks.
+    pub pastes: &'a Pastes,
 }
 
 impl TranscriptCell for SteerCell<'_> {
     fn display_lines(&self, width: usize) -> Vec<Line<'static>> {
         let mut first = text("› ", style::user_prefix());
         first.push("steer ", style::steer_tag());
-        prompt_lines(first, self.text, width)
+        prompt_lines(first, self.text, self.pastes, width)
     }
 }
 
-/// The rows of a prompt after its `first` prefix: the text (collapsed when it is as long as a
-/// paste), then the note of what else was sent.
-fn prompt_lines(first: StyledText, body: &str, width: usize) -> Vec<Line<'static>> {
+/// The rows of a prompt after its `first` prefix. With pasted blocks: each closed one as its
+/// chip between the typed text, or, opened, the whole text. Without: the text (collapsed when
+/// it is as long as a paste), then the note of what else was sent.
+fn prompt_lines(
+    first: StyledText,
+    body: &str,
+    pastes: &Pastes,
+    width: usize,
+) -> Vec<Line<'static>> {
+    if pastes.expanded {
+        return multi(body, Style::new()).wrap(width, &first, &indent());
+    }
+    if !pastes.is_empty() {
+        let mut t = StyledText::new();
+        let mut at = 0;
+        for range in &pastes.ranges {
+            // Ranges come from `Pastes::locate` over this text; anything else reads as text.
+            if range.start < at || body.get(range.clone()).is_none() {
+                continue;
+            }
+            t.push_untrusted(&body[at..range.start], EscapeMode::MultiLine, Style::new());
+            let chip = crate::tui::composer::PastedText {
+                text: body[range.clone()].to_string(),
+            };
+            t.push(&chip.display(), style::dim());
+            at = range.end;
+        }
+        t.push_untrusted(&body[at..], EscapeMode::MultiLine, Style::new());
+        return t.wrap(width, &first, &indent());
+    }
     let (shown, rest) = collapse_paste(body);
     let mut lines = multi(shown, Style::new()).wrap(width, &first, &indent());
     lines.extend(rest.map(|r| {
@@ -343,15 +383,18 @@ fn card(head: StyledText, body: &str, expanded: bool, width: usize) -> Vec<Line<
 /// Lines of a long message shown before the rest is collapsed.
 const PASTE_PREVIEW_LINES: usize = 4;
 
-/// A message as long as a paste the composer collapses
-/// ([`crate::tui::composer::PASTE_COLLAPSE_LINES`] lines or
-/// [`crate::tui::composer::PASTE_COLLAPSE_CHARS`] characters) is shown as its first
+/// Lines of a prompt without chips (read back from a log, or typed) from which it is shown
+/// collapsed.
+const LONG_PROMPT_LINES: usize = 10;
+
+/// A message without chips longer than [`LONG_PROMPT_LINES`] lines or
+/// [`crate::tui::composer::PASTE_COLLAPSE_CHARS`] characters is shown as its first
 /// [`PASTE_PREVIEW_LINES`] lines and a note of what else was sent (display only: the log and
 /// what the model got are whole). Returns the text shown and the note.
 fn collapse_paste(body: &str) -> (&str, Option<String>) {
-    use crate::tui::composer::{PASTE_COLLAPSE_CHARS, PASTE_COLLAPSE_LINES};
+    use crate::tui::composer::PASTE_COLLAPSE_CHARS;
     let lines = body.lines().count();
-    if lines <= PASTE_COLLAPSE_LINES && body.chars().count() <= PASTE_COLLAPSE_CHARS {
+    if lines <= LONG_PROMPT_LINES && body.chars().count() <= PASTE_COLLAPSE_CHARS {
         return (body, None);
     }
     // The first lines, and no more than the character budget of a paste preview.

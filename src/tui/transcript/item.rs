@@ -77,6 +77,50 @@ pub enum NoticeLevel {
     Error,
 }
 
+/// The pasted blocks of a prompt that the composer showed as `[Pasted N lines]` chips (issue 38
+/// item 4): the transcript shows the same chips, and the details key opens them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pastes {
+    /// Byte ranges of the prompt's text that were pasted: in order, disjoint, on character
+    /// boundaries.
+    pub ranges: Vec<std::ops::Range<usize>>,
+    /// Shown whole rather than as chips.
+    pub expanded: bool,
+}
+
+impl Pastes {
+    /// The ranges of `text` that hold `pasted`, each looked for after the one before (as sent,
+    /// else without the trailing or surrounding whitespace a send trims). A paste not found
+    /// (the text was changed on its way to the log) is left out: that part reads as text.
+    pub fn locate(text: &str, pasted: &[String]) -> Pastes {
+        let mut ranges = Vec::new();
+        let mut from = 0;
+        for paste in pasted {
+            let found = [paste.as_str(), paste.trim_end(), paste.trim()]
+                .into_iter()
+                .filter(|p| !p.is_empty())
+                .find_map(|p| {
+                    text[from..]
+                        .find(p)
+                        .map(|at| from + at..from + at + p.len())
+                });
+            if let Some(range) = found {
+                from = range.end;
+                ranges.push(range);
+            }
+        }
+        Pastes {
+            ranges,
+            expanded: false,
+        }
+    }
+
+    /// Whether the prompt has a chip to open.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+}
+
 /// One entry of the transcript. Items from logs hold raw text; drawing escapes it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TranscriptItem {
@@ -84,11 +128,15 @@ pub enum TranscriptItem {
     User {
         /// What the user wrote: the display text when the log keeps one, else the text.
         text: String,
+        /// Its pasted blocks, shown as chips (none for a prompt read back from a log).
+        pastes: Pastes,
     },
     /// A prompt that steered a running turn.
     Steer {
         /// What the user wrote: the display text when the log keeps one, else the text.
         text: String,
+        /// Its pasted blocks, shown as chips (none for a prompt read back from a log).
+        pastes: Pastes,
     },
     /// Model output; `streaming` while deltas still arrive.
     Assistant {
@@ -188,10 +236,12 @@ impl TranscriptItem {
         match event_kind {
             USER_MESSAGE if message.source.is_direct_user() => Some(TranscriptItem::User {
                 text: message.display_text(),
+                pastes: Pastes::default(),
             }),
             USER_MESSAGE => Some(context_card(message)),
             STEERING_MESSAGE => Some(TranscriptItem::Steer {
                 text: message.display_text(),
+                pastes: Pastes::default(),
             }),
             ASSISTANT_MESSAGE => Some(TranscriptItem::Assistant {
                 text: message.text(),
@@ -228,15 +278,32 @@ impl TranscriptItem {
         }
     }
 
-    /// Cards and markers that can show more.
+    /// Cards and markers that can show more, and prompts with pasted chips.
     pub fn is_expandable(&self) -> bool {
-        matches!(
-            self,
-            TranscriptItem::ReferenceCard { .. }
-                | TranscriptItem::ContextCard { .. }
-                | TranscriptItem::Compaction { .. }
-                | TranscriptItem::Reasoning { .. }
-        )
+        match self {
+            TranscriptItem::User { pastes, .. } | TranscriptItem::Steer { pastes, .. } => {
+                !pastes.is_empty()
+            }
+            item => matches!(
+                item,
+                TranscriptItem::ReferenceCard { .. }
+                    | TranscriptItem::ContextCard { .. }
+                    | TranscriptItem::Compaction { .. }
+                    | TranscriptItem::Reasoning { .. }
+            ),
+        }
+    }
+
+    /// Shows `pasted` (the texts the composer collapsed) as chips in this prompt; false, and
+    /// no change, for an item that is not a prompt or when none of them is found in its text.
+    pub fn set_pastes(&mut self, pasted: &[String]) -> bool {
+        match self {
+            TranscriptItem::User { text, pastes } | TranscriptItem::Steer { text, pastes } => {
+                *pastes = Pastes::locate(text, pasted);
+                !pastes.is_empty()
+            }
+            _ => false,
+        }
     }
 
     /// Flips an expandable item; false for the others. A reference card goes collapsed →
@@ -260,6 +327,9 @@ impl TranscriptItem {
             | TranscriptItem::ContextCard { expanded, .. }
             | TranscriptItem::Compaction { expanded, .. }
             | TranscriptItem::Reasoning { expanded, .. } => *expanded,
+            TranscriptItem::User { pastes, .. } | TranscriptItem::Steer { pastes, .. } => {
+                pastes.expanded
+            }
             _ => false,
         }
     }
@@ -274,6 +344,12 @@ impl TranscriptItem {
                 *expanded = value;
                 true
             }
+            TranscriptItem::User { pastes, .. } | TranscriptItem::Steer { pastes, .. }
+                if !pastes.is_empty() =>
+            {
+                pastes.expanded = value;
+                true
+            }
             _ => false,
         }
     }
@@ -281,8 +357,8 @@ impl TranscriptItem {
     /// The cell that draws this item.
     pub fn cell(&self) -> Box<dyn TranscriptCell + '_> {
         match self {
-            TranscriptItem::User { text } => Box::new(UserCell { text }),
-            TranscriptItem::Steer { text } => Box::new(SteerCell { text }),
+            TranscriptItem::User { text, pastes } => Box::new(UserCell { text, pastes }),
+            TranscriptItem::Steer { text, pastes } => Box::new(SteerCell { text, pastes }),
             TranscriptItem::Assistant {
                 text,
                 tool_calls,

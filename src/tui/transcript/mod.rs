@@ -15,7 +15,7 @@ pub(crate) mod item;
 
 pub use cells::TranscriptCell;
 pub use item::{
-    human_bytes, readable_snapshot, Kept, NoticeLevel, ReferencedSession, TranscriptItem,
+    human_bytes, readable_snapshot, Kept, NoticeLevel, Pastes, ReferencedSession, TranscriptItem,
 };
 
 use super::render::{clip, Renderable};
@@ -230,6 +230,17 @@ impl Transcript {
                 self.invalidate(last);
             }
         }
+    }
+
+    /// Shows `pasted` (the blocks the composer collapsed) as chips in the newest item, the
+    /// prompt just logged; false when it is no prompt or holds none of them.
+    pub fn set_last_pastes(&mut self, pasted: &[String]) -> bool {
+        let Some(last) = self.items.len().checked_sub(1) else {
+            return false;
+        };
+        let set = self.items[last].set_pastes(pasted);
+        self.invalidate(last);
+        set
     }
 
     /// Flips item `index` if it is expandable.
