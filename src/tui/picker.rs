@@ -10,18 +10,29 @@
 //! `clear-or-quit` to cancel and the composer's `backspace` for the query; typed characters go
 //! to the query, and any other key does nothing.
 //!
-//! Proof: unit tests below (keys, stale answers); `tests/tui/picker.rs` snapshots the view;
+//! From 90 columns a pane beside the list shows the highlighted session's details and its last
+//! messages in the `@` popup's preview pane ([`PreviewPane`], reused): the app reads the
+//! preview off the loop ([`PickerState::preview_wanted`], [`PickerState::set_preview`]), so a
+//! slow read never holds a key up, and a preview is drawn only while its session is
+//! highlighted (an answer for another one is refused).
+//!
+//! Proof: unit tests below (keys, stale answers); `tests/tui/picker.rs` snapshots the view (the
+//! preview pane reading and read); `tests/tui/picker_preview.rs` drives the app (the pane
+//! follows the selection, a slow preview never blocks typing, a stale one is dropped);
 //! `tests/e2e/cli_lifecycle.rs` picks a session through the real binary in tmux.
 
 use super::focus::{Command, Handled};
 use super::keys::KeyBinding;
 use super::keys::{Action, KeyContext, Keymap};
+use super::popup::PreviewPane;
 use super::render::clip;
+use super::render::Renderable;
 use super::scroll::{visible_top, ScrollState};
 use super::style;
 use super::text::{format_age, format_size, StyledText};
 use crate::discovery::Hit;
 use crate::escape::EscapeMode;
+use crate::host::Preview;
 use crossterm::event::{KeyEvent, KeyEventKind};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -43,6 +54,10 @@ pub struct PickerState {
     cwd: Option<String>,
     /// Only sessions of `cwd` are shown.
     this_dir: bool,
+    /// The preview of a session (its last messages), for the id it was read for: the app reads
+    /// it off the loop for the highlighted session ([`PickerState::preview_wanted`]); shown only
+    /// while that session is highlighted (`None` inside: still reading).
+    preview: Option<(String, Option<Result<Preview, String>>)>,
 }
 
 impl PickerState {
@@ -92,6 +107,37 @@ impl PickerState {
     /// The highlighted hit, if there is any.
     pub fn selected(&self) -> Option<&Hit> {
         self.visible().get(self.scroll.selected).copied()
+    }
+
+    /// The highlighted session's id and label when its preview is not the one held (asked for
+    /// or read): the app starts reading it, off the loop, and says so with
+    /// [`PickerState::set_preview`].
+    pub fn preview_wanted(&self) -> Option<(String, String)> {
+        let hit = self.selected()?;
+        if self.preview.as_ref().is_some_and(|(id, _)| *id == hit.id) {
+            return None;
+        }
+        Some((hit.id.clone(), label_of(hit).to_string()))
+    }
+
+    /// The preview of session `id`: `None` while it is read. An answer for a session no longer
+    /// highlighted is dropped (false).
+    pub fn set_preview(&mut self, id: &str, result: Option<Result<Preview, String>>) -> bool {
+        if self.selected().is_none_or(|hit| hit.id != id) {
+            return false;
+        }
+        self.preview = Some((id.to_string(), result));
+        true
+    }
+
+    /// The preview held for the highlighted session, when there is one: `Some(None)` while it
+    /// is read.
+    fn shown_preview(&self) -> Option<Option<&Result<Preview, String>>> {
+        let hit = self.selected()?;
+        match &self.preview {
+            Some((id, result)) if *id == hit.id => Some(result.as_ref()),
+            _ => None,
+        }
     }
 
     /// Applies the answer of search `generation`; false (and nothing changes) when stale.
@@ -229,6 +275,14 @@ impl PickerState {
     }
 }
 
+/// What names a hit: its title, else its first prompt, else its id.
+fn label_of(hit: &Hit) -> &str {
+    hit.title
+        .as_deref()
+        .or(hit.first_prompt.as_deref())
+        .unwrap_or(&hit.id)
+}
+
 /// Draws a [`PickerState`]; pure (the clock comes in as `now_ms`).
 pub struct PickerView<'a> {
     state: &'a PickerState,
@@ -332,12 +386,7 @@ impl PickerView<'_> {
                 &format!("{:>4}  ", format_age(hit.last_activity, self.now_ms)),
                 style::dim(),
             );
-            let name = hit
-                .title
-                .as_deref()
-                .or(hit.first_prompt.as_deref())
-                .unwrap_or(&hit.id);
-            row.push_untrusted(name, EscapeMode::SingleLine, base);
+            row.push_untrusted(label_of(hit), EscapeMode::SingleLine, base);
             row.push("  ", Style::new());
             row.push_untrusted(&hit.id, EscapeMode::SingleLine, style::dim());
             if preview.is_none() {
@@ -403,30 +452,16 @@ impl PickerView<'_> {
             style::dim(),
         );
         lines.push(stats);
-        lines.push(StyledText::new());
-        if let Some(prompt) = &hit.first_prompt {
-            // The first prompt, word-wrapped to the pane.
-            let mut row = String::new();
-            for word in prompt.split_whitespace() {
-                let need =
-                    row.chars().count() + usize::from(!row.is_empty()) + word.chars().count();
-                if need > w && !row.is_empty() {
-                    let mut t = StyledText::new();
-                    t.push_untrusted(&row, EscapeMode::SingleLine, Style::new());
-                    lines.push(t);
-                    row.clear();
-                }
-                if !row.is_empty() {
-                    row.push(' ');
-                }
-                row.push_str(word);
-            }
-            if !row.is_empty() {
-                let mut t = StyledText::new();
-                t.push_untrusted(&row, EscapeMode::SingleLine, Style::new());
-                lines.push(t);
+        // The session's last messages, as the `@` popup previews them, under the details;
+        // without one (no reference service), its first prompt.
+        let preview = self.state.shown_preview();
+        if preview.is_none() {
+            lines.push(StyledText::new());
+            if let Some(prompt) = &hit.first_prompt {
+                lines.extend(wrap_words(prompt, w));
             }
         }
+        let lines_len = lines.len().min(usize::from(inner.height));
         for (i, text) in lines
             .into_iter()
             .take(usize::from(inner.height))
@@ -439,7 +474,45 @@ impl PickerView<'_> {
                 inner.width,
             );
         }
+        if let Some(result) = preview {
+            let top = inner
+                .y
+                .saturating_add(u16::try_from(lines_len).unwrap_or(u16::MAX));
+            let room = Rect {
+                y: top.min(inner.bottom()),
+                height: inner.bottom().saturating_sub(top),
+                ..inner
+            };
+            let pane = PreviewPane::new(label_of(hit), result);
+            let height = pane.desired_height(room.width).min(room.height);
+            pane.render(Rect { height, ..room }, buf);
+        }
     }
+}
+
+/// `text`'s words wrapped to `w` columns, one escaped row each.
+fn wrap_words(text: &str, w: usize) -> Vec<StyledText> {
+    let mut lines = Vec::new();
+    let mut row = String::new();
+    for word in text.split_whitespace() {
+        let need = row.chars().count() + usize::from(!row.is_empty()) + word.chars().count();
+        if need > w && !row.is_empty() {
+            let mut t = StyledText::new();
+            t.push_untrusted(&row, EscapeMode::SingleLine, Style::new());
+            lines.push(t);
+            row.clear();
+        }
+        if !row.is_empty() {
+            row.push(' ');
+        }
+        row.push_str(word);
+    }
+    if !row.is_empty() {
+        let mut t = StyledText::new();
+        t.push_untrusted(&row, EscapeMode::SingleLine, Style::new());
+        lines.push(t);
+    }
+    lines
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ mod model;
 mod mount;
 mod pastes;
 mod picker;
+mod picker_preview;
 mod popup;
 mod resume_start;
 mod status;

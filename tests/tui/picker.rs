@@ -146,3 +146,58 @@ fn the_picker_clears_what_was_under_it() {
     });
     assert!(!text.contains('W'), "{text}");
 }
+
+/// Issue 38 item 5: the pane under the highlighted session's details holds its last messages
+/// (the `@` popup's preview pane): `reading…` first, then the messages, a hostile one escaped;
+/// an answer for a session no longer highlighted is refused; below 90 columns no pane.
+#[test]
+fn the_preview_pane_reads_then_shows_the_last_messages() {
+    use dsh_session_references::host::Preview;
+    let mut state = PickerState::with_query("t", Some("/home/dev/web".into()));
+    state.start();
+    assert!(state.apply(0, Ok((two_dirs(), 2))));
+    let (id, label) = state
+        .preview_wanted()
+        .expect("the highlighted session's preview");
+    assert_eq!(
+        (id.as_str(), label.as_str()),
+        ("f382e8f5", "Fix the flaky tokenizer test")
+    );
+    assert!(!state.set_preview("be266e1a", None), "not highlighted");
+    assert!(state.set_preview(&id, None));
+    assert_eq!(state.preview_wanted(), None, "asked for already");
+    let draw = |state: &PickerState, width: u16| {
+        render_snapshot(width, 12, |area, buf| state.view(NOW).render(area, buf))
+    };
+    assert_snapshot!("preview_reading", draw(&state, 100));
+    let preview = Preview {
+        bytes: 900,
+        original: 4,
+        retained: 4,
+        truncated: false,
+        last: vec![
+            (
+                "user".into(),
+                "why does the tokenizer \u{1b}[2Jskip BOMs?".into(),
+            ),
+            (
+                "assistant".into(),
+                "The refill drops\nthe first byte.".into(),
+            ),
+        ],
+    };
+    assert!(state.set_preview(&id, Some(Ok(preview))));
+    assert_snapshot!("preview_loaded", draw(&state, 100));
+    let narrow = draw(&state, 89);
+    assert!(!narrow.contains("preview ·"), "{narrow}");
+    // Moving on asks for the next session's preview.
+    state.handle_key(crossterm::event::KeyEvent::new(
+        crossterm::event::KeyCode::Down,
+        crossterm::event::KeyModifiers::NONE,
+    ));
+    assert_eq!(
+        state.preview_wanted().map(|(id, _)| id).as_deref(),
+        Some("be266e1a")
+    );
+    assert!(!draw(&state, 100).contains("The refill drops"));
+}

@@ -57,6 +57,9 @@ impl App {
                     .as_mut()
                     .filter(|p| p.id == id && p.task.is_current(serial))
                 {
+                    if let Some(picker) = self.picker.as_mut() {
+                        picker.set_preview(&id, Some(result.clone()));
+                    }
                     preview.result = Some(result);
                 }
             }

@@ -218,9 +218,12 @@ impl App {
         self.composer.set_badges(texts);
     }
 
-    /// Follows the popup's highlighted session: a new one starts its preview (the previous one
-    /// is cancelled); none highlighted drops it.
+    /// Follows the popup's highlighted session (the picker's while it is up): a new one starts
+    /// its preview (the previous one is cancelled); none highlighted drops it.
     pub(super) fn sync_popup_preview(&mut self) {
+        if self.picker.is_some() {
+            return self.sync_picker_preview();
+        }
         let highlighted = match self
             .popup
             .is_open()
@@ -237,6 +240,27 @@ impl App {
         if self.popup_preview.as_ref().is_some_and(|p| p.id == id) {
             return;
         }
+        self.start_preview(id, label);
+    }
+
+    /// The `/resume` picker's preview pane (issue 38 item 5): its highlighted session's last
+    /// messages, read off the loop in the popup preview's slot, so typing never waits for it
+    /// and an answer for a session no longer highlighted is dropped.
+    fn sync_picker_preview(&mut self) {
+        let Some((id, label)) = self.picker.as_ref().and_then(|p| p.preview_wanted()) else {
+            return;
+        };
+        self.start_preview(id.clone(), label);
+        if self.popup_preview.is_some() {
+            if let Some(picker) = self.picker.as_mut() {
+                picker.set_preview(&id, None);
+            }
+        }
+    }
+
+    /// Starts reading session `id`'s preview into the preview slot (the one before is
+    /// cancelled); nothing without a reference service.
+    fn start_preview(&mut self, id: String, label: String) {
         self.popup_preview = None;
         if !self.mount.has_service() {
             return;
