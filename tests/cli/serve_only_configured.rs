@@ -2,7 +2,8 @@
 //! given. One dsh home, two Claude Code homes: a process given home A fills the discovery index
 //! (search, the MCP server's indexer); a process given home B must never show, complete or read
 //! A's sessions in any face — `sessions`, `search`, `candidates`, `exec --ref`, and the MCP
-//! server's `resources/list` and `completion/complete` — and A's rows must still be there for A.
+//! server's `resources/list` and `completion/complete`, the TUI's `@` popup in tmux — and A's rows
+//! must still be there for A.
 
 use serde_json::{json, Value};
 use std::io::{BufRead, Write};
@@ -115,6 +116,44 @@ fn mcp_answers(home: &Path, claude: &Path, word: &str) -> String {
     all
 }
 
+/// The TUI face: the real binary in tmux, given home B over the index home A filled. Its `@`
+/// popup, asked for A's word, offers nothing of A; asked for B's, it offers B (so the popup did
+/// search, and the first check could fail).
+fn tui_given_b_never_offers_a(home: &Path, b: &Path) {
+    use crate::support::tmux::Tmux;
+    let workdir = tempfile::tempdir().unwrap();
+    let command = format!(
+        "cd {} && HOME={} {BIN} --home {} --sources dsh,claude --claude-home {} --compression none",
+        workdir.path().display(),
+        home.display(),
+        home.display(),
+        b.display()
+    );
+    let tmux = Tmux::start("serve-only", &command, 120, 34);
+    tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
+    tmux.type_text("@quokkafish");
+    tmux.wait_for_screen("B's session in the popup", |s| {
+        s.contains("quokkafish title")
+    });
+    for _ in 0.."quokkafish".len() {
+        tmux.keys(&["BSpace"]);
+    }
+    tmux.type_text("zebracorn");
+    // The popup settles on its answer for the new query: B's row is gone from it.
+    let screen = tmux.wait_for_screen("the popup's answer for A's word", |s| {
+        s.contains("@zebracorn") && !s.contains("quokkafish title")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let screen = screen + &tmux.screen();
+    assert!(
+        !screen.contains("zebracorn title") && !screen.contains("zebracorn first"),
+        "the TUI given home B offers home A's session:\n{screen}"
+    );
+    tmux.keys(&["Escape"]);
+    tmux.keys(&["C-c"]);
+    tmux.quit();
+}
+
 #[test]
 fn a_process_given_one_claude_home_never_serves_another_homes_sessions() {
     let dir = tempfile::tempdir().unwrap();
@@ -183,6 +222,7 @@ fn a_process_given_one_claude_home_never_serves_another_homes_sessions() {
         "exec --ref of A's id must not read it: {out}{err2}"
     );
     let _ = err;
+    tui_given_b_never_offers_a(&home, &b);
     // A's rows are still A's: its process finds them again.
     let (_, out, _) = dsh(&home, &a, &["search", "zebracorn", "--json"]);
     assert!(out.contains(A_ID), "{out}");
