@@ -173,10 +173,22 @@ fn long_sessions() -> Vec<Candidate> {
     ]
 }
 
+/// A file deep in the tree: its name is the part after the last `/`.
+const DEEP_FILE: &str =
+    "src/some/rather/deeply/nested/directory/tree/for/the/width/test/parser_refill_lookahead.rs";
+
 fn popup(width: u16) -> String {
     let mut state = PopupState::new();
     let request = state.open("", false).unwrap();
     assert!(state.apply_results(request.id, Ok(long_sessions())));
+    state.set_file_rows(
+        "",
+        vec![dsh_session_references::tui::FileRow {
+            path: DEEP_FILE.into(),
+            indices: Vec::new(),
+            score: 0,
+        }],
+    );
     let view = state.view(NOW);
     let height = view.desired_height(width);
     render_snapshot(width, height, |area, buf| view.render(area, buf))
@@ -200,7 +212,11 @@ fn the_popup_shows_every_session_name_whole_at_every_width_from_60() {
     for width in 60..=200u16 {
         let text = popup(width);
         let rows = popup_rows(&text);
-        assert_eq!(rows.len(), long_sessions().len(), "{width}:\n{text}");
+        assert_eq!(rows.len(), long_sessions().len() + 1, "{width}:\n{text}");
+        // A file's name is the end of its path, kept whole (the path is cut from the left).
+        let file = rows.last().expect("the file row, after the sessions");
+        let name = DEEP_FILE.rsplit('/').next().unwrap();
+        assert!(file.ends_with(name), "{width}: {file}");
         for (c, row) in long_sessions().iter().zip(&rows) {
             // Whole whenever it fits the row beside the short tag (`› s `, 4 cells, and the
             // agent's badge); every name here but the 61-cell one fits from 60 columns.
