@@ -129,7 +129,7 @@ actions! {
     ScrollDown => "scroll-down", App, "transcript one screen down", ["pgdn"];
     ScrollTop => "scroll-top", App, "transcript top", ["ctrl+home", "home"];
     ScrollBottom => "scroll-bottom", App, "transcript bottom", ["ctrl+end", "end"];
-    Details => "details", App, "open the selected (else last) card or pasted block: readable, exact text, closed", ["ctrl+o"];
+    Details => "details", App, "open the selected (else last) card or paste: readable, exact text, closed", ["ctrl+o"];
     CardPrev => "card-prev", App, "select the previous card", ["alt+up"];
     CardNext => "card-next", App, "select the next card (past the last: none)", ["alt+down"];
     Help => "help", App, "this help (on an empty composer)", ["?"];
