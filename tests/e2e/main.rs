@@ -14,5 +14,6 @@ mod tmux_attach;
 mod tmux_external;
 mod tmux_model;
 mod tmux_paste;
+mod tmux_picker_preview;
 mod tmux_terminal;
 mod write_safety;
