@@ -186,3 +186,55 @@ fn a_long_prompt_without_chips_shows_its_head() {
     assert!(!shown.contains("log line 5"), "{shown}");
     assert!(shown.contains("[… 36 more lines"), "{shown}");
 }
+
+/// A paste sent while a turn runs (queued, then taken as steering or as the next prompt) keeps
+/// its chip in the transcript too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paste_sent_while_a_turn_runs_keeps_its_chip() {
+    let home = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let slow = dsh_session_references::tui::app::AppOptions {
+        offline_delay: Duration::from_millis(60),
+        ..options(home.path())
+    };
+    let (mut app, _) = build(
+        &slow,
+        Wiring::for_choice(&slow, &ModelChoice::Offline).unwrap(),
+        tx.clone(),
+    )
+    .unwrap();
+    let mut events = app.agent.subscribe();
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            if tx.send(AppEvent::Agent(event)).is_err() {
+                break;
+            }
+        }
+    });
+    for c in "tell me a long story".chars() {
+        app.handle(key(KeyCode::Char(c), KeyModifiers::NONE));
+    }
+    app.handle(key(KeyCode::Enter, KeyModifiers::NONE));
+    pump(&mut app, &mut rx, |app| {
+        screen_at(app, 100).contains("running")
+    })
+    .await;
+    app.handle(AppEvent::Input(TermEvent::Paste(PASTED.into())));
+    app.handle(key(KeyCode::Enter, KeyModifiers::NONE));
+    pump(&mut app, &mut rx, |app| {
+        let s = screen_at(app, 100);
+        s.contains("idle") && !s.contains("↳ queued")
+    })
+    .await;
+    // Taken as steering (`› steer …`) or as the next prompt, as the timing has it; the pasted
+    // lines are not drawn one by one (the offline model's answer quotes the message it got on
+    // one line).
+    let shown = screen_at(&app, 100);
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.starts_with("› ") && l.trim_end().ends_with("[Pasted 4 lines]")),
+        "{shown}"
+    );
+    assert!(!shown.lines().any(|l| l.trim() == "let x = 1;"), "{shown}");
+}
