@@ -27,7 +27,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# shellcheck source=npm_tools.sh
+# shellcheck source=tests/hosts/npm_tools.sh
 . "$here/npm_tools.sh"
 npm_tools_init "$tools"
 npm_tools_add "@anthropic-ai/claude-code@$version"

@@ -27,7 +27,7 @@ trap cleanup EXIT
 CONFORMANCE=@modelcontextprotocol/conformance@0.1.16
 INSPECTOR=@modelcontextprotocol/inspector@2.12.0
 
-# shellcheck source=npm_tools.sh
+# shellcheck source=tests/hosts/npm_tools.sh
 . "$here/npm_tools.sh"
 npm_tools_init "$tools"
 npm_tools_add "$CONFORMANCE" "$INSPECTOR"

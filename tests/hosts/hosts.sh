@@ -23,7 +23,7 @@ CLAUDE=@anthropic-ai/claude-code@2.1.332
 GEMINI=@google/gemini-cli@0.61.0
 QWEN=@qwen-code/qwen-code@0.24.4
 
-# shellcheck source=npm_tools.sh
+# shellcheck source=tests/hosts/npm_tools.sh
 . "$here/npm_tools.sh"
 npm_tools_init "$tools"
 npm_tools_add "$CLAUDE" "$GEMINI" "$QWEN"

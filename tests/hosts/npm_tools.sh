@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the host scripts in this folder: Node 22 and pinned npm packages, all from the npm
 # registry, in a private folder with a private HOME and npm cache (nothing is written under the
 # caller's HOME).
