@@ -1026,6 +1026,61 @@ fn rooted_paths(code: &str) -> Vec<Vec<String>> {
     out
 }
 
+/// The names each module imports from its own child modules (`use listing::{rebuild, Index};`
+/// in `store.rs`): `(parent module, name)` → the child module.
+fn reexports(
+    files: &[(String, String)],
+    modules: &BTreeMap<Vec<String>, &str>,
+) -> BTreeMap<(Vec<String>, String), Vec<String>> {
+    let mut out = BTreeMap::new();
+    for (relative, source) in files {
+        let Some(parent) = module_path(relative) else {
+            continue;
+        };
+        let code = code_only(source.split("#[cfg(test)]").next().unwrap_or(source));
+        for statement in code.split(';') {
+            let statement = statement.trim();
+            let Some(tree) = statement
+                .strip_prefix("pub(crate) use ")
+                .or_else(|| statement.strip_prefix("pub(super) use "))
+                .or_else(|| statement.strip_prefix("pub use "))
+                .or_else(|| statement.strip_prefix("use "))
+            else {
+                continue;
+            };
+            let tree = tree.trim().trim_start_matches("self::");
+            let head: String = tree
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            let mut child = parent.clone();
+            child.push(head.clone());
+            if head.is_empty() || !modules.contains_key(&child) {
+                continue;
+            }
+            // The leaves of the use tree: identifiers followed by `,`, `}` or the end (an `as`
+            // alias names the leaf it follows).
+            let rest = &tree[head.len()..];
+            let words: Vec<&str> = rest
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty())
+                .collect();
+            let leaves = rest
+                .split([',', '}'])
+                .filter_map(|piece| {
+                    let piece = piece.trim();
+                    let last = piece.rsplit([':', '{', ' ']).next()?;
+                    (!last.is_empty() && last != "self" && words.contains(&last)).then_some(last)
+                })
+                .collect::<Vec<_>>();
+            for leaf in leaves {
+                out.insert((parent.clone(), leaf.to_string()), child.clone());
+            }
+        }
+    }
+    out
+}
+
 /// The circles of files: sets of two or more modules of one parent (files, or directories by
 /// their `mod.rs`) whose code names each other round, through `super::`, `self::` or `crate::` paths (doc
 /// comments aside). Each circle sorted, the list sorted.
@@ -1034,6 +1089,7 @@ fn circles(files: &[(String, String)]) -> Vec<Vec<String>> {
         .iter()
         .filter_map(|(relative, _)| Some((module_path(relative)?, relative.as_str())))
         .collect();
+    let reexports = reexports(files, &modules);
     let mut edges: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for (relative, source) in files {
         let Some(module) = module_path(relative) else {
@@ -1062,7 +1118,21 @@ fn circles(files: &[(String, String)]) -> Vec<Vec<String>> {
                 full.extend(rest[..k].iter().cloned());
                 modules.get(&full).map(|file| (full, *file))
             });
-            let Some((full, file)) = target else { continue };
+            let Some((mut full, mut file)) = target else {
+                continue;
+            };
+            // A name the parent imports from one of its children (`use listing::Index;` in
+            // `store.rs`, named `super::Index` by a child) leads to that child.
+            if full.len() + 1 == module.len() && full[..] == module[..full.len()] {
+                let named = rest.get(full.len() - base.len().min(full.len()));
+                let child = named.and_then(|name| reexports.get(&(full.clone(), name.clone())));
+                if let Some(child) = child {
+                    if let Some(child_file) = modules.get(child) {
+                        full = child.clone();
+                        file = child_file;
+                    }
+                }
+            }
             // A module beside this one (a directory's own `mod.rs` is its parent, never a
             // sibling of its files; a sibling directory's `mod.rs` is a sibling).
             let sibling = full.len() == module.len()
@@ -1133,10 +1203,21 @@ fn circles(files: &[(String, String)]) -> Vec<Vec<String>> {
 #[test]
 fn no_circles_of_files() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    assert_eq!(circles(&read_tree(&src)), Vec::<Vec<String>>::new());
+    // The circles not broken yet, each to be taken off this list when it is (a new circle, or
+    // one of these grown, fails here).
+    const NOT_YET: &[&[&str]] = &[
+        &[
+            "tui/app/file_chips.rs",
+            "tui/app/state.rs",
+            "tui/app/tasks.rs",
+        ],
+        &["tui/transcript/cells.rs", "tui/transcript/item.rs"],
+    ];
+    assert_eq!(circles(&read_tree(&src)), NOT_YET);
     // Planted: a two-file circle through `super::`, a three-file one through `crate::` and a
-    // group, a file and a sibling directory naming each other, a chain that is no circle, and
-    // children naming their `mod.rs` that names them (no circle either).
+    // group, a file and a sibling directory naming each other, two files naming each other
+    // through names their parent imports from them, a chain that is no circle, and children
+    // naming their `mod.rs` that names them (no circle either).
     let found = circles(&tree(&[
         ("lib.rs", "pub mod a;"),
         (
@@ -1157,7 +1238,12 @@ fn no_circles_of_files() {
             "b/t.rs",
             "use crate::b::Item; const S: &str = \"super::s\";",
         ),
-        ("c/mod.rs", "mod e; mod f;"),
+        (
+            "c/mod.rs",
+            "mod e; mod f; mod g; mod h; use g::{G, other as Other}; use self::h::H;",
+        ),
+        ("c/g.rs", "use super::H;"),
+        ("c/h.rs", "fn f(_: super::Other) {}"),
         ("c/e/mod.rs", "use super::f::F;"),
         ("c/f.rs", "use crate::c::e::E;"),
     ]));
@@ -1167,6 +1253,7 @@ fn no_circles_of_files() {
             vec!["a/p.rs", "a/q.rs", "a/r.rs"],
             vec!["a/x.rs", "a/y.rs"],
             vec!["c/e/mod.rs", "c/f.rs"],
+            vec!["c/g.rs", "c/h.rs"],
         ]
     );
 }
