@@ -77,8 +77,10 @@ impl App {
                         }
                         self.unlogged.retain(|(sent, _)| *sent != message.id);
                     }
+                    let before = self.transcript.items().len();
                     self.show_event(&id, event);
-                    if !pasted.is_empty() {
+                    // Only on the item this very message became.
+                    if !pasted.is_empty() && self.transcript.items().len() > before {
                         self.transcript.set_last_pastes(&pasted);
                     }
                 }
