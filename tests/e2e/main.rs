@@ -12,6 +12,7 @@ mod own_files;
 mod tmux;
 mod tmux_attach;
 mod tmux_external;
+mod tmux_inline;
 mod tmux_model;
 mod tmux_terminal;
 mod write_safety;

@@ -497,11 +497,11 @@ impl Transcript {
     }
 
     /// Inline mode: the rows of the items not taken yet (the streaming answer and what follows
-    /// it), one blank row between items.
+    /// it), each after one blank row (which parts it from what is above).
     fn live_lines(&self, width: usize) -> Vec<Line<'static>> {
         self.wrap(width);
         let cache = self.cache.borrow();
-        let mut out = Vec::new();
+        let mut out = vec![Line::default()];
         for (n, wrapped) in cache.iter().skip(self.printed).flatten().enumerate() {
             if n > 0 {
                 out.push(Line::default());
