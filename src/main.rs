@@ -185,16 +185,11 @@ fn run_tui(
             return 1;
         }
     }
-    // Inline or the alternate screen: the flags, else `[tui] inline` in config.toml.
-    let inline = if args.inline || args.no_inline {
-        args.inline
-    } else {
-        match dsh_session_references::agent::config::load_tui(&home) {
-            Ok(table) => table.inline.unwrap_or(false),
-            Err(e) => {
-                eprintln!("dsh-refs: {}", diagnostic(&e.to_string()));
-                return 1;
-            }
+    let inline = match inline_mode(args, &home) {
+        Ok(inline) => inline,
+        Err(e) => {
+            eprintln!("dsh-refs: {}", diagnostic(&e));
+            return 1;
         }
     };
     let runtime = match tokio::runtime::Runtime::new() {
@@ -231,6 +226,17 @@ fn run_tui(
             1
         }
     }
+}
+
+/// Inline or the alternate screen: `--inline` / `--no-inline`, else `inline` in the `[tui]`
+/// table of `<home>/config.toml`, else the alternate screen.
+fn inline_mode(args: &TuiArgs, home: &Path) -> Result<bool, String> {
+    if args.inline || args.no_inline {
+        return Ok(args.inline);
+    }
+    dsh_session_references::agent::config::load_tui(home)
+        .map(|table| table.inline.unwrap_or(false))
+        .map_err(|e| e.to_string())
 }
 
 /// Whether both stdin and stdout are a terminal (the picker needs one to be drawn on).

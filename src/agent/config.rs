@@ -592,7 +592,8 @@ mod tests {
 
     #[test]
     fn the_tui_table_says_inline_beside_the_other_tables() {
-        let text = "[provider]\nkind = \"offline\"\n[tui]\ninline = true\n[keys]\nsubmit = \"ctrl+s\"\n";
+        let text =
+            "[provider]\nkind = \"offline\"\n[tui]\ninline = true\n[keys]\nsubmit = \"ctrl+s\"\n";
         assert_eq!(parse_tui("c.toml", text).unwrap().inline, Some(true));
         assert!(parse_config("c.toml", text).unwrap().is_some());
         assert_eq!(parse_keys("c.toml", text).unwrap().len(), 1);

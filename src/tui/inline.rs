@@ -125,9 +125,13 @@ impl<B: Backend> InlineScreen<B> {
             let area = frame.area();
             if small {
                 let text = format!("terminal too small: need {MIN_WIDTH}×{MIN_HEIGHT}");
-                frame
-                    .buffer_mut()
-                    .set_stringn(0, area.y, text, usize::from(area.width), style::dim());
+                frame.buffer_mut().set_stringn(
+                    0,
+                    area.y,
+                    text,
+                    usize::from(area.width),
+                    style::dim(),
+                );
             } else if let Some(at) = content.draw(area, frame.buffer_mut()) {
                 frame.set_cursor_position(at);
                 cursor = Some(at);
@@ -271,7 +275,12 @@ mod tests {
                 buf.set_string(0, y, format!("popup row {n}"), ratatui::style::Style::new());
                 y += 1;
             }
-            buf.set_string(0, area.bottom() - 1, "> composer", ratatui::style::Style::new());
+            buf.set_string(
+                0,
+                area.bottom() - 1,
+                "> composer",
+                ratatui::style::Style::new(),
+            );
             Some(Position::new(2, area.bottom() - 1))
         }
     }
@@ -319,10 +328,22 @@ mod tests {
         let backend = screen.terminal().backend();
         let mut all = rows(backend.scrollback());
         all.extend(rows(backend.buffer()));
-        let text: Vec<&str> = all.iter().map(String::as_str).filter(|r| !r.is_empty()).collect();
+        let text: Vec<&str> = all
+            .iter()
+            .map(String::as_str)
+            .filter(|r| !r.is_empty())
+            .collect();
         assert_eq!(
             text,
-            ["first", "second", "more 0", "more 1", "more 2", "more 3", "streaming…"]
+            [
+                "first",
+                "second",
+                "more 0",
+                "more 1",
+                "more 2",
+                "more 3",
+                "streaming…"
+            ]
         );
         // The cursor sits on the first row after the last line written, and that row is clear.
         let last = all.iter().rposition(|r| !r.is_empty()).unwrap();
@@ -378,7 +399,10 @@ mod tests {
         screen.terminal.backend_mut().resize(40, 10);
         screen.frame(&mut app).unwrap();
         let visible = rows(screen.terminal().backend().buffer());
-        assert!(!visible.iter().any(|r| r.contains("too small")), "{visible:?}");
+        assert!(
+            !visible.iter().any(|r| r.contains("too small")),
+            "{visible:?}"
+        );
         assert_eq!(visible.iter().filter(|r| *r == "> composer").count(), 1);
         assert!(visible.contains(&"two".to_string()), "{visible:?}");
     }

@@ -65,7 +65,9 @@ fn the_conversation_stays_in_the_scrollback_and_the_prompt_follows_it() {
         90,
         14,
     );
-    tmux.wait_for_screen("the composer", |s| s.contains("Message (type @ to reference"));
+    tmux.wait_for_screen("the composer", |s| {
+        s.contains("Message (type @ to reference")
+    });
     for n in 1..=4 {
         say(&tmux, &format!("message number {n}"));
     }
@@ -88,14 +90,22 @@ fn the_conversation_stays_in_the_scrollback_and_the_prompt_follows_it() {
             .position(|row| row.contains(want.as_str()))
             .unwrap_or_else(|| panic!("{want:?} missing after row {at}:\n{all}"));
         assert_eq!(
-            rows.iter().filter(|row| row.contains(want.as_str())).count(),
+            rows.iter()
+                .filter(|row| row.contains(want.as_str()))
+                .count(),
             1,
             "{want:?} more than once:\n{all}"
         );
         at += found + 1;
     }
     // The viewport went with the program: no composer, status or key help left anywhere.
-    for gone in ["Message (type @ to reference", "○ idle", "ctrl+c quit", "╭", "╰"] {
+    for gone in [
+        "Message (type @ to reference",
+        "○ idle",
+        "ctrl+c quit",
+        "╭",
+        "╰",
+    ] {
         assert!(!all.contains(gone), "{gone:?} left behind:\n{all}");
     }
     // The answers sit right above the exit line: nothing between them and the shell.
@@ -103,7 +113,10 @@ fn the_conversation_stays_in_the_scrollback_and_the_prompt_follows_it() {
         .iter()
         .position(|r| r.contains("Your last message: \"message number 4\""))
         .unwrap();
-    assert!(rows[last + 1].starts_with("resume this session with:"), "{all}");
+    assert!(
+        rows[last + 1].starts_with("resume this session with:"),
+        "{all}"
+    );
 }
 
 /// A session whose every text is hostile: a title change (OSC 0), a screen clear (CSI 2J), a
@@ -142,7 +155,9 @@ fn a_hostile_resumed_session_reaches_the_scrollback_only_escaped() {
         100,
         20,
     );
-    tmux.wait_for_screen("the composer", |s| s.contains("Message (type @ to reference"));
+    tmux.wait_for_screen("the composer", |s| {
+        s.contains("Message (type @ to reference")
+    });
     let title = tmux.run(&["display-message", "-p", "#{pane_title}"]);
     say(&tmux, "after the hostile history");
     tmux.quit_to_shell();
@@ -158,17 +173,17 @@ fn a_hostile_resumed_session_reaches_the_scrollback_only_escaped() {
     // Never acted on: the screen was not cleared (what came before is still there), the title
     // was not changed, no raw control or override is in what tmux holds.
     assert!(plain.contains("BEFORE-TUI"), "{plain}");
-    for title in [
-        title,
-        tmux.run(&["display-message", "-p", "#{pane_title}"]),
-    ] {
+    for title in [title, tmux.run(&["display-message", "-p", "#{pane_title}"])] {
         assert!(!title.contains("pwned"), "the title changed: {title:?}");
     }
     assert!(!styled.contains('\u{202e}'), "a raw override:\n{styled}");
     assert!(!styled.contains("\u{1b}]"), "a raw OSC:\n{styled}");
     // The only escapes in the styled capture are tmux's own colours: none is red (31), the
     // colour the session asked for.
-    assert!(!styled.contains("\u{1b}[31m"), "the session's colour:\n{styled}");
+    assert!(
+        !styled.contains("\u{1b}[31m"),
+        "the session's colour:\n{styled}"
+    );
     assert!(plain.contains("EXITED=0"), "{plain}");
 }
 
@@ -181,7 +196,9 @@ fn a_resize_in_the_middle_of_an_answer_leaves_it_whole_and_no_viewport_behind() 
         90,
         20,
     );
-    tmux.wait_for_screen("the composer", |s| s.contains("Message (type @ to reference"));
+    tmux.wait_for_screen("the composer", |s| {
+        s.contains("Message (type @ to reference")
+    });
     tmux.type_text("stream slowly please");
     tmux.keys(&["Enter"]);
     tmux.wait_for_screen("the answer streaming", |s| s.contains("Offline model"));
@@ -192,16 +209,66 @@ fn a_resize_in_the_middle_of_an_answer_leaves_it_whole_and_no_viewport_behind() 
         s.contains("Your last message: \"stream slowly please\"") && s.contains("○ idle")
     });
     // One composer and one status line on the screen: the old viewports left nothing behind.
-    assert_eq!(screen.matches("Message (type @ to reference").count(), 1, "{screen}");
+    assert_eq!(
+        screen.matches("Message (type @ to reference").count(),
+        1,
+        "{screen}"
+    );
     assert_eq!(screen.matches("○ idle").count(), 1, "{screen}");
     tmux.quit_to_shell();
     let all = everything(&tmux, false);
     assert_eq!(all.matches("› stream slowly please").count(), 1, "{all}");
     assert_eq!(
-        all.matches("Your last message: \"stream slowly please\"").count(),
+        all.matches("Your last message: \"stream slowly please\"")
+            .count(),
         1,
         "{all}"
     );
     assert!(!all.contains("Message (type @ to reference"), "{all}");
     assert!(all.contains("EXITED=0"), "{all}");
+}
+
+#[test]
+fn the_config_makes_inline_the_default_and_no_inline_takes_the_alternate_screen_back() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("config.toml"), "[tui]\ninline = true\n").unwrap();
+    // No flag: the config's inline mode, the conversation kept.
+    let tmux = Tmux::start_in_shell(
+        "inline-config",
+        &command(home.path(), "--offline-delay-ms 0"),
+        90,
+        20,
+    );
+    tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
+    say(&tmux, "kept by the config");
+    tmux.quit_to_shell();
+    let all = everything(&tmux, false);
+    assert!(all.contains("› kept by the config"), "{all}");
+    drop(tmux);
+    // `--no-inline`: the alternate screen, gone with the program.
+    let tmux = Tmux::start_in_shell(
+        "inline-config-off",
+        &command(home.path(), "--offline-delay-ms 0 --no-inline"),
+        90,
+        20,
+    );
+    tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
+    tmux.type_text("gone with the screen");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_screen("the answer", |s| s.contains("Your last message"));
+    tmux.quit_to_shell();
+    let all = everything(&tmux, false);
+    assert!(!all.contains("gone with the screen"), "{all}");
+    drop(tmux);
+    // A wrong value is a start-up error naming the file.
+    std::fs::write(home.path().join("config.toml"), "[tui]\ninline = \"yes\"\n").unwrap();
+    let tmux = Tmux::start_in_shell(
+        "inline-config-bad",
+        &command(home.path(), "--offline-delay-ms 0"),
+        200,
+        20,
+    );
+    let screen = tmux.wait_for_screen("the error", |s| s.contains("EXITED="));
+    assert!(screen.contains("EXITED=1"), "{screen}");
+    assert!(screen.contains("config.toml"), "{screen}");
 }

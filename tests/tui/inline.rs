@@ -78,7 +78,11 @@ async fn a_conversation_goes_into_the_scrollback_and_the_exit_leaves_only_it() {
             let on_screen = rows(backend.buffer()).join("\n");
             let above = rows(backend.scrollback()).join("\n");
             if on_screen.contains("Offline model")
-                && app.transcript.items().last().is_some_and(TranscriptItem::is_streaming)
+                && app
+                    .transcript
+                    .items()
+                    .last()
+                    .is_some_and(TranscriptItem::is_streaming)
             {
                 assert!(!above.contains(&format!("Your last message: \"{text}")));
                 streamed_in_viewport = true;
@@ -86,7 +90,10 @@ async fn a_conversation_goes_into_the_scrollback_and_the_exit_leaves_only_it() {
         }
         screen.frame(&mut app).unwrap();
     }
-    assert!(streamed_in_viewport, "the streaming answer was drawn in the viewport");
+    assert!(
+        streamed_in_viewport,
+        "the streaming answer was drawn in the viewport"
+    );
     // While the app runs, the viewport holds the composer and the status, not the history.
     let visible = rows(screen.terminal().backend().buffer());
     assert!(
@@ -98,7 +105,9 @@ async fn a_conversation_goes_into_the_scrollback_and_the_exit_leaves_only_it() {
     let backend = screen.terminal().backend();
     let mut all = rows(backend.scrollback());
     all.extend(rows(backend.buffer()));
-    let text = all.join("\n").replace(&home.path().display().to_string(), "<home>");
+    let text = all
+        .join("\n")
+        .replace(&home.path().display().to_string(), "<home>");
     let text = text.trim_end();
     for gone in ["Message (type @", "○ idle", "ctrl+c quit"] {
         assert!(!text.contains(gone), "{gone:?} left behind:\n{text}");

@@ -4,9 +4,9 @@
 
 use super::{build, App, AppError, AppEvent, AppOptions, NextSession, Wiring};
 use crate::agent::config::ModelChoice;
+use crate::tui::inline::InlineScreen;
 use crate::tui::terminal;
 use crate::tui::transcript::NoticeLevel;
-use crate::tui::inline::InlineScreen;
 use ratatui::backend::{Backend, CrosstermBackend};
 use ratatui::Terminal;
 use std::path::PathBuf;
@@ -212,66 +212,9 @@ pub async fn run_terminal_on(
         }
         if guard.is_none() {
             guard = Some(terminal::TerminalGuard::enter(inline)?);
-            let input = input.clone();
-            std::thread::spawn(move || loop {
-                // Polled in short slices, the lock of crossterm's reader free in between: a
-                // cursor-position query (an inline viewport asks where it is) takes its answer
-                // there instead of timing out behind a blocked read.
-                match crossterm::event::poll(Duration::from_millis(25)) {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        std::thread::sleep(Duration::from_millis(1));
-                        continue;
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "terminal input failed");
-                        break;
-                    }
-                }
-                match crossterm::event::read() {
-                    Ok(event) => {
-                        let sent = input.lock().ok().and_then(|slot| {
-                            slot.as_ref().map(|tx| tx.send(AppEvent::Input(event)))
-                        });
-                        if matches!(sent, Some(Err(_))) {
-                            // Between sessions: the next one takes the following keys.
-                            continue;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "terminal input failed");
-                        break;
-                    }
-                }
-            });
+            spawn_input(input.clone());
         }
-        let run = if inline {
-            let screen = match &mut inline_screen {
-                Some(screen) => screen,
-                None => inline_screen.insert(InlineScreen::new(
-                    CrosstermBackend::new(std::io::stdout()),
-                    |_| CrosstermBackend::new(std::io::stdout()),
-                )?),
-            };
-            let run = run_inline_loop(screen, app, rx).await;
-            if !matches!(run, Ok((Some(_), _))) {
-                // The last session: the viewport goes, the shell prompt follows the history.
-                let _ = screen.finish();
-            }
-            run
-        } else {
-            let terminal = match &mut term {
-                Some(terminal) => terminal,
-                None => term.insert(Terminal::new(CrosstermBackend::new(std::io::stdout()))?),
-            };
-            // A clear screen and a full redraw. Not `Terminal::clear`: since ratatui 0.30 it
-            // asks the terminal where the cursor is, which needs a round trip. `resize` to the
-            // same size clears a fullscreen viewport and resets the back buffer without asking.
-            let size = terminal.size()?;
-            terminal.resize(ratatui::layout::Rect::new(0, 0, size.width, size.height))?;
-            run_loop(terminal, app, rx).await
-        };
-        let (next, choice) = run?;
+        let (next, choice) = run_session(&mut term, &mut inline_screen, inline, app, rx).await?;
         // A model `/model` switched to stays for the sessions opened next.
         if let (Some(choice), true) = (choice, next.is_some()) {
             if wiring.choice.as_ref() != Some(&choice) {
@@ -290,5 +233,80 @@ pub async fn run_terminal_on(
             Some(NextSession::Resume(id)) => options.resume = Some(id),
             None => return Ok(session_id),
         }
+    }
+}
+
+/// The thread that reads the terminal's input and hands each event to the session open now
+/// (`input`'s sender); between sessions the next one takes the following keys.
+fn spawn_input(input: Arc<std::sync::Mutex<Option<mpsc::UnboundedSender<AppEvent>>>>) {
+    std::thread::spawn(move || loop {
+        // Polled in short slices, the lock of crossterm's reader free in between: a
+        // cursor-position query (an inline viewport asks where it is) takes its answer
+        // there instead of timing out behind a blocked read.
+        match crossterm::event::poll(Duration::from_millis(25)) {
+            Ok(true) => {}
+            Ok(false) => {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "terminal input failed");
+                break;
+            }
+        }
+        match crossterm::event::read() {
+            Ok(event) => {
+                let sent = input
+                    .lock()
+                    .ok()
+                    .and_then(|slot| slot.as_ref().map(|tx| tx.send(AppEvent::Input(event))));
+                if matches!(sent, Some(Err(_))) {
+                    // Between sessions: the next one takes the following keys.
+                    continue;
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "terminal input failed");
+                break;
+            }
+        }
+    });
+}
+
+/// One session, on the alternate screen or inline; the screen is made on first use and kept
+/// for the next session. The last inline session clears its viewport, so the shell prompt
+/// follows the history.
+async fn run_session(
+    term: &mut Option<Terminal<CrosstermBackend<std::io::Stdout>>>,
+    inline_screen: &mut Option<InlineScreen<CrosstermBackend<std::io::Stdout>>>,
+    inline: bool,
+    app: App,
+    rx: mpsc::UnboundedReceiver<AppEvent>,
+) -> Result<(Option<NextSession>, Option<ModelChoice>), AppError> {
+    if inline {
+        let screen = match inline_screen {
+            Some(screen) => screen,
+            None => inline_screen.insert(InlineScreen::new(
+                CrosstermBackend::new(std::io::stdout()),
+                |_| CrosstermBackend::new(std::io::stdout()),
+            )?),
+        };
+        let run = run_inline_loop(screen, app, rx).await;
+        if !matches!(run, Ok((Some(_), _))) {
+            // The last session: the viewport goes, the shell prompt follows the history.
+            let _ = screen.finish();
+        }
+        run
+    } else {
+        let terminal = match term {
+            Some(terminal) => terminal,
+            None => term.insert(Terminal::new(CrosstermBackend::new(std::io::stdout()))?),
+        };
+        // A clear screen and a full redraw. Not `Terminal::clear`: since ratatui 0.30 it
+        // asks the terminal where the cursor is, which needs a round trip. `resize` to the
+        // same size clears a fullscreen viewport and resets the back buffer without asking.
+        let size = terminal.size()?;
+        terminal.resize(ratatui::layout::Rect::new(0, 0, size.width, size.height))?;
+        run_loop(terminal, app, rx).await
     }
 }
