@@ -16,7 +16,9 @@
 //! not make it jump. ratatui cannot change an inline viewport's height, so a new height is a
 //! new `Terminal` anchored where the old viewport began, the old area cleared first. A resize
 //! re-anchors the viewport where the terminal moved the cursor, asked of the terminal, and
-//! redraws it whole. A screen smaller than [`MIN_WIDTH`] × [`MIN_HEIGHT`] shows one line
+//! redraws it whole. (A terminal that loses rows pushes the ones above the cursor into its
+//! scrollback before the app hears of it: a shrink below the viewport's height can leave a copy
+//! of the viewport's top rows there, as with any inline program.) A screen smaller than [`MIN_WIDTH`] × [`MIN_HEIGHT`] shows one line
 //! saying so and keeps the history back until it grows again. On exit the viewport is cleared
 //! and the cursor left at its top, so the shell prompt follows the last line written.
 //!

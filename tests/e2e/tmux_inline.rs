@@ -71,6 +71,10 @@ fn the_conversation_stays_in_the_scrollback_and_the_prompt_follows_it() {
     for n in 1..=4 {
         say(&tmux, &format!("message number {n}"));
     }
+    // `/new`: the next session's welcome is written below the last one's conversation.
+    tmux.type_text("/new");
+    tmux.keys(&["Enter"]);
+    say(&tmux, "in the next session");
     tmux.quit_to_shell();
     let all = everything(&tmux, false);
     let rows = lines(&all);
@@ -81,6 +85,9 @@ fn the_conversation_stays_in_the_scrollback_and_the_prompt_follows_it() {
         expected.push(format!("› message number {n}"));
         expected.push(format!("Your last message: \"message number {n}\""));
     }
+    expected.push("✻ dsh-refs".into());
+    expected.push("› in the next session".into());
+    expected.push("Your last message: \"in the next session\"".into());
     expected.push("resume this session with:".into());
     expected.push("EXITED=0".into());
     let mut at = 0;
@@ -89,12 +96,13 @@ fn the_conversation_stays_in_the_scrollback_and_the_prompt_follows_it() {
             .iter()
             .position(|row| row.contains(want.as_str()))
             .unwrap_or_else(|| panic!("{want:?} missing after row {at}:\n{all}"));
+        let times = if want == "✻ dsh-refs" { 2 } else { 1 };
         assert_eq!(
             rows.iter()
                 .filter(|row| row.contains(want.as_str()))
                 .count(),
-            1,
-            "{want:?} more than once:\n{all}"
+            times,
+            "{want:?} not {times} time(s):\n{all}"
         );
         at += found + 1;
     }
@@ -111,7 +119,7 @@ fn the_conversation_stays_in_the_scrollback_and_the_prompt_follows_it() {
     // The answers sit right above the exit line: nothing between them and the shell.
     let last = rows
         .iter()
-        .position(|r| r.contains("Your last message: \"message number 4\""))
+        .position(|r| r.contains("Your last message: \"in the next session\""))
         .unwrap();
     assert!(
         rows[last + 1].starts_with("resume this session with:"),
@@ -271,4 +279,34 @@ fn the_config_makes_inline_the_default_and_no_inline_takes_the_alternate_screen_
     let screen = tmux.wait_for_screen("the error", |s| s.contains("EXITED="));
     assert!(screen.contains("EXITED=1"), "{screen}");
     assert!(screen.contains("config.toml"), "{screen}");
+}
+
+#[test]
+fn a_screen_too_small_says_so_on_one_line_and_growing_brings_the_app_back() {
+    let home = tempfile::tempdir().unwrap();
+    let tmux = Tmux::start_in_shell(
+        "inline-small",
+        &command(home.path(), "--offline-delay-ms 0 --inline"),
+        16,
+        3,
+    );
+    let screen = tmux.wait_for_screen("the too-small line", |s| s.contains("terminal too"));
+    assert!(!screen.contains("Message (type @"), "{screen}");
+    tmux.run(&["resize-window", "-x", "100", "-y", "24"]);
+    let screen = tmux.wait_for_screen("the composer", |s| {
+        s.contains("Message (type @ to reference") && s.contains("○ idle")
+    });
+    // The welcome held back while the screen was too small is written now, once.
+    assert_eq!(
+        screen.matches("cross-session references").count(),
+        1,
+        "{screen}"
+    );
+    assert_eq!(screen.matches("○ idle").count(), 1, "{screen}");
+    say(&tmux, "grown again");
+    tmux.quit_to_shell();
+    let all = everything(&tmux, false);
+    assert_eq!(all.matches("› grown again").count(), 1, "{all}");
+    assert!(!all.contains("Message (type @ to reference"), "{all}");
+    assert!(all.contains("EXITED=0"), "{all}");
 }
