@@ -110,16 +110,31 @@ impl<B: Backend> InlineScreen<B> {
             self.resized(size)?;
         }
         let small = too_small(size);
-        if !small {
-            let items = content.take_history(size.width, false);
-            self.write_above(items)?;
-        }
+        let items = if small {
+            Vec::new()
+        } else {
+            content.take_history(size.width, false)
+        };
         let wanted = if small {
             1
         } else {
             content.viewport_height(size.width).clamp(1, size.height)
         };
-        if wanted > self.height || (wanted < self.height && !content.layers_open()) {
+        // Shrink before writing above, and never write under a viewport as tall as the screen
+        // (the next session's welcome under the menu that ran `/new`): a real terminal keeps
+        // rows of such a viewport on screen that ratatui counts as cleared.
+        let mut height = self.height;
+        if wanted < height && !content.layers_open() {
+            height = wanted;
+        }
+        if !items.is_empty() && height >= size.height {
+            height = size.height.saturating_sub(1).max(1);
+        }
+        if height != self.height {
+            self.reanchor(None, height)?;
+        }
+        self.write_above(items)?;
+        if wanted > self.height {
             self.reanchor(None, wanted)?;
         }
         let mut cursor = None;
@@ -161,11 +176,25 @@ impl<B: Backend> InlineScreen<B> {
     /// The app ends: the viewport is cleared and the cursor left at its top, below the last
     /// line written, where the shell prompt goes.
     pub fn finish(&mut self) -> Result<(), B::Error> {
-        let top = self.area().as_position();
+        let top = self.area().y;
+        self.clear_from(top)?;
         let backend = self.terminal.backend_mut();
-        backend.set_cursor_position(top)?;
-        backend.clear_region(ClearType::AfterCursor)?;
         backend.show_cursor()?;
+        backend.flush()
+    }
+
+    /// Clears the screen from row `top` down, one row at a time, and leaves the cursor at the
+    /// start of `top`. Not "erase below" (`ESC[J`): from the top-left corner, tmux (its
+    /// `scroll-on-clear`) and some terminals push the screen into the scrollback instead of
+    /// erasing it, which would keep a copy of the viewport there.
+    fn clear_from(&mut self, top: u16) -> Result<(), B::Error> {
+        let height = self.terminal.size()?.height;
+        let backend = self.terminal.backend_mut();
+        for y in top..height {
+            backend.set_cursor_position(Position::new(0, y))?;
+            backend.clear_region(ClearType::CurrentLine)?;
+        }
+        backend.set_cursor_position(Position::new(0, top))?;
         backend.flush()
     }
 
@@ -210,10 +239,7 @@ impl<B: Backend> InlineScreen<B> {
             Some(top) => top,
             None => self.area().y,
         };
-        let backend = self.terminal.backend_mut();
-        backend.set_cursor_position(Position::new(0, top))?;
-        backend.clear_region(ClearType::AfterCursor)?;
-        backend.flush()?;
+        self.clear_from(top)?;
         let backend = (self.fresh)(self.terminal.backend());
         self.terminal = Terminal::with_options(
             backend,
@@ -377,6 +403,46 @@ mod tests {
         app.popup = 0;
         screen.frame(&mut app).unwrap();
         assert_eq!(screen.height, 1);
+    }
+
+    /// A session that ends with the viewport at full height (a menu open): the next one's
+    /// history is written above and nothing of the old viewport stays, on screen or above.
+    #[test]
+    fn history_written_under_a_full_height_viewport_leaves_nothing_of_it() {
+        let mut screen = screen(TestBackend::new(30, 8));
+        let mut app = Fake {
+            done: vec!["hello".into()],
+            popup: 20,
+            ..Fake::default()
+        };
+        screen.frame(&mut app).unwrap();
+        assert_eq!(screen.height, 8);
+        let mut next = Fake {
+            done: (0..5).map(|n| format!("welcome {n}")).collect(),
+            ..Fake::default()
+        };
+        screen.frame(&mut next).unwrap();
+        let backend = screen.terminal().backend();
+        let mut all = rows(backend.scrollback());
+        all.extend(rows(backend.buffer()));
+        let text: Vec<&str> = all
+            .iter()
+            .map(String::as_str)
+            .filter(|r| !r.is_empty())
+            .collect();
+        assert_eq!(
+            text,
+            [
+                "hello",
+                "welcome 0",
+                "welcome 1",
+                "welcome 2",
+                "welcome 3",
+                "welcome 4",
+                "> composer"
+            ],
+            "{all:#?}"
+        );
     }
 
     /// Too small a screen says so on one line and holds the history back; grown again, it is

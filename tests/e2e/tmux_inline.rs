@@ -74,6 +74,19 @@ fn the_conversation_stays_in_the_scrollback_and_the_prompt_follows_it() {
     // `/new`: the next session's welcome is written below the last one's conversation.
     tmux.type_text("/new");
     tmux.keys(&["Enter"]);
+    let start = std::time::Instant::now();
+    while everything(&tmux, false)
+        .matches("cross-session references")
+        .count()
+        < 2
+    {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "no second welcome"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    tmux.wait_for_screen("the next composer", |s| s.contains("Message (type @"));
     say(&tmux, "in the next session");
     tmux.quit_to_shell();
     let all = everything(&tmux, false);
