@@ -78,11 +78,13 @@ async fn a_conversation_goes_into_the_scrollback_and_the_exit_leaves_only_it() {
             let on_screen = rows(backend.buffer()).join("\n");
             let above = rows(backend.scrollback()).join("\n");
             if on_screen.contains("Offline model")
-                && app
-                    .transcript
-                    .items()
-                    .last()
-                    .is_some_and(TranscriptItem::is_streaming)
+                && matches!(
+                    app.transcript.items().last(),
+                    Some(TranscriptItem::Assistant {
+                        streaming: true,
+                        ..
+                    })
+                )
             {
                 assert!(!above.contains(&format!("Your last message: \"{text}")));
                 streamed_in_viewport = true;

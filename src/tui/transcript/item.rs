@@ -228,20 +228,6 @@ impl TranscriptItem {
         }
     }
 
-    /// An answer or reasoning whose deltas still arrive.
-    pub fn is_streaming(&self) -> bool {
-        matches!(
-            self,
-            TranscriptItem::Assistant {
-                streaming: true,
-                ..
-            } | TranscriptItem::Reasoning {
-                streaming: true,
-                ..
-            }
-        )
-    }
-
     /// Cards and markers that can show more.
     pub fn is_expandable(&self) -> bool {
         matches!(

@@ -474,7 +474,7 @@ impl Transcript {
             self.items.len()
         } else {
             (self.printed..self.items.len())
-                .find(|&i| self.items[i].is_streaming())
+                .find(|&i| streaming(&self.items[i]))
                 .unwrap_or(self.items.len())
         };
         if end == self.printed {
@@ -529,6 +529,20 @@ impl Transcript {
             buf.set_line(area.x, y, line, area.width);
         }
     }
+}
+
+/// An answer or reasoning whose deltas still arrive (inline mode keeps it in the viewport).
+fn streaming(item: &TranscriptItem) -> bool {
+    matches!(
+        item,
+        TranscriptItem::Assistant {
+            streaming: true,
+            ..
+        } | TranscriptItem::Reasoning {
+            streaming: true,
+            ..
+        }
+    )
 }
 
 impl Renderable for Transcript {
