@@ -26,6 +26,8 @@ pub mod agent;
 pub mod claude;
 pub mod codex;
 mod codex_side;
+pub mod copilot;
+mod copilot_workspace;
 #[cfg(feature = "discovery")]
 pub(crate) mod codex_state;
 pub mod gemini;
@@ -71,6 +73,8 @@ impl ExternalAgent {
     /// opencode (`$XDG_DATA_HOME/opencode/opencode.db`; ids `opencode:<ses_…>`).
     #[cfg(feature = "discovery")]
     pub const Opencode: ExternalAgent = ExternalAgent(&opencode::Opencode);
+    /// GitHub Copilot CLI (`~/.copilot/session-state/<id>/events.jsonl`; ids `copilot:<id>`).
+    pub const Copilot: ExternalAgent = ExternalAgent(&copilot::CopilotCli);
 }
 
 impl ExternalAgent {
@@ -505,10 +509,13 @@ pub fn resolve_agent_home(agent: ExternalAgent, flag: Option<&Path>) -> Option<P
         return Some(dir.to_path_buf());
     }
     let format = agent.format();
-    if let Some(value) = std::env::var_os(format.home_env()).filter(|v| !v.is_empty()) {
-        if let Some(home) = format.home_from_env(&value.to_string_lossy()) {
-            return Some(home);
-        }
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(|v| v.to_string_lossy().into_owned())
+    };
+    if let Some(home) = format.home_from_environment(&var) {
+        return Some(home);
     }
     let home = std::env::var_os("HOME").filter(|v| !v.is_empty())?;
     Some(format.default_home(Path::new(&home)))
