@@ -31,6 +31,7 @@ mod copilot_workspace;
 #[cfg(feature = "discovery")]
 pub(crate) mod codex_state;
 pub mod gemini;
+mod gemini_projects;
 // opencode keeps its sessions in SQLite: read only with the `discovery` feature (which brings
 // rusqlite); without it the source is absent from the registry (the `cli` and `mcp` features
 // always bring it).
