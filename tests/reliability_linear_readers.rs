@@ -276,11 +276,19 @@ fn every_other_reader_is_linear_in_its_records() {
                 writeln!(lines, r#"{{"type":"session.compaction_complete","data":{{"success":true,"summaryContent":"summary {i}"}},"id":"c{i}","timestamp":"2026-12-04T08:03:18.000Z","parentId":"a{i}"}}"#).unwrap();
             }
         }
-        let home = home_of(dir.path(), &format!("session-state/{id}/events.jsonl"), &lines);
+        let home = home_of(
+            dir.path(),
+            &format!("session-state/{id}/events.jsonl"),
+            &lines,
+        );
         // The last compaction's summary; the turns after it.
         assert_eq!(read(ExternalAgent::Copilot, &home), 1 + 2 * (n % 10));
     };
-    linear("GitHub Copilot CLI: turns and compactions", 4_000, &mut copilot);
+    linear(
+        "GitHub Copilot CLI: turns and compactions",
+        4_000,
+        &mut copilot,
+    );
 }
 
 /// opencode's database reader: listing `n` sessions whose titles are opencode's default (each

@@ -344,7 +344,11 @@ fn the_cli_lists_and_prepares_copilot_sessions() {
     let all = [CA.to_string(), CB.to_string(), CC.to_string()];
     let flagged = ["--sources", "copilot", "--copilot-home", home_flag];
     assert_eq!(
-        ids(&run(dir.path(), &[&flagged[..], &["sessions", "--json"]].concat(), &[])),
+        ids(&run(
+            dir.path(),
+            &[&flagged[..], &["sessions", "--json"]].concat(),
+            &[]
+        )),
         all
     );
     assert_eq!(tree(&home), before);

@@ -202,7 +202,10 @@ impl Record {
         let data = &self.data;
         let typed = self.kind.as_deref() == Some("user.message")
             && self.agent_id.is_none()
-            && data.source.as_deref().is_none_or(|s| s.is_empty() || s == "user")
+            && data
+                .source
+                .as_deref()
+                .is_none_or(|s| s.is_empty() || s == "user")
             && !data.is_autopilot_continuation;
         typed
             .then_some(data.content.as_deref())
@@ -516,7 +519,10 @@ mod tests {
             3,
             record("session.title_changed", r#"{"title":"Changed ✓"}"#, "").as_bytes(),
         );
-        assert_eq!(scan.choose(Some(&derived), ID).as_deref(), Some("Changed ✓"));
+        assert_eq!(
+            scan.choose(Some(&derived), ID).as_deref(),
+            Some("Changed ✓")
+        );
         let named = Side(Some("Named"), Some("Derived"));
         assert_eq!(scan.choose(Some(&named), ID).as_deref(), Some("Named"));
         // The state survives a save and a restore.
@@ -532,7 +538,10 @@ mod tests {
         let head = scan.finish(Path::new("events.jsonl")).unwrap().unwrap();
         assert_eq!(head.id, ID);
         assert_eq!(head.cwd.as_deref(), Some("/home/dev/work/alpha"));
-        assert_eq!(head.created_at, parse_time("2026-12-04T08:03:15.839Z").unwrap());
+        assert_eq!(
+            head.created_at,
+            parse_time("2026-12-04T08:03:15.839Z").unwrap()
+        );
         let mut scan = HeadScan::default();
         scan.line(0, b"not json");
         let err = scan.finish(Path::new("x")).unwrap_err().to_string();
@@ -559,6 +568,13 @@ mod tests {
         let good = dir.path().join("session-state").join(ID);
         std::fs::create_dir_all(&good).unwrap();
         std::fs::write(good.join(EVENTS), format!("{}\n", start())).unwrap();
-        assert_eq!(CopilotCli.read_head(&good.join(EVENTS)).unwrap().unwrap().id, ID);
+        assert_eq!(
+            CopilotCli
+                .read_head(&good.join(EVENTS))
+                .unwrap()
+                .unwrap()
+                .id,
+            ID
+        );
     }
 }

@@ -189,9 +189,11 @@ mod tests {
 
     #[test]
     fn the_forms_copilot_writes() {
-        let head = "id: 857280a6-88b7-4f70-8841-774da53469f8\ncwd: /tmp/w\nclient_name: github/cli\n";
+        let head =
+            "id: 857280a6-88b7-4f70-8841-774da53469f8\ncwd: /tmp/w\nclient_name: github/cli\n";
         let tail = "summary_count: 0\nfork_count: 0\ncreated_at: 2026-12-04T08:03:21.544Z\n";
-        let case = |name: &str, user: &str| format!("{head}name: {name}\nuser_named: {user}\n{tail}");
+        let case =
+            |name: &str, user: &str| format!("{head}name: {name}\nuser_named: {user}\n{tail}");
         assert_eq!(
             named(&case("CB Named Session ✓", "true")),
             (Some("CB Named Session ✓".into()), true)
@@ -206,7 +208,10 @@ mod tests {
             (Some("#hash: start".into()), true)
         );
         assert_eq!(
-            named(&case("|-\n  YC-T1 a long first prompt\n  and a second line", "false")),
+            named(&case(
+                "|-\n  YC-T1 a long first prompt\n  and a second line",
+                "false"
+            )),
             (Some("YC-T1 a long first prompt".into()), false)
         );
         assert_eq!(
@@ -226,7 +231,10 @@ mod tests {
             named("name: first\nname: second\nuser_named: true\nuser_named: false"),
             (Some("first".into()), true)
         );
-        assert_eq!(named("name: plain # a comment"), (Some("plain".into()), false));
+        assert_eq!(
+            named("name: plain # a comment"),
+            (Some("plain".into()), false)
+        );
         assert_eq!(named("name: ~"), (None, false));
         assert_eq!(named("\u{0}\u{ffff}: x\nname"), (None, false));
         // A long block is one pass: no line is read twice.
@@ -241,12 +249,18 @@ mod tests {
         std::fs::create_dir_all(&session).unwrap();
         let side = Workspaces::new(dir.path().to_path_buf());
         assert_eq!(side.given_name("abc"), None);
-        std::fs::write(session.join("workspace.yaml"), "name: Derived\nuser_named: false\n")
-            .unwrap();
+        std::fs::write(
+            session.join("workspace.yaml"),
+            "name: Derived\nuser_named: false\n",
+        )
+        .unwrap();
         assert_eq!(side.given_name("abc"), None);
         assert_eq!(side.generated_title("abc").as_deref(), Some("Derived"));
-        std::fs::write(session.join("workspace.yaml"), "name: Given by me\nuser_named: true\n")
-            .unwrap();
+        std::fs::write(
+            session.join("workspace.yaml"),
+            "name: Given by me\nuser_named: true\n",
+        )
+        .unwrap();
         assert_eq!(side.given_name("abc").as_deref(), Some("Given by me"));
         assert_eq!(side.generated_title("abc"), None);
         assert_eq!(side.given_name("../abc"), None);

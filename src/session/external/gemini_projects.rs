@@ -37,7 +37,10 @@ pub fn registered_root(session: &Path, project_hash: Option<&str>) -> Option<Str
 /// The root among `projects` (root → slug) of the folder named `dir`.
 pub fn lookup(projects: &[(&str, &str)], dir: &str, project_hash: Option<&str>) -> Option<String> {
     let usable = |root: &&str| !root.is_empty() && root.len() < 4096;
-    if let Some((root, _)) = projects.iter().find(|(root, slug)| *slug == dir && usable(root)) {
+    if let Some((root, _)) = projects
+        .iter()
+        .find(|(root, slug)| *slug == dir && usable(root))
+    {
         return Some(root.to_string());
     }
     let hashes: Vec<String> = [Some(dir), project_hash]
@@ -72,7 +75,10 @@ mod tests {
 
     #[test]
     fn a_slug_then_a_hash_named_folder_then_the_sessions_project_hash() {
-        let projects = [("/tmp/gcap2/work/alpha", "alpha"), ("/tmp/gcap2/work/beta", "beta")];
+        let projects = [
+            ("/tmp/gcap2/work/alpha", "alpha"),
+            ("/tmp/gcap2/work/beta", "beta"),
+        ];
         assert_eq!(hex_sha256("/tmp/gcap2/work/beta"), BETA_HASH);
         assert_eq!(
             lookup(&projects, "alpha", None).as_deref(),
