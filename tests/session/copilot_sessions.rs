@@ -385,3 +385,47 @@ fn the_cli_lists_and_prepares_copilot_sessions() {
     assert!(text.contains("CB-T1-ANSWER"), "{text}");
     assert_eq!(tree(&home), before);
 }
+
+/// Search (over the index) finds a Copilot session by a word of its title and conversation,
+/// and `exec --ref WORD` brings one into a turn of the offline model; neither writes under the
+/// home.
+#[test]
+fn search_and_exec_ref_reach_copilot_sessions() {
+    let (dir, home) = home();
+    let before = tree(&home);
+    let flags = [
+        "--sources",
+        "copilot",
+        "--copilot-home",
+        home.to_str().unwrap(),
+    ];
+    let found: serde_json::Value = serde_json::from_str(&run(
+        dir.path(),
+        &[&flags[..], &["search", "--json", "compaction"]].concat(),
+        &[],
+    ))
+    .unwrap();
+    assert_eq!(found["hits"][0]["sessionId"], CC, "{found}");
+    assert_eq!(found["hits"][0]["source"], "copilot", "{found}");
+    assert_eq!(tree(&home), before);
+    let out = run(
+        dir.path(),
+        &[
+            &flags[..],
+            &["exec", "--json", "--ref", "CB Named", "what was it?"],
+        ]
+        .concat(),
+        &[],
+    );
+    let references = out
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["type"] == "references")
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(references["references"][0]["sessionId"], CB, "{out}");
+    assert_eq!(
+        references["references"][0]["label"], "CB Named Session ✓",
+        "{out}"
+    );
+    assert_eq!(tree(&home), before);
+}
