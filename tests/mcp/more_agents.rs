@@ -70,8 +70,8 @@ fn the_server_lists_and_reads_every_new_agents_sessions() {
     let resources = listed["result"]["resources"].as_array().unwrap().clone();
     assert_eq!(
         resources.len(),
-        15,
-        "3 Qwen Code, 3 Gemini CLI, 6 opencode, 3 GitHub Copilot CLI: {listed}"
+        16,
+        "3 Qwen Code, 3 Gemini CLI, 6 opencode, 4 GitHub Copilot CLI: {listed}"
     );
     for product in ["Qwen Code", "Gemini CLI", "opencode", "GitHub Copilot CLI"] {
         assert!(

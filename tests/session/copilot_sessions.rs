@@ -1,7 +1,8 @@
 //! GitHub Copilot CLI sessions as a read-only source (SPEC §9), over a home the real Copilot CLI
 //! 1.0.102 wrote offline against a mock model on loopback (`tests/data/gen/copilot/`): a tool
 //! call and a resumed, non-ASCII turn (CA), one turn in a session named with `-n` (CB), and an
-//! interactive session with two turns, a `/compact` and a turn after it (CC).
+//! interactive session with two turns, a `/compact` and a turn after it (CC), and one with two
+//! turns, a `/rename`, an `/undo` of the second turn and a turn after it (CR).
 //!
 //! Every test compares the whole home (bytes, modes, mtimes) before and after what it does.
 
@@ -19,11 +20,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-const CA_OWN: &str = "255904f6-8fb0-4f90-8ba9-52692e4029d6";
-const CA: &str = "copilot:255904f6-8fb0-4f90-8ba9-52692e4029d6";
-const CB: &str = "copilot:26270b8f-be8d-4cd8-bd82-3d76f94cf950";
-const CB_OWN: &str = "26270b8f-be8d-4cd8-bd82-3d76f94cf950";
-const CC: &str = "copilot:dd5bfe13-3042-4da5-b10f-55e599b051fa";
+const CA_OWN: &str = "1a407890-5b06-411b-b403-da15069727d9";
+const CA: &str = "copilot:1a407890-5b06-411b-b403-da15069727d9";
+const CB: &str = "copilot:e7fa7a44-b9e8-448d-b670-d5065891c0c4";
+const CB_OWN: &str = "e7fa7a44-b9e8-448d-b670-d5065891c0c4";
+const CC: &str = "copilot:5e85b0fb-9def-4aad-a973-8f931405f325";
+const CR: &str = "copilot:600bb7fd-f36a-40f8-88a8-36e67bfd64bd";
 
 fn tree(root: &Path) -> BTreeMap<PathBuf, TreeEntry> {
     tree_with_stamps(root)
@@ -86,6 +88,12 @@ fn the_real_clis_sessions_list_title_and_project_without_writing() {
             Some("/tmp/copilot-cap/work/beta".to_string()),
             Some("CC-T1 first question before compaction".to_string()),
         ),
+        (
+            CR.to_string(),
+            Some("/tmp/copilot-cap/work/alpha".to_string()),
+            // The TUI's /rename also lives only in workspace.yaml.
+            Some("CR Renamed in the TUI ✓".to_string()),
+        ),
     ];
     expected.sort();
     assert_eq!(titles(&source), expected);
@@ -111,13 +119,26 @@ fn the_real_clis_sessions_list_title_and_project_without_writing() {
             "assistant: CC-T3-ANSWER reply to your words, é ✓ 🚀.",
         ]
     );
-    for text in ca.iter().chain(&cc) {
+    // CR: the rewound turn is gone (Copilot rewrote the log without it).
+    let cr = conversation(&source, CR);
+    assert_eq!(
+        cr,
+        [
+            "user: CR-T1 first turn to keep",
+            "assistant: CR-T1-ANSWER reply to your words, é ✓ 🚀.",
+            "user: CR-T3 after the rewind",
+            "assistant: CR-T3-ANSWER reply to your words, é ✓ 🚀.",
+        ]
+    );
+    for text in ca.iter().chain(&cc).chain(&cr) {
         for hidden in [
             "CP-TOOL-OUT-7",
             "current_datetime",
             "You are the GitHub Copilot CLI",
             "CC-T1",
             "Please create a detailed summary",
+            "CR-T2",
+            "Rewound the conversation",
         ] {
             assert!(!text.contains(hidden), "{hidden:?} leaked: {text}");
         }
@@ -341,7 +362,8 @@ fn the_cli_lists_and_prepares_copilot_sessions() {
     let (dir, home) = home();
     let before = tree(&home);
     let home_flag = home.to_str().unwrap();
-    let all = [CA.to_string(), CB.to_string(), CC.to_string()];
+    let mut all = [CA, CB, CC, CR].map(str::to_string);
+    all.sort();
     let flagged = ["--sources", "copilot", "--copilot-home", home_flag];
     assert_eq!(
         ids(&run(

@@ -10,10 +10,12 @@
 //! continuation or a sub-agent's is not typed) and the assistant's text (`assistant.message`
 //! `content`, not a sub-agent's); a successful `session.compaction_complete` replaces everything
 //! before it with its `summaryContent`. Tool requests and executions, system messages, usage,
-//! model telemetry and the rest are not conversation. Title: the name the person gave
-//! (`workspace.yaml` `name` with `user_named: true`), else the last `session.title_changed`
-//! in the log, else the name Copilot derived itself (`workspace.yaml` `name`), else the first
-//! prompt.
+//! model telemetry and the rest are not conversation. A rewind (`/undo`, `/rewind`) rewrites the
+//! log as a new file without the withdrawn turns, so it is simply read again. Title: the name
+//! the person gave (`-n`, `/rename`: `workspace.yaml` `name` with `user_named: true`), else the
+//! last `session.title_changed` in the log (1.0.102's schema marks it ephemeral, never written,
+//! but a later version may keep it), else the name Copilot derived itself (`workspace.yaml`
+//! `name`: its first prompt when offline), else the first prompt.
 //!
 //! Invariant: pure line parsers over complete lines (`scan::read_lines` bounds each), linear in
 //! the input (a compaction drops what the scan kept so far, each item once); a line that is not
@@ -183,6 +185,7 @@ pub const IGNORED_RECORD_TYPES: &[&str] = &[
     "session.resume",
     "session.model_change",
     "session.compaction_start",
+    "session.info",
     "model.turn_started",
     "model.model_call_started",
     "model.model_call_success",

@@ -39,6 +39,25 @@ send "/compact" 10
 send "CC-T3 after compaction"
 tmux capture-pane -p -t copilot-cap > "$cap/pane.txt"
 send "/exit" 4
+tmux kill-session -t copilot-cap 2>/dev/null || true
+sleep 1
+# CR: interactive, two turns, /rename, /undo of the second turn (the picker's newest turn,
+# then "Conversation only": Copilot rewrites events.jsonl without it), a turn after it.
+tmux new-session -d -s copilot-cap -x 160 -y 45 -c "$cap/work/alpha" \
+  "env HOME=$HOME COPILOT_OFFLINE=true COPILOT_PROVIDER_BASE_URL=$COPILOT_PROVIDER_BASE_URL COPILOT_PROVIDER_API_KEY=dummy COPILOT_MODEL=mock-model COPILOT_HOME=$COPILOT_HOME $copilot --allow-all-tools --disable-client-telemetry --no-auto-update"
+sleep 12
+tmux send-keys -t copilot-cap Enter; sleep 3
+send "CR-T1 first turn to keep"
+send "CR-T2 second turn to rewind"
+send "/rename CR Renamed in the TUI ✓" 3
+send "/undo" 4
+tmux send-keys -t copilot-cap Enter; sleep 3
+tmux send-keys -t copilot-cap Enter; sleep 4
+# The rewind puts the undone prompt back in the input: clear it first.
+tmux send-keys -t copilot-cap C-u; sleep 1
+send "CR-T3 after the rewind"
+tmux capture-pane -p -t copilot-cap > "$cap/pane-rewind.txt"
+send "/exit" 4
 out="$here/../../fixtures/copilot-cli"
 rm -rf "$out/session-state" && mkdir -p "$out"
 # The sessions only: events.jsonl and workspace.yaml of each (the shared session-store.db,
