@@ -451,3 +451,56 @@ fn search_and_exec_ref_reach_copilot_sessions() {
     );
     assert_eq!(tree(&home), before);
 }
+
+/// Hostile session directories cost their own session, never the listing and never a hang: a
+/// FIFO in a log's place, a log that is not JSON, a log whose id names another directory, a
+/// log with no `session.start` yet (not listed until it has one) and a FIFO in place of a
+/// `workspace.yaml` (the session keeps its first prompt as its title).
+#[cfg(unix)]
+#[test]
+fn hostile_session_directories_cost_only_themselves() {
+    let (_dir, home) = home();
+    let state = home.join("session-state");
+    let dir = |name: &str| {
+        let path = state.join(name);
+        fs::create_dir_all(&path).unwrap();
+        path
+    };
+    let mkfifo = |path: &Path| {
+        let status = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    mkfifo(&dir("fifo").join("events.jsonl"));
+    fs::write(dir("garbage").join("events.jsonl"), "not json\n").unwrap();
+    let ca_log = fs::read_to_string(state.join(CA_OWN).join("events.jsonl")).unwrap();
+    fs::write(dir("other-id").join("events.jsonl"), &ca_log).unwrap();
+    fs::write(
+        dir("no-start").join("events.jsonl"),
+        r#"{"type":"user.message","data":{"content":"early"},"id":"u","timestamp":"2026-12-04T08:03:16.230Z","parentId":null}
+"#,
+    )
+    .unwrap();
+    fs::remove_file(state.join(CA_OWN).join("workspace.yaml")).unwrap();
+    mkfifo(&state.join(CA_OWN).join("workspace.yaml"));
+    let before = tree(&home);
+
+    let source = ExternalSessions::new(ExternalAgent::Copilot, &home);
+    let started = std::time::Instant::now();
+    let rows = titles(&source);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let ids: Vec<&str> = rows.iter().map(|(id, _, _)| id.as_str()).collect();
+    let mut expected = [CA, CB, CC, CR];
+    expected.sort();
+    assert_eq!(ids, expected);
+    let ca = rows.iter().find(|(id, _, _)| id == CA).unwrap();
+    assert_eq!(ca.2.as_deref(), Some("CA-T1 please run a TOOL and tell me"));
+    let errors = source.unreadable_files().join("\n");
+    for named in ["fifo", "garbage", "not the name of its directory"] {
+        assert!(errors.contains(named), "{named:?} not named in:\n{errors}");
+    }
+    assert!(!errors.contains("no-start"), "{errors}");
+    assert_eq!(tree(&home), before);
+}
