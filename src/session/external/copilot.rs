@@ -4,7 +4,8 @@
 //! Purpose: Copilot CLI writes one directory per session, holding an append-only event log
 //! (`events.jsonl`, one `{type, data, id, timestamp, parentId}` record a line, `agentId` on a
 //! sub-agent's records) and a small `workspace.yaml` (read by `copilot_workspace.rs`). The head
-//! is the `session.start` record (`sessionId`, `startTime`, `context.cwd`). The conversation is,
+//! is the `session.start` record (`sessionId`, `startTime`, `context.cwd`; the cwd from
+//! `workspace.yaml` when the record names none). The conversation is,
 //! in order, the person's prompts (`user.message` `content`, never the `transformedContent`
 //! with its injected `<current_datetime>`; a message with a `source`, an autopilot
 //! continuation or a sub-agent's is not typed) and the assistant's text (`assistant.message`
@@ -81,7 +82,11 @@ impl AgentFormat for CopilotCli {
     fn read_head(&self, path: &Path) -> Result<Option<Head>> {
         let mut scan = HeadScan::default();
         read_lines(path, 0, 0, &mut scan)?;
-        let head = scan.finish(path)?;
+        let mut head = scan.finish(path)?;
+        if let Some(head) = head.as_mut().filter(|h| h.cwd.is_none()) {
+            let workspace = path.with_file_name("workspace.yaml");
+            head.cwd = super::copilot_workspace::read(&workspace).cwd;
+        }
         let dir = path.parent().and_then(Path::file_name);
         match head {
             Some(head) if dir != Some(std::ffi::OsStr::new(&head.id)) => {
@@ -568,6 +573,24 @@ mod tests {
         std::fs::write(&file, format!("{}\n", start())).unwrap();
         let err = CopilotCli.read_head(&file).unwrap_err().to_string();
         assert!(err.contains("not the name of its directory"), "{err}");
+        // A start without a cwd takes the workspace file's.
+        let bare = dir.path().join("session-state").join("bare");
+        std::fs::create_dir_all(&bare).unwrap();
+        let bare_start = start()
+            .replace(ID, "bare")
+            .replace(r#","context":{"cwd":"/home/dev/work/alpha"}"#, "");
+        std::fs::write(bare.join(EVENTS), format!("{bare_start}\n")).unwrap();
+        assert_eq!(
+            CopilotCli
+                .read_head(&bare.join(EVENTS))
+                .unwrap()
+                .unwrap()
+                .cwd,
+            None
+        );
+        std::fs::write(bare.join("workspace.yaml"), "id: bare\ncwd: /from/yaml\n").unwrap();
+        let head = CopilotCli.read_head(&bare.join(EVENTS)).unwrap().unwrap();
+        assert_eq!(head.cwd.as_deref(), Some("/from/yaml"));
         let good = dir.path().join("session-state").join(ID);
         std::fs::create_dir_all(&good).unwrap();
         std::fs::write(good.join(EVENTS), format!("{}\n", start())).unwrap();

@@ -2,8 +2,9 @@
 //!
 //! Purpose: a name given with `copilot -n NAME` (or `/rename`) lives only in the session's
 //! `workspace.yaml` (`name:` with `user_named: true`); without one, `name:` is the name Copilot
-//! derived itself (its first prompt, or a generated title). Only the top-level keys `name` and
-//! `user_named` are read, by a small line parser of the YAML Copilot writes: a plain scalar, a
+//! derived itself (its first prompt, or a generated title); `cwd:` is where the session started
+//! (the log's `session.start` says so too; this is the fallback). Only the top-level keys
+//! `name`, `user_named` and `cwd` are read, by a small line parser of the YAML Copilot writes: a plain scalar, a
 //! single- or double-quoted one, or a `|`/`>` block scalar (what the CLI writes for a name with
 //! a newline).
 //!
@@ -33,6 +34,8 @@ pub struct Workspace {
     pub name: Option<String>,
     /// `user_named: true`: the person gave the name.
     pub user_named: bool,
+    /// `cwd`: where the session started.
+    pub cwd: Option<String>,
 }
 
 /// The `workspace.yaml` files of one home's `session-state/`, read as asked.
@@ -66,10 +69,7 @@ impl Workspaces {
                 return workspace.clone();
             }
         }
-        let workspace = files::read_small(&path, MAX_BYTES)
-            .and_then(|bytes| String::from_utf8(bytes).ok())
-            .map(|text| parse(&text))
-            .unwrap_or_default();
+        let workspace = read(&path);
         self.cache
             .locked()
             .insert(own_id.to_string(), (stamp, workspace.clone()));
@@ -89,11 +89,20 @@ impl SideNames for Workspaces {
     }
 }
 
-/// The `name` and `user_named` of a `workspace.yaml`; keys not at the top level, repeated keys
-/// after the first and anything unparsable are passed over.
+/// The `workspace.yaml` at `path`, read bounded (nothing when it is absent, not a regular
+/// file, too large or not UTF-8).
+pub fn read(path: &std::path::Path) -> Workspace {
+    files::read_small(path, MAX_BYTES)
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .map(|text| parse(&text))
+        .unwrap_or_default()
+}
+
+/// The `name`, `user_named` and `cwd` of a `workspace.yaml`; keys not at the top level, repeated
+/// keys after the first and anything unparsable are passed over.
 pub fn parse(text: &str) -> Workspace {
     let mut workspace = Workspace::default();
-    let (mut name_seen, mut named_seen) = (false, false);
+    let (mut name_seen, mut named_seen, mut cwd_seen) = (false, false, false);
     let mut lines = text.lines().peekable();
     while let Some(line) = lines.next() {
         // Only top-level `key: value` lines: indented lines belong to another key's value.
@@ -126,6 +135,10 @@ pub fn parse(text: &str) -> Workspace {
             "user_named" if !named_seen => {
                 named_seen = true;
                 workspace.user_named = scalar(value).as_deref() == Some("true");
+            }
+            "cwd" if !cwd_seen => {
+                cwd_seen = true;
+                workspace.cwd = scalar(value).filter(|c| c.len() < 4096);
             }
             _ => {}
         }
@@ -198,6 +211,8 @@ mod tests {
             named(&case("CB Named Session ✓", "true")),
             (Some("CB Named Session ✓".into()), true)
         );
+        assert_eq!(parse(&case("x", "true")).cwd.as_deref(), Some("/tmp/w"));
+        assert_eq!(parse("cwd: '/a b: c'\n").cwd.as_deref(), Some("/a b: c"));
         assert_eq!(named(&case("'true'", "true")), (Some("true".into()), true));
         assert_eq!(
             named(&case("'''starts with quote'", "true")),
