@@ -131,7 +131,7 @@ fn is_legacy(path: &Path) -> bool {
 
 /// A small file read whole, at most [`MAX_SIDE_FILE`] bytes, opened read-only and never
 /// blocking (a FIFO is an error).
-pub(super) fn read_bounded(path: &Path) -> Result<Vec<u8>> {
+fn read_bounded(path: &Path) -> Result<Vec<u8>> {
     let file = files::open_read(path).map_err(|e| SessionError::io(path, e))?;
     let mut bytes = Vec::new();
     file.take(MAX_SIDE_FILE)

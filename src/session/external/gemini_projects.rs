@@ -8,14 +8,20 @@
 //! whose slug is the folder's name, else the key whose SHA-256 is the folder's name or the
 //! session's `projectHash`.
 //!
-//! Invariant: the registry is read bounded and read-only (`gemini::read_bounded`), a file that
-//! is not the registry's shape names no root; a lookup is one pass over its entries (one hash a
+//! Invariant: the registry is read bounded and read-only (a regular file only, opened without
+//! blocking, at most [`MAX_REGISTRY_BYTES`]), a file that is not the registry's shape names no
+//! root; a lookup is one pass over its entries (one hash a
 //! key, only when no slug matched). Nothing is written.
 //! Proof: the unit tests below and `tests/session/gemini_sessions.rs` (the real CLI's home with
 //! its markers removed and a folder renamed to its hash).
 
+use crate::session::files;
 use sha2::{Digest, Sha256};
+use std::io::Read;
 use std::path::Path;
+
+/// The most bytes of `projects.json` read (a registry of a few hundred projects is kilobytes).
+pub const MAX_REGISTRY_BYTES: u64 = 16 << 20;
 
 /// The root `projects.json` gives the project folder holding `session` (a file in
 /// `<home>/tmp/<dir>/chats/`), by folder name or by `project_hash`.
@@ -23,7 +29,9 @@ pub fn registered_root(session: &Path, project_hash: Option<&str>) -> Option<Str
     let project = session.parent()?.parent()?;
     let dir = project.file_name()?.to_str()?;
     let home = project.parent()?.parent()?;
-    let bytes = super::gemini::read_bounded(&home.join("projects.json")).ok()?;
+    let file = files::open_read(&home.join("projects.json")).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MAX_REGISTRY_BYTES).read_to_end(&mut bytes).ok()?;
     let registry: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     let projects: Vec<(&str, &str)> = registry
         .get("projects")?

@@ -40,6 +40,7 @@ mod lines;
 pub mod opencode;
 mod persist;
 pub mod qwen;
+pub mod registry;
 mod scan;
 #[cfg(feature = "discovery")]
 mod sqlite_snapshot;
@@ -58,7 +59,7 @@ pub use scan::ExternalSessions;
 pub use time::parse_time;
 
 /// Which other agent wrote a session (named apart from [`crate::agent::Agent`], the runtime
-/// this crate runs): a handle on its entry in the registry ([`agent::AGENTS`]), compared and
+/// this crate runs): a handle on its entry in the registry ([`registry::AGENTS`]), compared and
 /// serialized by name.
 #[derive(Clone, Copy)]
 pub struct ExternalAgent(&'static dyn agent::AgentFormat);
@@ -98,7 +99,7 @@ impl ExternalAgent {
 
     /// Every registered agent, in registry order.
     pub fn all() -> impl Iterator<Item = ExternalAgent> {
-        agent::AGENTS.iter().map(|a| ExternalAgent(*a))
+        registry::AGENTS.iter().map(|a| ExternalAgent(*a))
     }
 
     /// The agent whose namespace `id` is in, if any.
@@ -110,7 +111,7 @@ impl ExternalAgent {
     /// The agent named `name` as `--sources` and the header's `source` key spell it (`claude`,
     /// `codex`, …); `None` for anything else (`dsh` included).
     pub fn parse(name: &str) -> Option<ExternalAgent> {
-        agent::find(name).map(ExternalAgent)
+        registry::find(name).map(ExternalAgent)
     }
 }
 
@@ -151,7 +152,7 @@ impl<'de> serde::Deserialize<'de> for ExternalAgent {
         ExternalAgent::parse(&name).ok_or_else(|| {
             serde::de::Error::custom(format!(
                 "unknown agent {name:?} (expected one of {})",
-                agent::names()
+                registry::names()
             ))
         })
     }
@@ -478,7 +479,7 @@ pub enum SourceChoiceError {
     /// A name other than dsh and the registered agents.
     #[error(
         "--sources {text:?}: unknown source {name:?} (expected dsh, {})",
-        agent::names()
+        registry::names()
     )]
     Unknown {
         /// The whole value.
