@@ -166,6 +166,16 @@ pub struct TuiArgs {
     /// scrolls the transcript (PgUp/PgDn do).
     #[arg(long)]
     pub no_mouse: bool,
+    /// Draw at the bottom of the normal screen instead of the alternate screen: every finished
+    /// message is written into the terminal's scrollback, where it stays after quitting (the
+    /// default with inline = true in the [tui] table of config.toml).
+    #[allow(rustdoc::broken_intra_doc_links)]
+    #[arg(long, conflicts_with = "no_inline")]
+    pub inline: bool,
+    /// Use the alternate screen (the whole window, gone after quitting) even when config.toml
+    /// says inline = true.
+    #[arg(long)]
+    pub no_inline: bool,
     /// Log encoding for new sessions (default: the home's existing encoding, else zstd). A home
     /// has one encoding: asking for the other one than its logs have is an error.
     #[arg(long, value_enum, global = true)]
