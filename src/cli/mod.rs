@@ -100,7 +100,8 @@ pub struct SourceArgs {
     /// Codex's home, holding `sessions/` (else $CODEX_HOME, else ~/.codex).
     #[arg(long, global = true, value_name = "DIR")]
     pub codex_home: Option<PathBuf>,
-    /// Qwen Code's home, holding `projects/` (else $QWEN_HOME, else ~/.qwen).
+    /// Qwen Code's runtime directory, holding `projects/` (else $QWEN_RUNTIME_DIR, else
+    /// $QWEN_HOME, else ~/.qwen).
     #[arg(long, global = true, value_name = "DIR")]
     pub qwen_home: Option<PathBuf>,
     /// Gemini CLI's home, holding `tmp/` (else $GEMINI_CLI_HOME/.gemini, else ~/.gemini).
@@ -110,8 +111,12 @@ pub struct SourceArgs {
     /// ~/.local/share/opencode).
     #[arg(long, global = true, value_name = "DIR")]
     pub opencode_home: Option<PathBuf>,
-    /// Comma-separated sources to list: dsh, claude, codex, qwen, gemini, opencode (default:
-    /// every one that exists).
+    /// GitHub Copilot CLI's home, holding `session-state/` (else $COPILOT_HOME, else
+    /// ~/.copilot).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub copilot_home: Option<PathBuf>,
+    /// Comma-separated sources to list: dsh, claude, codex, qwen, gemini, opencode, copilot
+    /// (default: every one that exists).
     #[arg(long, global = true, value_name = "LIST", value_parser = parse_sources)]
     pub sources: Option<SourceChoice>,
 }
@@ -126,6 +131,7 @@ impl SourceArgs {
             ("qwen", &self.qwen_home),
             ("gemini", &self.gemini_home),
             ("opencode", &self.opencode_home),
+            ("copilot", &self.copilot_home),
         ]
         .into_iter()
         .filter_map(|(name, home)| home.clone().map(|home| (name, home)))
