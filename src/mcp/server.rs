@@ -353,7 +353,14 @@ impl Server {
         let (rows, at) = tokio::task::spawn_blocking(move || this.rows_blocking())
             .await
             .map_err(|e| internal(format!("the label task failed: {e}")))?;
-        Ok(listing::label(id, at.get(id).map(|&i| &rows[i])))
+        let row = at.get(id).map(|&i| &rows[i]);
+        if row.is_none() {
+            let query = self.inner.discovery.query();
+            if let Ok(Some(title)) = query.read_title(id).await {
+                return Ok(listing::label_of(id, Some(&title), None));
+            }
+        }
+        Ok(listing::label(id, row))
     }
 
     /// The fingerprint of what a list shows (ids and labels, in order).
@@ -420,6 +427,26 @@ impl Server {
     /// home is labelled by titles and first prompts at once; a big new home is listed by id and
     /// relabelled (with `list_changed`) as the index fills.
     pub async fn entries(&self) -> Result<Vec<Entry>, McpError> {
+        let mut entries = self.ranked_entries().await?;
+        self.title_unindexed(&mut entries).await;
+        Ok(entries)
+    }
+
+    /// Labels the entries the index does not hold yet (a new home, sessions written while no
+    /// server ran) by their sources' own titles: the agents' persistent listings and the
+    /// store's title cache answer from what a previous process read, so a first list shows
+    /// titles, never bare ids, without waiting for the index.
+    async fn title_unindexed(&self, entries: &mut [Entry]) {
+        let query = self.inner.discovery.query();
+        for entry in entries.iter_mut().filter(|e| e.messages.is_none()) {
+            if let Ok(Some(title)) = query.read_title(&entry.id).await {
+                entry.label = listing::label_of(&entry.id, Some(&title), None);
+            }
+        }
+    }
+
+    /// [`Server::entries`] before the sessions the index lacks are titled.
+    async fn ranked_entries(&self) -> Result<Vec<Entry>, McpError> {
         if self.ranks_from_index() {
             if let Some(entries) = self.ranked_from_index().await? {
                 return Ok(entries);

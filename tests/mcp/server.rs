@@ -435,14 +435,71 @@ fn a_warm_start_lists_every_session_on_disk_at_once_and_then_labels_the_new_ones
             .as_deref()
             .unwrap()
             .contains(" messages · ")));
-        tokio::time::timeout(Duration::from_secs(20), changed)
-            .await
-            .expect("list_changed once the indexer labelled the new session");
+        // Titled at once from the store's own title (issue 35 item 4), not by its id.
+        let titled = first.iter().find(|r| r.uri == made).expect("listed");
+        assert_eq!(titled.name, "a question from yesterday");
+        drop(changed);
         let now = labelled(&client, "a question from yesterday").await;
         let fresh = now.iter().find(|r| r.uri == made).expect("still listed");
         assert_eq!(fresh.name, "a question from yesterday");
         assert!(!uris(&now).contains(&removed));
         assert_eq!(now.len(), first.len());
+        client.cancel().await.unwrap();
+    });
+}
+
+/// Issue 35 item 4: sessions of another agent that the index never held (the index was built
+/// while only dsh sessions were served) are titled in the server's first answer, from the
+/// agent's own listing, not labelled by their ids until the indexer's pass.
+#[test]
+fn a_first_list_titles_agent_sessions_the_index_never_held() {
+    let (dir, home) = demo_home();
+    let claude = dir.path().join("claude");
+    copy_tree(
+        &super::support::data_dir().join("fixtures/claude-code/projects"),
+        &claude.join("projects"),
+    );
+    runtime().block_on(async {
+        let (client, _) = connect(&home, &[]).await;
+        labelled(&client, "Fix the flaky tokenizer test").await;
+        client.cancel().await.unwrap();
+    });
+    assert!(home.join("index").join("discovery.sqlite3").is_file());
+    let claude_arg = claude.to_string_lossy().to_string();
+    let args = ["--sources", "dsh,claude", "--claude-home", &claude_arg];
+    runtime().block_on(async {
+        let host = Host::default();
+        let mut cmd = tokio::process::Command::new(BIN);
+        cmd.arg("--home").arg(&home).args(args).arg("mcp");
+        cmd.env_remove("RUST_LOG");
+        let (transport, _) = TokioChildProcess::builder(cmd)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let client = host.serve(transport).await.unwrap();
+        let (first, _) = all_pages(&client).await;
+        let agent: Vec<&Resource> = first
+            .iter()
+            .filter(|r| {
+                r.description
+                    .as_deref()
+                    .is_some_and(|d| d.contains(" · Claude Code · "))
+            })
+            .collect();
+        assert!(
+            agent.len() >= 3,
+            "{} Claude Code sessions listed",
+            agent.len()
+        );
+        for resource in &agent {
+            let id = decode_session_reference_uri(&resource.uri).unwrap();
+            let own = id.strip_prefix("claude:").unwrap();
+            assert!(
+                !resource.name.contains(own) && resource.name != id,
+                "{id} is labelled by its id: {:?}",
+                resource.name
+            );
+        }
         client.cancel().await.unwrap();
     });
 }

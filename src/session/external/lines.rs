@@ -10,7 +10,7 @@
 use crate::session::error::{Result, SessionError};
 use crate::session::files;
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -89,6 +89,11 @@ pub fn read_lines(
 }
 
 /// [`read_lines`] with the line limit given.
+///
+/// The file is read straight into one buffer and each line is fed from where it lies there: a
+/// byte is copied once, from the kernel, as `cat` copies it. A line longer than the buffer
+/// grows it (doubling, up to the limit), so a 12 MB record is read into place and never copied
+/// whole again; past the limit the rest of the line is read through the buffer and dropped.
 pub fn read_lines_limited(
     path: &Path,
     offset: u64,
@@ -101,54 +106,135 @@ pub fn read_lines_limited(
         file.seek(SeekFrom::Start(offset))
             .map_err(|e| SessionError::io(path, e))?;
     }
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let mut line = Vec::new();
-    let (mut offset, mut index) = (offset, first);
-    let cap = max_line as u64;
-    loop {
-        line.clear();
-        if line.capacity() > 1 << 20 {
-            line = Vec::new();
-        }
-        // At most the limit (newline included) is read into `line`; `read_until` finds the newline
-        // with the standard library's fast search.
-        let n = (&mut reader)
-            .take(cap)
-            .read_until(b'\n', &mut line)
-            .map_err(|e| SessionError::io(path, e))?;
-        let mut len = n as u64;
-        if line.last() != Some(&b'\n') {
-            if len < cap {
+    let mut lines = Lines {
+        path,
+        file,
+        buf: vec![0; FIRST_READ],
+        start: 0,
+        filled: 0,
+        offset,
+        index: first,
+        max_line: max_line.max(1),
+    };
+    lines.run(sink).map_err(|e| SessionError::io(path, e))?;
+    Ok((lines.offset, lines.index))
+}
+
+/// The first read of a file: enough for the head of most sessions, little for the thousands of
+/// heads a first listing reads.
+const FIRST_READ: usize = 64 * 1024;
+/// The reads after it, as large as `cat`'s.
+const READ: usize = 256 * 1024;
+
+/// The state of [`read_lines_limited`]: `buf[start..filled]` is read and not yet fed (the start
+/// of a line), the file's `offset` is where `buf[start]` lies.
+struct Lines<'p> {
+    path: &'p Path,
+    file: fs::File,
+    buf: Vec<u8>,
+    start: usize,
+    filled: usize,
+    offset: u64,
+    index: u64,
+    max_line: usize,
+}
+
+impl Lines<'_> {
+    fn run(&mut self, sink: &mut dyn LineSink) -> std::io::Result<()> {
+        // `buf[start..searched]` holds no newline.
+        let mut searched = 0;
+        loop {
+            if let Some(k) = memchr::memchr(b'\n', &self.buf[searched..self.filled]) {
+                let end = searched + k;
+                let len = end - self.start;
+                let keep_going = if len >= self.max_line {
+                    self.skipped(len as u64);
+                    true
+                } else {
+                    let keep_going = sink.line(self.index, &self.buf[self.start..end]);
+                    self.offset += len as u64 + 1;
+                    self.index += 1;
+                    keep_going
+                };
+                self.start = end + 1;
+                searched = self.start;
+                if !keep_going {
+                    return Ok(());
+                }
+                continue;
+            }
+            let pending = self.filled - self.start;
+            if pending >= self.max_line {
+                // Over the limit: the rest of the line goes through the buffer and is dropped.
+                if !self.skip_rest(pending as u64)? {
+                    return Ok(());
+                }
+                searched = self.start;
+                continue;
+            }
+            self.make_room();
+            searched = self.filled;
+            let n = read_some(&mut self.file, &mut self.buf[self.filled..])?;
+            if n == 0 {
                 // The end of the file before a newline: a write in flight, not consumed.
-                return Ok((offset, index));
+                return Ok(());
             }
-            // Over the limit: skip to the newline through a small buffer.
-            line = Vec::new();
-            let mut scratch = Vec::with_capacity(64 * 1024);
-            loop {
-                scratch.clear();
-                let k = (&mut reader)
-                    .take(1 << 20)
-                    .read_until(b'\n', &mut scratch)
-                    .map_err(|e| SessionError::io(path, e))?;
-                if k == 0 {
-                    return Ok((offset, index));
-                }
-                len += k as u64;
-                if scratch.last() == Some(&b'\n') {
-                    break;
-                }
-            }
-            offset += len;
-            tracing::warn!(file = %path.display(), line = index + 1, bytes = len, limit = max_line, "skipping a line longer than the limit");
-            index += 1;
-            continue;
+            self.filled += n;
         }
-        offset += len;
-        let keep_going = sink.line(index, &line[..line.len() - 1]);
-        index += 1;
-        if !keep_going {
-            return Ok((offset, index));
+    }
+
+    /// Moves the line being read to the front of the buffer when little room is left after
+    /// it, and grows the buffer when the line fills it (doubling, never past the limit).
+    fn make_room(&mut self) {
+        if self.start == self.filled {
+            (self.start, self.filled) = (0, 0);
+        }
+        let free = self.buf.len() - self.filled;
+        if self.start > 0 && free < self.buf.len() / 4 {
+            self.buf.copy_within(self.start..self.filled, 0);
+            self.filled -= self.start;
+            self.start = 0;
+        }
+        if self.buf.len() < READ {
+            self.buf.resize(READ, 0);
+        } else if self.filled == self.buf.len() {
+            let len = (self.buf.len() * 2).min(self.max_line.max(self.buf.len() + 1));
+            self.buf.resize(len, 0);
+        }
+    }
+
+    /// Reads past the rest of an over-long line of which `len` bytes were read: `false` when
+    /// the file ends first (the line is not consumed).
+    fn skip_rest(&mut self, mut len: u64) -> std::io::Result<bool> {
+        (self.start, self.filled) = (0, 0);
+        loop {
+            let n = read_some(&mut self.file, &mut self.buf)?;
+            if n == 0 {
+                return Ok(false);
+            }
+            if let Some(k) = memchr::memchr(b'\n', &self.buf[..n]) {
+                self.skipped(len + k as u64);
+                (self.start, self.filled) = (k + 1, n);
+                return Ok(true);
+            }
+            len += n as u64;
+        }
+    }
+
+    /// A line of `len` bytes (its newline not counted) over the limit: counted, not fed.
+    fn skipped(&mut self, len: u64) {
+        tracing::warn!(file = %self.path.display(), line = self.index + 1, bytes = len + 1, limit = self.max_line, "skipping a line longer than the limit");
+        self.offset += len + 1;
+        self.index += 1;
+    }
+}
+
+/// One `read`, retried when a signal interrupts it.
+fn read_some(file: &mut fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match file.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
         }
     }
 }

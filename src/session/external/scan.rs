@@ -21,6 +21,7 @@ use crate::session::query::{
     sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot,
 };
 use crate::sync::LockExt;
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -60,19 +61,23 @@ struct DatabaseListing {
 #[derive(Default)]
 struct Listing {
     /// Directory → its stamp and its entries (subdirectories or session files).
-    dirs: HashMap<PathBuf, (Option<SystemTime>, Vec<PathBuf>)>,
+    dirs: FxHashMap<PathBuf, (Option<SystemTime>, Vec<PathBuf>)>,
     /// Session file → its stamp and head (`None`: incomplete or not this agent's format).
-    heads: HashMap<PathBuf, (FileStamp, Option<Head>)>,
-    by_id: HashMap<String, PathBuf>,
+    heads: FxHashMap<PathBuf, (FileStamp, Option<Head>)>,
+    by_id: FxHashMap<String, PathBuf>,
     list: Option<Arc<Vec<SessionSummary>>>,
     /// Session file → why it is not listed (the read's error, naming the file).
-    errors: HashMap<PathBuf, String>,
+    errors: FxHashMap<PathBuf, String>,
     /// Listed session files whose head was incomplete at the last listing, with their stamp:
     /// the only files a listing must look at again while no directory changed.
     incomplete: Vec<(PathBuf, FileStamp)>,
     /// Heads the persistent listing holds, each used once the walk finds its file still there
     /// and continued (emptied after the first listing).
-    restored: HashMap<PathBuf, (FileStamp, Head)>,
+    restored: FxHashMap<PathBuf, (FileStamp, Head)>,
+    /// The stamps the last pass over the files took, and when: a title read right after a
+    /// listing takes its file's stamp from here instead of a `stat` of its own.
+    fresh: FxHashMap<PathBuf, FileStamp>,
+    fresh_at: Option<std::time::Instant>,
     /// The persistent listing was read (or there is none to read).
     loaded: bool,
     /// A head was read since the persistent listing was last written.
@@ -84,6 +89,9 @@ struct TitleEntry {
     line: u64,
     state: Box<dyn TitleScan>,
 }
+
+/// How long a stamp the listing took stands in for a title read's own `stat`.
+const FRESH: Duration = Duration::from_secs(2);
 
 /// Directory stamps this close to now may still change within their granularity.
 pub(super) const SETTLE: Duration = Duration::from_secs(2);
@@ -120,7 +128,7 @@ impl ExternalSessions {
                 side: agent.format().side_names(&home),
                 home,
                 listing: Mutex::new(Listing::default()),
-                titles: Mutex::new(HashMap::new()),
+                titles: Mutex::new(FxHashMap::default()),
                 database: Mutex::new(None),
                 cache,
                 titles_dirty: AtomicBool::new(false),
@@ -170,8 +178,38 @@ impl ExternalSessions {
         if let Some(path) = self.lookup(own) {
             return Ok(path);
         }
+        if let Some(path) = self.remembered_path(own) {
+            return Ok(path);
+        }
         self.list_sessions_blocking()?;
         self.lookup(own).ok_or_else(|| not_found(id))
+    }
+
+    /// The file of session `own` as the persistent listing remembers it, before this process
+    /// listed: only when no other remembered file claims the id and `stat` says the file is
+    /// still the same (same inode, not shorter) and readable. A new process that reads one
+    /// session (`prepare`) then checks one file, not the whole home.
+    fn remembered_path(&self, own: &str) -> Option<PathBuf> {
+        let mut listing = self.inner.listing.locked();
+        if listing.list.is_some() {
+            return None;
+        }
+        if !listing.loaded {
+            listing.loaded = true;
+            let root = self.inner.home.join(Self::sessions_subdir(self.agent()));
+            self.restore(&mut listing, &root);
+        }
+        let mut claims = listing
+            .restored
+            .iter()
+            .filter(|(_, (_, head))| head.id == own);
+        let (path, (old, _)) = claims.next()?;
+        if claims.next().is_some() {
+            return None;
+        }
+        let meta = fs::metadata(path).ok()?;
+        let same = meta.is_file() && FileStamp::of(&meta).continues(*old) && readable(path);
+        same.then(|| path.clone())
     }
 
     fn lookup(&self, own: &str) -> Option<PathBuf> {
@@ -250,7 +288,7 @@ impl ExternalSessions {
                 return Ok(list);
             }
         }
-        let mut by_id: HashMap<String, PathBuf> = HashMap::new();
+        let mut by_id: FxHashMap<String, PathBuf> = FxHashMap::default();
         let mut list = Vec::new();
         for file in &files {
             let Some((_, Some(head))) = listing.heads.get(file) else {
@@ -275,7 +313,7 @@ impl ExternalSessions {
         listing.by_id = by_id;
         listing.list = Some(list.clone());
         // What the persistent listing held for files the walk did not find is gone.
-        listing.restored = HashMap::new();
+        listing.restored = FxHashMap::default();
         persist(&self.inner, &mut listing);
         Ok(list)
     }
@@ -390,8 +428,10 @@ impl ExternalSessions {
             return Ok(self.database_row(id)?.title);
         }
         let path = self.path_of(id)?;
-        let meta = fs::metadata(&path).map_err(|e| SessionError::io(&path, e))?;
-        let stamp = FileStamp::of(&meta);
+        let stamp = match self.fresh_stamp(&path) {
+            Some(stamp) => stamp,
+            None => FileStamp::of(&fs::metadata(&path).map_err(|e| SessionError::io(&path, e))?),
+        };
         // The entry is taken out while its file is read, so other titles are read meanwhile.
         let entry = self.inner.titles.locked().remove(&path);
         let (mut entry, fresh) = match entry {
@@ -416,6 +456,15 @@ impl ExternalSessions {
         let title = entry.state.choose(self.inner.side.as_deref(), own);
         self.inner.titles.locked().insert(path, (stamp, entry));
         Ok(title)
+    }
+
+    /// The stamp the listing took of `path` if it took one within [`FRESH`]. A title read with
+    /// a stamp a moment old is still right: its scan reads the file to its end whatever the
+    /// stamp said, and a file that changed since differs from that stamp at the next read.
+    fn fresh_stamp(&self, path: &Path) -> Option<FileStamp> {
+        let listing = self.inner.listing.locked();
+        let recent = listing.fresh_at.is_some_and(|at| at.elapsed() < FRESH);
+        recent.then(|| listing.fresh.get(path).copied()).flatten()
     }
 
     /// The titles of `ids` (namespaced), in order, read on every core: a first listing of a
@@ -577,6 +626,8 @@ impl Drop for Inner {
 /// the listing changed.
 fn read_heads(agent: ExternalAgent, listing: &mut Listing, files: &[PathBuf]) -> bool {
     let mut changed = false;
+    listing.fresh.clear();
+    listing.fresh_at = Some(std::time::Instant::now());
     for file in files {
         let known = listing
             .heads
@@ -589,6 +640,7 @@ fn read_heads(agent: ExternalAgent, listing: &mut Listing, files: &[PathBuf]) ->
             continue;
         };
         let stamp = FileStamp::of(&meta);
+        listing.fresh.insert(file.clone(), stamp);
         if known.map(|(s, _)| s) == Some(stamp) {
             continue;
         }
@@ -642,7 +694,7 @@ fn readable(file: &Path) -> bool {
 /// Re-reads `dir` when its stamp changed; answers whether it did. `subdirs` keeps directories,
 /// else files. A missing directory has no entries.
 fn refresh_dir(
-    dirs: &mut HashMap<PathBuf, (Option<SystemTime>, Vec<PathBuf>)>,
+    dirs: &mut FxHashMap<PathBuf, (Option<SystemTime>, Vec<PathBuf>)>,
     dir: &Path,
     now: SystemTime,
     subdirs: bool,
