@@ -692,7 +692,7 @@ fn not_found(id: &str) -> SessionError {
 }
 
 /// Remembers what one file's scan found, keyed by its stamp.
-type Stamped<T> = rustc_hash::FxHashMap<PathBuf, (scan::FileStamp, T)>;
+type Stamped<T> = rustc_hash::FxHashMap<std::ffi::OsString, (scan::FileStamp, T)>;
 
 #[cfg(test)]
 mod tests {
