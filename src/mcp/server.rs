@@ -7,9 +7,11 @@
 //! milliseconds at 100,000 sessions) and no row is loaded for it. Until this process's indexer
 //! has finished its first pass, the index may be behind the home (sessions written or removed
 //! while no server ran), so the ranking is made whole against the store's listing (sessions
-//! gone from disk left out, sessions the index lacks merged in by creation time, labelled by id
-//! until indexed): the first list of a cold start names every session on disk. A new home is
-//! listed by a walk of the store instead, labelled by ids until the index has the rows. The
+//! gone from disk left out, sessions the index lacks merged in by creation time): the first list
+//! of a cold start names every session on disk. A new home is listed by a walk of the store
+//! instead. A session the index does not hold yet is labelled by its source's own title (an
+//! agent's persistent listing answers from what a previous process read; issue 35), by its id
+//! only when the source has no title for it. The
 //! indexer (and its watcher) starts only after the first answer is out, so that answer never
 //! shares the cores with a pass over the whole home; the pass then brings the index, and so the
 //! list, up to date with the home, and the change notifier tells the host.
@@ -24,7 +26,8 @@
 //! Proof: `tests/mcp/` (the real binary through `rmcp`'s client, and in process over
 //! `tokio::io::duplex`), including a warm start whose index is behind the home
 //! (`a_warm_start_lists_every_session_on_disk_at_once_and_then_labels_the_new_ones`), and
-//! `listing::tests::a_cold_start_merges_unindexed_sessions_in_rank_order`.
+//! `listing::tests::a_cold_start_merges_unindexed_sessions_in_rank_order`, and
+//! `a_first_list_titles_agent_sessions_no_index_holds` (agent sessions titled in a first list).
 
 pub use super::completion::COMPLETIONS;
 use super::completion::{is_placeholder, unique_tokens};

@@ -4,7 +4,9 @@
 //! Purpose: every file agent's parsers are pure sinks over complete lines ([`LineSink`]); this
 //! file is the one place their files are read. Invariant: only a regular file is read, without
 //! blocking; a line in flight (no newline yet) is neither fed nor consumed; no line longer than
-//! the limit is held in memory; memory stays bounded whatever the file. Proof: the tests of
+//! the limit is held in memory; memory stays bounded whatever the file (one buffer, as long as
+//! the longest line fed, at most the limit); a byte is copied once, from the kernel into that
+//! buffer, and a line is fed from where it lies. Proof: the tests of
 //! `tests/reliability_external_lines.rs` and `tests/reliability_linear_readers.rs`.
 
 use crate::session::error::{Result, SessionError};
