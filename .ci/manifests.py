@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
 """The release manifests agree with Cargo.toml and with each other.
 
-No host's JSON schema is available offline here, so this checks the facts the hosts and the MCP
-registry read: every manifest's version is the crate's, server.json's name is the `mcp-name:`
+server.json is validated against the MCP registry's published schema (vendored in .ci/schemas/,
+see its README; `jsonschema` comes from PyPI, pinned in .ci/run). The Claude Code plugin and
+the Gemini CLI extension have no published schema: the real hosts load them in
+tests/hosts/hosts.sh. Then the facts the hosts and the registry read: every manifest's version is the crate's, server.json's name is the `mcp-name:`
 line of README.md and the npm launcher's `mcpName`, its package is this crate on crates.io, and
 every manifest starts the server as `dsh-refs mcp`; every public address (homepage, repository,
 the registry name's owner, the Homebrew tap) is derived from Cargo.toml's `repository`.
 """
+import copy
+import hashlib
 import json
 import re
 import sys
 import tomllib
+
+import jsonschema
 
 cargo = tomllib.load(open("Cargo.toml", "rb"))["package"]
 version = cargo["version"]
@@ -30,6 +36,22 @@ def check(cond, message):
 if len(cargo["description"]) > 100:
     errors.append("Cargo.toml description is longer than 100 characters")
 server = load("server.json")
+# The MCP registry's schema, as vendored (its hash is the one .ci/schemas/README.md names).
+SCHEMA = ".ci/schemas/server.schema.json"
+SCHEMA_SHA256 = "3fba09590c99f61735d234822279f4223fab9e300c0a81e81c91ab62a4114de0"
+with open(SCHEMA, "rb") as f:
+    raw = f.read()
+check(hashlib.sha256(raw).hexdigest() == SCHEMA_SHA256, f"{SCHEMA} is not the vendored file")
+schema = json.loads(raw)
+validator = jsonschema.Draft7Validator(schema, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
+for error in validator.iter_errors(server):
+    errors.append(f"server.json{error.json_path[1:]}: {error.message} (registry schema)")
+check(server.get("$schema") == schema["$id"], f"server.json $schema is not {schema['$id']}")
+# The validator refuses what the registry refuses, so its silence above means something.
+broken = copy.deepcopy(server)
+broken["packages"][0].pop("transport")
+broken["description"] = "x" * 101
+check(len(list(validator.iter_errors(broken))) == 2, "the registry schema accepted a broken server.json")
 readme = open("README.md", encoding="utf-8").read()
 names = re.findall(r"mcp-name:\s*(\S+)", readme)
 check(names == [server["name"]], f"README.md mcp-name {names} is not server.json's {server['name']}")

@@ -137,30 +137,34 @@ impl ServerHandler for Server {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        exposed(self.expose().resources, "resources/list")?;
-        let entries = self.entries().await?;
-        self.tell(Server::fingerprint(&entries), true);
-        self.start_background();
-        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
-        let (page, next) =
-            listing::page(&entries, cursor).map_err(|e| McpError::invalid_params(e, None))?;
-        let resources = page
-            .iter()
-            .map(|e| {
-                Resource::new(e.uri(), e.label.clone())
-                    .with_title(e.label.clone())
-                    .with_description(e.description())
-                    .with_mime_type(MIME)
-            })
-            .collect();
-        let mut result = ListResourcesResult::with_all_items(resources);
-        result.next_cursor = next;
-        if modern(&context) {
-            result = result
-                .with_ttl_ms(LIST_TTL_MS)
-                .with_cache_scope(CacheScope::Private);
+        async move {
+            exposed(self.expose().resources, "resources/list")?;
+            let entries = self.entries().await?;
+            self.tell(Server::fingerprint(&entries), true);
+            self.start_background();
+            let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+            let (page, next) =
+                listing::page(&entries, cursor).map_err(|e| McpError::invalid_params(e, None))?;
+            let resources = page
+                .iter()
+                .map(|e| {
+                    Resource::new(e.uri(), e.label.clone())
+                        .with_title(e.label.clone())
+                        .with_description(e.description())
+                        .with_mime_type(MIME)
+                })
+                .collect();
+            let mut result = ListResourcesResult::with_all_items(resources);
+            result.next_cursor = next;
+            if modern(&context) {
+                result = result
+                    .with_ttl_ms(LIST_TTL_MS)
+                    .with_cache_scope(CacheScope::Private);
+            }
+            Ok(result)
         }
-        Ok(result)
+        .await
+        .map_err(clean)
     }
 
     async fn read_resource(
@@ -168,26 +172,31 @@ impl ServerHandler for Server {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        exposed(self.expose().resources, "resources/read")?;
-        let id = decode_session_reference_uri(&request.uri).map_err(|err| {
-            McpError::invalid_params(
-                format!("not a dsh-session: URI: {}", request.uri),
-                Some(error_data(&err)),
-            )
-        })?;
-        let text = self.read_text(&id).await;
-        self.start_background();
-        let modern = modern(&context);
-        let text = text.map_err(|e| not_found_names_uri(e, &request.uri, modern))?;
-        let mut result = ReadResourceResult::new(vec![
-            ResourceContents::text(text, request.uri).with_mime_type(MIME)
-        ]);
-        if modern {
-            // Read afresh every time: a session grows while it is referenced.
-            result.ttl_ms = Some(0);
-            result.cache_scope = Some(CacheScope::Private);
+        async move {
+            exposed(self.expose().resources, "resources/read")?;
+            let id = decode_session_reference_uri(&request.uri).map_err(|err| {
+                McpError::invalid_params(
+                    format!("not a dsh-session: URI: {}", request.uri),
+                    Some(error_data(&err)),
+                )
+            })?;
+            let text = self.read_text(&id).await;
+            self.start_background();
+            let modern = modern(&context);
+            let text = text.map_err(|e| not_found_names_uri(e, &request.uri, modern))?;
+            let mut result =
+                ReadResourceResult::new(vec![
+                    ResourceContents::text(text, request.uri).with_mime_type(MIME)
+                ]);
+            if modern {
+                // Read afresh every time: a session grows while it is referenced.
+                result.ttl_ms = Some(0);
+                result.cache_scope = Some(CacheScope::Private);
+            }
+            Ok(result.into())
         }
-        Ok(result.into())
+        .await
+        .map_err(clean)
     }
 
     async fn list_prompts(
@@ -221,34 +230,38 @@ impl ServerHandler for Server {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        exposed(self.expose().prompts, "prompts/get")?;
-        if request.name != PROMPT {
-            return Err(McpError::invalid_params(
-                format!(
-                    "unknown prompt {:?} (the one prompt is {PROMPT:?})",
-                    request.name
-                ),
-                None,
-            ));
-        }
-        let value = request
-            .arguments
-            .as_ref()
-            .and_then(|a| a.get(ARGUMENT))
-            .and_then(|v| v.as_str())
-            .ok_or_else(|| {
-                McpError::invalid_params(
-                    format!("the {PROMPT} prompt needs the {ARGUMENT:?} argument"),
+        async move {
+            exposed(self.expose().prompts, "prompts/get")?;
+            if request.name != PROMPT {
+                return Err(McpError::invalid_params(
+                    format!(
+                        "unknown prompt {:?} (the one prompt is {PROMPT:?})",
+                        request.name
+                    ),
                     None,
-                )
-            })?;
-        let id = self.resolve(value).await?;
-        let text = self.read_text(&id).await?;
-        Ok(
-            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
-                .with_description(format!("session {}", crate::escape::escape_line(&id)))
-                .into(),
-        )
+                ));
+            }
+            let value = request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get(ARGUMENT))
+                .and_then(|v| v.as_str())
+                .ok_or_else(|| {
+                    McpError::invalid_params(
+                        format!("the {PROMPT} prompt needs the {ARGUMENT:?} argument"),
+                        None,
+                    )
+                })?;
+            let id = self.resolve(value).await?;
+            let text = self.read_text(&id).await?;
+            Ok(
+                GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+                    .with_description(format!("session {}", crate::escape::escape_line(&id)))
+                    .into(),
+            )
+        }
+        .await
+        .map_err(clean)
     }
 
     async fn complete(
@@ -256,16 +269,27 @@ impl ServerHandler for Server {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        let ours = matches!(&request.r#ref, Reference::Prompt(p) if p.name == PROMPT)
-            && request.argument.name == ARGUMENT
-            && self.expose().prompts;
-        if !ours {
-            return Ok(CompleteResult::default());
+        async move {
+            let ours = matches!(&request.r#ref, Reference::Prompt(p) if p.name == PROMPT)
+                && request.argument.name == ARGUMENT
+                && self.expose().prompts;
+            if !ours {
+                return Ok(CompleteResult::default());
+            }
+            let values = self.complete_session(&request.argument.value).await?;
+            let info = CompletionInfo::new(values).map_err(internal)?;
+            Ok(CompleteResult::new(info))
         }
-        let values = self.complete_session(&request.argument.value).await?;
-        let info = CompletionInfo::new(values).map_err(internal)?;
-        Ok(CompleteResult::new(info))
+        .await
+        .map_err(clean)
     }
+}
+
+/// An error on its way out, its messages escaped for a terminal (the stdio wire does this for
+/// every message; over HTTP the handler's answers reach the host without it).
+fn clean(mut error: McpError) -> McpError {
+    super::wire::neutralise(&mut error);
+    error
 }
 
 /// A method of a part `--expose` left out answers "method not found", naming the method.

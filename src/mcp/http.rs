@@ -11,11 +11,15 @@
 //! is not the server's own gets 403 even with the token, one whose `Host` is not the server's
 //! 403 (`rmcp`'s DNS-rebinding checks, given our lists); the token is never printed (a
 //! generated one goes to a 0600 file under the home, whose path is printed); a client that
-//! goes away mid-stream ends only its own streams.
+//! goes away mid-stream ends only its own streams; every POST that names an id gets a JSON-RPC
+//! answer by that id (a body `rmcp` would mistype or refuse with bare text is answered here,
+//! as the stdio wire answers it), and no answer carries a raw control back (handler errors are
+//! escaped where they are made, a method name we do not serve before `rmcp` could echo it).
 //! Proof: `tests/mcp/http.rs` over loopback with a real HTTP client (both eras, several clients,
-//! a client dropped mid-stream, every refusal).
+//! a client dropped mid-stream, every refusal, every malformed request).
 
 use super::server::Server;
+use super::wire;
 use super::{Options, ServeError};
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
@@ -173,6 +177,80 @@ async fn authorize(State(token): State<Arc<String>>, request: Request, next: Nex
     }
 }
 
+/// A JSON-RPC answer of our own, as an `application/json` body.
+fn json_answer(status: StatusCode, answer: &serde_json::Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        answer.to_string(),
+    )
+        .into_response()
+}
+
+/// Lets through to `rmcp` only a POST body that the stdio wire would hand it ([`wire::admit`]);
+/// answers every other body here, as JSON-RPC by its id: invalid params (HTTP 200) for a
+/// served method whose params `rmcp` would mistype as an unknown method, an invalid request or
+/// a parse error (HTTP 400) for a body it would refuse with a bare text. A request for a
+/// method we do not serve whose name needs escaping is answered "method not found" here, its
+/// name spelled visibly (`rmcp` echoes a method name raw). Other methods (GET, DELETE) pass.
+async fn admit_http(request: Request, next: Next) -> Response {
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, wire::MAX_LINE_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            let answer = wire::error(
+                serde_json::Value::Null,
+                wire::INVALID_REQUEST,
+                format!(
+                    "the request is longer than {} bytes, or its body failed",
+                    wire::MAX_LINE_BYTES
+                ),
+            );
+            return json_answer(StatusCode::PAYLOAD_TOO_LARGE, &answer);
+        }
+    };
+    match wire::admit(&bytes) {
+        wire::Admit::Reply(answer) => {
+            let status = if answer["error"]["code"] == wire::INVALID_PARAMS {
+                StatusCode::OK
+            } else {
+                StatusCode::BAD_REQUEST
+            };
+            json_answer(status, &answer)
+        }
+        wire::Admit::Skip => {
+            let answer = wire::error(
+                serde_json::Value::Null,
+                wire::PARSE_ERROR,
+                "the body is not a JSON-RPC message".into(),
+            );
+            json_answer(StatusCode::BAD_REQUEST, &answer)
+        }
+        wire::Admit::Message(message) => {
+            if let rmcp::service::RxJsonRpcMessage::<rmcp::RoleServer>::Request(request) =
+                message.as_ref()
+            {
+                if let rmcp::model::ClientRequest::CustomRequest(custom) = &request.request {
+                    let shown = crate::escape::escape_line(&custom.method);
+                    if matches!(shown, std::borrow::Cow::Owned(_)) {
+                        let answer = wire::error(
+                            serde_json::to_value(&request.id).unwrap_or_default(),
+                            wire::METHOD_NOT_FOUND,
+                            format!("method not found: {shown}"),
+                        );
+                        return json_answer(StatusCode::OK, &answer);
+                    }
+                }
+            }
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
+        }
+    }
+}
+
 /// The hosts (any port) and origins (this port) a request may name: loopback, and the bound
 /// address when it is a specific one.
 fn allowed(addr: SocketAddr) -> (Vec<String>, Vec<String>) {
@@ -226,9 +304,13 @@ pub async fn serve_http(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let router = axum::Router::new().route_service(ENDPOINT, service).layer(
-        axum::middleware::from_fn_with_state(Arc::new(token), authorize),
-    );
+    let router = axum::Router::new()
+        .route_service(ENDPOINT, service)
+        .layer(axum::middleware::from_fn(admit_http))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(token),
+            authorize,
+        ));
     let stopped = stop.clone();
     let serving = axum::serve(listener, router)
         .with_graceful_shutdown(async move { stopped.cancelled().await })

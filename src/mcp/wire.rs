@@ -46,6 +46,8 @@ pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 /// A method we serve, with params of the wrong shape.
 pub const INVALID_PARAMS: i64 = -32602;
+/// A method we do not serve.
+pub const METHOD_NOT_FOUND: i64 = -32601;
 
 /// The requests this server answers, with the shape of their params for the error message.
 const SERVED: &[(&str, &str)] = &[
@@ -339,21 +341,24 @@ async fn write_line(writer: &Writer, value: &impl serde::Serialize) -> std::io::
 /// descriptions are cleaned where they are made (`listing::clean`).
 fn neutralised(mut item: TxJsonRpcMessage<RoleServer>) -> TxJsonRpcMessage<RoleServer> {
     if let TxJsonRpcMessage::<RoleServer>::Error(error) = &mut item {
-        let message = crate::escape::escape_multiline(&error.error.message);
-        if let std::borrow::Cow::Owned(message) = message {
-            error.error.message = message.into();
-        }
-        if let Some(Value::String(inner)) = error
-            .error
-            .data
-            .as_mut()
-            .and_then(|data| data.get_mut("message"))
-        {
-            let escaped = crate::escape::escape_line(inner).into_owned();
-            *inner = escaped;
-        }
+        neutralise(&mut error.error);
     }
     item
+}
+
+/// Escapes an error's message (line breaks kept) and its `data.message` (one line) for a
+/// terminal, in place; text with nothing to escape is left as it is, so escaping twice is
+/// escaping once.
+pub(crate) fn neutralise(error: &mut rmcp::ErrorData) {
+    let message = crate::escape::escape_multiline(&error.message);
+    if let std::borrow::Cow::Owned(message) = message {
+        error.message = message.into();
+    }
+    if let Some(Value::String(inner)) = error.data.as_mut().and_then(|data| data.get_mut("message"))
+    {
+        let escaped = crate::escape::escape_line(inner).into_owned();
+        *inner = escaped;
+    }
 }
 
 /// The server's transport over a byte stream pair (stdin/stdout, or a duplex in tests).

@@ -147,6 +147,8 @@ pub const MAX_HEADER_BYTES: usize = 4 << 20;
 /// Read-buffer sizes: small for headers (listing reads thousands), larger for whole scans.
 const HEADER_BUFFER: usize = 8 * 1024;
 const SCAN_BUFFER: usize = 256 * 1024;
+/// Room kept free in a frame buffer before each decompression step.
+const OUT_CHUNK: usize = 64 * 1024;
 
 /// Reads the whole valid prefix of the log at `path` into memory.
 pub fn read_log(path: &Path) -> Result<(LogScan, Vec<Record>)> {

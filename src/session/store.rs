@@ -51,6 +51,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 mod conversation;
+mod index;
 mod listing;
 mod listing_cache;
 mod locate;
@@ -61,9 +62,8 @@ mod stamp;
 mod title;
 
 use conversation::{Conversations, Keep};
-// The listing cache (a child of this module) names these as `super::…`.
-use listing::{rebuild, Index, LogEntry, Project};
-use stamp::Stamp;
+use index::Index;
+use listing::rebuild;
 use title::TitleEntry;
 
 /// Counters that show how much work the caches saved (tests and benchmarks read them).

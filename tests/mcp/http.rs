@@ -555,6 +555,89 @@ fn several_clients_at_once_and_one_dropped_mid_stream_hurts_nobody() {
     assert!(server.child.try_wait().unwrap().is_none(), "still serving");
 }
 
+/// A raw POST of `body` (bytes as given) with a 2026-07-28 client's headers, `method` in
+/// `Mcp-Method`: the status and the body's text.
+async fn post_raw(client: &Client, body: Vec<u8>, method: &str) -> (u16, String) {
+    let response = client
+        .http
+        .post(&client.url)
+        .bearer_auth(&client.token)
+        .header("Accept", ACCEPT)
+        .header("Content-Type", "application/json")
+        .header("MCP-Protocol-Version", MODERN)
+        .header("Mcp-Method", method)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+/// Issue 32 item 2 and 3 over HTTP: every request that names an id gets its answer by that id
+/// with the code JSON-RPC gives it (a wrongly typed or missing `uri` of `resources/read` is
+/// invalid params, never "method not found"; a lone surrogate likewise; nesting past the bound
+/// is an invalid request; broken JSON a parse error in a JSON-RPC body, never a bare HTTP text);
+/// nothing an answer carries back holds a raw control; and the server serves on afterwards.
+#[test]
+fn every_http_request_gets_its_json_rpc_answer_without_raw_controls() {
+    let (_dir, home) = demo_home();
+    let server = Http::start(&home, &[], &[]);
+    let token = std::fs::read_to_string(home.join("mcp-http-token")).unwrap();
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let raw_controls = |text: &str| {
+        text.chars()
+            .any(|c| (c.is_control() && c != '\n') || ('\u{202a}'..='\u{202e}').contains(&c))
+    };
+    runtime().block_on(async {
+        let client = Client::new(&server, token.trim());
+        let cases: [(&str, String, i64); 6] = [
+            ("resources/read", format!(r#"{{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{{"uri":5,{meta}}}}}"#), -32602),
+            ("resources/read", format!(r#"{{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{{"uri":null,{meta}}}}}"#), -32602),
+            ("resources/read", format!(r#"{{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{{{meta}}}}}"#), -32602),
+            ("resources/read", format!(r#"{{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{{"uri":["a"],{meta}}}}}"#), -32602),
+            ("prompts/get", format!(r#"{{"jsonrpc":"2.0","id":5,"method":"prompts/get","params":{{"name":"reference","arguments":{{"session":"\ud800"}},{meta}}}}}"#), -32602),
+            ("resources/list", format!(r#"{{"jsonrpc":"2.0","id":6,"method":"resources/list","params":{}{}}}"#, "[".repeat(5000), "]".repeat(5000)), -32600),
+        ];
+        for (method, body, code) in cases {
+            let (status, text) = post_raw(&client, body.clone().into_bytes(), method).await;
+            let answer = messages("text/event-stream", &format!("data: {text}"))
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| panic!("{body:.80}: status {status}, body {text:?}"));
+            let id: Value = serde_json::from_str::<Value>(&body[..body.find(",\"method\"").unwrap()].replacen("{\"jsonrpc\":\"2.0\",\"id\":", "", 1)).unwrap();
+            assert_eq!(answer["id"], id, "{body:.80}: {text}");
+            assert_eq!(answer["error"]["code"], code, "{body:.80}: {text}");
+        }
+        // Broken JSON: a JSON-RPC parse error, in a JSON body.
+        let (status, text) =
+            post_raw(&client, br#"{"jsonrpc":"2.0","id":7,"method":"resources/li"#.to_vec(), "resources/list").await;
+        assert_eq!(status, 400, "{text}");
+        let answer: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("a JSON-RPC body: {text:?}"));
+        assert_eq!(answer["error"]["code"], -32700, "{text}");
+        // A method name full of controls, and a URI full of them (a legacy session, which needs
+        // no Mcp-Name header): the answers spell them out.
+        let evil = "\u{1b}]0;pwned\u{7}\u{202e}\u{1b}[2J\u{9b}31m";
+        let body = json!({"jsonrpc":"2.0","id":8,"method":evil,"params":{"_meta":{
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let (_, text) = post_raw(&client, body.to_string().into_bytes(), "x").await;
+        let decoded: Vec<Value> = messages("text/event-stream", &format!("data: {text}"));
+        assert!(!decoded.is_empty() && !raw_controls(&decoded[0].to_string()) && !raw_controls(decoded[0]["error"]["message"].as_str().unwrap_or("")), "{text}");
+        let mut old = Client::new(&server, token.trim());
+        old.initialize().await;
+        for (id, uri) in [(9, format!("dsh-session:{evil}")), (10, format!("dsh-session:{}", dsh_session_references::reference::encode_session_reference_uri(evil).trim_start_matches("dsh-session:")))] {
+            let answer = old.legacy(id, "resources/read", json!({ "uri": uri })).await;
+            let message = answer["error"]["message"].as_str().unwrap_or_default();
+            let inner = answer["error"]["data"]["message"].as_str().unwrap_or_default();
+            assert!(answer["error"].is_object(), "{answer}");
+            assert!(!raw_controls(message) && !raw_controls(inner), "{answer}");
+        }
+        // Still serving.
+        let listed = client.modern(11, "resources/list", json!({})).await;
+        assert_eq!(listed["result"]["resources"].as_array().unwrap().len(), 8);
+    });
+}
+
 /// A plain HTTP client. reqwest is built without a crypto provider (the crate installs ring's
 /// when it makes its own clients); a test process installs it the same way before building one.
 fn http_client() -> reqwest::Client {

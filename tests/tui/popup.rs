@@ -319,7 +319,7 @@ fn bare_at_shows_recent_sessions_and_a_few_files() {
 /// the badge, taken from the registry.
 #[test]
 fn every_registered_agent_wears_its_name_as_the_badge() {
-    use dsh_session_references::session::external::agent::AGENTS;
+    use dsh_session_references::session::external::registry::AGENTS;
     let all: Vec<Candidate> = AGENTS
         .iter()
         .enumerate()

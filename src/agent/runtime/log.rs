@@ -12,7 +12,7 @@
 //! order and failures: `tests/agent/runtime.rs`, `tests/agent/write_failures.rs`,
 //! `tests/tui/write_safety.rs`.
 
-use super::state::State;
+use super::state::{staged_events, steering_ids, Staged, State};
 use super::step::Streamed;
 use super::{AgentError, AgentEvent, Inner};
 use crate::session::clock::now_ms;
@@ -353,6 +353,18 @@ impl Inner {
                 reason: error.to_string(),
             });
         }
+    }
+}
+
+impl Inner {
+    /// Takes everything staged in the outbox (FIFO) and hands it to the log as one batch, under
+    /// `state`'s lock; `None` when nothing was staged. Events of turn `turn`.
+    pub(super) fn drain_outbox(&self, state: &mut State, turn: u64) -> Option<Pending> {
+        let staged: Vec<Staged> = state.outbox.drain(..).collect();
+        (!staged.is_empty()).then(|| {
+            let ids = steering_ids(&staged);
+            self.append_locked(state, staged_events(turn, staged), ids)
+        })
     }
 }
 

@@ -4,7 +4,7 @@
 //! Purpose: what the agent decides under its state lock — is the window open, what is queued,
 //! what is staged — and how the staged messages become log events, in one room. The outbox is
 //! drained at three boundaries (before a model request, at a turn's stop, when a turn is
-//! cancelled or fails), all through [`Inner::drain_outbox`].
+//! cancelled or fails), all through [`Inner::drain_outbox`](super::Inner::drain_outbox).
 //!
 //! Invariant: the outbox drains whole and in FIFO order, as one batch handed to the log under
 //! the state lock that took it out (so the log order is the staging order, and a message staged
@@ -12,8 +12,7 @@
 //! reported unsent if it fails. Proof: `tests/agent/runtime.rs` (staging order, boundaries,
 //! steering earning another step) and `tests/agent/write_failures.rs` (unsent reports).
 
-use super::log::Pending;
-use super::{AgentStatus, Inner};
+use super::AgentStatus;
 use crate::session::{EventData, Message, NewEvent};
 use serde_json::{Map, Value};
 use std::collections::VecDeque;
@@ -91,16 +90,4 @@ pub(super) fn staged_events(turn: u64, staged: impl IntoIterator<Item = Staged>)
             Staged::Steering(m) => steering_event(turn, m),
         })
         .collect()
-}
-
-impl Inner {
-    /// Takes everything staged in the outbox (FIFO) and hands it to the log as one batch, under
-    /// `state`'s lock; `None` when nothing was staged. Events of turn `turn`.
-    pub(super) fn drain_outbox(&self, state: &mut State, turn: u64) -> Option<Pending> {
-        let staged: Vec<Staged> = state.outbox.drain(..).collect();
-        (!staged.is_empty()).then(|| {
-            let ids = steering_ids(&staged);
-            self.append_locked(state, staged_events(turn, staged), ids)
-        })
-    }
 }

@@ -1,4 +1,5 @@
-//! The one interface every other agent's format implements, and the registry of them.
+//! The one interface every other agent's format implements (the registry of them is
+//! [`super::registry`]).
 //!
 //! Purpose: everything that differs between Claude Code, Codex, Qwen Code and the agents to come
 //! lives behind [`AgentFormat`]: where the agent keeps its home (default directory, environment
@@ -11,17 +12,18 @@
 //! 1. A module `session/external/<name>.rs`: pure line parsers (a head scan, a title scan, a
 //!    conversation scan over complete lines, linear and bounded), a unit struct implementing
 //!    [`AgentFormat`], and unit tests over inline records.
-//! 2. One line in [`AGENTS`].
+//! 2. One line in [`AGENTS`](super::registry::AGENTS).
 //! 3. The home flag: a `--<name>-home` field in `cli::SharedFlags` and its entry in the list of
 //!    homes it hands to `SourceSet::from_homes`.
 //! 4. Fixtures written by the real CLI under `tests/data/fixtures/` with their provenance, and
 //!    tests: listing, projection, `prepare`, a vanished session, nothing written under the home,
 //!    and a drift guard over the record kinds the parser relies on.
 //!
-//! Invariant: the registry's names are unique, lowercase and not `dsh` (they are the id
-//! namespaces, `--sources` names and badges). Proof: the unit test below.
+//! Invariant: this file names no particular agent (each names it), so an agent's module and
+//! this interface never depend on each other both ways. Proof: `tests/architecture.rs`
+//! (`no_circles_of_files`).
 
-use super::scan::LineSink;
+use super::lines::LineSink;
 use super::{Conversation, Head};
 use crate::session::error::Result;
 use std::path::{Path, PathBuf};
@@ -126,49 +128,5 @@ pub trait SideNames: Send + Sync {
     /// A title the agent generated, if the side store has one.
     fn generated_title(&self, _own_id: &str) -> Option<String> {
         None
-    }
-}
-
-/// Every other agent this build reads, in the order sources are listed and flags documented.
-pub static AGENTS: &[&dyn AgentFormat] = &[
-    &super::claude::ClaudeCode,
-    &super::codex::Codex,
-    &super::qwen::QwenCode,
-    &super::gemini::GeminiCli,
-    #[cfg(feature = "discovery")]
-    &super::opencode::Opencode,
-];
-
-/// The registered agent named `name`.
-pub fn find(name: &str) -> Option<&'static dyn AgentFormat> {
-    AGENTS.iter().copied().find(|a| a.name() == name)
-}
-
-/// The registry's names, comma-separated (for messages).
-pub fn names() -> String {
-    AGENTS
-        .iter()
-        .map(|a| a.name())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_unique_lowercase_namespaces_and_not_dsh() {
-        let mut seen = std::collections::HashSet::new();
-        for agent in AGENTS {
-            let name = agent.name();
-            assert!(seen.insert(name), "{name} registered twice");
-            assert_ne!(name, "dsh");
-            assert!(
-                !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase()),
-                "{name}"
-            );
-            assert!(find(name).is_some());
-        }
     }
 }

@@ -18,7 +18,6 @@ use super::{parse_time, title_line, Conversation, Head, Item, ItemKind};
 use crate::session::error::{Result, SessionError};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 #[derive(Deserialize)]
@@ -440,29 +439,6 @@ fn request(message: &str) -> &str {
     match message.find(MARK) {
         Some(at) => &message[at + MARK.len()..],
         None => message,
-    }
-}
-
-/// `session_index.jsonl`: the last non-empty `thread_name` per id.
-#[derive(Default)]
-pub struct IndexScan {
-    /// Thread id → its last non-empty `thread_name`.
-    pub names: HashMap<String, String>,
-}
-
-impl LineSink for IndexScan {
-    fn line(&mut self, _: u64, bytes: &[u8]) -> bool {
-        #[derive(Deserialize)]
-        struct Entry {
-            id: String,
-            thread_name: Option<String>,
-        }
-        if let Ok(entry) = serde_json::from_slice::<Entry>(bytes) {
-            if let Some(name) = entry.thread_name.as_deref().and_then(title_line) {
-                self.names.insert(entry.id, name);
-            }
-        }
-        true
     }
 }
 

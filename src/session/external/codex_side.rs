@@ -12,11 +12,13 @@
 
 #[cfg(feature = "discovery")]
 use super::codex_state;
+use super::lines::LineSink;
 #[cfg(feature = "discovery")]
 use super::scan::SETTLE;
 use super::scan::{read_lines, FileStamp};
-use super::{agent::SideNames, codex, title_line};
+use super::{agent::SideNames, title_line};
 use crate::sync::LockExt;
+use serde::Deserialize;
 use std::collections::HashMap;
 use std::fs;
 #[cfg(feature = "discovery")]
@@ -96,7 +98,7 @@ impl CodexSide {
         };
         let stamp = |p: &Path| fs::symlink_metadata(p).ok().map(|m| FileStamp::of(&m));
         let stamps = db.as_deref().map_or((None, None), |db| {
-            (stamp(db), stamp(&codex_state::wal_of(db)))
+            (stamp(db), stamp(&super::sqlite_snapshot::wal_of(db)))
         });
         let fresh = cache
             .as_ref()
@@ -150,7 +152,7 @@ impl CodexSide {
                 index
             }
             _ => {
-                let mut scan = codex::IndexScan::default();
+                let mut scan = IndexScan::default();
                 if let Err(err) = read_lines(&path, 0, 0, &mut scan) {
                     tracing::warn!(file = %path.display(), error = %err, "could not read the Codex session index");
                 }
@@ -176,5 +178,28 @@ impl SideNames for CodexSide {
     /// The state database's generated title.
     fn generated_title(&self, own: &str) -> Option<String> {
         self.thread(own).1.as_deref().and_then(title_line)
+    }
+}
+
+/// `session_index.jsonl`: the last non-empty `thread_name` per id.
+#[derive(Default)]
+pub(super) struct IndexScan {
+    /// Thread id → its last non-empty `thread_name`.
+    pub(super) names: HashMap<String, String>,
+}
+
+impl LineSink for IndexScan {
+    fn line(&mut self, _: u64, bytes: &[u8]) -> bool {
+        #[derive(Deserialize)]
+        struct Entry {
+            id: String,
+            thread_name: Option<String>,
+        }
+        if let Ok(entry) = serde_json::from_slice::<Entry>(bytes) {
+            if let Some(name) = entry.thread_name.as_deref().and_then(title_line) {
+                self.names.insert(entry.id, name);
+            }
+        }
+        true
     }
 }

@@ -17,7 +17,7 @@
 //! 0.171 both ways (with its WAL, and checkpointed) and compares every file's bytes and mtime
 //! before and after, and that no `-wal`/`-shm`/`-journal` appeared.
 
-use super::sqlite_snapshot::{copy_capped, PrivateDir};
+use super::sqlite_snapshot::{copy_capped, wal_of, PrivateDir};
 use crate::session::files::{self, Symlinks};
 use rusqlite::{Connection, OpenFlags};
 use std::collections::HashMap;
@@ -56,13 +56,6 @@ pub fn newest_state_db(home: &Path) -> Option<PathBuf> {
         }
     }
     best.map(|(_, path)| path)
-}
-
-/// The path of a database's write-ahead log.
-pub fn wal_of(db: &Path) -> PathBuf {
-    let mut name = db.as_os_str().to_os_string();
-    name.push("-wal");
-    PathBuf::from(name)
 }
 
 /// Every thread's name and title in the state database `db`, read without writing under its

@@ -38,6 +38,7 @@ mod lines;
 pub mod opencode;
 mod persist;
 pub mod qwen;
+pub mod registry;
 mod scan;
 #[cfg(feature = "discovery")]
 mod sqlite_snapshot;
@@ -53,7 +54,7 @@ use std::sync::{Arc, Mutex};
 pub use scan::ExternalSessions;
 
 /// Which other agent wrote a session (named apart from [`crate::agent::Agent`], the runtime
-/// this crate runs): a handle on its entry in the registry ([`agent::AGENTS`]), compared and
+/// this crate runs): a handle on its entry in the registry ([`registry::AGENTS`]), compared and
 /// serialized by name.
 #[derive(Clone, Copy)]
 pub struct ExternalAgent(&'static dyn agent::AgentFormat);
@@ -91,7 +92,7 @@ impl ExternalAgent {
 
     /// Every registered agent, in registry order.
     pub fn all() -> impl Iterator<Item = ExternalAgent> {
-        agent::AGENTS.iter().map(|a| ExternalAgent(*a))
+        registry::AGENTS.iter().map(|a| ExternalAgent(*a))
     }
 
     /// The agent whose namespace `id` is in, if any.
@@ -103,7 +104,7 @@ impl ExternalAgent {
     /// The agent named `name` as `--sources` and the header's `source` key spell it (`claude`,
     /// `codex`, …); `None` for anything else (`dsh` included).
     pub fn parse(name: &str) -> Option<ExternalAgent> {
-        agent::find(name).map(ExternalAgent)
+        registry::find(name).map(ExternalAgent)
     }
 }
 
@@ -144,7 +145,7 @@ impl<'de> serde::Deserialize<'de> for ExternalAgent {
         ExternalAgent::parse(&name).ok_or_else(|| {
             serde::de::Error::custom(format!(
                 "unknown agent {name:?} (expected one of {})",
-                agent::names()
+                registry::names()
             ))
         })
     }
@@ -535,7 +536,7 @@ pub enum SourceChoiceError {
     /// A name other than dsh and the registered agents.
     #[error(
         "--sources {text:?}: unknown source {name:?} (expected dsh, {})",
-        agent::names()
+        registry::names()
     )]
     Unknown {
         /// The whole value.

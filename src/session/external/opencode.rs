@@ -36,9 +36,9 @@
 //! file's bytes, mode and mtime before and after.
 
 use super::agent::{AgentFormat, DatabaseFormat, DatabaseRow, SideNames, TitleScan};
-use super::codex_state::wal_of;
 use super::scan::LineSink;
 use super::sqlite_snapshot;
+use super::sqlite_snapshot::wal_of;
 use super::{title_line, Conversation, Head, Item, ItemKind};
 use crate::session::error::{Result, SessionError};
 use rusqlite::Connection;

@@ -740,10 +740,11 @@ fn refresh_dir(
         let Ok(kind) = entry.file_type() else {
             continue;
         };
-        // At the files' level anything but a directory is kept (a FIFO, a socket, a link): a
-        // session file that is not a readable regular file is then named in the listing's
-        // errors when its head is read, instead of vanishing without a word.
-        if kind.is_dir() == subdirs {
+        // At the files' level everything is kept (a FIFO, a socket, a link, a directory): one
+        // whose name makes it a session file but that is not a readable regular file is then
+        // named in the listing's errors when its head is read, instead of vanishing without a
+        // word; the names filter out the rest (a Claude Code session's own directory).
+        if !subdirs || kind.is_dir() {
             found.push(entry.path());
         }
     }

@@ -35,7 +35,6 @@
 //! the directory's bytes and mtimes unchanged); `tests/session/opencode_sessions.rs` over the
 //! home the real opencode wrote.
 
-use super::codex_state::wal_of;
 use crate::session::files::{self, Symlinks};
 use crate::sync::LockExt;
 use rusqlite::{Connection, OpenFlags};
@@ -45,6 +44,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
+
+/// The path of a database's write-ahead log.
+pub fn wal_of(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_os_string();
+    name.push("-wal");
+    PathBuf::from(name)
+}
 
 /// Snapshots kept at once (one per database; each holds one open file of ours).
 pub const MAX_SNAPSHOTS: usize = 4;

@@ -27,21 +27,23 @@ use serde::Serializer;
 use serde_json::{Map, Value};
 
 pub(crate) mod content;
+pub(crate) mod event;
 pub(crate) mod event_data;
 pub(crate) mod header;
 mod legacy;
 pub(crate) mod message;
 pub(crate) mod packed;
-pub(crate) mod record;
+mod record;
 pub(crate) mod reference_meta;
 pub(crate) mod shared;
 
 pub use content::ContentBlock;
+pub use event::{Event, SurfaceOp};
 pub use event_data::EventData;
 pub use header::{Extra, SessionHeader};
 pub use message::{join_text, DisplayContent, Envelope, Message, MessageSource, COMPACT_PLUGIN};
 pub use packed::{PackedChunks, PackedKind};
-pub use record::{Event, Record, SurfaceOp};
+pub use record::Record;
 pub use reference_meta::RecordedReference;
 pub use shared::{EventKind, RawData};
 

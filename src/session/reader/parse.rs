@@ -10,11 +10,12 @@
 //! version other than [`FORMAT_VERSION`] is [`SessionError::UnsupportedVersion`]. Proof:
 //! `tests/session/reliability_skim.rs`, `tests/session/versions.rs`.
 
-use super::scan::Parsed;
 use super::RecordSink;
 use crate::session::error::{Result, SessionError};
+use crate::session::format::Record;
 use crate::session::format::{SessionHeader, FORMAT_VERSION};
 use crate::session::skim;
+use crate::session::skim::Envelope;
 use std::path::Path;
 
 /// The lines of a batch: split at `\n`, without the empty piece after a final newline.
@@ -101,5 +102,32 @@ pub(super) fn invalid_header(path: &Path, reason: &str) -> SessionError {
     SessionError::InvalidHeader {
         path: path.to_path_buf(),
         reason: reason.to_string(),
+    }
+}
+
+/// One validated line of a batch, waiting for the rest of its batch.
+pub(super) enum Parsed<'a> {
+    Record(Record),
+    Envelope(Envelope<'a>),
+}
+
+impl Parsed<'_> {
+    pub(super) fn first_seq(&self) -> u64 {
+        match self {
+            Parsed::Record(r) => r.first_seq(),
+            Parsed::Envelope(e) => e.first_seq,
+        }
+    }
+    pub(super) fn seq_count(&self) -> u64 {
+        match self {
+            Parsed::Record(r) => r.seq_count(),
+            Parsed::Envelope(e) => e.seq_count,
+        }
+    }
+    pub(super) fn kind(&self) -> &str {
+        match self {
+            Parsed::Record(r) => r.kind(),
+            Parsed::Envelope(e) => e.kind,
+        }
     }
 }

@@ -12,12 +12,12 @@
 //! line), `tests/session/hostile_sessions.rs`, `tests/session/reliability_crash.rs`, and the
 //! skim differential tests (a skimmed line gives the sink the envelope a decoded one would).
 
-use super::parse::{lines, parse_line};
+use super::parse::{lines, parse_line, Parsed};
 use super::source::{Batch, Input, LineSource};
 use super::{Encoding, LogScan, RecordSink, TornTail};
 use crate::session::error::{Result, SessionError};
-use crate::session::format::{Record, SessionHeader};
-use crate::session::skim::{self, Envelope};
+use crate::session::format::SessionHeader;
+use crate::session::skim;
 use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -63,33 +63,6 @@ pub(super) struct ScanState {
     pub(super) valid_lines: u64,
     pub(super) missing_final_newline: bool,
     pub(super) torn_tail: Option<TornTail>,
-}
-
-/// One validated line of a batch, waiting for the rest of its batch.
-pub(super) enum Parsed<'a> {
-    Record(Record),
-    Envelope(Envelope<'a>),
-}
-
-impl Parsed<'_> {
-    pub(super) fn first_seq(&self) -> u64 {
-        match self {
-            Parsed::Record(r) => r.first_seq(),
-            Parsed::Envelope(e) => e.first_seq,
-        }
-    }
-    pub(super) fn seq_count(&self) -> u64 {
-        match self {
-            Parsed::Record(r) => r.seq_count(),
-            Parsed::Envelope(e) => e.seq_count,
-        }
-    }
-    pub(super) fn kind(&self) -> &str {
-        match self {
-            Parsed::Record(r) => r.kind(),
-            Parsed::Envelope(e) => e.kind,
-        }
-    }
 }
 
 impl ScanState {

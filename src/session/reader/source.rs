@@ -115,9 +115,6 @@ pub(super) struct LineSource<R: Read> {
     pub(super) mid_line: bool,
 }
 
-/// Room kept free in a frame buffer before each decompression step.
-pub(super) const OUT_CHUNK: usize = 64 * 1024;
-
 impl<R: Read> LineSource<R> {
     pub(super) fn new(
         path: &Path,
@@ -270,14 +267,14 @@ impl<R: Read> LineSource<R> {
             let mut finished = false;
             let mut failure = None;
             loop {
-                if self.buf.capacity() - self.buf.len() < OUT_CHUNK {
+                if self.buf.capacity() - self.buf.len() < super::OUT_CHUNK {
                     if self.buf.len() >= self.max_batch {
                         self.over_limit = true;
                         failure =
                             Some(format!("zstd frame inflates past {} bytes", self.max_batch));
                         break;
                     }
-                    self.buf.reserve(OUT_CHUNK.max(self.buf.len()));
+                    self.buf.reserve(super::OUT_CHUNK.max(self.buf.len()));
                 }
                 let before = self.buf.len();
                 // Decompresses into the spare capacity; the buffer's length follows.

@@ -10,7 +10,7 @@
 //! `tests/session/store.rs` and `tests/session/hostile_sessions.rs` (torn tails against
 //! corruption in both encodings) and `tests/reliability_bounded_memory.rs`.
 
-use super::source::OUT_CHUNK;
+use super::OUT_CHUNK;
 use super::{MAX_BATCH_BYTES, SCAN_BUFFER};
 use crate::session::format::{Record, TURN_END};
 use crate::session::skim;

@@ -27,14 +27,15 @@
 //! directories of a project are a sorted vector ([`SessionDirs`]), and ids are found through a
 //! table of positions ([`IdTable`]) instead of a map from id text to path.
 
+use super::index::{Index, Project};
 use super::listing_cache;
 use super::locate::{log_path, IdTable, Location};
 use super::project_dir::{open_log, ProjectDir};
-use super::session_dirs::SessionDirs;
+use super::session_dirs::LogEntry;
 use super::stamp::{FileStamp, Stamp};
 use super::{DiskStore, StoreStats};
 use crate::session::error::{Result, SessionError};
-use crate::session::format::{SessionHeader, FORMAT_VERSION};
+use crate::session::format::FORMAT_VERSION;
 use crate::session::paths::SESSIONS_DIR;
 use crate::session::query::{session_order, SessionSummary};
 use crate::session::reader::{self, Encoding};
@@ -47,66 +48,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-#[derive(Default)]
-pub(super) struct Index {
-    /// Whether this store tried the listing cache already, and when it last wrote it.
-    pub(super) cache: CacheState,
-    pub(super) root: Option<Stamp>,
-    /// Project directory (absolute, shared with every [`Location`] under it) → its sessions.
-    pub(super) projects: HashMap<Arc<Path>, Project>,
-    /// Session id → its position in `sorted` and `located` (first by path order when ids
-    /// collide).
-    pub(super) by_id: IdTable,
-    /// Where the log of each of `sorted`'s sessions is, by position.
-    pub(super) located: Vec<Location>,
-    /// The project directories [`Location::project`] counts in (as of the last rebuild).
-    pub(super) project_dirs: Vec<Arc<Path>>,
-    /// Logs of a format version this build cannot read, by session id (ids of readable logs
-    /// win): left out of the listing, answered by id with [`SessionError::UnsupportedVersion`].
-    pub(super) unsupported: HashMap<String, (PathBuf, u64)>,
-    pub(super) sorted: Arc<Vec<SessionSummary>>,
-    pub(super) stats: StoreStats,
-}
-
-/// The listing cache, as one store uses it.
-#[derive(Default, Clone, Copy)]
-pub(super) struct CacheState {
-    pub(super) loaded: bool,
-    pub(super) written: Option<Instant>,
-}
-
 /// A store that keeps a listing cache rewrites it at most this often (a new session changes the
 /// index; the next process checks a stale cache and lists only what changed).
 pub(super) const CACHE_REWRITE_EVERY: Duration = Duration::from_secs(60);
-
-#[derive(Default)]
-pub(super) struct Project {
-    pub(super) stamp: Option<Stamp>,
-    /// Session directory's name → its log, or `None` while the directory holds no readable log
-    /// yet.
-    pub(super) sessions: SessionDirs,
-    /// The last listing of this directory failed (warned about once, until it succeeds).
-    pub(super) unreadable: bool,
-    /// Session directory's name → the log whose header could not be read, and its stamp then:
-    /// an unchanged bad log is not read again on every listing.
-    pub(super) failed: HashMap<Arc<OsStr>, (Encoding, FileStamp)>,
-    /// Session directory's name → why its log is not listed (the read's error, naming the
-    /// file), for a command line to say what it left out.
-    pub(super) errors: HashMap<Arc<OsStr>, Arc<str>>,
-}
-
-#[derive(Clone)]
-pub(super) struct LogEntry {
-    /// Which of the two log names the session directory holds.
-    pub(super) log: Encoding,
-    pub(super) header: Arc<SessionHeader>,
-    /// The session directory's stamp taken before its header was read: the listing cache
-    /// trusts the header in a later process only while the directory still has this stamp.
-    pub(super) dir_stamp: Option<Stamp>,
-    /// Read or checked by this process (`false` for an entry the listing cache gave, until its
-    /// directory's stamp was compared).
-    pub(super) verified: bool,
-}
 
 impl DiskStore {
     /// The encoding new sessions should use: the home's existing one, else zstd (as dsh).

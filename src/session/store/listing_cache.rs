@@ -23,8 +23,10 @@
 //! over, so readers see the old file or the new one; a home whose `index` is not a plain
 //! directory (a symlink, a file) or cannot be written is left alone.
 
+use super::index::{Index, Project};
+use super::session_dirs::LogEntry;
 use super::session_dirs::SessionDirs;
-use super::{Index, LogEntry, Project, Stamp};
+use super::stamp::Stamp;
 use crate::session::format::SessionHeader;
 use crate::session::reader::Encoding;
 use serde_json::{Map, Value};

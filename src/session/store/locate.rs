@@ -8,7 +8,6 @@
 //! change of the listing under the same lock. Proof: `tests/session/store.rs` (reads by id
 //! after sessions are added, removed and replaced) and `tests/session/listing_cache.rs`.
 
-use super::listing::Index;
 use crate::session::query::SessionSummary;
 use crate::session::reader::Encoding;
 use std::ffi::OsStr;
@@ -60,26 +59,12 @@ impl IdTable {
 }
 
 /// Where a listed session's log is: its project directory (a position in
-/// [`Index::project_dirs`]), its session directory (a position in that project's
-/// [`SessionDirs`]) and the log's encoding. Valid until the next [`rebuild`], which every change
+/// [`Index::project_dirs`](super::listing::Index::project_dirs)), its session directory (a position in that project's
+/// [`SessionDirs`](super::session_dirs::SessionDirs)) and the log's encoding. Valid until the next [`rebuild`](super::listing::rebuild), which every change
 /// of a project's directories is followed by, under the same lock.
 #[derive(Clone, Copy)]
 pub(super) struct Location {
     pub(super) project: u32,
     pub(super) dir: u32,
     pub(super) log: Encoding,
-}
-
-impl Index {
-    /// The log file of the session at `at` in the listing.
-    pub(super) fn log_at(&self, at: usize) -> Option<PathBuf> {
-        let location = self.located.get(at)?;
-        let project = self.project_dirs.get(location.project as usize)?;
-        let (name, _) = self
-            .projects
-            .get(project)?
-            .sessions
-            .at(location.dir as usize)?;
-        Some(log_path(project, name, location.log))
-    }
 }

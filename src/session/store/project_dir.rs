@@ -61,24 +61,31 @@ impl ProjectDir<'_> {
 }
 
 /// The log inside the session directory `name` of `project` (at `session_dir`), opened: the
-/// zstd one preferred, as dsh. A name that is absent or not a regular file is passed over; a log
-/// that is there but cannot be opened (permissions) is answered with the error, so it is
-/// reported like an unreadable header. Two `open`s at most, relative to the project directory,
+/// zstd one preferred, as dsh. An absent name is passed over; one that is not a regular file (a
+/// FIFO, a directory, a link) is answered with its error unless the other encoding's log opens,
+/// and a log that is there but cannot be opened (permissions) with the error too, so each is
+/// reported like an unreadable header: one such file costs its one session, named. Two `open`s at most, relative to the project directory,
 /// and no `stat` by path: the kernel's path walks were most of a cold listing.
 pub(super) fn open_log(
     project: &ProjectDir,
     name: &OsStr,
     session_dir: &Path,
 ) -> Option<(Encoding, PathBuf, std::io::Result<fs::File>)> {
+    let mut not_regular = None;
     for encoding in [Encoding::Zstd, Encoding::Plain] {
         let path = session_dir.join(encoding.file_name());
         let opened = project
             .open(name, encoding.file_name())
             .unwrap_or_else(|| files::open_read(&path));
         match opened {
-            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::InvalidInput) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            // A FIFO, a directory or a link in a log's place: the other encoding's log may
+            // still be there; if not, this one is the session's, named as what it is.
+            Err(e) if e.kind() == ErrorKind::InvalidInput => {
+                not_regular.get_or_insert((encoding, path, Err(e)));
+            }
             opened => return Some((encoding, path, opened)),
         }
     }
-    None
+    not_regular
 }

@@ -9,7 +9,9 @@
 //! Invariant: the names are unique and sorted by their bytes. Proof: the tests below, and every
 //! listing test in `tests/session/` through the index.
 
-use super::listing::LogEntry;
+use super::stamp::Stamp;
+use crate::session::format::SessionHeader;
+use crate::session::reader::Encoding;
 use std::ffi::OsStr;
 use std::sync::Arc;
 
@@ -93,6 +95,19 @@ impl SessionDirs {
         self.dirs = dirs;
         changed
     }
+}
+
+#[derive(Clone)]
+pub(super) struct LogEntry {
+    /// Which of the two log names the session directory holds.
+    pub(super) log: Encoding,
+    pub(super) header: Arc<SessionHeader>,
+    /// The session directory's stamp taken before its header was read: the listing cache
+    /// trusts the header in a later process only while the directory still has this stamp.
+    pub(super) dir_stamp: Option<Stamp>,
+    /// Read or checked by this process (`false` for an entry the listing cache gave, until its
+    /// directory's stamp was compared).
+    pub(super) verified: bool,
 }
 
 #[cfg(test)]

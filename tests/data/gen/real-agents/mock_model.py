@@ -13,9 +13,11 @@ each reply belongs to:
   - a summarisation request (compaction) gets "SUMMARY-OF-EARLIER: ..." text;
   - a title request gets a short JSON title;
   - anything else: "reply to <prompt>".
-Every request is appended (method, path, a digest of the body) to the log named by --log.
+Every request is appended (method, path, a digest of the body) to the log named by --log; with
+--bodies, every POST body is also appended whole, one JSON line each (what the model received).
 
-Usage: mock_model.py --port-file FILE --log FILE   (binds an ephemeral port, writes it to FILE)
+Usage: mock_model.py --port-file FILE --log FILE [--bodies FILE]
+  (binds an ephemeral port, writes it to FILE)
 """
 import argparse
 import json
@@ -95,6 +97,7 @@ def is_title_request(system_text, texts, tools):
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     log_path = None
+    bodies_path = None
 
     def log_message(self, fmt, *args):
         pass
@@ -146,6 +149,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         req = self.body()
+        if self.bodies_path:
+            with LOCK, open(self.bodies_path, "a") as f:
+                f.write(json.dumps({"path": self.path, "body": req}) + "\n")
         path = self.path.split("?")[0]
         if path.endswith("/messages/count_tokens"):
             self.note({"method": "POST", "path": path})
@@ -320,8 +326,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port-file", required=True)
     ap.add_argument("--log", required=True)
+    ap.add_argument("--bodies")
     args = ap.parse_args()
     Handler.log_path = args.log
+    Handler.bodies_path = args.bodies
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     with open(args.port_file, "w") as f:
         f.write(str(server.server_address[1]))
