@@ -29,6 +29,7 @@ pub mod codex_record;
 mod codex_side;
 #[cfg(feature = "discovery")]
 pub(crate) mod codex_state;
+mod dirs;
 pub mod gemini;
 // opencode keeps its sessions in SQLite: read only with the `discovery` feature (which brings
 // rusqlite); without it the source is absent from the registry (the `cli` and `mcp` features

@@ -96,8 +96,8 @@ struct TitleEntry {
 /// How long a stamp the listing took stands in for a title read's own `stat`.
 const FRESH: Duration = Duration::from_secs(2);
 
-/// Directory stamps this close to now may still change within their granularity.
-pub(super) const SETTLE: Duration = Duration::from_secs(2);
+pub(super) use super::dirs::SETTLE;
+use super::dirs::{readable, refresh_dir};
 
 impl ExternalSessions {
     /// A read-only source over `agent`'s home (`~/.claude`, `~/.codex`, or the directory a flag
@@ -472,15 +472,13 @@ impl ExternalSessions {
         Ok(title)
     }
 
-    /// The stamp the listing took of `path` if it took one within [`FRESH`]. A title read with
-    /// a stamp a moment old is still right: its scan reads the file to its end whatever the
-    /// stamp said, and a file that changed since differs from that stamp at the next read.
+    /// The stamp the listing took of `path` within [`FRESH`]. A stamp a moment old is still
+    /// right: the scan reads the file to its end whatever the stamp said, and a file that
+    /// changed since differs from that stamp at the next read.
     fn fresh_stamp(&self, path: &Path) -> Option<FileStamp> {
         let listing = self.inner.listing.locked();
         let recent = listing.fresh_at.is_some_and(|at| at.elapsed() < FRESH);
-        recent
-            .then(|| listing.fresh.get(path.as_os_str()).copied())
-            .flatten()
+        recent.then(|| listing.fresh.get(path.as_os_str()).copied())?
     }
 
     /// The titles of `ids` (namespaced), in order, read on every core: a first listing of a
@@ -688,73 +686,6 @@ fn read_heads(agent: ExternalAgent, listing: &mut Listing, files: &[PathBuf]) ->
             .insert(file.clone().into_os_string(), (stamp, head));
     }
     changed
-}
-
-/// Whether this process may read `file` (its effective ids against the file's mode, as an
-/// open would check): a session whose file became unreadable is read again, so its error names
-/// it, instead of being listed from the persistent listing.
-fn readable(file: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        rustix::fs::accessat(
-            rustix::fs::CWD,
-            file,
-            rustix::fs::Access::READ_OK,
-            rustix::fs::AtFlags::EACCESS,
-        )
-        .is_ok()
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = file;
-        true
-    }
-}
-
-/// Re-reads `dir` when its stamp changed; answers whether it did. `subdirs` keeps directories,
-/// else files. A missing directory has no entries.
-fn refresh_dir(
-    dirs: &mut FxHashMap<PathBuf, (Option<SystemTime>, Vec<PathBuf>)>,
-    dir: &Path,
-    now: SystemTime,
-    subdirs: bool,
-) -> Result<bool> {
-    let modified = match fs::metadata(dir) {
-        Ok(meta) => meta.modified().ok(),
-        Err(_) => return Ok(dirs.remove(dir).is_some()),
-    };
-    if let Some((Some(old), _)) = dirs.get(dir) {
-        if Some(*old) == modified {
-            return Ok(false);
-        }
-    }
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(err) => {
-            tracing::warn!(dir = %dir.display(), error = %err, "could not list a directory");
-            return Ok(dirs.remove(dir).is_some());
-        }
-    };
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        // At the files' level everything is kept (a FIFO, a socket, a link, a directory): one
-        // whose name makes it a session file but that is not a readable regular file is then
-        // named in the listing's errors when its head is read, instead of vanishing without a
-        // word; the names filter out the rest (a Claude Code session's own directory).
-        if !subdirs || kind.is_dir() {
-            found.push(entry.path());
-        }
-    }
-    found.sort();
-    // A stamp that recent may still hide a change within its granularity: keep no stamp, so the
-    // next listing reads the directory again.
-    let settled = modified.filter(|m| now.duration_since(*m).is_ok_and(|age| age >= SETTLE));
-    let changed = dirs.get(dir).is_none_or(|(_, old)| *old != found);
-    dirs.insert(dir.to_path_buf(), (settled, found));
-    Ok(changed)
 }
 
 fn is_session_file(agent: ExternalAgent, path: &Path) -> bool {
