@@ -4,14 +4,14 @@
 //!
 //! Purpose: a heavy rollout is mostly payloads no reader keeps: tool output stored twice
 //! (`function_call_output` and `exec_command_end`), encrypted reasoning, the ~20 KB
-//! `base_instructions`. [`envelope`] walks a line key by key ([`Walk`]) and checks the payload
-//! with the skimmer's block loop without decoding it; [`payload_is_one_of`] reads only the
+//! `base_instructions`. `envelope` walks a line key by key (`Walk`) and checks the payload
+//! with the skimmer's block loop without decoding it; `payload_is_one_of` reads only the
 //! payload's `type`, so a payload of a type the reader drops is never decoded. Whatever the
-//! walk does not vouch for goes to serde ([`envelope_serde`]), which stays the one definition
+//! walk does not vouch for goes to serde (`envelope_serde`), which stays the one definition
 //! of a record.
 //!
-//! Invariant: [`envelope`] answers what [`envelope_serde`] answers for every line; when
-//! [`payload_is_one_of`] answers `false`, serde either rejects the payload or reads a `type`
+//! Invariant: `envelope` answers what `envelope_serde` answers for every line; when
+//! `payload_is_one_of` answers `false`, serde either rejects the payload or reads a `type`
 //! outside the list (so a reader that drops such payloads drops exactly what it dropped when
 //! it decoded every one). Proof: `tests/session/reliability_agent_skim.rs` (every Codex
 //! fixture line and mutations of it compared with serde; every fixture rollout and generated
