@@ -108,19 +108,39 @@ pub fn read_lines_limited(
         file.seek(SeekFrom::Start(offset))
             .map_err(|e| SessionError::io(path, e))?;
     }
+    // The thread's buffer from its last file: a first listing reads thousands of files, and a
+    // fresh buffer for each would be zeroed for each.
+    let mut buf = BUFFER.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    if buf.len() < FIRST_READ {
+        buf = vec![0; FIRST_READ];
+    }
     let mut lines = Lines {
         path,
         file,
-        buf: vec![0; FIRST_READ],
+        buf,
         start: 0,
         filled: 0,
         offset,
         index: first,
         max_line: max_line.max(1),
+        first_offset: offset,
     };
-    lines.run(sink).map_err(|e| SessionError::io(path, e))?;
+    let result = lines.run(sink);
+    if lines.buf.len() <= KEPT {
+        let buf = std::mem::take(&mut lines.buf);
+        BUFFER.with(|b| *b.borrow_mut() = buf);
+    }
+    result.map_err(|e| SessionError::io(path, e))?;
     Ok((lines.offset, lines.index))
 }
+
+thread_local! {
+    /// The line buffer a thread keeps between files (at most [`KEPT`] bytes).
+    static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The largest buffer a thread keeps once its file is read: one grown for a long line is freed.
+const KEPT: usize = 1 << 20;
 
 /// The first read of a file: enough for the head of most sessions, little for the thousands of
 /// heads a first listing reads.
@@ -139,6 +159,8 @@ struct Lines<'p> {
     offset: u64,
     index: u64,
     max_line: usize,
+    /// Where the read started.
+    first_offset: u64,
 }
 
 impl Lines<'_> {
@@ -176,7 +198,13 @@ impl Lines<'_> {
             }
             self.make_room();
             searched = self.filled;
-            let n = read_some(&mut self.file, &mut self.buf[self.filled..])?;
+            // The first read stays small whatever the buffer (a head needs a few lines).
+            let end = if self.offset == self.first_offset && self.filled == 0 {
+                FIRST_READ.min(self.buf.len())
+            } else {
+                self.buf.len()
+            };
+            let n = read_some(&mut self.file, &mut self.buf[self.filled..end])?;
             if n == 0 {
                 // The end of the file before a newline: a write in flight, not consumed.
                 return Ok(());
