@@ -84,3 +84,19 @@ pub(super) fn refresh_dir(
     dirs.insert(dir.to_path_buf(), (settled, found));
     Ok(changed)
 }
+
+/// Whether the mode lets every user read the file (owner, group and others), so that no
+/// process is refused by it (an ACL can still refuse one: that changes the status time, which
+/// the caller checks too).
+pub(super) fn world_readable(meta: &fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        meta.permissions().mode() & 0o444 == 0o444
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        false
+    }
+}

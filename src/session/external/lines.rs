@@ -16,25 +16,62 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::SystemTime;
 
-/// A file's identity and size: a change means it must be read again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A file's identity and size: a change means it must be read again. Its status change time
+/// rides along (not compared): unchanged, it says that no `chmod`, `chown` or ACL change
+/// happened since the stamp was taken.
+#[derive(Debug, Clone, Copy)]
 pub struct FileStamp {
     len: u64,
     modified: Option<SystemTime>,
     inode: u64,
+    /// The status change time in nanoseconds (`None` where the platform or a saved stamp has
+    /// none).
+    changed: Option<i64>,
 }
+
+impl PartialEq for FileStamp {
+    fn eq(&self, other: &FileStamp) -> bool {
+        (self.len, self.modified, self.inode) == (other.len, other.modified, other.inode)
+    }
+}
+
+impl Eq for FileStamp {}
 
 impl FileStamp {
     pub(super) fn of(meta: &fs::Metadata) -> FileStamp {
         #[cfg(unix)]
-        let inode = std::os::unix::fs::MetadataExt::ino(meta);
+        let (inode, changed) = {
+            use std::os::unix::fs::MetadataExt;
+            let changed = meta
+                .ctime()
+                .checked_mul(1_000_000_000)
+                .and_then(|ns| ns.checked_add(meta.ctime_nsec()));
+            (meta.ino(), changed)
+        };
         #[cfg(not(unix))]
-        let inode = 0;
+        let (inode, changed) = (0, None);
         FileStamp {
             len: meta.len(),
             modified: meta.modified().ok(),
             inode,
+            changed,
         }
+    }
+
+    /// The status change time (nanoseconds), if known.
+    pub(super) fn changed(self) -> Option<i64> {
+        self.changed
+    }
+
+    /// This stamp with the status change time `changed` (a stamp read back from disk).
+    pub(super) fn with_changed(self, changed: Option<i64>) -> FileStamp {
+        FileStamp { changed, ..self }
+    }
+
+    /// Whether no status change (mode, owner, ACL) happened between the stamp `old` and this
+    /// one: both know their change time and it is the same.
+    pub(super) fn same_status(self, old: FileStamp) -> bool {
+        self.changed.is_some() && self.changed == old.changed
     }
 
     /// Size, modification time and inode.
@@ -48,6 +85,7 @@ impl FileStamp {
             len,
             modified,
             inode,
+            changed: None,
         }
     }
 

@@ -97,7 +97,7 @@ struct TitleEntry {
 const FRESH: Duration = Duration::from_secs(2);
 
 pub(super) use super::dirs::SETTLE;
-use super::dirs::{readable, refresh_dir};
+use super::dirs::{readable, refresh_dir, world_readable};
 
 impl ExternalSessions {
     /// A read-only source over `agent`'s home (`~/.claude`, `~/.codex`, or the directory a flag
@@ -472,9 +472,8 @@ impl ExternalSessions {
         Ok(title)
     }
 
-    /// The stamp the listing took of `path` within [`FRESH`]. A stamp a moment old is still
-    /// right: the scan reads the file to its end whatever the stamp said, and a file that
-    /// changed since differs from that stamp at the next read.
+    /// The stamp the listing took of `path` within [`FRESH`] (still right: the scan reads to
+    /// the end whatever it said, and a file changed since differs from it at the next read).
     fn fresh_stamp(&self, path: &Path) -> Option<FileStamp> {
         let listing = self.inner.listing.locked();
         let recent = listing.fresh_at.is_some_and(|at| at.elapsed() < FRESH);
@@ -660,7 +659,9 @@ fn read_heads(agent: ExternalAgent, listing: &mut Listing, files: &[PathBuf]) ->
         }
         // The persistent listing's head, for the same file (grown or not).
         if let Some((old, head)) = listing.restored.remove(file.as_os_str()) {
-            if known.is_none() && stamp.continues(old) && readable(file) {
+            // Same status as when read, and readable by all: no access check needed.
+            let trusted = stamp.same_status(old) && world_readable(&meta);
+            if known.is_none() && stamp.continues(old) && (trusted || readable(file)) {
                 listing
                     .heads
                     .insert(file.clone().into_os_string(), (stamp, Some(head)));
