@@ -2,6 +2,8 @@
 //!
 //! Pure line parsers: `external::scan` feeds them complete lines. A line that is not a JSON
 //! object, or whose known fields have unexpected types, is skipped like an unknown record type.
+//! Each record is read by `record.rs`: walked key by key, tool results, images and thinking
+//! passed over unread, serde taking whatever the walk does not vouch for.
 //!
 //! The conversation is the main chain of the `parentUuid` tree ending at the newest record that
 //! is not a sidechain, so text abandoned by a rewind or a branch never appears. A
