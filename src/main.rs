@@ -11,7 +11,7 @@ use dsh_session_references::cli::{Cli, Command, Compression, ModelArgs, TuiArgs}
 use dsh_session_references::escape::{diagnostic, escape_line};
 use dsh_session_references::host::Workspace;
 use dsh_session_references::session::Encoding;
-use dsh_session_references::tui::app::{run_terminal_picking, AppOptions, Wiring};
+use dsh_session_references::tui::app::{run_terminal_on, AppOptions, Wiring};
 use dsh_session_references::tui::keys::Keymap;
 use std::path::Path;
 use std::time::Duration;
@@ -185,6 +185,13 @@ fn run_tui(
             return 1;
         }
     }
+    let inline = match inline_mode(args, &home) {
+        Ok(inline) => inline,
+        Err(e) => {
+            eprintln!("dsh-refs: {}", diagnostic(&e));
+            return 1;
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -196,7 +203,7 @@ fn run_tui(
         }
     };
     dsh_session_references::tui::set_mouse_capture(!args.no_mouse);
-    let result = runtime.block_on(run_terminal_picking(options, wiring, pick));
+    let result = runtime.block_on(run_terminal_on(options, wiring, pick, inline));
     // Do not wait for lingering blocking reads (a stuck filesystem must not hang the exit).
     runtime.shutdown_timeout(Duration::from_millis(200));
     match result {
@@ -219,6 +226,17 @@ fn run_tui(
             1
         }
     }
+}
+
+/// Inline or the alternate screen: `--inline` / `--no-inline`, else `inline` in the `[tui]`
+/// table of `<home>/config.toml`, else the alternate screen.
+fn inline_mode(args: &TuiArgs, home: &Path) -> Result<bool, String> {
+    if args.inline || args.no_inline {
+        return Ok(args.inline);
+    }
+    dsh_session_references::agent::config::load_tui(home)
+        .map(|table| table.inline.unwrap_or(false))
+        .map_err(|e| e.to_string())
 }
 
 /// Whether both stdin and stdout are a terminal (the picker needs one to be drawn on).

@@ -784,7 +784,7 @@ fn widgets_answer_keys_with_one_type_read_from_the_key_table() {
 #[test]
 fn no_room_outside_session_external_knows_a_particular_agent() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let agents = ["claude", "codex", "qwen", "gemini", "opencode"];
+    let agents = ["claude", "codex", "qwen", "gemini", "opencode", "copilot"];
     let mut found = Vec::new();
     for (file, source) in read_tree(&src) {
         if file.starts_with("session/external/") {
@@ -799,6 +799,7 @@ fn no_room_outside_session_external_knows_a_particular_agent() {
                 "ExternalAgent::Qwen",
                 "ExternalAgent::Gemini",
                 "ExternalAgent::Opencode",
+                "ExternalAgent::Copilot",
             ]
             .iter()
             .any(|v| line.contains(v));

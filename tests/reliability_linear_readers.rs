@@ -192,7 +192,7 @@ fn home_of(dir: &Path, relative: &str, lines: &str) -> std::path::PathBuf {
 
 /// The other readers, each over `n` records of the shape that would make a careless reader
 /// quadratic: a long `parentUuid` chain (Qwen Code), one message upserted again and again and
-/// rewinds (Gemini CLI), a long rollout (Codex).
+/// rewinds (Gemini CLI), a long rollout (Codex), turns with compactions (GitHub Copilot CLI).
 #[test]
 fn every_other_reader_is_linear_in_its_records() {
     let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -264,6 +264,31 @@ fn every_other_reader_is_linear_in_its_records() {
         assert!(read(ExternalAgent::Codex, &home) >= n / 2);
     };
     linear("Codex: a long rollout", 4_000, &mut codex);
+    let mut copilot = |n: usize| {
+        let id = "6c477e3e-8f0c-454b-9b5e-8762c22091cf";
+        let mut lines = String::new();
+        writeln!(lines, r#"{{"type":"session.start","data":{{"sessionId":"{id}","startTime":"2026-12-04T08:03:15.839Z","context":{{"cwd":"/w"}}}},"id":"s","timestamp":"2026-12-04T08:03:15.839Z","parentId":null}}"#).unwrap();
+        for i in 0..n {
+            writeln!(lines, r#"{{"type":"user.message","data":{{"content":"prompt {i}","transformedContent":"<current_datetime>x</current_datetime> prompt {i}"}},"id":"u{i}","timestamp":"2026-12-04T08:03:16.000Z","parentId":null}}"#).unwrap();
+            writeln!(lines, r#"{{"type":"assistant.message","data":{{"messageId":"a{i}","content":"reply {i}","toolRequests":[]}},"id":"a{i}","timestamp":"2026-12-04T08:03:17.000Z","parentId":"u{i}"}}"#).unwrap();
+            // Every tenth turn is compacted away: what the scan kept so far is dropped once.
+            if i % 10 == 9 {
+                writeln!(lines, r#"{{"type":"session.compaction_complete","data":{{"success":true,"summaryContent":"summary {i}"}},"id":"c{i}","timestamp":"2026-12-04T08:03:18.000Z","parentId":"a{i}"}}"#).unwrap();
+            }
+        }
+        let home = home_of(
+            dir.path(),
+            &format!("session-state/{id}/events.jsonl"),
+            &lines,
+        );
+        // The last compaction's summary; the turns after it.
+        assert_eq!(read(ExternalAgent::Copilot, &home), 1 + 2 * (n % 10));
+    };
+    linear(
+        "GitHub Copilot CLI: turns and compactions",
+        4_000,
+        &mut copilot,
+    );
 }
 
 /// opencode's database reader: listing `n` sessions whose titles are opencode's default (each

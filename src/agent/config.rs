@@ -246,6 +246,41 @@ pub fn load_keys(home: &std::path::Path) -> Result<Vec<(String, Vec<String>)>, C
     }
 }
 
+/// The `[tui]` table of `config.toml`: how the TUI uses the terminal.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TuiTable {
+    /// `true`: draw inline at the bottom of the normal screen, the conversation written into
+    /// the terminal's scrollback (as `--inline`); `false` or absent: the alternate screen.
+    pub inline: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+struct TuiFile {
+    tui: Option<TuiTable>,
+}
+
+/// The `[tui]` table of `config.toml` text (absent: the defaults). Other tables are not read
+/// here; an unknown key of `[tui]` is an error naming it.
+pub fn parse_tui(file: &str, text: &str) -> Result<TuiTable, ConfigError> {
+    let parsed: TuiFile = toml::from_str(text).map_err(|e| ConfigError::File {
+        file: file.to_string(),
+        message: e.message().to_string(),
+    })?;
+    Ok(parsed.tui.unwrap_or_default())
+}
+
+/// Reads the `[tui]` table of `<home>/config.toml` (absent file or table: the defaults).
+/// Blocking, like [`load`].
+pub fn load_tui(home: &std::path::Path) -> Result<TuiTable, ConfigError> {
+    let path = home.join("config.toml");
+    let file = path.display().to_string();
+    match read_config_file(&path)? {
+        Some(text) => parse_tui(&file, &text),
+        None => Ok(TuiTable::default()),
+    }
+}
+
 /// The most bytes of `config.toml` read; a longer file is refused, never read whole.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
@@ -553,6 +588,20 @@ mod tests {
         assert!(parse_keys("c.toml", "").unwrap().is_empty());
         let err = parse_keys("c.toml", "[keys]\nsubmit = 3\n").unwrap_err();
         assert!(err.to_string().starts_with("c.toml: "), "{err}");
+    }
+
+    #[test]
+    fn the_tui_table_says_inline_beside_the_other_tables() {
+        let text =
+            "[provider]\nkind = \"offline\"\n[tui]\ninline = true\n[keys]\nsubmit = \"ctrl+s\"\n";
+        assert_eq!(parse_tui("c.toml", text).unwrap().inline, Some(true));
+        assert!(parse_config("c.toml", text).unwrap().is_some());
+        assert_eq!(parse_keys("c.toml", text).unwrap().len(), 1);
+        assert_eq!(parse_tui("c.toml", "").unwrap(), TuiTable::default());
+        let err = parse_tui("c.toml", "[tui]\ninline = \"yes\"\n").unwrap_err();
+        assert!(err.to_string().starts_with("c.toml: "), "{err}");
+        let err = parse_tui("c.toml", "[tui]\ninlined = true\n").unwrap_err();
+        assert!(err.to_string().contains("inlined"), "{err}");
     }
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {

@@ -100,7 +100,8 @@ pub struct SourceArgs {
     /// Codex's home, holding `sessions/` (else $CODEX_HOME, else ~/.codex).
     #[arg(long, global = true, value_name = "DIR")]
     pub codex_home: Option<PathBuf>,
-    /// Qwen Code's home, holding `projects/` (else $QWEN_HOME, else ~/.qwen).
+    /// Qwen Code's runtime directory, holding `projects/` (else $QWEN_RUNTIME_DIR, else
+    /// $QWEN_HOME, else ~/.qwen).
     #[arg(long, global = true, value_name = "DIR")]
     pub qwen_home: Option<PathBuf>,
     /// Gemini CLI's home, holding `tmp/` (else $GEMINI_CLI_HOME/.gemini, else ~/.gemini).
@@ -110,8 +111,12 @@ pub struct SourceArgs {
     /// ~/.local/share/opencode).
     #[arg(long, global = true, value_name = "DIR")]
     pub opencode_home: Option<PathBuf>,
-    /// Comma-separated sources to list: dsh, claude, codex, qwen, gemini, opencode (default:
-    /// every one that exists).
+    /// GitHub Copilot CLI's home, holding `session-state/` (else $COPILOT_HOME, else
+    /// ~/.copilot).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub copilot_home: Option<PathBuf>,
+    /// Comma-separated sources to list: dsh, claude, codex, qwen, gemini, opencode, copilot
+    /// (default: every one that exists).
     #[arg(long, global = true, value_name = "LIST", value_parser = parse_sources)]
     pub sources: Option<SourceChoice>,
 }
@@ -126,6 +131,7 @@ impl SourceArgs {
             ("qwen", &self.qwen_home),
             ("gemini", &self.gemini_home),
             ("opencode", &self.opencode_home),
+            ("copilot", &self.copilot_home),
         ]
         .into_iter()
         .filter_map(|(name, home)| home.clone().map(|home| (name, home)))
@@ -160,6 +166,16 @@ pub struct TuiArgs {
     /// scrolls the transcript (PgUp/PgDn do).
     #[arg(long)]
     pub no_mouse: bool,
+    /// Draw at the bottom of the normal screen instead of the alternate screen: every finished
+    /// message is written into the terminal's scrollback, where it stays after quitting (the
+    /// default with inline = true in the [tui] table of config.toml).
+    #[allow(rustdoc::broken_intra_doc_links)]
+    #[arg(long, conflicts_with = "no_inline")]
+    pub inline: bool,
+    /// Use the alternate screen (the whole window, gone after quitting) even when config.toml
+    /// says inline = true.
+    #[arg(long)]
+    pub no_inline: bool,
     /// Log encoding for new sessions (default: the home's existing encoding, else zstd). A home
     /// has one encoding: asking for the other one than its logs have is an error.
     #[arg(long, value_enum, global = true)]

@@ -18,6 +18,7 @@ pub(crate) mod file_index;
 pub(crate) mod file_match;
 pub mod focus;
 pub mod help;
+pub mod inline;
 pub mod keys;
 pub(crate) mod lookup;
 pub mod picker;

@@ -1,6 +1,7 @@
-//! The real terminal: raw mode, the alternate screen, bracketed paste, mouse-wheel reports and
-//! keyboard enhancement (where the terminal supports it) on the way in, all of it undone on the
-//! way out, on a panic too.
+//! The real terminal: raw mode, the alternate screen (not in inline mode, which draws on the
+//! normal screen: `super::inline`), bracketed paste, mouse-wheel reports (not inline either:
+//! there the wheel scrolls the terminal's own scrollback) and keyboard enhancement (where the
+//! terminal supports it) on the way in, all of it undone on the way out, on a panic too.
 //!
 //! Keyboard enhancement (the kitty protocol's "disambiguate" level) is what lets Shift+Enter
 //! arrive as itself; terminals without it keep Alt+Enter and Ctrl-J for a newline. Mouse
@@ -21,6 +22,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set once keyboard enhancement flags were pushed, so restore pops them (and only then).
 static ENHANCED: AtomicBool = AtomicBool::new(false);
+
+/// Set while the alternate screen is entered, so restore leaves it (and only then).
+static ALTERNATE: AtomicBool = AtomicBool::new(false);
 
 /// Whether [`TerminalGuard::enter`] asks for mouse reports (the wheel scrolls the transcript).
 /// Off (`--no-mouse`), the terminal keeps its own selection and copy; PgUp/PgDn still scroll.
@@ -61,17 +65,21 @@ pub struct TerminalGuard {
 
 impl TerminalGuard {
     /// Raw mode, the alternate screen, bracketed paste, wheel reports and (when supported)
-    /// keyboard enhancement. Call before anything reads the terminal's input: the support
-    /// query reads the terminal's answer.
-    pub fn enter() -> std::io::Result<TerminalGuard> {
+    /// keyboard enhancement; `inline`: neither the alternate screen nor wheel reports. Call
+    /// before anything reads the terminal's input: the support query reads the terminal's
+    /// answer.
+    pub fn enter(inline: bool) -> std::io::Result<TerminalGuard> {
         terminal::enable_raw_mode()?;
         let guard = TerminalGuard { _private: () };
         let mut out = std::io::stdout();
+        if !inline {
+            execute!(out, terminal::EnterAlternateScreen)?;
+            ALTERNATE.store(true, Ordering::SeqCst);
+        }
         execute!(
             out,
-            terminal::EnterAlternateScreen,
             event::EnableBracketedPaste,
-            WheelReports(MOUSE.load(Ordering::SeqCst))
+            WheelReports(!inline && MOUSE.load(Ordering::SeqCst))
         )?;
         if matches!(terminal::supports_keyboard_enhancement(), Ok(true)) {
             let flags = KeyboardEnhancementFlags::DISAMBIGUATE_ESCAPE_CODES;
@@ -93,9 +101,11 @@ pub fn restore() {
         out,
         WheelReports(false),
         event::DisableBracketedPaste,
-        terminal::LeaveAlternateScreen,
         cursor::Show
     );
+    if ALTERNATE.swap(false, Ordering::SeqCst) {
+        let _ = execute!(out, terminal::LeaveAlternateScreen);
+    }
     let _ = terminal::disable_raw_mode();
 }
 

@@ -1,6 +1,7 @@
 //! The end-to-end test binary: the real `dsh-refs` in tmux panes (`support::tmux`), typed at
 //! and read as a person would — the reference flow, external sessions, the loopback model,
-//! write safety with two TUIs, and the session lifecycle (`--resume`, `--continue`, `--demo`).
+//! write safety with two TUIs, the session lifecycle (`--resume`, `--continue`, `--demo`) and
+//! inline mode (the conversation read back from the pane's scrollback).
 //! CI installs tmux (`.ci/run`); each pane's tmux session is named after its test and this
 //! process, so the tests run in parallel.
 
@@ -12,6 +13,7 @@ mod own_files;
 mod tmux;
 mod tmux_attach;
 mod tmux_external;
+mod tmux_inline;
 mod tmux_model;
 mod tmux_terminal;
 mod write_safety;

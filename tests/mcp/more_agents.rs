@@ -1,6 +1,6 @@
-//! Issue 34: the MCP server lists and reads Gemini CLI, opencode and Qwen Code sessions (the
-//! homes their real CLIs wrote), each described with its agent's name and labelled by its title,
-//! and writes nothing under those homes.
+//! Issue 34: the MCP server lists and reads Gemini CLI, opencode, Qwen Code and GitHub Copilot
+//! CLI sessions (the homes their real CLIs wrote), each described with its agent's name and
+//! labelled by its title, and writes nothing under those homes.
 
 use super::support::{agent_fixtures, copy_tree, tree_with_stamps};
 use serde_json::{json, Value};
@@ -15,6 +15,7 @@ fn the_server_lists_and_reads_every_new_agents_sessions() {
         ("qwen", "qwen-code"),
         ("gemini", "gemini-cli"),
         ("opencode", "opencode"),
+        ("copilot", "copilot-cli"),
     ];
     for (name, fixture) in homes {
         copy_tree(&agent_fixtures().join(fixture), &dir.path().join(name));
@@ -27,7 +28,7 @@ fn the_server_lists_and_reads_every_new_agents_sessions() {
     command
         .arg("--home")
         .arg(dir.path().join("dsh"))
-        .args(["--sources", "qwen,gemini,opencode"]);
+        .args(["--sources", "qwen,gemini,opencode,copilot"]);
     for (name, _) in homes {
         command
             .arg(format!("--{name}-home"))
@@ -69,10 +70,10 @@ fn the_server_lists_and_reads_every_new_agents_sessions() {
     let resources = listed["result"]["resources"].as_array().unwrap().clone();
     assert_eq!(
         resources.len(),
-        12,
-        "3 Qwen Code, 3 Gemini CLI, 6 opencode: {listed}"
+        16,
+        "3 Qwen Code, 3 Gemini CLI, 6 opencode, 4 GitHub Copilot CLI: {listed}"
     );
-    for product in ["Qwen Code", "Gemini CLI", "opencode"] {
+    for product in ["Qwen Code", "Gemini CLI", "opencode", "GitHub Copilot CLI"] {
         assert!(
             resources.iter().any(|r| r["description"]
                 .as_str()
@@ -85,6 +86,7 @@ fn the_server_lists_and_reads_every_new_agents_sessions() {
         "QN Renamed Session ✓",
         "GA generated summary",
         "ON named by flag ✓",
+        "CB Named Session ✓",
     ] {
         assert!(
             resources.iter().any(|r| r["name"] == title),
@@ -102,6 +104,10 @@ fn the_server_lists_and_reads_every_new_agents_sessions() {
             .unwrap_or_else(|| panic!("{read}"));
         assert!(text.starts_with("## Referenced sessions"), "{text}");
         assert!(!text.contains("THINK"), "thinking leaked: {text}");
+        assert!(
+            !text.contains("CP-TOOL-OUT-7") && !text.contains("<current_datetime>"),
+            "a tool result or injected context leaked: {text}"
+        );
     }
     let _ = child.kill();
     let _ = child.wait();

@@ -193,3 +193,44 @@ fn the_record_kinds_the_reader_relies_on_are_still_written() {
         );
     }
 }
+
+/// Issue 34, item 3: a project folder without its `.project_root` takes its cwd from
+/// `projects.json`: by slug (alpha), and, for a folder named by the SHA-256 of its root as older
+/// versions named them, by that hash (beta); a folder the registry does not name by slug takes
+/// the root whose hash is the session's `projectHash`.
+#[test]
+fn a_missing_project_marker_falls_back_to_the_project_registry() {
+    let cwds = |home: &Path| {
+        let source = ExternalSessions::new(ExternalAgent::Gemini, home);
+        let mut cwds: Vec<Option<String>> = source
+            .list_sessions_blocking()
+            .unwrap()
+            .iter()
+            .map(|s| s.cwd().map(str::to_string))
+            .collect();
+        cwds.sort();
+        cwds
+    };
+    let alpha = Some("/tmp/gcap2/work/alpha".to_string());
+    let beta = Some("/tmp/gcap2/work/beta".to_string());
+    let beta_hash = "2d6ac24e96b02dd851b31ef7083c217eccb68fde1e3e69b86d4bbeb7651ada86";
+
+    let (_dir, home) = home();
+    let expected = cwds(&home);
+    assert_eq!(expected, [alpha.clone(), beta.clone(), beta.clone()]);
+    for project in ["alpha", "beta"] {
+        std::fs::remove_file(home.join("tmp").join(project).join(".project_root")).unwrap();
+    }
+    std::fs::rename(home.join("tmp/beta"), home.join("tmp").join(beta_hash)).unwrap();
+    let before = tree(&home);
+    assert_eq!(cwds(&home), expected, "by slug and by the folder's hash");
+    assert_eq!(tree(&home), before);
+
+    // A folder named neither by slug nor by hash: the sessions' projectHash names the root.
+    std::fs::rename(home.join("tmp").join(beta_hash), home.join("tmp/renamed")).unwrap();
+    assert_eq!(cwds(&home), expected, "by the sessions' projectHash");
+
+    // Without the registry, nothing names the root.
+    std::fs::remove_file(home.join("projects.json")).unwrap();
+    assert_eq!(cwds(&home), [None, None, None]);
+}

@@ -12,6 +12,7 @@ mod support;
 mod agent_listing_cache;
 mod compaction;
 mod concurrency;
+mod copilot_sessions;
 mod external_sessions;
 mod gemini_sessions;
 mod hostile_sessions;

@@ -244,3 +244,42 @@ fn the_cli_lists_and_prepares_qwen_sessions() {
     );
     assert_eq!(tree(&home), before);
 }
+
+/// Issue 34: Qwen Code writes `projects/` under `$QWEN_RUNTIME_DIR` when it is set (before
+/// `$QWEN_HOME`, as its `Storage.getRuntimeBaseDir` resolves it); so does the default here.
+#[test]
+fn the_runtime_directory_is_the_default_home_before_qwen_home() {
+    let (dir, home) = home();
+    let before = tree(&home);
+    let elsewhere = dir.path().join("config-only");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let count = |envs: &[(&str, &Path)]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-refs"));
+        command
+            .arg("--home")
+            .arg(dir.path().join("dsh"))
+            .args(["--sources", "qwen", "sessions", "--json"])
+            .env("HOME", dir.path())
+            .env_remove("QWEN_HOME")
+            .env_remove("QWEN_RUNTIME_DIR");
+        for (key, value) in envs {
+            command.env(key, value);
+        }
+        let out = command.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        listed.as_array().unwrap().len()
+    };
+    assert_eq!(count(&[("QWEN_HOME", &elsewhere)]), 0);
+    assert_eq!(
+        count(&[("QWEN_HOME", &elsewhere), ("QWEN_RUNTIME_DIR", &home)]),
+        3,
+        "QWEN_RUNTIME_DIR wins over QWEN_HOME"
+    );
+    assert_eq!(count(&[("QWEN_RUNTIME_DIR", &home)]), 3);
+    assert_eq!(tree(&home), before);
+}

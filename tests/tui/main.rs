@@ -10,6 +10,7 @@ mod attach;
 mod composer;
 mod daily;
 mod host_example;
+mod inline;
 mod keys;
 mod model;
 mod mount;

@@ -315,7 +315,7 @@ fn bare_at_shows_recent_sessions_and_a_few_files() {
     assert_snapshot!(draw(&state, 80));
 }
 
-/// Every registered agent's session (opencode's among them, issue 34) wears its agent's name as
+/// Every registered agent's session (opencode's and GitHub Copilot CLI's among them, issue 34) wears its agent's name as
 /// the badge, taken from the registry.
 #[test]
 fn every_registered_agent_wears_its_name_as_the_badge() {
@@ -334,4 +334,5 @@ fn every_registered_agent_wears_its_name_as_the_badge() {
         assert!(drawn.contains(&badge), "no {badge:?} in\n{drawn}");
     }
     assert!(drawn.contains("session opencode title"), "{drawn}");
+    assert!(drawn.contains("session copilot title"), "{drawn}");
 }

@@ -41,6 +41,11 @@ pub trait AgentFormat: Send + Sync + 'static {
         let value = value.trim();
         (!value.is_empty()).then(|| PathBuf::from(value))
     }
+    /// The home the environment names (`var` reads one variable, `None` when it is unset or
+    /// empty): by default [`AgentFormat::home_env`] through [`AgentFormat::home_from_env`].
+    fn home_from_environment(&self, var: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+        var(self.home_env()).and_then(|value| self.home_from_env(&value))
+    }
     /// The home under the user's home directory when nothing names another (`~/.claude`).
     fn default_home(&self, user_home: &Path) -> PathBuf;
     /// The directory under the home that holds the sessions (its presence means the agent was

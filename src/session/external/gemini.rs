@@ -12,7 +12,8 @@
 //! writes is the summary. Left out: the `<session_context>`/`<hook_context>` the CLI injects,
 //! function calls and responses, thoughts, `info`/`error`/`warning` notes and the model's fixed
 //! "Got it. Thanks for the additional context!" after a summary. The cwd is the project's
-//! `.project_root` (the file beside `chats/`). Title: the generated `summary` (a later run of the
+//! `.project_root` (the file beside `chats/`), else what `projects.json` says of the folder
+//! (`gemini_projects.rs`). Title: the generated `summary` (a later run of the
 //! CLI appends it), else the first prompt that is not ignored (empty, a `/` or `?` command,
 //! injected context). A file with no message worth resuming (the stub a resume leaves in a
 //! second file with the same id) has no head, so the file that holds the conversation is the
@@ -95,7 +96,10 @@ impl AgentFormat for GeminiCli {
         } else {
             read_lines(path, 0, 0, &mut scan)?;
         }
-        let cwd = project_root(path);
+        // The folder's marker, else the project registry (by folder name or `projectHash`).
+        let cwd = project_root(path).or_else(|| {
+            super::gemini_projects::registered_root(path, scan.project_hash.as_deref())
+        });
         scan.finish(path, cwd)
     }
 
@@ -149,6 +153,7 @@ fn project_root(session: &Path) -> Option<String> {
 #[serde(rename_all = "camelCase")]
 struct Line<'a> {
     session_id: Option<String>,
+    project_hash: Option<String>,
     start_time: Option<String>,
     last_updated: Option<String>,
     summary: Option<String>,
@@ -180,6 +185,7 @@ struct SetPayload<'a> {
 #[serde(rename_all = "camelCase")]
 struct Legacy<'a> {
     session_id: Option<String>,
+    project_hash: Option<String>,
     start_time: Option<String>,
     last_updated: Option<String>,
     summary: Option<String>,
@@ -278,6 +284,8 @@ fn parse(bytes: &[u8]) -> Option<Line<'_>> {
 pub struct HeadScan {
     fields: HeadFields,
     resumable: bool,
+    /// The metadata's `projectHash` (SHA-256 of the project root).
+    project_hash: Option<String>,
 }
 
 impl LineSink for HeadScan {
@@ -306,6 +314,9 @@ impl HeadScan {
         if line.kind.as_deref() != Some("subagent") && self.fields.id.is_none() {
             self.fields.id.clone_from(&line.session_id);
         }
+        if self.project_hash.is_none() {
+            self.project_hash.clone_from(&line.project_hash);
+        }
         if self.fields.created.is_none() {
             self.fields.created = line
                 .start_time
@@ -325,6 +336,7 @@ impl HeadScan {
         };
         self.fields.objects += 1;
         self.fields.id = legacy.session_id;
+        self.project_hash = legacy.project_hash;
         self.fields.created = legacy.start_time.as_deref().and_then(parse_time);
         for message in legacy.messages {
             if let Ok(line) = serde_json::from_str::<Line>(message.get()) {

@@ -29,8 +29,11 @@ pub mod codex_record;
 mod codex_side;
 #[cfg(feature = "discovery")]
 pub(crate) mod codex_state;
+pub mod copilot;
+mod copilot_workspace;
 mod dirs;
 pub mod gemini;
+mod gemini_projects;
 // opencode keeps its sessions in SQLite: read only with the `discovery` feature (which brings
 // rusqlite); without it the source is absent from the registry (the `cli` and `mcp` features
 // always bring it).
@@ -43,6 +46,7 @@ pub mod registry;
 mod scan;
 #[cfg(feature = "discovery")]
 mod sqlite_snapshot;
+mod time;
 
 use super::error::{Result, SessionError};
 use super::format::{ContentBlock, Event, EventData, Message, MessageSource, SessionHeader};
@@ -53,6 +57,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub use scan::ExternalSessions;
+pub use time::parse_time;
 
 /// Which other agent wrote a session (named apart from [`crate::agent::Agent`], the runtime
 /// this crate runs): a handle on its entry in the registry ([`registry::AGENTS`]), compared and
@@ -73,6 +78,8 @@ impl ExternalAgent {
     /// opencode (`$XDG_DATA_HOME/opencode/opencode.db`; ids `opencode:<ses_…>`).
     #[cfg(feature = "discovery")]
     pub const Opencode: ExternalAgent = ExternalAgent(&opencode::Opencode);
+    /// GitHub Copilot CLI (`~/.copilot/session-state/<id>/events.jsonl`; ids `copilot:<id>`).
+    pub const Copilot: ExternalAgent = ExternalAgent(&copilot::CopilotCli);
 }
 
 impl ExternalAgent {
@@ -302,73 +309,6 @@ fn external_model(header: &SessionHeader) -> MessageSource {
     MessageSource::model(agent, "unknown")
 }
 
-/// Milliseconds since the epoch of an RFC 3339 time (`2026-01-02T16:39:45.349Z`, offsets too).
-pub fn parse_time(text: &str) -> Option<i64> {
-    let b = text.as_bytes();
-    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    let num = |range: std::ops::Range<usize>| -> Option<i64> {
-        let s = text.get(range)?;
-        s.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| s.parse().ok())?
-    };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
-        return None;
-    }
-    if second > 60 {
-        return None;
-    }
-    let mut rest = &text[19..];
-    let mut millis = 0i64;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        let padded: String = frac[..digits]
-            .chars()
-            .chain("000".chars())
-            .take(3)
-            .collect();
-        millis = padded.parse().ok()?;
-        rest = &frac[digits..];
-    }
-    let offset_minutes = match rest {
-        "Z" | "z" | "" => 0,
-        _ => {
-            let sign = match rest.as_bytes()[0] {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            let r = &rest[1..];
-            if r.len() != 5 || r.as_bytes()[2] != b':' {
-                return None;
-            }
-            let h: i64 = r[0..2].parse().ok()?;
-            let m: i64 = r[3..5].parse().ok()?;
-            sign * (h * 60 + m)
-        }
-    };
-    // Days from the civil date (proleptic Gregorian).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
-    Some(seconds * 1000 + millis)
-}
-
 /// Cuts a title candidate to its first non-empty line, at most 120 characters.
 pub fn title_line(text: &str) -> Option<String> {
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
@@ -507,10 +447,13 @@ pub fn resolve_agent_home(agent: ExternalAgent, flag: Option<&Path>) -> Option<P
         return Some(dir.to_path_buf());
     }
     let format = agent.format();
-    if let Some(value) = std::env::var_os(format.home_env()).filter(|v| !v.is_empty()) {
-        if let Some(home) = format.home_from_env(&value.to_string_lossy()) {
-            return Some(home);
-        }
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(|v| v.to_string_lossy().into_owned())
+    };
+    if let Some(home) = format.home_from_environment(&var) {
+        return Some(home);
     }
     let home = std::env::var_os("HOME").filter(|v| !v.is_empty())?;
     Some(format.default_home(Path::new(&home)))

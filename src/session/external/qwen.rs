@@ -46,6 +46,19 @@ impl AgentFormat for QwenCode {
         "QWEN_HOME"
     }
 
+    /// Qwen Code writes `projects/` under its runtime directory: `QWEN_RUNTIME_DIR` when set,
+    /// else `QWEN_HOME` (each with a leading `~` expanded, as the CLI's `Storage` resolves
+    /// them; a relative path is taken from the current directory as it does).
+    fn home_from_environment(&self, var: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+        ["QWEN_RUNTIME_DIR", self.home_env()]
+            .into_iter()
+            .find_map(|name| {
+                let value = var(name)?;
+                let value = value.trim();
+                (!value.is_empty()).then(|| expand_tilde(value, var("HOME").as_deref()))
+            })
+    }
+
     fn default_home(&self, user_home: &Path) -> PathBuf {
         user_home.join(".qwen")
     }
@@ -93,6 +106,18 @@ impl AgentFormat for QwenCode {
         let mut scan = ConversationScan::default();
         read_lines(path, 0, 0, &mut scan)?;
         Ok(scan.finish())
+    }
+}
+
+/// `~` and `~/…` under the user's home directory (left as they are without one).
+fn expand_tilde(value: &str, user_home: Option<&str>) -> PathBuf {
+    let rest = match value {
+        "~" => Some(""),
+        _ => value.strip_prefix("~/"),
+    };
+    match (rest, user_home) {
+        (Some(rest), Some(home)) => Path::new(home).join(rest),
+        _ => PathBuf::from(value),
     }
 }
 
@@ -577,6 +602,38 @@ mod tests {
         assert_eq!(
             choose(&[prompt, title(None, "No source is manual")]).as_deref(),
             Some("No source is manual")
+        );
+    }
+
+    #[test]
+    fn the_runtime_directory_beats_qwen_home_as_the_cli_resolves_them() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let home = |pairs| QwenCode.home_from_environment(&env(pairs));
+        assert_eq!(home(&[]), None);
+        assert_eq!(home(&[("QWEN_HOME", "/q/home")]), Some("/q/home".into()));
+        assert_eq!(
+            home(&[("QWEN_HOME", "/q/home"), ("QWEN_RUNTIME_DIR", "/q/run")]),
+            Some("/q/run".into())
+        );
+        assert_eq!(
+            home(&[("QWEN_RUNTIME_DIR", "~/run"), ("HOME", "/home/dev")]),
+            Some("/home/dev/run".into())
+        );
+        assert_eq!(
+            home(&[("QWEN_RUNTIME_DIR", "  "), ("QWEN_HOME", "~")]),
+            Some("~".into()),
+            "no HOME: the tilde stays"
+        );
+        assert_eq!(
+            home(&[("QWEN_RUNTIME_DIR", "relative/run")]),
+            Some("relative/run".into())
         );
     }
 

@@ -15,6 +15,7 @@ pub static AGENTS: &[&dyn AgentFormat] = &[
     &super::gemini::GeminiCli,
     #[cfg(feature = "discovery")]
     &super::opencode::Opencode,
+    &super::copilot::CopilotCli,
 ];
 
 /// The registered agent named `name`.

@@ -95,7 +95,11 @@ impl App {
     /// one layout.
     pub fn draw(&self, area: Rect, buf: &mut ratatui::buffer::Buffer) -> Option<Position> {
         let areas = self.areas(area);
-        self.transcript.render(areas.transcript, buf);
+        if self.inline {
+            self.transcript.render_live(areas.transcript, buf);
+        } else {
+            self.transcript.render(areas.transcript, buf);
+        }
         self.queued_panel().render(areas.queued, buf);
         self.composer.render(areas.composer, buf);
         self.status_line().render(areas.status, buf);

@@ -41,6 +41,7 @@ mod event;
 mod feed;
 mod file_chips;
 mod focus;
+mod inline;
 mod input;
 mod run;
 mod send;
@@ -50,7 +51,7 @@ mod wiring;
 
 pub use event::AppEvent;
 pub use file_chips::ConfirmOutside;
-pub use run::{run_loop, run_terminal, run_terminal_picking};
+pub use run::{run_inline_loop, run_loop, run_terminal, run_terminal_on, run_terminal_picking};
 pub use state::App;
 use state::{BadgeSlot, PopupPreview};
 pub use wiring::{build, Wiring};

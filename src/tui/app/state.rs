@@ -124,6 +124,8 @@ pub struct App {
     pub(super) home_note: Option<String>,
     /// File chips being sized, and outside files waiting for a yes or no.
     pub(super) chips: file_chips::FileChips,
+    /// Inline mode: the transcript area shows only what is not in the scrollback yet.
+    pub(super) inline: bool,
 }
 
 impl App {
@@ -182,6 +184,7 @@ impl App {
             discovery: None,
             home_note: None,
             chips: Default::default(),
+            inline: false,
         }
     }
 

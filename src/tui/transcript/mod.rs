@@ -56,6 +56,9 @@ pub struct Transcript {
     last_height: Cell<usize>,
     cache: RefCell<Vec<Option<Wrapped>>>,
     stream_prefix: RefCell<Option<StreamPrefix>>,
+    /// Items before this one were written into the terminal's scrollback (inline mode,
+    /// [`Transcript::take_finished`]) and are no longer drawn by [`Transcript::render_live`].
+    printed: usize,
 }
 
 /// The wrapped rows of a streaming answer's text up to (not including) byte `bytes`, which
@@ -320,6 +323,7 @@ impl Transcript {
 
     /// Removes every item and scrolls back to the bottom.
     pub fn clear(&mut self) {
+        self.printed = 0;
         self.selected = None;
         self.items.clear();
         self.cache.get_mut().clear();
@@ -459,6 +463,86 @@ impl Transcript {
     fn total_rows(counts: &[usize]) -> usize {
         counts.iter().sum::<usize>() + counts.len().saturating_sub(1)
     }
+
+    /// Inline mode: the rows at `width` of each finished item not yet taken, oldest first, and
+    /// marks them taken. An item still streaming stops the run (every item after it waits, so
+    /// the scrollback keeps the order); `all` takes it too, as it stands (the session is
+    /// closing). The rows are the same ones the full screen draws (one renderer per cell).
+    pub fn take_finished(&mut self, width: usize, all: bool) -> Vec<Vec<Line<'static>>> {
+        self.printed = self.printed.min(self.items.len());
+        let end = if all {
+            self.items.len()
+        } else {
+            (self.printed..self.items.len())
+                .find(|&i| streaming(&self.items[i]))
+                .unwrap_or(self.items.len())
+        };
+        if end == self.printed {
+            return Vec::new();
+        }
+        self.wrap(width);
+        let cache = self.cache.borrow();
+        let taken = (self.printed..end)
+            .map(|i| {
+                cache
+                    .get(i)
+                    .and_then(Option::as_ref)
+                    .map(|w| w.lines.clone())
+                    .unwrap_or_else(|| self.items[i].lines(width))
+            })
+            .collect();
+        drop(cache);
+        self.printed = end;
+        taken
+    }
+
+    /// Inline mode: the rows of the items not taken yet (the streaming answer and what follows
+    /// it), each after one blank row (which parts it from what is above).
+    fn live_lines(&self, width: usize) -> Vec<Line<'static>> {
+        self.wrap(width);
+        let cache = self.cache.borrow();
+        let mut out = vec![Line::default()];
+        for (n, wrapped) in cache.iter().skip(self.printed).flatten().enumerate() {
+            if n > 0 {
+                out.push(Line::default());
+            }
+            out.extend(wrapped.lines.iter().cloned());
+        }
+        out
+    }
+
+    /// Inline mode: how many rows [`Transcript::render_live`] wants at `width`.
+    pub fn live_height(&self, width: u16) -> u16 {
+        u16::try_from(self.live_lines(usize::from(width)).len()).unwrap_or(u16::MAX)
+    }
+
+    /// Inline mode: draws the items not taken yet into `area`, from its top; when they are
+    /// taller, their last rows.
+    pub fn render_live(&self, area: Rect, buf: &mut Buffer) {
+        let area = clip(area, buf);
+        if area.is_empty() {
+            return;
+        }
+        let lines = self.live_lines(usize::from(area.width));
+        let skip = lines.len().saturating_sub(usize::from(area.height));
+        for (y, line) in (area.y..area.bottom()).zip(lines.iter().skip(skip)) {
+            buf.set_line(area.x, y, line, area.width);
+        }
+    }
+}
+
+/// An answer or reasoning whose deltas still arrive (inline mode keeps it in the viewport).
+fn streaming(item: &TranscriptItem) -> bool {
+    matches!(
+        item,
+        TranscriptItem::Assistant {
+            streaming: true,
+            ..
+        } | TranscriptItem::Reasoning {
+            streaming: true,
+            ..
+        }
+    )
 }
 
 impl Renderable for Transcript {
