@@ -96,7 +96,6 @@ struct TitleEntry {
 /// How long a stamp the listing took stands in for a title read's own `stat`.
 const FRESH: Duration = Duration::from_secs(2);
 
-pub(super) use super::dirs::SETTLE;
 use super::dirs::{readable, refresh_dir, world_readable};
 
 impl ExternalSessions {
