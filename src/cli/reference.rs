@@ -136,7 +136,9 @@ fn execute(command: &Command, workspace: Option<&Workspace>) -> Result<String, F
             let text = text_or_stdin(text.as_deref())?;
             let parsed = parse_session_reference_text(&text)?;
             block_on(async {
-                let agent = agent_identity(&service, agent, cwd.as_deref()).await;
+                // `prepare` uses the agent's identity only to refuse a reference to itself: no
+                // listing of every source to find its cwd (a heavy home has thousands).
+                let agent = AgentIdentity::new(agent, cwd.clone());
                 let references = parsed
                     .references
                     .into_iter()

@@ -187,9 +187,9 @@ pub fn entry_of_row(row: &SessionMeta) -> Entry {
 
 /// The first `max` entries of a cold start: `rows`, the index's first rows in rank order (only
 /// sessions still on disk), merged with `unknown`, the listed sessions the index does not hold
-/// yet (written while no server ran; ranked by creation time and labelled by id until the
-/// index has them), in the order [`ranked`] gives: same cwd first, then last activity (newest
-/// first), then id.
+/// yet (written while no server ran; ranked by creation time, labelled here by id and titled by
+/// the server from their sources' own listings before the list goes out), in the order
+/// [`ranked`] gives: same cwd first, then last activity (newest first), then id.
 pub fn reconciled(
     rows: &[SessionMeta],
     unknown: &[&SessionSummary],

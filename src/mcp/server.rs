@@ -7,9 +7,11 @@
 //! milliseconds at 100,000 sessions) and no row is loaded for it. Until this process's indexer
 //! has finished its first pass, the index may be behind the home (sessions written or removed
 //! while no server ran), so the ranking is made whole against the store's listing (sessions
-//! gone from disk left out, sessions the index lacks merged in by creation time, labelled by id
-//! until indexed): the first list of a cold start names every session on disk. A new home is
-//! listed by a walk of the store instead, labelled by ids until the index has the rows. The
+//! gone from disk left out, sessions the index lacks merged in by creation time): the first list
+//! of a cold start names every session on disk. A new home is listed by a walk of the store
+//! instead. A session the index does not hold yet is labelled by its source's own title (an
+//! agent's persistent listing answers from what a previous process read; issue 35), by its id
+//! only when the source has no title for it. The
 //! indexer (and its watcher) starts only after the first answer is out, so that answer never
 //! shares the cores with a pass over the whole home; the pass then brings the index, and so the
 //! list, up to date with the home, and the change notifier tells the host.
@@ -24,7 +26,8 @@
 //! Proof: `tests/mcp/` (the real binary through `rmcp`'s client, and in process over
 //! `tokio::io::duplex`), including a warm start whose index is behind the home
 //! (`a_warm_start_lists_every_session_on_disk_at_once_and_then_labels_the_new_ones`), and
-//! `listing::tests::a_cold_start_merges_unindexed_sessions_in_rank_order`.
+//! `listing::tests::a_cold_start_merges_unindexed_sessions_in_rank_order`, and
+//! `a_first_list_titles_agent_sessions_no_index_holds` (agent sessions titled in a first list).
 
 pub use super::completion::COMPLETIONS;
 use super::completion::{is_placeholder, unique_tokens};
@@ -353,7 +356,14 @@ impl Server {
         let (rows, at) = tokio::task::spawn_blocking(move || this.rows_blocking())
             .await
             .map_err(|e| internal(format!("the label task failed: {e}")))?;
-        Ok(listing::label(id, at.get(id).map(|&i| &rows[i])))
+        let row = at.get(id).map(|&i| &rows[i]);
+        if row.is_none() {
+            let query = self.inner.discovery.query();
+            if let Ok(Some(title)) = query.read_title(id).await {
+                return Ok(listing::label_of(id, Some(&title), None));
+            }
+        }
+        Ok(listing::label(id, row))
     }
 
     /// The fingerprint of what a list shows (ids and labels, in order).
@@ -420,6 +430,26 @@ impl Server {
     /// home is labelled by titles and first prompts at once; a big new home is listed by id and
     /// relabelled (with `list_changed`) as the index fills.
     pub async fn entries(&self) -> Result<Vec<Entry>, McpError> {
+        let mut entries = self.ranked_entries().await?;
+        self.title_unindexed(&mut entries).await;
+        Ok(entries)
+    }
+
+    /// Labels the entries the index does not hold yet (a new home, sessions written while no
+    /// server ran) by their sources' own titles: the agents' persistent listings and the
+    /// store's title cache answer from what a previous process read, so a first list shows
+    /// titles, never bare ids, without waiting for the index.
+    async fn title_unindexed(&self, entries: &mut [Entry]) {
+        let query = self.inner.discovery.query();
+        for entry in entries.iter_mut().filter(|e| e.messages.is_none()) {
+            if let Ok(Some(title)) = query.read_title(&entry.id).await {
+                entry.label = listing::label_of(&entry.id, Some(&title), None);
+            }
+        }
+    }
+
+    /// [`Server::entries`] before the sessions the index lacks are titled.
+    async fn ranked_entries(&self) -> Result<Vec<Entry>, McpError> {
         if self.ranks_from_index() {
             if let Some(entries) = self.ranked_from_index().await? {
                 return Ok(entries);

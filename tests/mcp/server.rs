@@ -447,6 +447,70 @@ fn a_warm_start_lists_every_session_on_disk_at_once_and_then_labels_the_new_ones
     });
 }
 
+/// Issue 35 item 4: sessions of another agent that no index holds are titled in the server's
+/// first answer, from the agent's own listing, not labelled by their ids until an index has
+/// them (the indexer is off here, so nothing but the listing can title them).
+#[test]
+fn a_first_list_titles_agent_sessions_no_index_holds() {
+    let (dir, home) = demo_home();
+    let claude = dir.path().join("claude");
+    copy_tree(
+        &super::support::data_dir().join("fixtures/claude-code/projects"),
+        &claude.join("projects"),
+    );
+    runtime().block_on(async {
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let (read_half, write_half) = tokio::io::split(server_io);
+        let options = Options {
+            workspace: Workspace::open(&Settings {
+                home: Some(home.clone()),
+                sources: Some(
+                    dsh_session_references::session::external::SourceChoice::parse("dsh,claude")
+                        .unwrap(),
+                ),
+                agent_homes: vec![("claude", claude.clone())],
+                ..Settings::default()
+            }),
+            cwd: None,
+            max_resources: 200,
+            expose: Expose::default(),
+            max_reference_bytes: None,
+            index: false,
+        };
+        let served = tokio::spawn(mcp::serve(options, read_half, write_half));
+        let client = Host::default().serve(client_io).await.unwrap();
+        let (first, _) = all_pages(&client).await;
+        let agent: Vec<&Resource> = first
+            .iter()
+            .filter(|r| {
+                r.description
+                    .as_deref()
+                    .is_some_and(|d| d.contains(" · Claude Code · "))
+            })
+            .collect();
+        assert!(
+            agent.len() >= 3,
+            "{} Claude Code sessions listed",
+            agent.len()
+        );
+        for resource in &agent {
+            let id = decode_session_reference_uri(&resource.uri).unwrap();
+            let own = id.strip_prefix("claude:").unwrap();
+            assert!(
+                !resource.name.contains(own) && resource.name != id,
+                "{id} is labelled by its id: {:?}",
+                resource.name
+            );
+        }
+        drop(client);
+        tokio::time::timeout(Duration::from_secs(5), served)
+            .await
+            .expect("the server ends with its client")
+            .unwrap()
+            .unwrap();
+    });
+}
+
 #[test]
 fn the_reference_prompt_resolves_ids_prefixes_and_words_and_completes() {
     let (_dir, home) = demo_home();

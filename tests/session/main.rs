@@ -21,6 +21,7 @@ mod message_text;
 mod opencode_sessions;
 mod qwen_sessions;
 mod real_agents;
+mod reliability_agent_skim;
 mod reliability_conversation_cache;
 mod reliability_crash;
 mod reliability_skim;

@@ -12,21 +12,13 @@
 //! drops the last N user turns.
 
 use super::agent::{AgentFormat, SideNames};
+use super::codex_record::{envelope, envelope_serde, payload_is_one_of, Line};
 use super::scan::{read_lines, LineSink};
 use super::{parse_time, title_line, Conversation, Head, Item, ItemKind};
 use crate::session::error::{Result, SessionError};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::path::{Path, PathBuf};
-
-#[derive(Deserialize)]
-struct Line<'a> {
-    timestamp: Option<String>,
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(borrow)]
-    payload: &'a RawValue,
-}
 
 #[derive(Deserialize)]
 struct Meta {
@@ -194,12 +186,8 @@ pub const IGNORED_COMPLETED_ITEMS: &[&str] = &[
     "UserMessage",
 ];
 
-fn envelope(bytes: &[u8]) -> Option<Line<'_>> {
-    serde_json::from_slice(bytes).ok()
-}
-
 fn payload<'a>(line: &Line<'a>) -> Option<Payload<'a>> {
-    serde_json::from_str(line.payload.get()).ok()
+    serde_json::from_str(line.payload_text()).ok()
 }
 
 fn blocks_text(content: Option<&RawValue>) -> String {
@@ -332,7 +320,7 @@ impl LineSink for HeadScan {
             ));
             return false;
         }
-        match serde_json::from_str::<Meta>(line.payload.get()) {
+        match serde_json::from_slice::<Meta>(line.payload) {
             Ok(meta) if !meta.id.is_empty() && !meta.id.contains(['/', '\\']) => {
                 let created = meta
                     .timestamp
@@ -391,14 +379,16 @@ impl LineSink for TitleScan {
             return true;
         };
         if line.kind == "response_item" {
-            if self.first_prompt.is_none() && bytes_may_be_user_message(line.payload.get()) {
+            if self.first_prompt.is_none() && bytes_may_be_user_message(line.payload) {
                 if let Some(prompt) = payload(&line).and_then(|p| p.typed_prompt()) {
                     self.first_prompt = title_line(request(&prompt));
                 }
             }
             return true;
         }
-        if line.kind != "event_msg" {
+        if line.kind != "event_msg"
+            || !payload_is_one_of(line.payload, &["thread_name_updated", "user_message"])
+        {
             return true;
         }
         let Some(p) = payload(&line) else {
@@ -438,8 +428,9 @@ impl TitleScan {
 }
 
 /// Whether a `response_item` payload may be a user message (a cheap look before parsing it).
-fn bytes_may_be_user_message(payload: &str) -> bool {
-    payload.contains("\"user\"") && payload.contains(USER_TEXT)
+fn bytes_may_be_user_message(payload: &[u8]) -> bool {
+    memchr::memmem::find(payload, b"\"user\"").is_some()
+        && memchr::memmem::find(payload, USER_TEXT.as_bytes()).is_some()
 }
 
 /// The request itself when the IDE prefixed the prompt with the files it mentions.
@@ -457,12 +448,29 @@ pub struct ConversationScan {
     items: Vec<Item>,
     last_line: Option<u64>,
     last_activity: Option<i64>,
+    /// Every envelope and payload decoded by serde (the reference the walk is tested against).
+    serde_only: bool,
+}
+
+/// The payload types a conversation takes from each record type (others it drops unread).
+fn wanted_payloads(kind: &str) -> Option<&'static [&'static str]> {
+    match kind {
+        "event_msg" => Some(&["user_message", "thread_rolled_back"]),
+        "response_item" => Some(&["message"]),
+        "compacted" => None,
+        _ => Some(&[]),
+    }
 }
 
 impl LineSink for ConversationScan {
     fn line(&mut self, index: u64, bytes: &[u8]) -> bool {
         self.last_line = Some(index);
-        let Some(line) = envelope(bytes) else {
+        let line = if self.serde_only {
+            envelope_serde(bytes)
+        } else {
+            envelope(bytes)
+        };
+        let Some(line) = line else {
             return true;
         };
         let time = line.timestamp.as_deref().and_then(parse_time);
@@ -470,10 +478,15 @@ impl LineSink for ConversationScan {
             self.last_activity = Some(self.last_activity.map_or(t, |a| a.max(t)));
         }
         let time = time.unwrap_or(0);
+        let dropped = wanted_payloads(&line.kind)
+            .is_some_and(|kinds| !self.serde_only && !payload_is_one_of(line.payload, kinds));
+        if dropped {
+            return true;
+        }
         let Some(p) = payload(&line) else {
             return true;
         };
-        match (line.kind.as_str(), p.kind.as_deref()) {
+        match (&*line.kind, p.kind.as_deref()) {
             ("event_msg", Some("user_message")) => {
                 let text = p.message.unwrap_or_default().trim().to_string();
                 self.push(ItemKind::User, text, time);
@@ -565,6 +578,16 @@ fn is_summary_copy(text: &str, summary: &str) -> bool {
 }
 
 impl ConversationScan {
+    /// A scan that decodes every envelope and payload by serde: the reference the fast path
+    /// is compared with (`tests/session/reliability_agent_skim.rs`).
+    #[doc(hidden)]
+    pub fn serde_only() -> ConversationScan {
+        ConversationScan {
+            serde_only: true,
+            ..ConversationScan::default()
+        }
+    }
+
     fn push(&mut self, kind: ItemKind, text: String, time: i64) {
         if text.is_empty() {
             return;

@@ -12,9 +12,9 @@
 
 #[cfg(feature = "discovery")]
 use super::codex_state;
-use super::lines::LineSink;
 #[cfg(feature = "discovery")]
-use super::scan::SETTLE;
+use super::dirs::SETTLE;
+use super::lines::LineSink;
 use super::scan::{read_lines, FileStamp};
 use super::{agent::SideNames, title_line};
 use crate::sync::LockExt;

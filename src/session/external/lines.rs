@@ -4,35 +4,74 @@
 //! Purpose: every file agent's parsers are pure sinks over complete lines ([`LineSink`]); this
 //! file is the one place their files are read. Invariant: only a regular file is read, without
 //! blocking; a line in flight (no newline yet) is neither fed nor consumed; no line longer than
-//! the limit is held in memory; memory stays bounded whatever the file. Proof: the tests of
+//! the limit is held in memory; memory stays bounded whatever the file (one buffer, as long as
+//! the longest line fed, at most the limit); a byte is copied once, from the kernel into that
+//! buffer, and a line is fed from where it lies. Proof: the tests of
 //! `tests/reliability_external_lines.rs` and `tests/reliability_linear_readers.rs`.
 
 use crate::session::error::{Result, SessionError};
 use crate::session::files;
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::SystemTime;
 
-/// A file's identity and size: a change means it must be read again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A file's identity and size: a change means it must be read again. Its status change time
+/// rides along (not compared): unchanged, it says that no `chmod`, `chown` or ACL change
+/// happened since the stamp was taken.
+#[derive(Debug, Clone, Copy)]
 pub struct FileStamp {
     len: u64,
     modified: Option<SystemTime>,
     inode: u64,
+    /// The status change time in nanoseconds (`None` where the platform or a saved stamp has
+    /// none).
+    changed: Option<i64>,
 }
+
+impl PartialEq for FileStamp {
+    fn eq(&self, other: &FileStamp) -> bool {
+        (self.len, self.modified, self.inode) == (other.len, other.modified, other.inode)
+    }
+}
+
+impl Eq for FileStamp {}
 
 impl FileStamp {
     pub(super) fn of(meta: &fs::Metadata) -> FileStamp {
         #[cfg(unix)]
-        let inode = std::os::unix::fs::MetadataExt::ino(meta);
+        let (inode, changed) = {
+            use std::os::unix::fs::MetadataExt;
+            let changed = meta
+                .ctime()
+                .checked_mul(1_000_000_000)
+                .and_then(|ns| ns.checked_add(meta.ctime_nsec()));
+            (meta.ino(), changed)
+        };
         #[cfg(not(unix))]
-        let inode = 0;
+        let (inode, changed) = (0, None);
         FileStamp {
             len: meta.len(),
             modified: meta.modified().ok(),
             inode,
+            changed,
         }
+    }
+
+    /// The status change time (nanoseconds), if known.
+    pub(super) fn changed(self) -> Option<i64> {
+        self.changed
+    }
+
+    /// This stamp with the status change time `changed` (a stamp read back from disk).
+    pub(super) fn with_changed(self, changed: Option<i64>) -> FileStamp {
+        FileStamp { changed, ..self }
+    }
+
+    /// Whether no status change (mode, owner, ACL) happened between the stamp `old` and this
+    /// one: both know their change time and it is the same.
+    pub(super) fn same_status(self, old: FileStamp) -> bool {
+        self.changed.is_some() && self.changed == old.changed
     }
 
     /// Size, modification time and inode.
@@ -46,6 +85,7 @@ impl FileStamp {
             len,
             modified,
             inode,
+            changed: None,
         }
     }
 
@@ -89,6 +129,11 @@ pub fn read_lines(
 }
 
 /// [`read_lines`] with the line limit given.
+///
+/// The file is read straight into one buffer and each line is fed from where it lies there: a
+/// byte is copied once, from the kernel, as `cat` copies it. A line longer than the buffer
+/// grows it (doubling, up to the limit), so a 12 MB record is read into place and never copied
+/// whole again; past the limit the rest of the line is read through the buffer and dropped.
 pub fn read_lines_limited(
     path: &Path,
     offset: u64,
@@ -101,54 +146,163 @@ pub fn read_lines_limited(
         file.seek(SeekFrom::Start(offset))
             .map_err(|e| SessionError::io(path, e))?;
     }
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let mut line = Vec::new();
-    let (mut offset, mut index) = (offset, first);
-    let cap = max_line as u64;
-    loop {
-        line.clear();
-        if line.capacity() > 1 << 20 {
-            line = Vec::new();
-        }
-        // At most the limit (newline included) is read into `line`; `read_until` finds the newline
-        // with the standard library's fast search.
-        let n = (&mut reader)
-            .take(cap)
-            .read_until(b'\n', &mut line)
-            .map_err(|e| SessionError::io(path, e))?;
-        let mut len = n as u64;
-        if line.last() != Some(&b'\n') {
-            if len < cap {
+    // The thread's buffer from its last file: a first listing reads thousands of files, and a
+    // fresh buffer for each would be zeroed for each.
+    let mut buf = BUFFER.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    if buf.len() < FIRST_READ {
+        buf = vec![0; FIRST_READ];
+    }
+    let mut lines = Lines {
+        path,
+        file,
+        buf,
+        start: 0,
+        filled: 0,
+        offset,
+        index: first,
+        max_line: max_line.max(1),
+        first_offset: offset,
+    };
+    let result = lines.run(sink);
+    if lines.buf.len() <= KEPT {
+        let buf = std::mem::take(&mut lines.buf);
+        BUFFER.with(|b| *b.borrow_mut() = buf);
+    }
+    result.map_err(|e| SessionError::io(path, e))?;
+    Ok((lines.offset, lines.index))
+}
+
+thread_local! {
+    /// The line buffer a thread keeps between files (at most [`KEPT`] bytes).
+    static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The largest buffer a thread keeps once its file is read: one grown for a long line is freed.
+const KEPT: usize = 1 << 20;
+
+/// The first read of a file: enough for the head of most sessions, little for the thousands of
+/// heads a first listing reads.
+const FIRST_READ: usize = 64 * 1024;
+/// The reads after it, as large as `cat`'s.
+const READ: usize = 256 * 1024;
+
+/// The state of [`read_lines_limited`]: `buf[start..filled]` is read and not yet fed (the start
+/// of a line), the file's `offset` is where `buf[start]` lies.
+struct Lines<'p> {
+    path: &'p Path,
+    file: fs::File,
+    buf: Vec<u8>,
+    start: usize,
+    filled: usize,
+    offset: u64,
+    index: u64,
+    max_line: usize,
+    /// Where the read started.
+    first_offset: u64,
+}
+
+impl Lines<'_> {
+    fn run(&mut self, sink: &mut dyn LineSink) -> std::io::Result<()> {
+        // `buf[start..searched]` holds no newline.
+        let mut searched = 0;
+        loop {
+            if let Some(k) = memchr::memchr(b'\n', &self.buf[searched..self.filled]) {
+                let end = searched + k;
+                let len = end - self.start;
+                let keep_going = if len >= self.max_line {
+                    self.skipped(len as u64);
+                    true
+                } else {
+                    let keep_going = sink.line(self.index, &self.buf[self.start..end]);
+                    self.offset += len as u64 + 1;
+                    self.index += 1;
+                    keep_going
+                };
+                self.start = end + 1;
+                searched = self.start;
+                if !keep_going {
+                    return Ok(());
+                }
+                continue;
+            }
+            let pending = self.filled - self.start;
+            if pending >= self.max_line {
+                // Over the limit: the rest of the line goes through the buffer and is dropped.
+                if !self.skip_rest(pending as u64)? {
+                    return Ok(());
+                }
+                searched = self.start;
+                continue;
+            }
+            self.make_room();
+            searched = self.filled;
+            // The first read stays small whatever the buffer (a head needs a few lines).
+            let end = if self.offset == self.first_offset && self.filled == 0 {
+                FIRST_READ.min(self.buf.len())
+            } else {
+                self.buf.len()
+            };
+            let n = read_some(&mut self.file, &mut self.buf[self.filled..end])?;
+            if n == 0 {
                 // The end of the file before a newline: a write in flight, not consumed.
-                return Ok((offset, index));
+                return Ok(());
             }
-            // Over the limit: skip to the newline through a small buffer.
-            line = Vec::new();
-            let mut scratch = Vec::with_capacity(64 * 1024);
-            loop {
-                scratch.clear();
-                let k = (&mut reader)
-                    .take(1 << 20)
-                    .read_until(b'\n', &mut scratch)
-                    .map_err(|e| SessionError::io(path, e))?;
-                if k == 0 {
-                    return Ok((offset, index));
-                }
-                len += k as u64;
-                if scratch.last() == Some(&b'\n') {
-                    break;
-                }
-            }
-            offset += len;
-            tracing::warn!(file = %path.display(), line = index + 1, bytes = len, limit = max_line, "skipping a line longer than the limit");
-            index += 1;
-            continue;
+            self.filled += n;
         }
-        offset += len;
-        let keep_going = sink.line(index, &line[..line.len() - 1]);
-        index += 1;
-        if !keep_going {
-            return Ok((offset, index));
+    }
+
+    /// Moves the line being read to the front of the buffer when little room is left after
+    /// it, and grows the buffer when the line fills it (doubling, never past the limit).
+    fn make_room(&mut self) {
+        if self.start == self.filled {
+            (self.start, self.filled) = (0, 0);
+        }
+        let free = self.buf.len() - self.filled;
+        if self.start > 0 && free < self.buf.len() / 4 {
+            self.buf.copy_within(self.start..self.filled, 0);
+            self.filled -= self.start;
+            self.start = 0;
+        }
+        if self.buf.len() < READ {
+            self.buf.resize(READ, 0);
+        } else if self.filled == self.buf.len() {
+            let len = (self.buf.len() * 2).min(self.max_line.max(self.buf.len() + 1));
+            self.buf.resize(len, 0);
+        }
+    }
+
+    /// Reads past the rest of an over-long line of which `len` bytes were read: `false` when
+    /// the file ends first (the line is not consumed).
+    fn skip_rest(&mut self, mut len: u64) -> std::io::Result<bool> {
+        (self.start, self.filled) = (0, 0);
+        loop {
+            let n = read_some(&mut self.file, &mut self.buf)?;
+            if n == 0 {
+                return Ok(false);
+            }
+            if let Some(k) = memchr::memchr(b'\n', &self.buf[..n]) {
+                self.skipped(len + k as u64);
+                (self.start, self.filled) = (k + 1, n);
+                return Ok(true);
+            }
+            len += n as u64;
+        }
+    }
+
+    /// A line of `len` bytes (its newline not counted) over the limit: counted, not fed.
+    fn skipped(&mut self, len: u64) {
+        tracing::warn!(file = %self.path.display(), line = self.index + 1, bytes = len + 1, limit = self.max_line, "skipping a line longer than the limit");
+        self.offset += len + 1;
+        self.index += 1;
+    }
+}
+
+/// One `read`, retried when a signal interrupts it.
+fn read_some(file: &mut fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match file.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
         }
     }
 }

@@ -25,11 +25,13 @@
 pub mod agent;
 pub mod claude;
 pub mod codex;
+pub mod codex_record;
 mod codex_side;
 #[cfg(feature = "discovery")]
 pub(crate) mod codex_state;
 pub mod copilot;
 mod copilot_workspace;
+mod dirs;
 pub mod gemini;
 mod gemini_projects;
 // opencode keeps its sessions in SQLite: read only with the `discovery` feature (which brings
@@ -51,7 +53,6 @@ use super::format::{ContentBlock, Event, EventData, Message, MessageSource, Sess
 use super::query::{sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
 use crate::sync::LockExt;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -636,7 +637,7 @@ fn not_found(id: &str) -> SessionError {
 }
 
 /// Remembers what one file's scan found, keyed by its stamp.
-type Stamped<T> = HashMap<PathBuf, (scan::FileStamp, T)>;
+type Stamped<T> = rustc_hash::FxHashMap<std::ffi::OsString, (scan::FileStamp, T)>;
 
 #[cfg(test)]
 mod tests {

@@ -101,6 +101,9 @@ struct Stamp {
     /// 1970), which then never matches a file's stamp again.
     mtime: Option<u64>,
     inode: u64,
+    /// The status change time in nanoseconds (absent in caches written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ctime: Option<i64>,
 }
 
 impl From<FileStamp> for Stamp {
@@ -112,6 +115,7 @@ impl From<FileStamp> for Stamp {
                 .and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok())
                 .and_then(|d| u64::try_from(d.as_nanos()).ok()),
             inode,
+            ctime: stamp.changed(),
         }
     }
 }
@@ -121,7 +125,7 @@ impl From<Stamp> for FileStamp {
         let modified = stamp
             .mtime
             .map(|ns| SystemTime::UNIX_EPOCH + Duration::from_nanos(ns));
-        FileStamp::from_parts(stamp.len, modified, stamp.inode)
+        FileStamp::from_parts(stamp.len, modified, stamp.inode).with_changed(stamp.ctime)
     }
 }
 
@@ -371,6 +375,7 @@ mod tests {
                         len: 1,
                         mtime: None,
                         inode: 1,
+                        ctime: None,
                     },
                     id: "x".into(),
                     created: 0,

@@ -21,7 +21,9 @@ use crate::session::query::{
     sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot,
 };
 use crate::sync::LockExt;
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,19 +62,25 @@ struct DatabaseListing {
 #[derive(Default)]
 struct Listing {
     /// Directory → its stamp and its entries (subdirectories or session files).
-    dirs: HashMap<PathBuf, (Option<SystemTime>, Vec<PathBuf>)>,
+    dirs: FxHashMap<PathBuf, (Option<SystemTime>, Vec<PathBuf>)>,
     /// Session file → its stamp and head (`None`: incomplete or not this agent's format).
-    heads: HashMap<PathBuf, (FileStamp, Option<Head>)>,
-    by_id: HashMap<String, PathBuf>,
+    /// (Keyed by the path's bytes, all under the same root: a `Path` hashes component by
+    /// component, which cost a warm listing of thousands of files a tenth of its time.)
+    heads: FxHashMap<OsString, (FileStamp, Option<Head>)>,
+    by_id: FxHashMap<String, PathBuf>,
     list: Option<Arc<Vec<SessionSummary>>>,
     /// Session file → why it is not listed (the read's error, naming the file).
-    errors: HashMap<PathBuf, String>,
+    errors: FxHashMap<PathBuf, String>,
     /// Listed session files whose head was incomplete at the last listing, with their stamp:
     /// the only files a listing must look at again while no directory changed.
     incomplete: Vec<(PathBuf, FileStamp)>,
     /// Heads the persistent listing holds, each used once the walk finds its file still there
     /// and continued (emptied after the first listing).
-    restored: HashMap<PathBuf, (FileStamp, Head)>,
+    restored: FxHashMap<OsString, (FileStamp, Head)>,
+    /// The stamps the last pass over the files took, and when: a title read right after a
+    /// listing takes its file's stamp from here instead of a `stat` of its own.
+    fresh: FxHashMap<OsString, FileStamp>,
+    fresh_at: Option<std::time::Instant>,
     /// The persistent listing was read (or there is none to read).
     loaded: bool,
     /// A head was read since the persistent listing was last written.
@@ -85,8 +93,10 @@ struct TitleEntry {
     state: Box<dyn TitleScan>,
 }
 
-/// Directory stamps this close to now may still change within their granularity.
-pub(super) const SETTLE: Duration = Duration::from_secs(2);
+/// How long a stamp the listing took stands in for a title read's own `stat`.
+const FRESH: Duration = Duration::from_secs(2);
+
+use super::dirs::{readable, refresh_dir, world_readable};
 
 impl ExternalSessions {
     /// A read-only source over `agent`'s home (`~/.claude`, `~/.codex`, or the directory a flag
@@ -120,7 +130,7 @@ impl ExternalSessions {
                 side: agent.format().side_names(&home),
                 home,
                 listing: Mutex::new(Listing::default()),
-                titles: Mutex::new(HashMap::new()),
+                titles: Mutex::new(FxHashMap::default()),
                 database: Mutex::new(None),
                 cache,
                 titles_dirty: AtomicBool::new(false),
@@ -170,8 +180,39 @@ impl ExternalSessions {
         if let Some(path) = self.lookup(own) {
             return Ok(path);
         }
+        if let Some(path) = self.remembered_path(own) {
+            return Ok(path);
+        }
         self.list_sessions_blocking()?;
         self.lookup(own).ok_or_else(|| not_found(id))
+    }
+
+    /// The file of session `own` as the persistent listing remembers it, before this process
+    /// listed: only when no other remembered file claims the id and `stat` says the file is
+    /// still the same (same inode, not shorter) and readable. A new process that reads one
+    /// session (`prepare`) then checks one file, not the whole home.
+    fn remembered_path(&self, own: &str) -> Option<PathBuf> {
+        let mut listing = self.inner.listing.locked();
+        if listing.list.is_some() {
+            return None;
+        }
+        if !listing.loaded {
+            listing.loaded = true;
+            let root = self.inner.home.join(Self::sessions_subdir(self.agent()));
+            self.restore(&mut listing, &root);
+        }
+        let mut claims = listing
+            .restored
+            .iter()
+            .filter(|(_, (_, head))| head.id == own);
+        let (path, (old, _)) = claims.next()?;
+        if claims.next().is_some() {
+            return None;
+        }
+        let path = Path::new(path);
+        let meta = fs::metadata(path).ok()?;
+        let same = meta.is_file() && FileStamp::of(&meta).continues(*old) && readable(path);
+        same.then(|| path.to_path_buf())
     }
 
     fn lookup(&self, own: &str) -> Option<PathBuf> {
@@ -239,7 +280,7 @@ impl ExternalSessions {
         changed |= read_heads(agent, &mut listing, &files);
         listing.incomplete = files
             .iter()
-            .filter_map(|file| match listing.heads.get(file) {
+            .filter_map(|file| match listing.heads.get(file.as_os_str()) {
                 Some((stamp, None)) => Some((file.clone(), *stamp)),
                 _ => None,
             })
@@ -250,10 +291,10 @@ impl ExternalSessions {
                 return Ok(list);
             }
         }
-        let mut by_id: HashMap<String, PathBuf> = HashMap::new();
+        let mut by_id: FxHashMap<String, PathBuf> = FxHashMap::default();
         let mut list = Vec::new();
         for file in &files {
-            let Some((_, Some(head))) = listing.heads.get(file) else {
+            let Some((_, Some(head))) = listing.heads.get(file.as_os_str()) else {
                 continue;
             };
             if let Some(other) = by_id.get(&head.id) {
@@ -267,15 +308,20 @@ impl ExternalSessions {
                 persisted: true,
             });
         }
-        let present: std::collections::HashSet<&PathBuf> = files.iter().collect();
-        listing.heads.retain(|path, _| present.contains(path));
-        listing.errors.retain(|path, _| present.contains(path));
+        let present: std::collections::HashSet<&OsStr, rustc_hash::FxBuildHasher> =
+            files.iter().map(|f| f.as_os_str()).collect();
+        listing
+            .heads
+            .retain(|path, _| present.contains(path.as_os_str()));
+        listing
+            .errors
+            .retain(|path, _| present.contains(path.as_os_str()));
         sort_sessions(&mut list);
         let list = Arc::new(list);
         listing.by_id = by_id;
         listing.list = Some(list.clone());
         // What the persistent listing held for files the walk did not find is gone.
-        listing.restored = HashMap::new();
+        listing.restored = FxHashMap::default();
         persist(&self.inner, &mut listing);
         Ok(list)
     }
@@ -306,10 +352,12 @@ impl ExternalSessions {
                         line: title.line,
                         state,
                     };
-                    titles.insert(file.path.clone(), (title.stamp, entry));
+                    titles.insert(file.path.clone().into_os_string(), (title.stamp, entry));
                 }
             }
-            listing.restored.insert(file.path, (file.stamp, file.head));
+            listing
+                .restored
+                .insert(file.path.into_os_string(), (file.stamp, file.head));
         }
     }
 
@@ -390,10 +438,12 @@ impl ExternalSessions {
             return Ok(self.database_row(id)?.title);
         }
         let path = self.path_of(id)?;
-        let meta = fs::metadata(&path).map_err(|e| SessionError::io(&path, e))?;
-        let stamp = FileStamp::of(&meta);
+        let stamp = match self.fresh_stamp(&path) {
+            Some(stamp) => stamp,
+            None => FileStamp::of(&fs::metadata(&path).map_err(|e| SessionError::io(&path, e))?),
+        };
         // The entry is taken out while its file is read, so other titles are read meanwhile.
-        let entry = self.inner.titles.locked().remove(&path);
+        let entry = self.inner.titles.locked().remove(path.as_os_str());
         let (mut entry, fresh) = match entry {
             Some((old, entry)) if old == stamp => (entry, false),
             Some((old, entry)) if old.continues_to(stamp, entry.offset) => (entry, true),
@@ -414,8 +464,19 @@ impl ExternalSessions {
         }
         let own = &id[self.agent().name().len() + 1..];
         let title = entry.state.choose(self.inner.side.as_deref(), own);
-        self.inner.titles.locked().insert(path, (stamp, entry));
+        self.inner
+            .titles
+            .locked()
+            .insert(path.into_os_string(), (stamp, entry));
         Ok(title)
+    }
+
+    /// The stamp the listing took of `path` within [`FRESH`] (still right: the scan reads to
+    /// the end whatever it said, and a file changed since differs from it at the next read).
+    fn fresh_stamp(&self, path: &Path) -> Option<FileStamp> {
+        let listing = self.inner.listing.locked();
+        let recent = listing.fresh_at.is_some_and(|at| at.elapsed() < FRESH);
+        recent.then(|| listing.fresh.get(path.as_os_str()).copied())?
     }
 
     /// The titles of `ids` (namespaced), in order, read on every core: a first listing of a
@@ -431,7 +492,7 @@ impl ExternalSessions {
                     listing
                         .by_id
                         .get(own)
-                        .is_none_or(|path| !titles.contains_key(path))
+                        .is_none_or(|path| !titles.contains_key(path.as_os_str()))
                 })
                 .count()
         };
@@ -544,7 +605,7 @@ fn persist(inner: &Inner, listing: &mut Listing) {
                     state: entry.state.save(),
                 });
             Some(super::persist::SavedFile {
-                path: path.clone(),
+                path: PathBuf::from(path),
                 stamp: *stamp,
                 head: head.clone(),
                 title,
@@ -577,10 +638,12 @@ impl Drop for Inner {
 /// the listing changed.
 fn read_heads(agent: ExternalAgent, listing: &mut Listing, files: &[PathBuf]) -> bool {
     let mut changed = false;
+    listing.fresh.clear();
+    listing.fresh_at = Some(std::time::Instant::now());
     for file in files {
         let known = listing
             .heads
-            .get(file)
+            .get(file.as_os_str())
             .map(|(stamp, head)| (*stamp, head.is_some()));
         if let Some((_, true)) = known {
             continue;
@@ -589,13 +652,18 @@ fn read_heads(agent: ExternalAgent, listing: &mut Listing, files: &[PathBuf]) ->
             continue;
         };
         let stamp = FileStamp::of(&meta);
+        listing.fresh.insert(file.clone().into_os_string(), stamp);
         if known.map(|(s, _)| s) == Some(stamp) {
             continue;
         }
         // The persistent listing's head, for the same file (grown or not).
-        if let Some((old, head)) = listing.restored.remove(file) {
-            if known.is_none() && stamp.continues(old) && readable(file) {
-                listing.heads.insert(file.clone(), (stamp, Some(head)));
+        if let Some((old, head)) = listing.restored.remove(file.as_os_str()) {
+            // Same status as when read, and readable by all: no access check needed.
+            let trusted = stamp.same_status(old) && world_readable(&meta);
+            if known.is_none() && stamp.continues(old) && (trusted || readable(file)) {
+                listing
+                    .heads
+                    .insert(file.clone().into_os_string(), (stamp, Some(head)));
                 changed = true;
                 continue;
             }
@@ -613,76 +681,11 @@ fn read_heads(agent: ExternalAgent, listing: &mut Listing, files: &[PathBuf]) ->
             }
         };
         changed |= head.is_some() || known.is_none();
-        listing.heads.insert(file.clone(), (stamp, head));
+        listing
+            .heads
+            .insert(file.clone().into_os_string(), (stamp, head));
     }
     changed
-}
-
-/// Whether this process may read `file` (its effective ids against the file's mode, as an
-/// open would check): a session whose file became unreadable is read again, so its error names
-/// it, instead of being listed from the persistent listing.
-fn readable(file: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        rustix::fs::accessat(
-            rustix::fs::CWD,
-            file,
-            rustix::fs::Access::READ_OK,
-            rustix::fs::AtFlags::EACCESS,
-        )
-        .is_ok()
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = file;
-        true
-    }
-}
-
-/// Re-reads `dir` when its stamp changed; answers whether it did. `subdirs` keeps directories,
-/// else files. A missing directory has no entries.
-fn refresh_dir(
-    dirs: &mut HashMap<PathBuf, (Option<SystemTime>, Vec<PathBuf>)>,
-    dir: &Path,
-    now: SystemTime,
-    subdirs: bool,
-) -> Result<bool> {
-    let modified = match fs::metadata(dir) {
-        Ok(meta) => meta.modified().ok(),
-        Err(_) => return Ok(dirs.remove(dir).is_some()),
-    };
-    if let Some((Some(old), _)) = dirs.get(dir) {
-        if Some(*old) == modified {
-            return Ok(false);
-        }
-    }
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(err) => {
-            tracing::warn!(dir = %dir.display(), error = %err, "could not list a directory");
-            return Ok(dirs.remove(dir).is_some());
-        }
-    };
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        // At the files' level everything is kept (a FIFO, a socket, a link, a directory): one
-        // whose name makes it a session file but that is not a readable regular file is then
-        // named in the listing's errors when its head is read, instead of vanishing without a
-        // word; the names filter out the rest (a Claude Code session's own directory).
-        if !subdirs || kind.is_dir() {
-            found.push(entry.path());
-        }
-    }
-    found.sort();
-    // A stamp that recent may still hide a change within its granularity: keep no stamp, so the
-    // next listing reads the directory again.
-    let settled = modified.filter(|m| now.duration_since(*m).is_ok_and(|age| age >= SETTLE));
-    let changed = dirs.get(dir).is_none_or(|(_, old)| *old != found);
-    dirs.insert(dir.to_path_buf(), (settled, found));
-    Ok(changed)
 }
 
 fn is_session_file(agent: ExternalAgent, path: &Path) -> bool {

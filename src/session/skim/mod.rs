@@ -20,7 +20,8 @@
 //! value, the surface op), `packed.rs` (a packed row's `data`, checked the way serde decodes
 //! it), `string_body.rs` (string bodies, sixty-four bytes at a time from their masks) and
 //! `simd.rs` (the byte classes those masks come from, the only `unsafe` of the library besides
-//! `mallopt`). Their unit tests are in `tests.rs`.
+//! `mallopt`), and `walk.rs` (a walk over another agent's records, key by key, for readers that
+//! keep a few fields and skip the rest). Their unit tests are in `tests.rs`.
 
 use super::format::{is_surface_type, PackedKind, SurfaceOp};
 use cursor::{Cursor, VALUE_DEPTH};
@@ -31,6 +32,9 @@ mod simd;
 mod string_body;
 #[cfg(test)]
 mod tests;
+mod walk;
+
+pub use walk::Walk;
 
 /// The envelope of a record whose payload was validated but not decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,8 +9,8 @@
 //! `tests/reliability_linear_readers.rs`.
 
 use super::{
-    content_text, is_marker, is_prompt, is_synthetic, message_id, parse, preserved_segment,
-    strip_injected, PreservedSegment,
+    is_marker, is_prompt, parse, parse_serde, preserved_segment, strip_injected, Message,
+    PreservedSegment, SYNTHETIC_MODEL,
 };
 use crate::session::external::scan::LineSink;
 use crate::session::external::{parse_time, Conversation, Item, ItemKind};
@@ -94,9 +94,29 @@ pub struct ConversationScan {
     preserved: Option<PreservedSegment>,
     last_line: Option<u64>,
     last_activity: Option<i64>,
+    /// Every record read by serde alone (the reference the walk is tested against).
+    serde_only: bool,
 }
 
 impl ConversationScan {
+    /// A scan that reads every record by serde alone, never walking it: the reference the
+    /// fast path is compared with (`tests/session/reliability_agent_skim.rs`).
+    #[doc(hidden)]
+    pub fn serde_only() -> ConversationScan {
+        ConversationScan {
+            serde_only: true,
+            ..ConversationScan::default()
+        }
+    }
+
+    fn message<'a>(&self, raw: Option<&'a [u8]>) -> Message<'a> {
+        if self.serde_only {
+            Message::of_serde(raw)
+        } else {
+            Message::of(raw)
+        }
+    }
+
     fn intern(&mut self, uuid: &str) -> u32 {
         let next = self.nodes.len() as u32;
         let at = *match Key::of(uuid) {
@@ -122,7 +142,12 @@ impl ConversationScan {
 impl LineSink for ConversationScan {
     fn line(&mut self, index: u64, bytes: &[u8]) -> bool {
         self.last_line = Some(index);
-        let Some(line) = parse(bytes) else {
+        let line = if self.serde_only {
+            parse_serde(bytes)
+        } else {
+            parse(bytes)
+        };
+        let Some(line) = line else {
             return true;
         };
         let time = line.timestamp.as_deref().and_then(parse_time);
@@ -149,20 +174,20 @@ impl LineSink for ConversationScan {
         let time = time.unwrap_or(0);
         let item = match line.kind.as_deref() {
             Some("user") if line.is_compact_summary == Some(true) => {
-                let (text, _) = content_text(line.message);
+                let message = self.message(line.message);
                 Some((
                     Item {
                         kind: ItemKind::Summary,
-                        text: text.trim().to_string(),
+                        text: message.text.trim().to_string(),
                         time,
                     },
                     None,
                 ))
             }
             Some("user") if is_prompt(&line) => {
-                let (text, only_tools) = content_text(line.message);
-                let text = strip_injected(&text);
-                (!only_tools && !is_marker(&text)).then_some((
+                let message = self.message(line.message);
+                let text = strip_injected(&message.text);
+                (!message.only_tools && !is_marker(&text)).then_some((
                     Item {
                         kind: ItemKind::User,
                         text,
@@ -171,17 +196,18 @@ impl LineSink for ConversationScan {
                     None,
                 ))
             }
-            Some("assistant") if is_synthetic(line.message) => None,
             Some("assistant") => {
-                let (text, _) = content_text(line.message);
-                Some((
-                    Item {
-                        kind: ItemKind::Assistant,
-                        text: text.trim().to_string(),
-                        time,
-                    },
-                    message_id(line.message),
-                ))
+                let message = self.message(line.message);
+                (message.model.as_deref() != Some(SYNTHETIC_MODEL)).then(|| {
+                    (
+                        Item {
+                            kind: ItemKind::Assistant,
+                            text: message.text.trim().to_string(),
+                            time,
+                        },
+                        message.id.map(|id| id.into_owned()),
+                    )
+                })
             }
             _ => None,
         };

@@ -2,6 +2,8 @@
 //!
 //! Pure line parsers: `external::scan` feeds them complete lines. A line that is not a JSON
 //! object, or whose known fields have unexpected types, is skipped like an unknown record type.
+//! Each record is read by `record.rs`: walked key by key, tool results, images and thinking
+//! passed over unread, serde taking whatever the walk does not vouch for.
 //!
 //! The conversation is the main chain of the `parentUuid` tree ending at the newest record that
 //! is not a sidechain, so text abandoned by a rewind or a branch never appears. A
@@ -14,34 +16,13 @@ use super::agent::{AgentFormat, SideNames};
 use super::scan::{read_lines, LineSink};
 use super::{parse_time, title_line, Conversation, Head, HeadFields, ItemKind};
 use crate::session::error::Result;
+use record::{parse, parse_serde, Message, Record};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use std::path::{Path, PathBuf};
 
 mod conversation;
+pub mod record;
 pub use conversation::ConversationScan;
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Line<'a> {
-    #[serde(rename = "type", default)]
-    kind: Option<String>,
-    uuid: Option<String>,
-    parent_uuid: Option<String>,
-    session_id: Option<String>,
-    cwd: Option<String>,
-    timestamp: Option<String>,
-    is_sidechain: Option<bool>,
-    is_meta: Option<bool>,
-    is_compact_summary: Option<bool>,
-    subtype: Option<String>,
-    custom_title: Option<String>,
-    ai_title: Option<String>,
-    #[serde(borrow)]
-    message: Option<&'a RawValue>,
-    #[serde(borrow)]
-    compact_metadata: Option<&'a RawValue>,
-}
 
 /// 2.1.19x+: a compaction that kept the newest records verbatim names them.
 #[derive(Deserialize)]
@@ -60,32 +41,10 @@ struct PreservedSegment {
     tail_uuid: String,
 }
 
-fn preserved_segment(line: &Line<'_>) -> Option<PreservedSegment> {
+fn preserved_segment(line: &Record<'_>) -> Option<PreservedSegment> {
     line.compact_metadata
-        .and_then(|m| serde_json::from_str::<CompactMetadata>(m.get()).ok())
+        .and_then(|m| serde_json::from_slice::<CompactMetadata>(m).ok())
         .and_then(|m| m.preserved_segment)
-}
-
-#[derive(Deserialize)]
-struct MessageBody<'a> {
-    id: Option<String>,
-    model: Option<String>,
-    #[serde(borrow)]
-    content: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Content {
-    Text(String),
-    Blocks(Vec<Block>),
-}
-
-#[derive(Deserialize)]
-struct Block {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    text: Option<String>,
 }
 
 /// Record `type`s the reader uses (the drift guard in `tests/session/real_agents.rs` checks that
@@ -119,54 +78,9 @@ pub const IGNORED_RECORD_TYPES: &[&str] = &[
     "worktree-state",
 ];
 
-fn parse(bytes: &[u8]) -> Option<Line<'_>> {
-    serde_json::from_slice(bytes).ok()
-}
-
-/// The `text` of a message's content, and whether it held only tool results.
-fn content_text(message: Option<&RawValue>) -> (String, bool) {
-    let Some(body) = message.and_then(|m| serde_json::from_str::<MessageBody>(m.get()).ok()) else {
-        return (String::new(), false);
-    };
-    let Some(content) = body
-        .content
-        .and_then(|c| serde_json::from_str::<Content>(c.get()).ok())
-    else {
-        return (String::new(), false);
-    };
-    match content {
-        Content::Text(text) => (text, false),
-        Content::Blocks(blocks) => {
-            let only_tools = !blocks.is_empty()
-                && blocks
-                    .iter()
-                    .all(|b| b.kind.as_deref() == Some("tool_result"));
-            let texts: Vec<&str> = blocks
-                .iter()
-                .filter(|b| b.kind.as_deref() == Some("text"))
-                .filter_map(|b| b.text.as_deref())
-                .collect();
-            (texts.join("\n"), only_tools)
-        }
-    }
-}
-
-fn message_id(message: Option<&RawValue>) -> Option<String> {
-    message
-        .and_then(|m| serde_json::from_str::<MessageBody>(m.get()).ok())
-        .and_then(|b| b.id)
-}
-
 /// The model Claude Code names for replies it wrote itself ("No response requested.", API
 /// error notes), not the model's words.
 const SYNTHETIC_MODEL: &str = "<synthetic>";
-
-fn is_synthetic(message: Option<&RawValue>) -> bool {
-    message
-        .and_then(|m| serde_json::from_str::<MessageBody>(m.get()).ok())
-        .and_then(|b| b.model)
-        .is_some_and(|m| m == SYNTHETIC_MODEL)
-}
 
 /// Tags whose whole element is injected context or command plumbing, not what a person typed.
 const INJECTED_TAGS: &[&str] = &[
@@ -231,7 +145,7 @@ pub fn strip_injected(text: &str) -> String {
 }
 
 /// Whether a user record is a prompt a person typed.
-fn is_prompt(line: &Line<'_>) -> bool {
+fn is_prompt(line: &Record<'_>) -> bool {
     line.kind.as_deref() == Some("user")
         && line.is_meta != Some(true)
         && line.is_sidechain != Some(true)
@@ -331,10 +245,10 @@ impl LineSink for HeadScan {
         };
         head.objects += 1;
         if head.id.is_none() {
-            head.id = line.session_id;
+            head.id = line.session_id.map(|s| s.into_owned());
         }
         if head.cwd.is_none() {
-            head.cwd = line.cwd;
+            head.cwd = line.cwd.map(|s| s.into_owned());
         }
         if let Some(time) = line.timestamp.as_deref().and_then(parse_time) {
             head.created = Some(head.created.map_or(time, |c| c.min(time)));
@@ -384,17 +298,18 @@ impl LineSink for TitleScan {
             }
             Some("custom-title") => {
                 if let Some(t) = line.custom_title.filter(|t| !t.trim().is_empty()) {
-                    self.custom = Some(t);
+                    self.custom = Some(t.into_owned());
                 }
             }
             Some("ai-title") => {
                 if let Some(t) = line.ai_title.filter(|t| !t.trim().is_empty()) {
-                    self.ai = Some(t);
+                    self.ai = Some(t.into_owned());
                 }
             }
             Some("user") if self.first_prompt.is_none() && is_prompt(&line) => {
-                let (text, only_tools) = content_text(line.message);
-                let prompt = strip_injected(&text);
+                let message = Message::of(line.message);
+                let only_tools = message.only_tools;
+                let prompt = strip_injected(&message.text);
                 // A bare slash command (`/clear`) says nothing about the session.
                 let bare_command = prompt.starts_with('/') && !prompt.contains(char::is_whitespace);
                 if only_tools || is_marker(&prompt) {

@@ -1,0 +1,24 @@
+//! The walking readers of other agents' records agree with serde: a Claude Code line reads as
+//! the same record and message walked or decoded, a Codex line as the same envelope, and a
+//! payload the walk passes over as none of a reader's types is one serde rejects or reads as
+//! another type.
+#![no_main]
+
+use dsh_session_references::session::external::{claude, codex_record};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let (walked, decoded) = claude::record::differential::both(data);
+    assert_eq!(walked, decoded, "Claude Code record");
+    let (walked, decoded) = codex_record::differential::both(data);
+    assert_eq!(walked, decoded, "Codex envelope");
+    for kinds in [&["message"][..], &["user_message", "thread_rolled_back"][..]] {
+        let (dropped, serde_kind) = codex_record::differential::payload_kind(data, kinds);
+        if dropped {
+            assert!(
+                serde_kind.map_or(true, |k| !k.as_deref().is_some_and(|k| kinds.contains(&k))),
+                "a payload of a wanted type was passed over"
+            );
+        }
+    }
+});

@@ -1,0 +1,375 @@
+//! One Claude Code record as the readers use it: the envelope fields, and what the `message`
+//! gives the projection (its id, its model, its text and whether it held only tool results).
+//!
+//! Purpose: a heavy transcript is mostly bytes no reader keeps: a tool result stored twice
+//! (in `message.content` and in `toolUseResult`), base64 images, thinking and its signature.
+//! `parse` walks a line key by key (`Walk`) and passes over those values with the skimmer's
+//! block loop, decoding only the few strings it keeps; `Message::of` does the same inside
+//! `message`. Whatever the walk does not vouch for (an escaped key, a repeated field, a float
+//! inside a content block, a surrogate escape, a field of an unexpected type…) goes to serde
+//! (`parse_serde`, `Message::of_serde`), which stays the one definition of a record.
+//!
+//! Invariant: for every line, `parse` answers what `parse_serde` answers, and
+//! `Message::of` what `Message::of_serde` answers, field for field: the walk accepts a line
+//! only where serde accepts it with the same values (a line serde rejects is skipped by both).
+//! Proof: `tests/session/reliability_agent_skim.rs` (every Claude Code fixture line and
+//! generated hostile lines, both paths compared, and whole conversations projected both ways),
+//! the fuzz target `fuzz/fuzz_targets/agent_skim.rs`, and the tests below.
+
+use crate::session::skim::Walk;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+
+/// The fields of a record the readers use; `message` and `compactMetadata` as raw JSON.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Record<'a> {
+    pub kind: Option<Cow<'a, str>>,
+    pub uuid: Option<Cow<'a, str>>,
+    pub parent_uuid: Option<Cow<'a, str>>,
+    pub session_id: Option<Cow<'a, str>>,
+    pub cwd: Option<Cow<'a, str>>,
+    pub timestamp: Option<Cow<'a, str>>,
+    pub subtype: Option<Cow<'a, str>>,
+    pub custom_title: Option<Cow<'a, str>>,
+    pub ai_title: Option<Cow<'a, str>>,
+    pub is_sidechain: Option<bool>,
+    pub is_meta: Option<bool>,
+    pub is_compact_summary: Option<bool>,
+    pub message: Option<&'a [u8]>,
+    pub compact_metadata: Option<&'a [u8]>,
+}
+
+/// The record as serde reads it (the definition [`parse`] agrees with).
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Line<'a> {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    uuid: Option<String>,
+    parent_uuid: Option<String>,
+    session_id: Option<String>,
+    cwd: Option<String>,
+    timestamp: Option<String>,
+    is_sidechain: Option<bool>,
+    is_meta: Option<bool>,
+    is_compact_summary: Option<bool>,
+    subtype: Option<String>,
+    custom_title: Option<String>,
+    ai_title: Option<String>,
+    #[serde(borrow)]
+    message: Option<&'a RawValue>,
+    #[serde(borrow)]
+    compact_metadata: Option<&'a RawValue>,
+}
+
+/// A record line, or `None` when it is not a JSON object serde reads as a record.
+pub(super) fn parse(bytes: &[u8]) -> Option<Record<'_>> {
+    walk_record(bytes).or_else(|| parse_serde(bytes))
+}
+
+/// [`parse`] by serde alone.
+pub(super) fn parse_serde(bytes: &[u8]) -> Option<Record<'_>> {
+    let line: Line<'_> = serde_json::from_slice(bytes).ok()?;
+    let owned = |s: Option<String>| s.map(Cow::Owned);
+    Some(Record {
+        kind: owned(line.kind),
+        uuid: owned(line.uuid),
+        parent_uuid: owned(line.parent_uuid),
+        session_id: owned(line.session_id),
+        cwd: owned(line.cwd),
+        timestamp: owned(line.timestamp),
+        subtype: owned(line.subtype),
+        custom_title: owned(line.custom_title),
+        ai_title: owned(line.ai_title),
+        is_sidechain: line.is_sidechain,
+        is_meta: line.is_meta,
+        is_compact_summary: line.is_compact_summary,
+        message: line.message.map(|m| m.get().as_bytes()),
+        compact_metadata: line.compact_metadata.map(|m| m.get().as_bytes()),
+    })
+}
+
+/// The walk: `None` for anything it does not vouch for.
+fn walk_record(bytes: &[u8]) -> Option<Record<'_>> {
+    let mut walk = Walk::new(bytes);
+    let mut record = Record::default();
+    // The known fields seen (serde rejects a repeated one).
+    let mut seen = 0u16;
+    if walk.object()? {
+        loop {
+            let key = walk.key()?;
+            let bit = match key {
+                b"type" => 1,
+                b"uuid" => 1 << 1,
+                b"parentUuid" => 1 << 2,
+                b"sessionId" => 1 << 3,
+                b"cwd" => 1 << 4,
+                b"timestamp" => 1 << 5,
+                b"subtype" => 1 << 6,
+                b"customTitle" => 1 << 7,
+                b"aiTitle" => 1 << 8,
+                b"isSidechain" => 1 << 9,
+                b"isMeta" => 1 << 10,
+                b"isCompactSummary" => 1 << 11,
+                b"message" => 1 << 12,
+                b"compactMetadata" => 1 << 13,
+                _ => 0,
+            };
+            if seen & bit != 0 {
+                return None;
+            }
+            seen |= bit;
+            match key {
+                b"type" => record.kind = walk.string_or_null()?,
+                b"uuid" => record.uuid = walk.string_or_null()?,
+                b"parentUuid" => record.parent_uuid = walk.string_or_null()?,
+                b"sessionId" => record.session_id = walk.string_or_null()?,
+                b"cwd" => record.cwd = walk.string_or_null()?,
+                b"timestamp" => record.timestamp = walk.string_or_null()?,
+                b"subtype" => record.subtype = walk.string_or_null()?,
+                b"customTitle" => record.custom_title = walk.string_or_null()?,
+                b"aiTitle" => record.ai_title = walk.string_or_null()?,
+                b"isSidechain" => record.is_sidechain = walk.bool_or_null()?,
+                b"isMeta" => record.is_meta = walk.bool_or_null()?,
+                b"isCompactSummary" => record.is_compact_summary = walk.bool_or_null()?,
+                b"message" => record.message = raw_or_null(&mut walk)?,
+                b"compactMetadata" => record.compact_metadata = raw_or_null(&mut walk)?,
+                _ => {
+                    walk.skip()?;
+                }
+            }
+            if !walk.member_end()? {
+                break;
+            }
+        }
+    }
+    walk.at_end().then_some(record)
+}
+
+/// A value kept raw (`Option<&RawValue>`): `null` is `None`.
+fn raw_or_null<'a>(walk: &mut Walk<'a>) -> Option<Option<&'a [u8]>> {
+    if walk.null() {
+        return Some(None);
+    }
+    walk.skip().map(Some)
+}
+
+/// What a record's `message` gives the projection. A `message` serde cannot read as a message
+/// body gives nothing (no id, no model, no text), as one without those fields.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Message<'a> {
+    pub id: Option<Cow<'a, str>>,
+    pub model: Option<Cow<'a, str>>,
+    /// The `text` of the content (text blocks joined by newlines).
+    pub text: String,
+    /// The content held only `tool_result` blocks (at least one).
+    pub only_tools: bool,
+}
+
+#[derive(Deserialize)]
+struct MessageBody<'a> {
+    id: Option<String>,
+    model: Option<String>,
+    #[serde(borrow)]
+    content: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Blocks(Vec<Block>),
+}
+
+#[derive(Deserialize)]
+struct Block {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    text: Option<String>,
+}
+
+impl<'a> Message<'a> {
+    /// The message of a record (`None`: the record had none).
+    pub fn of(raw: Option<&'a [u8]>) -> Message<'a> {
+        let Some(raw) = raw else {
+            return Message::default();
+        };
+        walk_body(raw).unwrap_or_else(|| Message::of_serde(Some(raw)))
+    }
+
+    /// [`Message::of`] by serde alone.
+    pub fn of_serde(raw: Option<&'a [u8]>) -> Message<'a> {
+        let body = raw
+            .and_then(|raw| std::str::from_utf8(raw).ok())
+            .and_then(|raw| serde_json::from_str::<MessageBody>(raw).ok());
+        let Some(body) = body else {
+            return Message::default();
+        };
+        let (text, only_tools) = body
+            .content
+            .and_then(|c| serde_json::from_str::<Content>(c.get()).ok())
+            .map_or((String::new(), false), content_text);
+        Message {
+            id: body.id.map(Cow::Owned),
+            model: body.model.map(Cow::Owned),
+            text,
+            only_tools,
+        }
+    }
+}
+
+fn content_text(content: Content) -> (String, bool) {
+    match content {
+        Content::Text(text) => (text, false),
+        Content::Blocks(blocks) => {
+            let only_tools = !blocks.is_empty()
+                && blocks
+                    .iter()
+                    .all(|b| b.kind.as_deref() == Some("tool_result"));
+            let texts: Vec<&str> = blocks
+                .iter()
+                .filter(|b| b.kind.as_deref() == Some("text"))
+                .filter_map(|b| b.text.as_deref())
+                .collect();
+            (texts.join("\n"), only_tools)
+        }
+    }
+}
+
+/// The walk of a message body: `None` for anything it does not vouch for.
+fn walk_body(raw: &[u8]) -> Option<Message<'_>> {
+    let mut walk = Walk::new(raw);
+    let mut message = Message::default();
+    let (mut id, mut model, mut content) = (false, false, false);
+    if walk.object()? {
+        loop {
+            match walk.key()? {
+                b"id" if !id => {
+                    id = true;
+                    message.id = walk.string_or_null()?;
+                }
+                b"model" if !model => {
+                    model = true;
+                    message.model = walk.string_or_null()?;
+                }
+                b"content" if !content => {
+                    content = true;
+                    if !walk.null() {
+                        (message.text, message.only_tools) = walk_content(&mut walk)?;
+                    }
+                }
+                b"id" | b"model" | b"content" => return None,
+                _ => {
+                    walk.skip()?;
+                }
+            }
+            if !walk.member_end()? {
+                break;
+            }
+        }
+    }
+    walk.at_end().then_some(message)
+}
+
+/// A message's content (a string, or an array of blocks read for their `type` and `text`),
+/// checked as serde decodes it into [`Content`]: `None` for anything else.
+fn walk_content(walk: &mut Walk<'_>) -> Option<(String, bool)> {
+    if walk.peek()? == b'"' {
+        return Some((walk.string()?.into_owned(), false));
+    }
+    let mut texts: Vec<Cow<'_, str>> = Vec::new();
+    let (mut any, mut only_tools) = (false, true);
+    if walk.array()? {
+        loop {
+            let (kind, text) = walk_block(walk)?;
+            any = true;
+            only_tools &= kind.as_deref() == Some("tool_result");
+            if kind.as_deref() == Some("text") {
+                texts.extend(text);
+            }
+            if !walk.element_end()? {
+                break;
+            }
+        }
+    }
+    Some((texts.join("\n"), any && only_tools))
+}
+
+/// A content block's `type` and `text`, other fields checked as decoded values.
+#[allow(clippy::type_complexity)]
+fn walk_block<'a>(walk: &mut Walk<'a>) -> Option<(Option<Cow<'a, str>>, Option<Cow<'a, str>>)> {
+    let (mut kind, mut text) = (None, None);
+    let (mut seen_kind, mut seen_text) = (false, false);
+    if walk.object()? {
+        loop {
+            match walk.key()? {
+                b"type" if !seen_kind => {
+                    seen_kind = true;
+                    kind = walk.string_or_null()?;
+                }
+                b"text" if !seen_text => {
+                    seen_text = true;
+                    text = walk.string_or_null()?;
+                }
+                b"type" | b"text" => return None,
+                _ => walk.skip_decoded()?,
+            }
+            if !walk.member_end()? {
+                break;
+            }
+        }
+    }
+    Some((kind, text))
+}
+
+/// Hooks for the differential tests and the fuzz target: the walk and serde, side by side.
+#[doc(hidden)]
+pub mod differential {
+    /// The record and its message as the walk reads them, and as serde does (debug text each;
+    /// `None` where the line is not a record).
+    pub fn both(line: &[u8]) -> (Option<String>, Option<String>) {
+        let show = |record: Option<super::Record<'_>>, fast: bool| {
+            record.map(|r| {
+                let message = if fast {
+                    super::Message::of(r.message)
+                } else {
+                    super::Message::of_serde(r.message)
+                };
+                format!("{r:?} {message:?}")
+            })
+        };
+        (
+            show(super::parse(line), true),
+            show(super::parse_serde(line), false),
+        )
+    }
+
+    /// The conversation the complete lines of `file` project (debug text), read as
+    /// `prepare` reads it, or by serde alone.
+    pub fn conversation(file: &[u8], serde_only: bool) -> String {
+        use crate::session::external::lines::LineSink;
+        let mut scan = if serde_only {
+            super::super::ConversationScan::serde_only()
+        } else {
+            super::super::ConversationScan::default()
+        };
+        let complete = match memchr::memrchr(b'\n', file) {
+            Some(end) => &file[..end],
+            None => return format!("{:?}", scan.finish()),
+        };
+        for (index, line) in complete.split(|&b| b == b'\n').enumerate() {
+            if !scan.line(index as u64, line) {
+                break;
+            }
+        }
+        format!("{:?}", scan.finish())
+    }
+
+    /// Whether the walk alone (no serde fallback) reads the line: for tests that the fast path
+    /// is taken at all.
+    pub fn walked(line: &[u8]) -> bool {
+        super::walk_record(line)
+            .is_some_and(|r| r.message.is_none_or(|m| super::walk_body(m).is_some()))
+    }
+}

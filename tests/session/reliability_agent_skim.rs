@@ -1,0 +1,478 @@
+//! The walking reader of Claude Code records against the serde reader: on every fixture line,
+//! on those lines mutated byte by byte, on generated hostile records, and on whole
+//! conversations projected both ways.
+//!
+//! `prepare` of a Claude Code session walks each record key by key and passes over tool
+//! results, images and thinking without decoding them (`session::external::claude::record`);
+//! anything the walk does not vouch for goes to serde. The walk must never change what a file
+//! means: for any line, the record and the message the walk reads are exactly the ones serde
+//! reads (or both reject the line), and a conversation projects to the same items, last line
+//! and last activity. The runs are seeded (the same lines each time; a failure prints the line).
+//! The same check is the cargo-fuzz target `fuzz/fuzz_targets/agent_skim.rs`.
+
+use dsh_session_references::session::external::claude::record::differential::{
+    both, conversation, walked,
+};
+use std::path::{Path, PathBuf};
+
+fn fixtures() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "jsonl") {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures"),
+        &mut out,
+    );
+    out.sort();
+    out
+}
+
+fn is_claude(path: &Path) -> bool {
+    let text = path.to_string_lossy();
+    text.contains("claude") && !text.contains("subagents")
+}
+
+fn agree(line: &[u8]) -> bool {
+    let (walked_record, serde_record) = both(line);
+    assert_eq!(
+        walked_record,
+        serde_record,
+        "the walk and serde disagree on {:?}",
+        String::from_utf8_lossy(line)
+    );
+    serde_record.is_some()
+}
+
+/// A small deterministic generator (xorshift), so the runs are the same each time.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+}
+
+#[test]
+fn every_fixture_line_reads_the_same_walked_or_decoded() {
+    let (mut lines, mut claude_lines, mut claude_walked) = (0, 0, 0);
+    for path in fixtures() {
+        let bytes = std::fs::read(&path).unwrap();
+        for line in bytes.split(|&b| b == b'\n') {
+            agree(line);
+            lines += 1;
+            if is_claude(&path) && !line.is_empty() {
+                claude_lines += 1;
+                claude_walked += usize::from(walked(line));
+            }
+        }
+    }
+    assert!(lines > 500, "the fixtures were found ({lines} lines)");
+    // The fast path is the one taken on real records, not the fallback.
+    assert!(
+        claude_walked * 10 >= claude_lines * 9,
+        "{claude_walked} of {claude_lines} Claude Code lines walked"
+    );
+}
+
+#[test]
+fn every_claude_fixture_projects_the_same_conversation_walked_or_decoded() {
+    let mut files = 0;
+    for path in fixtures().into_iter().filter(|p| is_claude(p)) {
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(
+            conversation(&bytes, false),
+            conversation(&bytes, true),
+            "{}",
+            path.display()
+        );
+        files += 1;
+    }
+    assert!(files >= 5, "the Claude Code fixtures were found ({files})");
+}
+
+#[test]
+fn fixture_lines_mutated_byte_by_byte_read_the_same() {
+    let mut rng = Rng(0x5eed_cafe_f00d_1234);
+    const BYTES: &[u8] = b"{}[],:\"\\ \t0-1.eEtnu\x01\xff\xc3\xa9\n";
+    let mut tried = 0;
+    for path in fixtures().into_iter().filter(|p| is_claude(p)) {
+        let bytes = std::fs::read(&path).unwrap();
+        for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            for _ in 0..6 {
+                let mut mutated = line.to_vec();
+                for _ in 0..1 + rng.below(3) {
+                    let at = rng.below(mutated.len() + 1);
+                    match rng.below(3) {
+                        0 if at < mutated.len() => {
+                            mutated.remove(at);
+                        }
+                        1 if at < mutated.len() => mutated[at] = BYTES[rng.below(BYTES.len())],
+                        _ => mutated.insert(at, BYTES[rng.below(BYTES.len())]),
+                    }
+                }
+                agree(&mutated);
+                tried += 1;
+            }
+        }
+    }
+    assert!(tried > 1000, "{tried} mutated lines");
+}
+
+/// A JSON value of the kinds Claude Code records hold, and the hostile ones around them.
+fn value(rng: &mut Rng, depth: usize) -> String {
+    let scalars = [
+        r#""plain text""#,
+        r#""line\nbreak \"quoted\" \\ \/ \t""#,
+        r#""caf\u00e9 é 日本""#,
+        r#""\ud83d\ude00 pair""#,
+        r#""\ud800 lone""#,
+        r#""bad \x escape""#,
+        "\"raw\tcontrol\"",
+        "1",
+        "-0",
+        "0.5",
+        "-12.5e-3",
+        "1e999",
+        "123456789012345678901234567890",
+        "true",
+        "false",
+        "null",
+        "01",
+        "1.",
+        "[]",
+        "{}",
+    ];
+    if depth == 0 || rng.below(3) == 0 {
+        return rng.pick(&scalars).to_string();
+    }
+    match rng.below(3) {
+        0 => {
+            let n = rng.below(4);
+            let items: Vec<String> = (0..n).map(|_| value(rng, depth - 1)).collect();
+            format!("[{}]", items.join(","))
+        }
+        1 => {
+            let keys = ["a", "type", "text", "content", "data", "k\\u0065y", "input"];
+            let n = rng.below(4);
+            let members: Vec<String> = (0..n)
+                .map(|_| format!("\"{}\":{}", rng.pick(&keys), value(rng, depth - 1)))
+                .collect();
+            format!("{{{}}}", members.join(","))
+        }
+        _ => {
+            // Deep nesting: past serde's recursion limit now and then.
+            let n = [3, 99, 101, 127, 129, 200][rng.below(6)];
+            format!("{}{}", "[".repeat(n), "]".repeat(n))
+        }
+    }
+}
+
+fn block(rng: &mut Rng) -> String {
+    match rng.below(9) {
+        0 => format!(r#"{{"type":"text","text":{}}}"#, value(rng, 0)),
+        1 => r#"{"type":"text","text":"a reply"}"#.to_string(),
+        2 => format!(
+            r#"{{"tool_use_id":"t1","type":"tool_result","content":{},"is_error":false}}"#,
+            value(rng, 3)
+        ),
+        3 => r#"{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}"#.to_string(),
+        4 => format!(
+            r#"{{"type":"thinking","thinking":"hmm","signature":"c2ln"{}}}"#,
+            if rng.below(2) == 0 { r#","type":"text""# } else { "" }
+        ),
+        5 => format!(r#"{{"type":"tool_use","id":"t","name":"Bash","input":{}}}"#, value(rng, 3)),
+        6 => value(rng, 2),
+        7 => r#"{"type":"text","text":null,"text":"twice"}"#.to_string(),
+        _ => format!(r#"{{"type":{},"text":"x"}}"#, value(rng, 1)),
+    }
+}
+
+fn message(rng: &mut Rng) -> String {
+    let content = match rng.below(5) {
+        0 => value(rng, 1),
+        1 => r#""a typed prompt <system-reminder>x</system-reminder>""#.to_string(),
+        _ => {
+            let n = rng.below(4);
+            let blocks: Vec<String> = (0..n).map(|_| block(rng)).collect();
+            format!("[{}]", blocks.join(","))
+        }
+    };
+    let mut members = vec![
+        format!(r#""role":"user","content":{content}"#),
+        format!(
+            r#""id":{}"#,
+            rng.pick(&[r#""msg_1""#, "null", "5", r#""msg_\u0031""#])
+        ),
+        format!(
+            r#""model":{}"#,
+            rng.pick(&[r#""<synthetic>""#, r#""claude-opus""#, "null", "[]"])
+        ),
+        format!(r#""usage":{}"#, value(rng, 2)),
+    ];
+    if rng.below(6) == 0 {
+        members.push(r#""content":"again""#.to_string());
+    }
+    shuffle(rng, &mut members);
+    members.truncate(1 + rng.below(members.len()));
+    match rng.below(12) {
+        0 => value(rng, 1),
+        _ => format!("{{{}}}", members.join(",")),
+    }
+}
+
+fn shuffle(rng: &mut Rng, items: &mut [String]) {
+    for i in (1..items.len()).rev() {
+        items.swap(i, rng.below(i + 1));
+    }
+}
+
+fn record(rng: &mut Rng, uuids: &[&str]) -> String {
+    let kinds = [
+        r#""user""#,
+        r#""assistant""#,
+        r#""system""#,
+        r#""custom-title""#,
+        r#""ai-title""#,
+        r#""progress""#,
+        "null",
+        "7",
+    ];
+    let flags = ["true", "false", "null", "1", r#""true""#];
+    let uuid = |rng: &mut Rng| format!("\"{}\"", rng.pick(uuids));
+    let mut members = vec![
+        format!(r#""type":{}"#, rng.pick(&kinds)),
+        format!(r#""uuid":{}"#, uuid(rng)),
+        format!(
+            r#""parentUuid":{}"#,
+            if rng.below(4) == 0 {
+                "null".to_string()
+            } else {
+                uuid(rng)
+            }
+        ),
+        r#""sessionId":"0b1c2d3e-4f50-4617-8283-94a5b6c7d8e9""#.to_string(),
+        format!(
+            r#""cwd":{}"#,
+            rng.pick(&[r#""/w""#, r#""C:\\w\\é""#, r#""/\u00e9""#])
+        ),
+        format!(
+            r#""timestamp":{}"#,
+            rng.pick(&[
+                r#""2026-01-01T00:00:01.000Z""#,
+                r#""2026-01-01T00:00:02Z""#,
+                r#""yesterday""#,
+                "null",
+            ])
+        ),
+        format!(r#""isSidechain":{}"#, rng.pick(&flags)),
+        format!(r#""isMeta":{}"#, rng.pick(&flags)),
+        format!(r#""isCompactSummary":{}"#, rng.pick(&flags)),
+        format!(r#""message":{}"#, message(rng)),
+        format!(r#""toolUseResult":{}"#, value(rng, 4)),
+        format!(
+            r#""subtype":{}"#,
+            rng.pick(&[r#""compact_boundary""#, r#""other""#])
+        ),
+        format!(
+            r#""compactMetadata":{}"#,
+            rng.pick(&[
+                r#"{"trigger":"manual","preTokens":1}"#,
+                r#"{"preservedSegment":{"headUuid":"u1","anchorUuid":"u2","tailUuid":"u3"}}"#,
+                "null",
+                "[",
+            ])
+        ),
+        format!(
+            r#""customTitle":{}"#,
+            rng.pick(&[r#""Mine""#, r#""  ""#, "null", "1"])
+        ),
+        format!(r#""aiTitle":{}"#, rng.pick(&[r#""Fix it""#, "null"])),
+        format!(
+            r#""{}":{}"#,
+            rng.pick(&["typ\\u0065", "extra", "uuid"]),
+            value(rng, 2)
+        ),
+    ];
+    shuffle(rng, &mut members);
+    members.truncate(3 + rng.below(members.len() - 2));
+    let sep = rng.pick(&[",", ",", ",", " , ", ",\t", ";"]);
+    let mut line = format!("{{{}}}", members.join(sep));
+    match rng.below(20) {
+        0 => {
+            let mut at = rng.below(line.len());
+            while !line.is_char_boundary(at) {
+                at -= 1;
+            }
+            line.truncate(at);
+        }
+        1 => line.push_str(" \r"),
+        2 => line.push_str(" x"),
+        3 => line.insert(0, ' '),
+        _ => {}
+    }
+    line
+}
+
+#[test]
+fn generated_hostile_records_read_the_same_walked_or_decoded() {
+    let mut rng = Rng(0x0123_4567_89ab_cdef);
+    let uuids = ["u1", "u2", "u3", "5f1c2d3e-4f50-4617-8283-94a5b6c7d8e9"];
+    let (mut records, mut walked_ok) = (0, 0);
+    for _ in 0..20_000 {
+        let line = record(&mut rng, &uuids);
+        if agree(line.as_bytes()) {
+            records += 1;
+            walked_ok += usize::from(walked(line.as_bytes()));
+        }
+    }
+    // Enough of them are records, and enough of those are walked, for both paths to be tested.
+    assert!(records > 2_000, "{records} records");
+    assert!(walked_ok > 500, "{walked_ok} walked");
+}
+
+#[test]
+fn generated_conversations_project_the_same_walked_or_decoded() {
+    let mut rng = Rng(0xfeed_beef_0bad_f00d);
+    let uuids = ["u1", "u2", "u3", "u4", "u5", "u6"];
+    for _ in 0..2_000 {
+        let n = 1 + rng.below(12);
+        let file: String = (0..n).map(|_| record(&mut rng, &uuids) + "\n").collect();
+        assert_eq!(
+            conversation(file.as_bytes(), false),
+            conversation(file.as_bytes(), true),
+            "{file}"
+        );
+    }
+}
+
+mod codex {
+    //! The same for Codex rollouts: the envelope walked or decoded, the look at a payload's
+    //! type that lets a reader drop it unread, and whole conversations.
+    use super::{fixtures, Rng};
+    use dsh_session_references::session::external::codex_record::differential::{
+        both, conversation, payload_kind, walked,
+    };
+
+    fn is_codex(path: &std::path::Path) -> bool {
+        path.to_string_lossy().contains("codex")
+    }
+
+    const KIND_LISTS: &[&[&str]] = &[
+        &["user_message", "thread_rolled_back"],
+        &["message"],
+        &["thread_name_updated", "user_message"],
+        &[],
+    ];
+
+    fn agree(line: &[u8]) {
+        let (walked_line, serde_line) = both(line);
+        assert_eq!(
+            walked_line,
+            serde_line,
+            "the walk and serde disagree on {:?}",
+            String::from_utf8_lossy(line)
+        );
+        // The payload, as serde cuts it out of the line.
+        #[derive(serde::Deserialize)]
+        struct Raw<'a> {
+            #[serde(borrow)]
+            payload: &'a serde_json::value::RawValue,
+        }
+        if let Ok(raw) = serde_json::from_slice::<Raw>(line) {
+            for kinds in KIND_LISTS {
+                let (dropped, serde_kind) = payload_kind(raw.payload.get().as_bytes(), kinds);
+                if dropped {
+                    assert!(
+                        serde_kind
+                            .as_ref()
+                            .map_or(true, |k| !k.as_deref().is_some_and(|k| kinds.contains(&k))),
+                        "a payload of a wanted type ({serde_kind:?}) was dropped: {:?}",
+                        raw.payload.get()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_codex_fixture_line_and_its_mutations_read_the_same() {
+        let mut rng = Rng(0xc0de_c0de_1234_5678);
+        const BYTES: &[u8] = b"{}[],:\"\\ 0-1.etn\x01\xff";
+        let (mut lines, mut walked_lines) = (0, 0);
+        for path in fixtures().into_iter().filter(|p| is_codex(p)) {
+            let bytes = std::fs::read(&path).unwrap();
+            for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                agree(line);
+                lines += 1;
+                walked_lines += usize::from(walked(line));
+                for _ in 0..4 {
+                    let mut mutated = line.to_vec();
+                    let at = rng.below(mutated.len());
+                    match rng.below(3) {
+                        0 => {
+                            mutated.remove(at);
+                        }
+                        1 => mutated[at] = BYTES[rng.below(BYTES.len())],
+                        _ => mutated.insert(at, BYTES[rng.below(BYTES.len())]),
+                    }
+                    agree(&mutated);
+                }
+            }
+        }
+        assert!(lines > 100, "the Codex fixtures were found ({lines} lines)");
+        assert!(
+            walked_lines * 10 >= lines * 9,
+            "{walked_lines} of {lines} walked"
+        );
+    }
+
+    #[test]
+    fn every_codex_fixture_and_its_mutations_project_the_same_conversation() {
+        let mut rng = Rng(0xabcd_ef01_2345_6789);
+        let mut files = 0;
+        for path in fixtures().into_iter().filter(|p| is_codex(p)) {
+            let bytes = std::fs::read(&path).unwrap();
+            assert_eq!(
+                conversation(&bytes, false),
+                conversation(&bytes, true),
+                "{}",
+                path.display()
+            );
+            files += 1;
+            for _ in 0..20 {
+                let mut mutated = bytes.clone();
+                for _ in 0..3 {
+                    let at = rng.below(mutated.len());
+                    mutated[at] = b"{}[],:\"\\ x"[rng.below(10)];
+                }
+                assert_eq!(
+                    conversation(&mutated, false),
+                    conversation(&mutated, true),
+                    "{}",
+                    String::from_utf8_lossy(&mutated)
+                );
+            }
+        }
+        assert!(files >= 3, "the Codex fixtures were found ({files})");
+    }
+}
