@@ -35,6 +35,7 @@
 //! `tests/tui/resume_start.rs`, the unit tests of `focus.rs` and `tasks.rs`, and the tmux runs
 //! in `tests/e2e/tmux.rs` and `tests/e2e/cli_lifecycle.rs`.
 
+mod chip_state;
 mod commands;
 mod draw;
 mod event;
@@ -46,6 +47,7 @@ mod input;
 mod run;
 mod send;
 mod state;
+mod task_slot;
 mod tasks;
 mod wiring;
 

@@ -1,8 +1,9 @@
 //! The app's state: one struct of widget states, the session's status and the slots of its
 //! background tasks. Pure: nothing here does I/O or spawns work.
 
-use super::tasks::{Serials, TaskSlot};
-use super::{file_chips, AppEvent, NextSession};
+use super::chip_state::FileChips;
+use super::task_slot::{Serials, TaskSlot};
+use super::{AppEvent, NextSession};
 use crate::agent::config::ModelChoice;
 use crate::agent::{Agent, AgentStatus};
 use crate::host::{Preview, SessionReferenceMount};
@@ -123,7 +124,7 @@ pub struct App {
     /// Shown in the status line when nothing else is (e.g. where the demo home lives).
     pub(super) home_note: Option<String>,
     /// File chips being sized, and outside files waiting for a yes or no.
-    pub(super) chips: file_chips::FileChips,
+    pub(super) chips: FileChips,
     /// Inline mode: the transcript area shows only what is not in the scrollback yet.
     pub(super) inline: bool,
 }

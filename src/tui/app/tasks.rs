@@ -1,16 +1,13 @@
-//! The app's background work, and the one helper every task of the loop is started through.
-//!
-//! Purpose: lookups, badges, the popup's preview, the picker's searches, `/resume PREFIX` and
-//! `/sessions` all run off the loop and answer through the channel. [`TaskSlot::spawn`] is the
-//! one place that starts them: it cancels the slot's previous task, gives the new one a fresh
-//! serial and a cancel token, and sends its answer only if the token was not cancelled.
+//! The app's background work: lookups, badges, the popup's preview, the picker's searches,
+//! `/resume PREFIX` and `/sessions` all run off the loop and answer through the channel, each
+//! started through its [`TaskSlot`] (`task_slot.rs`).
 //!
 //! Invariant: an answer is used only when its serial is the slot's current one
-//! ([`TaskSlot::is_current`]); serials come from one counter per app ([`Serials`]), so a slot
-//! made again for the same key (a mention that left and came back) never takes an older
-//! answer. At most one task per slot is wanted at a time: starting one cancels the one before.
-//! Proof: the unit tests below (a stale answer is dropped, a cancelled task sends nothing).
+//! ([`TaskSlot::is_current`]), so a slot made again for the same key (a mention that left and
+//! came back) never takes an older answer. Proof: the unit tests below (a stale answer is
+//! dropped, a cancelled task sends nothing).
 
+use super::task_slot::TaskSlot;
 use super::{App, AppEvent, BadgeSlot, PopupPreview, BARE_FILE_ROWS, FILE_ROWS};
 use crate::host::Preview;
 use crate::session::clock::now_ms;
@@ -18,72 +15,9 @@ use crate::tui::composer::ComposerSnapshot;
 use crate::tui::file_index::FileFinder;
 use crate::tui::popup::{LookupRequest, PopupItem};
 use crate::tui::prompt_history;
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio::sync::mpsc::UnboundedSender;
-use tokio_util::sync::CancellationToken;
-
-/// The one counter every task's serial is drawn from (one per app).
-#[derive(Debug, Default)]
-pub(crate) struct Serials(u64);
-
-impl Serials {
-    fn next(&mut self) -> u64 {
-        self.0 += 1;
-        self.0
-    }
-}
-
-/// One kind of background task: the serial and the cancel token of the one started last.
-#[derive(Debug, Default)]
-pub(crate) struct TaskSlot {
-    serial: u64,
-    cancel: Option<CancellationToken>,
-}
-
-impl TaskSlot {
-    /// Starts `work` off the loop as this slot's task: the previous one is cancelled, the new
-    /// one gets a fresh serial and a token (`work` receives both), and what it answers goes to
-    /// `tx` unless the token was cancelled meanwhile. Returns the serial.
-    pub(crate) fn spawn<F>(
-        &mut self,
-        serials: &mut Serials,
-        tx: &UnboundedSender<AppEvent>,
-        work: impl FnOnce(u64, CancellationToken) -> F,
-    ) -> u64
-    where
-        F: Future<Output = AppEvent> + Send + 'static,
-    {
-        self.cancel();
-        let serial = serials.next();
-        let cancel = CancellationToken::new();
-        self.serial = serial;
-        self.cancel = Some(cancel.clone());
-        let answer = work(serial, cancel.clone());
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            let event = answer.await;
-            if !cancel.is_cancelled() {
-                let _ = tx.send(event);
-            }
-        });
-        serial
-    }
-
-    /// Cancels the task in flight, if any: its answer, should it still come, is stale.
-    pub(crate) fn cancel(&mut self) {
-        if let Some(cancel) = self.cancel.take() {
-            cancel.cancel();
-        }
-    }
-
-    /// Whether an answer with `serial` is the current task's (and not a cancelled one's).
-    pub(crate) fn is_current(&self, serial: u64) -> bool {
-        self.cancel.is_some() && serial == self.serial
-    }
-}
 
 impl Drop for TaskSlot {
     /// A slot that goes (a mention removed, the popup closed) cancels its task.
@@ -168,7 +102,7 @@ impl App {
             let id_key = id.clone();
             changed = true;
             let mount = self.mount.clone();
-            let mut task = super::tasks::TaskSlot::default();
+            let mut task = TaskSlot::default();
             task.spawn(&mut self.serials, &self.tx, |serial, cancel| async move {
                 let result = mount
                     .preview(&id, &label, &cancel)
@@ -266,7 +200,7 @@ impl App {
             return;
         }
         let mount = self.mount.clone();
-        let mut task = super::tasks::TaskSlot::default();
+        let mut task = TaskSlot::default();
         let (for_id, for_label) = (id.clone(), label.clone());
         task.spawn(&mut self.serials, &self.tx, |serial, cancel| async move {
             let result = mount
@@ -355,6 +289,7 @@ impl App {
 
 #[cfg(test)]
 mod tests {
+    use super::super::task_slot::Serials;
     use super::*;
     use std::time::Duration;
 

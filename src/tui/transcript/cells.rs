@@ -14,7 +14,7 @@
 //! snapshots (`tests/tui/transcript.rs`, `tests/tui/pastes.rs`), `tui::transcript::tests` and
 //! `tests/e2e/tmux_paste.rs`.
 
-use super::item::{human_bytes, Kept, NoticeLevel, Pastes, ReferencedSession};
+use super::parts::{human_bytes, Kept, NoticeLevel, Pastes, ReferencedSession};
 use crate::escape::EscapeMode;
 use crate::reference::render::RecordedSource;
 use crate::tui::style;
@@ -202,7 +202,7 @@ impl TranscriptCell for ReferenceCell<'_> {
             style::dim(),
         );
         if self.expanded && !self.raw {
-            if let Some(readable) = super::item::readable_snapshot(self.context) {
+            if let Some(readable) = super::parts::readable_snapshot(self.context) {
                 let mut lines = vec![head.truncate(width).to_line()];
                 lines.extend(readable_lines(&readable, width));
                 let mut hint = text("  ", Style::new());

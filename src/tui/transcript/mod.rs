@@ -7,16 +7,16 @@
 //! the user only needs to know which sessions went along, with the full text a toggle away.
 //!
 //! Rooms: `item` (what one entry is, and a log message read into one), `cells` (one type
-//! per kind that draws it, `display_lines(width)`), and here the [`Transcript`]: the list, its
-//! wrap cache and its scroll.
+//! per kind that draws it, `display_lines(width)`), `parts` (what an item carries and a cell
+//! draws), and here the [`Transcript`]: the list, its wrap cache and its scroll.
 
 pub(crate) mod cells;
 pub(crate) mod item;
+pub(crate) mod parts;
 
 pub use cells::TranscriptCell;
-pub use item::{
-    human_bytes, readable_snapshot, Kept, NoticeLevel, Pastes, ReferencedSession, TranscriptItem,
-};
+pub use item::TranscriptItem;
+pub use parts::{human_bytes, readable_snapshot, Kept, NoticeLevel, Pastes, ReferencedSession};
 
 use super::render::{clip, Renderable};
 use super::style;
