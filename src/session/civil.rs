@@ -47,9 +47,38 @@ impl UtcTime {
     }
 }
 
+/// Days since 1970-01-01 of the civil date `year-month-day` (proleptic Gregorian, counted in
+/// 400-year eras from 0000-03-01): the inverse of [`UtcTime::from_epoch_ms`]'s date part, for the
+/// readers of RFC 3339 and HTTP dates. `month` 1 to 12, `day` 1 to 31 (not checked further).
+pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 #[cfg(test)]
 mod tests {
-    use super::UtcTime;
+    use super::{days_from_civil, UtcTime};
+
+    #[test]
+    fn days_from_civil_inverts_the_calendar_split() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(1969, 12, 31), -1);
+        for ms in [
+            0,
+            1_709_251_199_999,
+            -86_400_000 * 1000,
+            253_402_300_799_000,
+        ] {
+            let t = UtcTime::from_epoch_ms(ms);
+            let days = days_from_civil(t.year, t.month, t.day);
+            assert_eq!(days, ms.div_euclid(86_400_000), "{t:?}");
+        }
+    }
 
     #[test]
     fn known_instants() {

@@ -180,14 +180,7 @@ fn http_date(text: &str) -> Option<i64> {
     let [h, m, s] = hms.as_slice() else {
         return None;
     };
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = crate::session::civil::days_from_civil(year, month, day);
     Some(days * 86_400 + h * 3600 + m * 60 + s)
 }
 
