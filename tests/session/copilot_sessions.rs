@@ -6,8 +6,7 @@
 //!
 //! Every test compares the whole home (bytes, modes, mtimes) before and after what it does.
 
-use crate::support::{agent_fixtures, copy_tree, tree_with_stamps, TreeEntry};
-use dsh_session_references::reference::{project, Role};
+use crate::support::{agent_home, projected_lines, tree_with_stamps, TreeEntry};
 use dsh_session_references::reference::{
     AgentIdentity, ReferenceInput, SessionReferenceConfig, SessionReferences,
 };
@@ -32,25 +31,11 @@ fn tree(root: &Path) -> BTreeMap<PathBuf, TreeEntry> {
 }
 
 fn home() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join(".copilot");
-    copy_tree(&agent_fixtures().join("copilot-cli"), &home);
-    (dir, home)
+    agent_home("copilot-cli", ".copilot")
 }
 
 fn conversation(source: &ExternalSessions, id: &str) -> Vec<String> {
-    let (snapshot, _) = source.read_conversation_blocking(id).unwrap();
-    project(&snapshot)
-        .into_iter()
-        .map(|item| {
-            let role = match (item.role, item.checkpoint) {
-                (_, true) => "summary",
-                (Role::User, _) => "user",
-                (Role::Assistant, _) => "assistant",
-            };
-            format!("{role}: {}", item.text)
-        })
-        .collect()
+    projected_lines(source, id)
 }
 
 fn titles(source: &ExternalSessions) -> Vec<(String, Option<String>, Option<String>)> {

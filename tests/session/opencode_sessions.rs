@@ -9,9 +9,9 @@
 //! Every test compares the whole data directory (database, `-wal`, `-shm`, README: bytes, mode,
 //! mtime) before and after what it does.
 
-use crate::support::{agent_fixtures, copy_tree, tree_with_stamps, TreeEntry};
+use crate::support::{agent_home, projected_lines, tree_with_stamps, TreeEntry};
 use dsh_session_references::reference::{
-    project, AgentIdentity, ReferenceInput, Role, SessionReferenceConfig, SessionReferences,
+    AgentIdentity, ReferenceInput, SessionReferenceConfig, SessionReferences,
 };
 use dsh_session_references::session::external::{opencode, ExternalAgent, ExternalSessions};
 use dsh_session_references::session::{ContentBlock, SessionQuery};
@@ -36,25 +36,11 @@ fn tree(root: &Path) -> BTreeMap<PathBuf, TreeEntry> {
 }
 
 fn home() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("opencode");
-    copy_tree(&agent_fixtures().join("opencode"), &home);
-    (dir, home)
+    agent_home("opencode", "opencode")
 }
 
 fn conversation(source: &ExternalSessions, id: &str) -> Vec<String> {
-    let (snapshot, _) = source.read_conversation_blocking(id).unwrap();
-    project(&snapshot)
-        .into_iter()
-        .map(|item| {
-            let role = match (item.role, item.checkpoint) {
-                (_, true) => "summary",
-                (Role::User, _) => "user",
-                (Role::Assistant, _) => "assistant",
-            };
-            format!("{role}: {}", item.text)
-        })
-        .collect()
+    projected_lines(source, id)
 }
 
 fn answer(marker: &str) -> String {

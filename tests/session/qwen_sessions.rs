@@ -5,8 +5,7 @@
 //!
 //! Every test compares the whole home (bytes, modes, mtimes) before and after what it does.
 
-use crate::support::{agent_fixtures, copy_tree, tree_with_stamps, TreeEntry};
-use dsh_session_references::reference::{project, Role};
+use crate::support::{agent_home, projected_lines, tree_with_stamps, TreeEntry};
 use dsh_session_references::reference::{
     AgentIdentity, ReferenceInput, SessionReferenceConfig, SessionReferences,
 };
@@ -27,25 +26,11 @@ fn tree(root: &Path) -> BTreeMap<PathBuf, TreeEntry> {
 }
 
 fn home() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join(".qwen");
-    copy_tree(&agent_fixtures().join("qwen-code"), &home);
-    (dir, home)
+    agent_home("qwen-code", ".qwen")
 }
 
 fn conversation(source: &ExternalSessions, id: &str) -> Vec<String> {
-    let (snapshot, _) = source.read_conversation_blocking(id).unwrap();
-    project(&snapshot)
-        .into_iter()
-        .map(|item| {
-            let role = match (item.role, item.checkpoint) {
-                (_, true) => "summary",
-                (Role::User, _) => "user",
-                (Role::Assistant, _) => "assistant",
-            };
-            format!("{role}: {}", item.text)
-        })
-        .collect()
+    projected_lines(source, id)
 }
 
 #[test]

@@ -185,6 +185,36 @@ pub fn agent_fixtures() -> PathBuf {
     data_dir().join("fixtures")
 }
 
+/// The other agent's fixture home `fixture` (under [`agent_fixtures`]) copied to a fresh
+/// temporary directory as `name` (`.copilot`, `opencode`): the directory, kept alive by the
+/// caller, and the home's path.
+pub fn agent_home(fixture: &str, name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join(name);
+    copy_tree(&agent_fixtures().join(fixture), &home);
+    (dir, home)
+}
+
+/// Session `id`'s projection as `role: text` lines (`summary:` for a compaction's summary).
+pub fn projected_lines(
+    source: &dsh_session_references::session::external::ExternalSessions,
+    id: &str,
+) -> Vec<String> {
+    use dsh_session_references::reference::{project, Role};
+    let (snapshot, _) = source.read_conversation_blocking(id).unwrap();
+    project(&snapshot)
+        .into_iter()
+        .map(|item| {
+            let role = match (item.role, item.checkpoint) {
+                (_, true) => "summary",
+                (Role::User, _) => "user",
+                (Role::Assistant, _) => "assistant",
+            };
+            format!("{role}: {}", item.text)
+        })
+        .collect()
+}
+
 /// Copies the directory tree `from` to `to` (created), files byte for byte.
 pub fn copy_tree(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
