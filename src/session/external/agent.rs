@@ -11,7 +11,8 @@
 //! # Adding an agent
 //! 1. A module `session/external/<name>.rs`: pure line parsers (a head scan, a title scan, a
 //!    conversation scan over complete lines, linear and bounded), a unit struct implementing
-//!    [`AgentFormat`], and unit tests over inline records.
+//!    [`AgentFormat`] (its names and layout one [`Layout`] constant), and unit tests over inline
+//!    records.
 //! 2. One line in [`AGENTS`](super::registry::AGENTS).
 //! 3. The home flag: a `--<name>-home` field in `cli::SharedFlags` and its entry in the list of
 //!    homes it hands to `SourceSet::from_homes`.
@@ -28,14 +29,40 @@ use super::{Conversation, Head};
 use crate::session::error::Result;
 use std::path::{Path, PathBuf};
 
+/// What an agent is called and where its sessions lie: plain data, one constant per agent
+/// (the trait's naming and layout methods read it).
+#[derive(Debug)]
+pub struct Layout {
+    /// The id namespace, `--sources` name and badge (`claude`).
+    pub name: &'static str,
+    /// A human name for cards and descriptions (`Claude Code`).
+    pub product: &'static str,
+    /// The environment variable the agent itself reads for its home (`CLAUDE_CONFIG_DIR`).
+    pub home_env: &'static str,
+    /// The home below the user's home directory when nothing names another (`.claude`).
+    pub default_home: &'static str,
+    /// The directory under the home that holds the sessions.
+    pub sessions_subdir: &'static str,
+    /// Directory levels between `sessions_subdir` and the session files.
+    pub depth: usize,
+}
+
 /// One other agent's session format.
 pub trait AgentFormat: Send + Sync + 'static {
+    /// What the agent is called and where its sessions lie.
+    fn layout(&self) -> &'static Layout;
     /// The id namespace, `--sources` name and badge (`claude`).
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.layout().name
+    }
     /// A human name for cards and descriptions (`Claude Code`).
-    fn product(&self) -> &'static str;
+    fn product(&self) -> &'static str {
+        self.layout().product
+    }
     /// The environment variable the agent itself reads for its home (`CLAUDE_CONFIG_DIR`).
-    fn home_env(&self) -> &'static str;
+    fn home_env(&self) -> &'static str {
+        self.layout().home_env
+    }
     /// The home a value of [`AgentFormat::home_env`] names (`None` when it names none).
     fn home_from_env(&self, value: &str) -> Option<PathBuf> {
         let value = value.trim();
@@ -47,12 +74,18 @@ pub trait AgentFormat: Send + Sync + 'static {
         var(self.home_env()).and_then(|value| self.home_from_env(&value))
     }
     /// The home under the user's home directory when nothing names another (`~/.claude`).
-    fn default_home(&self, user_home: &Path) -> PathBuf;
+    fn default_home(&self, user_home: &Path) -> PathBuf {
+        user_home.join(self.layout().default_home)
+    }
     /// The directory under the home that holds the sessions (its presence means the agent was
     /// used here).
-    fn sessions_subdir(&self) -> &'static str;
+    fn sessions_subdir(&self) -> &'static str {
+        self.layout().sessions_subdir
+    }
     /// Directory levels between [`AgentFormat::sessions_subdir`] and the session files.
-    fn depth(&self) -> usize;
+    fn depth(&self) -> usize {
+        self.layout().depth
+    }
     /// Whether the file at `path` (at that depth) is a session.
     fn is_session_file(&self, path: &Path) -> bool;
     /// The head of one session file: `None` while it is incomplete (or holds no session yet);

@@ -11,14 +11,14 @@
 //! once: 0.17x also ends the history with it as a user message). A `thread_rolled_back` event
 //! drops the last N user turns.
 
-use super::agent::{AgentFormat, SideNames};
+use super::agent::{AgentFormat, Layout, SideNames};
 use super::codex_record::{envelope, envelope_serde, payload_is_one_of, Line};
 use super::scan::{read_lines, LineSink};
 use super::{parse_time, title_line, Conversation, Head, Item, ItemKind};
 use crate::session::error::{Result, SessionError};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[derive(Deserialize)]
 struct Meta {
@@ -218,29 +218,17 @@ fn is_injected(text: &str) -> bool {
 pub struct Codex;
 
 impl AgentFormat for Codex {
-    fn name(&self) -> &'static str {
-        "codex"
-    }
-
-    fn product(&self) -> &'static str {
-        "Codex"
-    }
-
-    fn home_env(&self) -> &'static str {
-        "CODEX_HOME"
-    }
-
-    fn default_home(&self, user_home: &Path) -> PathBuf {
-        user_home.join(".codex")
-    }
-
-    fn sessions_subdir(&self) -> &'static str {
-        "sessions"
-    }
-
-    /// `sessions/YYYY/MM/DD/`.
-    fn depth(&self) -> usize {
-        3
+    fn layout(&self) -> &'static Layout {
+        const LAYOUT: Layout = Layout {
+            name: "codex",
+            product: "Codex",
+            home_env: "CODEX_HOME",
+            default_home: ".codex",
+            sessions_subdir: "sessions",
+            // `sessions/YYYY/MM/DD/`.
+            depth: 3,
+        };
+        &LAYOUT
     }
 
     fn is_session_file(&self, path: &Path) -> bool {

@@ -26,12 +26,12 @@
 //! Proof: the unit tests below over records trimmed from Copilot CLI 1.0.102's files, and
 //! `tests/session/copilot_sessions.rs` over a home it wrote.
 
-use super::agent::{AgentFormat, SideNames};
+use super::agent::{AgentFormat, Layout, SideNames};
 use super::scan::{read_lines, LineSink};
 use super::{parse_time, title_line, Conversation, Head, HeadFields, Item, ItemKind};
 use crate::session::error::{Result, SessionError};
 use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// GitHub Copilot CLI (`~/.copilot/session-state/<id>/events.jsonl`; ids `copilot:<id>`).
 pub struct CopilotCli;
@@ -40,30 +40,18 @@ pub struct CopilotCli;
 const EVENTS: &str = "events.jsonl";
 
 impl AgentFormat for CopilotCli {
-    fn name(&self) -> &'static str {
-        "copilot"
-    }
-
-    fn product(&self) -> &'static str {
-        "GitHub Copilot CLI"
-    }
-
-    /// `COPILOT_HOME` names the `.copilot` directory itself.
-    fn home_env(&self) -> &'static str {
-        "COPILOT_HOME"
-    }
-
-    fn default_home(&self, user_home: &Path) -> PathBuf {
-        user_home.join(".copilot")
-    }
-
-    fn sessions_subdir(&self) -> &'static str {
-        "session-state"
-    }
-
-    /// `session-state/<id>/`.
-    fn depth(&self) -> usize {
-        1
+    fn layout(&self) -> &'static Layout {
+        const LAYOUT: Layout = Layout {
+            name: "copilot",
+            product: "GitHub Copilot CLI",
+            // `COPILOT_HOME` names the `.copilot` directory itself.
+            home_env: "COPILOT_HOME",
+            default_home: ".copilot",
+            sessions_subdir: "session-state",
+            // `session-state/<id>/`.
+            depth: 1,
+        };
+        &LAYOUT
     }
 
     /// `events.jsonl` in a session's directory (not in `.session-operation-locks` and the

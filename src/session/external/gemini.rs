@@ -26,7 +26,7 @@
 //! Proof: the unit tests below over records trimmed from Gemini CLI 0.61.0's files (upserts,
 //! `$set.messages`, `$rewindTo`, compression, stub files, titles).
 
-use super::agent::{AgentFormat, SideNames};
+use super::agent::{AgentFormat, Layout, SideNames};
 use super::scan::{read_lines, LineSink};
 use super::{parse_time, title_line, Conversation, Head, HeadFields, Item, ItemKind};
 use crate::session::error::{Result, SessionError};
@@ -44,35 +44,23 @@ pub const MAX_SIDE_FILE: u64 = 64 << 20;
 pub struct GeminiCli;
 
 impl AgentFormat for GeminiCli {
-    fn name(&self) -> &'static str {
-        "gemini"
-    }
-
-    fn product(&self) -> &'static str {
-        "Gemini CLI"
-    }
-
-    /// `GEMINI_CLI_HOME` replaces the user's home; `.gemini` is still appended.
-    fn home_env(&self) -> &'static str {
-        "GEMINI_CLI_HOME"
+    fn layout(&self) -> &'static Layout {
+        const LAYOUT: Layout = Layout {
+            name: "gemini",
+            product: "Gemini CLI",
+            // `GEMINI_CLI_HOME` replaces the user's home; `.gemini` is still appended.
+            home_env: "GEMINI_CLI_HOME",
+            default_home: ".gemini",
+            sessions_subdir: "tmp",
+            // `tmp/<project>/chats/`.
+            depth: 2,
+        };
+        &LAYOUT
     }
 
     fn home_from_env(&self, value: &str) -> Option<PathBuf> {
         let value = value.trim();
         (!value.is_empty()).then(|| Path::new(value).join(".gemini"))
-    }
-
-    fn default_home(&self, user_home: &Path) -> PathBuf {
-        user_home.join(".gemini")
-    }
-
-    fn sessions_subdir(&self) -> &'static str {
-        "tmp"
-    }
-
-    /// `tmp/<project>/chats/`.
-    fn depth(&self) -> usize {
-        2
     }
 
     /// A `.jsonl` (or legacy `.json`) directly in a project's `chats/` (sub-agents live one

@@ -35,7 +35,7 @@
 //! call, a sub-agent, `/compact`, `/rename`, one session only in its log), comparing every
 //! file's bytes, mode and mtime before and after.
 
-use super::agent::{AgentFormat, DatabaseFormat, DatabaseRow, SideNames, TitleScan};
+use super::agent::{AgentFormat, DatabaseFormat, DatabaseRow, Layout, SideNames, TitleScan};
 use super::scan::LineSink;
 use super::sqlite_snapshot;
 use super::sqlite_snapshot::wal_of;
@@ -74,34 +74,22 @@ pub const IGNORED_PART_TYPES: &[&str] = &[
 pub struct Opencode;
 
 impl AgentFormat for Opencode {
-    fn name(&self) -> &'static str {
-        "opencode"
-    }
-
-    fn product(&self) -> &'static str {
-        "opencode"
-    }
-
-    /// `XDG_DATA_HOME` names the data directory; opencode's is `opencode` below it.
-    fn home_env(&self) -> &'static str {
-        "XDG_DATA_HOME"
+    fn layout(&self) -> &'static Layout {
+        const LAYOUT: Layout = Layout {
+            name: "opencode",
+            product: "opencode",
+            // `XDG_DATA_HOME` names the data directory; opencode's is `opencode` below it.
+            home_env: "XDG_DATA_HOME",
+            default_home: ".local/share/opencode",
+            sessions_subdir: ".",
+            depth: 0,
+        };
+        &LAYOUT
     }
 
     fn home_from_env(&self, value: &str) -> Option<PathBuf> {
         let value = value.trim();
         (!value.is_empty()).then(|| Path::new(value).join("opencode"))
-    }
-
-    fn default_home(&self, user_home: &Path) -> PathBuf {
-        user_home.join(".local/share/opencode")
-    }
-
-    fn sessions_subdir(&self) -> &'static str {
-        "."
-    }
-
-    fn depth(&self) -> usize {
-        0
     }
 
     fn is_session_file(&self, _path: &Path) -> bool {

@@ -20,7 +20,7 @@
 //! Proof: the unit tests below over records trimmed from Qwen Code 0.24.4's files, and
 //! `tests/session/qwen_sessions.rs` over a home it wrote.
 
-use super::agent::{AgentFormat, SideNames};
+use super::agent::{AgentFormat, Layout, SideNames};
 use super::scan::{read_lines, LineSink};
 use super::{parse_time, title_line, Conversation, Head, HeadFields, Item, ItemKind};
 use crate::session::error::Result;
@@ -33,17 +33,18 @@ use std::path::{Path, PathBuf};
 pub struct QwenCode;
 
 impl AgentFormat for QwenCode {
-    fn name(&self) -> &'static str {
-        "qwen"
-    }
-
-    fn product(&self) -> &'static str {
-        "Qwen Code"
-    }
-
-    /// `QWEN_HOME` names the `.qwen` directory itself.
-    fn home_env(&self) -> &'static str {
-        "QWEN_HOME"
+    fn layout(&self) -> &'static Layout {
+        const LAYOUT: Layout = Layout {
+            name: "qwen",
+            product: "Qwen Code",
+            // `QWEN_HOME` names the `.qwen` directory itself.
+            home_env: "QWEN_HOME",
+            default_home: ".qwen",
+            sessions_subdir: "projects",
+            // `projects/<sanitized cwd>/chats/`.
+            depth: 2,
+        };
+        &LAYOUT
     }
 
     /// Qwen Code writes `projects/` under its runtime directory: `QWEN_RUNTIME_DIR` when set,
@@ -57,19 +58,6 @@ impl AgentFormat for QwenCode {
                 let value = value.trim();
                 (!value.is_empty()).then(|| expand_tilde(value, var("HOME").as_deref()))
             })
-    }
-
-    fn default_home(&self, user_home: &Path) -> PathBuf {
-        user_home.join(".qwen")
-    }
-
-    fn sessions_subdir(&self) -> &'static str {
-        "projects"
-    }
-
-    /// `projects/<sanitized cwd>/chats/`.
-    fn depth(&self) -> usize {
-        2
     }
 
     /// A `.jsonl` directly in a project's `chats/` (not `*.runtime.json`, not sub-agents).

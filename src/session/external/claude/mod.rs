@@ -12,7 +12,7 @@
 //! follow the summary, as Claude Code re-links them. Records sharing an assistant `message.id`
 //! are one message; replies Claude Code wrote itself (`message.model: "<synthetic>"`) are not.
 
-use super::agent::{AgentFormat, SideNames};
+use super::agent::{AgentFormat, Layout, SideNames};
 use super::scan::{read_lines, LineSink};
 use super::{parse_time, title_line, Conversation, Head, HeadFields, ItemKind};
 use crate::session::error::Result;
@@ -156,34 +156,22 @@ fn is_prompt(line: &Record<'_>) -> bool {
 pub struct ClaudeCode;
 
 impl AgentFormat for ClaudeCode {
-    fn name(&self) -> &'static str {
-        "claude"
-    }
-
-    fn product(&self) -> &'static str {
-        "Claude Code"
-    }
-
-    fn home_env(&self) -> &'static str {
-        "CLAUDE_CONFIG_DIR"
+    fn layout(&self) -> &'static Layout {
+        const LAYOUT: Layout = Layout {
+            name: "claude",
+            product: "Claude Code",
+            home_env: "CLAUDE_CONFIG_DIR",
+            default_home: ".claude",
+            sessions_subdir: "projects",
+            depth: 1,
+        };
+        &LAYOUT
     }
 
     /// `CLAUDE_CONFIG_DIR` may list several directories; the first is the primary one.
     fn home_from_env(&self, value: &str) -> Option<PathBuf> {
         let first = value.split(',').next().unwrap_or_default().trim();
         (!first.is_empty()).then(|| PathBuf::from(first))
-    }
-
-    fn default_home(&self, user_home: &Path) -> PathBuf {
-        user_home.join(".claude")
-    }
-
-    fn sessions_subdir(&self) -> &'static str {
-        "projects"
-    }
-
-    fn depth(&self) -> usize {
-        1
     }
 
     /// `agent-*` files are subagents, the compaction helper or warm-ups: not sessions.
