@@ -189,9 +189,12 @@ fn a_damaged_or_foreign_cache_is_rebuilt_never_trusted() {
     let cache = homes.process().listing_cache_path().unwrap().to_path_buf();
     let good = fs::read(&cache).unwrap();
     // A cache claiming a session that is not there, with a valid-looking body but a bad sum.
-    let forged = String::from_utf8(good.clone())
-        .unwrap()
-        .replace("alpha prompt", "forged title");
+    let at = good
+        .windows(b"alpha prompt".len())
+        .position(|w| w == b"alpha prompt")
+        .expect("the title state is in the cache");
+    let mut forged = good.clone();
+    forged[at..at + 12].copy_from_slice(b"forged title");
     fs::write(&cache, forged).unwrap();
     rewrite_keeping_stamp(
         &homes.file("a"),

@@ -1,5 +1,5 @@
 //! One agent's listing kept on disk between processes
-//! (`<dsh home>/index/agents/<agent>-<key>.json`).
+//! (`<dsh home>/index/agents/<agent>-<key>.bin`).
 //!
 //! Purpose: an agent's home can hold thousands of sessions and gigabytes. Listing them means a
 //! head per file and a title per file, and a title can sit at the end (Claude Code appends
@@ -10,10 +10,18 @@
 //! title scan's state with the byte offset and line it reached. The next process checks each
 //! file by `stat` and reads only what is new.
 //!
+//! The format is binary (version 2; version 1 was JSON, and parsing it was a quarter of a warm
+//! listing): after the magic line, the agent and home, then per file its relative path, stamp,
+//! head and title scan, integers little-endian and strings as a length and UTF-8 bytes; a title
+//! state (a JSON value the agent wrote) as a tag byte and its payload.
+//!
 //! Invariant: nothing in the file is trusted without a check.
 //! - The file starts with a versioned magic line and ends with a checksum of everything before
 //!   it; it names the agent and the home it describes, and a file of another version, agent or
 //!   home, torn or corrupt is ignored whole (the caller logs a warning and rebuilds it).
+//! - Reading is bounded: the file is read only up to a size limit, and every length and count
+//!   in it is checked against the bytes left before anything is allocated, so a file of n bytes
+//!   costs O(n) whatever it claims; a title state nests at most [`MAX_DEPTH`] deep.
 //! - Every path in it is relative, made of plain components, and joined under the agent's
 //!   sessions directory: a crafted file cannot point a read anywhere else. A restored entry is
 //!   used only for a file the walk of the home finds, and only when `stat` says it is the same
@@ -32,16 +40,18 @@
 
 use super::lines::FileStamp;
 use super::Head;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::hash::Hasher;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// The first line of the file; its last number is the format's version.
-const MAGIC: &str = "dsh-refs agent listing 1\n";
+/// The first line of the file; its last number is the format's version (1 was JSON, which a
+/// warm listing of 4,000 sessions spent a quarter of its time parsing).
+const MAGIC: &str = "dsh-refs agent listing 2\n";
 /// A cache larger than this is not read (2,000 sessions take well under 2 MB).
 const MAX_BYTES: usize = 256 << 20;
+/// How deep a title state's values may nest (a scan's state is a flat record).
+const MAX_DEPTH: usize = 16;
 
 /// One session file as the cache remembers it.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,74 +79,23 @@ pub(super) struct SavedTitle {
     pub state: Value,
 }
 
-#[derive(Serialize, Deserialize)]
-struct Document {
-    agent: String,
-    home: String,
-    files: Vec<Entry>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct Entry {
-    path: String,
-    stamp: Stamp,
-    id: String,
-    created: i64,
-    cwd: Option<String>,
-    title: Option<Title>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct Title {
-    stamp: Stamp,
-    offset: u64,
-    line: u64,
-    state: Value,
-}
-
-#[derive(Serialize, Deserialize, Clone, Copy)]
-struct Stamp {
-    len: u64,
-    /// Nanoseconds since the epoch; `None` when the file system gives no time (or one before
-    /// 1970), which then never matches a file's stamp again.
-    mtime: Option<u64>,
-    inode: u64,
-    /// The status change time in nanoseconds (absent in caches written before it was kept).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    ctime: Option<i64>,
-}
-
-impl From<FileStamp> for Stamp {
-    fn from(stamp: FileStamp) -> Stamp {
-        let (len, modified, inode) = stamp.parts();
-        Stamp {
-            len,
-            mtime: modified
-                .and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok())
-                .and_then(|d| u64::try_from(d.as_nanos()).ok()),
-            inode,
-            ctime: stamp.changed(),
-        }
-    }
-}
-
-impl From<Stamp> for FileStamp {
-    fn from(stamp: Stamp) -> FileStamp {
-        let modified = stamp
-            .mtime
-            .map(|ns| SystemTime::UNIX_EPOCH + Duration::from_nanos(ns));
-        FileStamp::from_parts(stamp.len, modified, stamp.inode).with_changed(stamp.ctime)
-    }
-}
-
 /// Where the cache of `agent`'s sessions under `agent_home` lives in the dsh home `dsh_home`.
 pub(super) fn path(dsh_home: &Path, agent: &str, agent_home: &Path) -> PathBuf {
-    let mut hasher = rustc_hash::FxHasher::default();
-    hasher.write(agent_home.as_os_str().as_encoded_bytes());
     dsh_home
         .join("index")
         .join("agents")
-        .join(format!("{agent}-{:016x}.json", hasher.finish()))
+        .join(format!("{agent}-{:016x}.bin", home_key(agent_home)))
+}
+
+/// Where version 1 (JSON) kept the same listing: removed once version 2 is written.
+fn legacy_path(dsh_home_agents: &Path, agent: &str, agent_home: &Path) -> PathBuf {
+    dsh_home_agents.join(format!("{agent}-{:016x}.json", home_key(agent_home)))
+}
+
+fn home_key(agent_home: &Path) -> u64 {
+    let mut hasher = rustc_hash::FxHasher::default();
+    hasher.write(agent_home.as_os_str().as_encoded_bytes());
+    hasher.finish()
 }
 
 /// Why a cache on disk was not used.
@@ -169,40 +128,16 @@ pub(super) fn load(
         .len()
         .checked_sub(17)
         .ok_or_else(|| invalid("truncated"))?;
-    let (json, sum) = body.split_at(split);
-    if sum != format!("{:016x}\n", checksum(json)).as_bytes() {
+    let (body, sum) = body.split_at(split);
+    if sum != format!("{:016x}\n", checksum(body)).as_bytes() {
         return Err(invalid("checksum mismatch (torn or damaged)"));
     }
-    let document: Document =
-        serde_json::from_slice(json).map_err(|e| invalid(&format!("not readable: {e}")))?;
-    if document.agent != agent || document.home != home.to_string_lossy() {
-        return Err(invalid("written for another agent or home"));
-    }
-    let mut files = Vec::with_capacity(document.files.len());
-    for entry in document.files {
-        let relative = Path::new(&entry.path);
-        let plain = relative.components().count() > 0
-            && relative
-                .components()
-                .all(|c| matches!(c, Component::Normal(_)));
-        if !plain {
-            return Err(invalid("a path that leaves the sessions directory"));
-        }
-        files.push(SavedFile {
-            path: root.join(relative),
-            stamp: entry.stamp.into(),
-            head: Head {
-                id: entry.id,
-                created_at: entry.created,
-                cwd: entry.cwd,
-            },
-            title: entry.title.map(|t| SavedTitle {
-                stamp: t.stamp.into(),
-                offset: t.offset,
-                line: t.line,
-                state: t.state,
-            }),
-        });
+    let mut reader = Reader { bytes: body };
+    let files = reader
+        .document(agent, home, root)
+        .map_err(|why| invalid(&why))?;
+    if !reader.bytes.is_empty() {
+        return Err(invalid("bytes after the last entry"));
     }
     Ok(files)
 }
@@ -216,41 +151,265 @@ pub(super) fn save(
     root: &Path,
     files: &[SavedFile],
 ) -> std::io::Result<()> {
-    let entries: Vec<Entry> = files
+    let entries: Vec<(&str, &SavedFile)> = files
         .iter()
-        .filter_map(|f| {
-            let relative = f.path.strip_prefix(root).ok()?.to_str()?.to_string();
-            Some(Entry {
-                path: relative,
-                stamp: f.stamp.into(),
-                id: f.head.id.clone(),
-                created: f.head.created_at,
-                cwd: f.head.cwd.clone(),
-                title: f.title.as_ref().map(|t| Title {
-                    stamp: t.stamp.into(),
-                    offset: t.offset,
-                    line: t.line,
-                    state: t.state.clone(),
-                }),
-            })
-        })
+        .filter_map(|f| Some((f.path.strip_prefix(root).ok()?.to_str()?, f)))
         .collect();
-    let document = Document {
-        agent: agent.to_string(),
-        home: home.to_string_lossy().into_owned(),
-        files: entries,
-    };
-    let json = serde_json::to_vec(&document).map_err(std::io::Error::other)?;
-    let mut out = Vec::with_capacity(MAGIC.len() + json.len() + 17);
+    let mut out = Vec::with_capacity(MAGIC.len() + 64 + entries.len() * 320);
     out.extend_from_slice(MAGIC.as_bytes());
-    out.extend_from_slice(&json);
-    out.extend_from_slice(format!("{:016x}\n", checksum(&json)).as_bytes());
+    let mut writer = Writer { out };
+    writer.str(agent);
+    writer.str(&home.to_string_lossy());
+    writer.u64(entries.len() as u64);
+    for (relative, file) in entries {
+        writer.str(relative);
+        writer.stamp(file.stamp);
+        writer.str(&file.head.id);
+        writer.u64(file.head.created_at as u64);
+        writer.opt_str(file.head.cwd.as_deref());
+        match &file.title {
+            None => writer.out.push(0),
+            Some(title) => {
+                writer.out.push(1);
+                writer.stamp(title.stamp);
+                writer.u64(title.offset);
+                writer.u64(title.line);
+                writer.value(&title.state);
+            }
+        }
+    }
+    let mut out = writer.out;
+    let sum = checksum(&out[MAGIC.len()..]);
+    out.extend_from_slice(format!("{sum:016x}\n").as_bytes());
 
     let dir = cache
         .parent()
         .ok_or_else(|| std::io::Error::other("a cache path without a directory"))?;
     ensure_plain_dir(dir)?;
-    crate::session::files::write_replacing(cache, &out)
+    crate::session::files::write_replacing(cache, &out)?;
+    // Version 1's file for the same home, if this dsh home still has one, is dead weight.
+    let _ = std::fs::remove_file(legacy_path(dir, agent, home));
+    Ok(())
+}
+
+/// The encoder: integers little-endian, a string as its length (u32) and UTF-8 bytes.
+struct Writer {
+    out: Vec<u8>,
+}
+
+impl Writer {
+    fn u64(&mut self, n: u64) {
+        self.out.extend_from_slice(&n.to_le_bytes());
+    }
+
+    fn str(&mut self, s: &str) {
+        // Strings here are paths, ids, cwds and titles: far below 4 GiB.
+        let len = u32::try_from(s.len()).unwrap_or(u32::MAX);
+        self.out.extend_from_slice(&len.to_le_bytes());
+        self.out.extend_from_slice(&s.as_bytes()[..len as usize]);
+    }
+
+    fn opt_str(&mut self, s: Option<&str>) {
+        match s {
+            None => self.out.push(0),
+            Some(s) => {
+                self.out.push(1);
+                self.str(s);
+            }
+        }
+    }
+
+    fn stamp(&mut self, stamp: FileStamp) {
+        let (len, modified, inode) = stamp.parts();
+        let mtime = modified
+            .and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .and_then(|d| u64::try_from(d.as_nanos()).ok());
+        let ctime = stamp.changed();
+        self.out
+            .push(u8::from(mtime.is_some()) | u8::from(ctime.is_some()) << 1);
+        self.u64(len);
+        self.u64(mtime.unwrap_or(0));
+        self.u64(inode);
+        self.u64(ctime.unwrap_or(0) as u64);
+    }
+
+    /// A JSON value: a tag byte, then its payload.
+    fn value(&mut self, value: &Value) {
+        match value {
+            Value::Null => self.out.push(0),
+            Value::Bool(b) => self.out.push(1 + u8::from(*b)),
+            Value::Number(n) => {
+                if let Some(u) = n.as_u64() {
+                    self.out.push(3);
+                    self.u64(u);
+                } else if let Some(i) = n.as_i64() {
+                    self.out.push(4);
+                    self.u64(i as u64);
+                } else {
+                    self.out.push(5);
+                    self.u64(n.as_f64().unwrap_or(0.0).to_bits());
+                }
+            }
+            Value::String(s) => {
+                self.out.push(6);
+                self.str(s);
+            }
+            Value::Array(items) => {
+                self.out.push(7);
+                self.u64(items.len() as u64);
+                items.iter().for_each(|item| self.value(item));
+            }
+            Value::Object(map) => {
+                self.out.push(8);
+                self.u64(map.len() as u64);
+                for (key, item) in map {
+                    self.str(key);
+                    self.value(item);
+                }
+            }
+        }
+    }
+}
+
+/// The decoder: every length is checked against the bytes left before anything is allocated,
+/// so a file of n bytes costs O(n) time and memory whatever it claims.
+struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+type Decoded<T> = std::result::Result<T, String>;
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Decoded<&'a [u8]> {
+        if n > self.bytes.len() {
+            return Err("truncated entry".into());
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Ok(head)
+    }
+
+    fn byte(&mut self) -> Decoded<u8> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u64(&mut self) -> Decoded<u64> {
+        let bytes = self.take(8)?;
+        Ok(u64::from_le_bytes(bytes.try_into().unwrap_or_default()))
+    }
+
+    /// A count of items of at least `min` bytes each, no more than the bytes left can hold.
+    fn count(&mut self, min: usize) -> Decoded<usize> {
+        let n = self.u64()?;
+        usize::try_from(n)
+            .ok()
+            .filter(|n| n.saturating_mul(min) <= self.bytes.len())
+            .ok_or_else(|| format!("a count of {n} beyond the file's end"))
+    }
+
+    fn str(&mut self) -> Decoded<&'a str> {
+        let len = u32::from_le_bytes(self.take(4)?.try_into().unwrap_or_default());
+        let bytes = self.take(len as usize)?;
+        std::str::from_utf8(bytes).map_err(|_| "a string that is not UTF-8".into())
+    }
+
+    fn opt_str(&mut self) -> Decoded<Option<&'a str>> {
+        match self.byte()? {
+            0 => Ok(None),
+            1 => self.str().map(Some),
+            tag => Err(format!("an option tagged {tag}")),
+        }
+    }
+
+    fn stamp(&mut self) -> Decoded<FileStamp> {
+        let flags = self.byte()?;
+        if flags > 3 {
+            return Err(format!("a stamp flagged {flags}"));
+        }
+        let (len, mtime, inode, ctime) = (self.u64()?, self.u64()?, self.u64()?, self.u64()?);
+        let modified =
+            (flags & 1 != 0).then(|| SystemTime::UNIX_EPOCH + Duration::from_nanos(mtime));
+        let changed = (flags & 2 != 0).then_some(ctime as i64);
+        Ok(FileStamp::from_parts(len, modified, inode).with_changed(changed))
+    }
+
+    fn value(&mut self, depth: usize) -> Decoded<Value> {
+        if depth > MAX_DEPTH {
+            return Err("a title state nested too deep".into());
+        }
+        Ok(match self.byte()? {
+            0 => Value::Null,
+            1 => Value::Bool(false),
+            2 => Value::Bool(true),
+            3 => Value::from(self.u64()?),
+            4 => Value::from(self.u64()? as i64),
+            5 => serde_json::Number::from_f64(f64::from_bits(self.u64()?))
+                .map_or(Value::Null, Value::Number),
+            6 => Value::String(self.str()?.to_string()),
+            7 => {
+                let n = self.count(1)?;
+                let mut items = Vec::with_capacity(n);
+                for _ in 0..n {
+                    items.push(self.value(depth + 1)?);
+                }
+                Value::Array(items)
+            }
+            8 => {
+                let n = self.count(5)?;
+                let mut map = serde_json::Map::with_capacity(n);
+                for _ in 0..n {
+                    let key = self.str()?.to_string();
+                    map.insert(key, self.value(depth + 1)?);
+                }
+                Value::Object(map)
+            }
+            tag => return Err(format!("a value tagged {tag}")),
+        })
+    }
+
+    /// The whole document: its agent and home must be the ones asked for.
+    fn document(&mut self, agent: &str, home: &Path, root: &Path) -> Decoded<Vec<SavedFile>> {
+        if self.str()? != agent || self.str()? != home.to_string_lossy() {
+            return Err("written for another agent or home".into());
+        }
+        // The smallest entry: an empty path and id, two stamps' worth of fixed fields.
+        let n = self.count(4 + 33 + 4 + 8 + 1 + 1)?;
+        let mut files = Vec::with_capacity(n);
+        for _ in 0..n {
+            let relative = Path::new(self.str()?);
+            let plain = relative.components().next().is_some()
+                && relative
+                    .components()
+                    .all(|c| matches!(c, Component::Normal(_)));
+            if !plain {
+                return Err("a path that leaves the sessions directory".into());
+            }
+            let path = root.join(relative);
+            let stamp = self.stamp()?;
+            let head = Head {
+                id: self.str()?.to_string(),
+                created_at: self.u64()? as i64,
+                cwd: self.opt_str()?.map(str::to_string),
+            };
+            let title = match self.byte()? {
+                0 => None,
+                1 => Some(SavedTitle {
+                    stamp: self.stamp()?,
+                    offset: self.u64()?,
+                    line: self.u64()?,
+                    state: self.value(0)?,
+                }),
+                tag => return Err(format!("a title tagged {tag}")),
+            };
+            files.push(SavedFile {
+                path,
+                stamp,
+                head,
+                title,
+            });
+        }
+        Ok(files)
+    }
 }
 
 /// Creates `dir` (and `index/` above it) when missing; refuses one that is not a plain
@@ -366,33 +525,76 @@ mod tests {
         let (home, root) = (Path::new("/agent"), Path::new("/agent/projects"));
         let cache = path(dir.path(), "claude", home);
         for bad in ["../../etc/passwd", "/etc/passwd", ""] {
-            let document = Document {
-                agent: "claude".into(),
-                home: "/agent".into(),
-                files: vec![Entry {
-                    path: bad.into(),
-                    stamp: Stamp {
-                        len: 1,
-                        mtime: None,
-                        inode: 1,
-                        ctime: None,
-                    },
-                    id: "x".into(),
-                    created: 0,
-                    cwd: None,
-                    title: None,
-                }],
+            let mut writer = Writer {
+                out: MAGIC.as_bytes().to_vec(),
             };
-            let json = serde_json::to_vec(&document).unwrap();
-            let mut bytes = MAGIC.as_bytes().to_vec();
-            bytes.extend_from_slice(&json);
-            bytes.extend_from_slice(format!("{:016x}\n", checksum(&json)).as_bytes());
+            writer.str("claude");
+            writer.str("/agent");
+            writer.u64(1);
+            writer.str(bad);
+            writer.stamp(FileStamp::from_parts(1, None, 1));
+            writer.str("x");
+            writer.u64(0);
+            writer.opt_str(None);
+            writer.out.push(0);
+            let mut bytes = writer.out;
+            let sum = checksum(&bytes[MAGIC.len()..]);
+            bytes.extend_from_slice(format!("{sum:016x}\n").as_bytes());
             std::fs::create_dir_all(cache.parent().unwrap()).unwrap();
             std::fs::write(&cache, bytes).unwrap();
             assert!(
                 matches!(load(&cache, "claude", home, root), Err(Refused::Invalid(_))),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn counts_beyond_the_end_and_deep_nesting_are_refused_before_allocating() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, root) = (Path::new("/agent"), Path::new("/agent/projects"));
+        let cache = path(dir.path(), "claude", home);
+        std::fs::create_dir_all(cache.parent().unwrap()).unwrap();
+        let seal = |writer: Writer| {
+            let mut bytes = writer.out;
+            let sum = checksum(&bytes[MAGIC.len()..]);
+            bytes.extend_from_slice(format!("{sum:016x}\n").as_bytes());
+            bytes
+        };
+        let head = || {
+            let mut writer = Writer {
+                out: MAGIC.as_bytes().to_vec(),
+            };
+            writer.str("claude");
+            writer.str("/agent");
+            writer
+        };
+        // A count of entries no file could hold.
+        let mut huge = head();
+        huge.u64(u64::MAX / 2);
+        // One entry whose title state nests deeper than any scan writes.
+        let mut deep = head();
+        deep.u64(1);
+        deep.str("p/a.jsonl");
+        deep.stamp(FileStamp::from_parts(1, None, 1));
+        deep.str("a");
+        deep.u64(0);
+        deep.opt_str(None);
+        deep.out.push(1);
+        deep.stamp(FileStamp::from_parts(1, None, 1));
+        deep.u64(1);
+        deep.u64(1);
+        let mut value = Value::Null;
+        for _ in 0..=MAX_DEPTH + 1 {
+            value = Value::Array(vec![value]);
+        }
+        deep.value(&value);
+        for (bytes, why) in [(seal(huge), "count"), (seal(deep), "nested")] {
+            std::fs::write(&cache, bytes).unwrap();
+            match load(&cache, "claude", home, root) {
+                Err(Refused::Invalid(reason)) => assert!(reason.contains(why), "{reason}"),
+                other => panic!("trusted a hostile cache: {other:?}"),
+            }
         }
     }
 
