@@ -9,6 +9,7 @@
 //! external_sessions.rs` and `tests/session/agent_listing_cache.rs` (new files, removed
 //! files, files that became unreadable).
 
+use super::lines::FileStamp;
 use crate::session::error::Result;
 use rustc_hash::FxHashMap;
 use std::fs;
@@ -76,7 +77,9 @@ pub(super) fn refresh_dir(
             found.push(entry.path());
         }
     }
-    found.sort();
+    // By bytes: the entries share their directory, so this is `Path`'s order, without its
+    // component-by-component comparison (a twentieth of a warm listing).
+    found.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
     // A stamp that recent may still hide a change within its granularity: keep no stamp, so the
     // next listing reads the directory again.
     let settled = modified.filter(|m| now.duration_since(*m).is_ok_and(|age| age >= SETTLE));
@@ -99,4 +102,68 @@ pub(super) fn world_readable(meta: &fs::Metadata) -> bool {
         let _ = meta;
         false
     }
+}
+
+/// Stamps of files a directory at a time: each file is looked up by its name in its directory,
+/// opened once (`O_PATH`), instead of by its whole path (a warm listing is a `stat` per file,
+/// and the kernel's walk of every component of every path was a fifth of it).
+#[derive(Default)]
+pub(super) struct StatAt {
+    #[cfg(unix)]
+    dir: Option<(PathBuf, Option<rustix::fd::OwnedFd>)>,
+}
+
+impl StatAt {
+    /// `file`'s stamp (symlinks followed, as `fs::metadata`) and whether every user may read
+    /// it; `None` when it cannot be looked at.
+    pub(super) fn stamp(&mut self, file: &Path) -> Option<(FileStamp, bool)> {
+        #[cfg(unix)]
+        if let (Some(parent), Some(name)) = (file.parent(), file.file_name()) {
+            if self.dir.as_ref().is_none_or(|(dir, _)| dir != parent) {
+                use rustix::fs::{Mode, OFlags};
+                let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+                let fd = rustix::fs::open(parent, flags, Mode::empty()).ok();
+                self.dir = Some((parent.to_path_buf(), fd));
+            }
+            if let Some((_, Some(fd))) = &self.dir {
+                let stat = rustix::fs::statat(fd, name, rustix::fs::AtFlags::empty()).ok()?;
+                return Some(stamp_of(&stat));
+            }
+        }
+        let meta = fs::metadata(file).ok()?;
+        Some((FileStamp::of(&meta), world_readable(&meta)))
+    }
+}
+
+/// The stamp `FileStamp::of` gives for the same file's metadata, and whether its mode lets
+/// every user read it.
+#[cfg(unix)]
+fn stamp_of(stat: &rustix::fs::Stat) -> (FileStamp, bool) {
+    let time = |sec: i64, nsec: i64| -> Option<SystemTime> {
+        let nanos = Duration::from_nanos(u64::try_from(nsec).ok()?);
+        if sec >= 0 {
+            SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(sec.unsigned_abs()) + nanos)
+        } else {
+            SystemTime::UNIX_EPOCH
+                .checked_sub(Duration::from_secs(sec.unsigned_abs()))?
+                .checked_add(nanos)
+        }
+    };
+    #[allow(clippy::unnecessary_cast)]
+    let (mtime, mtime_nsec, ctime, ctime_nsec) = (
+        stat.st_mtime as i64,
+        stat.st_mtime_nsec as i64,
+        stat.st_ctime as i64,
+        stat.st_ctime_nsec as i64,
+    );
+    let changed = ctime
+        .checked_mul(1_000_000_000)
+        .and_then(|ns| ns.checked_add(ctime_nsec));
+    let stamp = FileStamp::from_parts(
+        u64::try_from(stat.st_size).unwrap_or(0),
+        time(mtime, mtime_nsec),
+        stat.st_ino,
+    )
+    .with_changed(changed);
+    (stamp, stat.st_mode & 0o444 == 0o444)
 }

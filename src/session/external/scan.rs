@@ -96,7 +96,7 @@ struct TitleEntry {
 /// How long a stamp the listing took stands in for a title read's own `stat`.
 const FRESH: Duration = Duration::from_secs(2);
 
-use super::dirs::{readable, refresh_dir, world_readable};
+use super::dirs::{readable, refresh_dir};
 
 impl ExternalSessions {
     /// A read-only source over `agent`'s home (`~/.claude`, `~/.codex`, or the directory a flag
@@ -640,6 +640,7 @@ fn read_heads(agent: ExternalAgent, listing: &mut Listing, files: &[PathBuf]) ->
     let mut changed = false;
     listing.fresh.clear();
     listing.fresh_at = Some(std::time::Instant::now());
+    let mut stat = super::dirs::StatAt::default();
     for file in files {
         let known = listing
             .heads
@@ -648,10 +649,9 @@ fn read_heads(agent: ExternalAgent, listing: &mut Listing, files: &[PathBuf]) ->
         if let Some((_, true)) = known {
             continue;
         }
-        let Ok(meta) = fs::metadata(file) else {
+        let Some((stamp, world_readable)) = stat.stamp(file) else {
             continue;
         };
-        let stamp = FileStamp::of(&meta);
         listing.fresh.insert(file.clone().into_os_string(), stamp);
         if known.map(|(s, _)| s) == Some(stamp) {
             continue;
@@ -659,7 +659,7 @@ fn read_heads(agent: ExternalAgent, listing: &mut Listing, files: &[PathBuf]) ->
         // The persistent listing's head, for the same file (grown or not).
         if let Some((old, head)) = listing.restored.remove(file.as_os_str()) {
             // Same status as when read, and readable by all: no access check needed.
-            let trusted = stamp.same_status(old) && world_readable(&meta);
+            let trusted = stamp.same_status(old) && world_readable;
             if known.is_none() && stamp.continues(old) && (trusted || readable(file)) {
                 listing
                     .heads
