@@ -271,7 +271,7 @@ impl ExternalSessions {
                 files.extend(
                     entries
                         .iter()
-                        .filter(|p| is_session_file(agent, p))
+                        .filter(|p| agent.format().is_session_file(p))
                         .cloned(),
                 );
             }
@@ -442,27 +442,30 @@ impl ExternalSessions {
             Some(stamp) => stamp,
             None => FileStamp::of(&fs::metadata(&path).map_err(|e| SessionError::io(&path, e))?),
         };
-        // The entry is taken out while its file is read, so other titles are read meanwhile.
-        let entry = self.inner.titles.locked().remove(path.as_os_str());
-        let (mut entry, fresh) = match entry {
-            Some((old, entry)) if old == stamp => (entry, false),
-            Some((old, entry)) if old.continues_to(stamp, entry.offset) => (entry, true),
-            _ => (
-                TitleEntry {
-                    offset: 0,
-                    line: 0,
-                    state: self.agent().format().title_scan(),
-                },
-                true,
-            ),
-        };
-        if fresh {
-            let (offset, line) = read_lines(&path, entry.offset, entry.line, &mut *entry.state)?;
-            entry.offset = offset;
-            entry.line = line;
-            self.inner.titles_dirty.store(true, Ordering::Release);
-        }
         let own = &id[self.agent().name().len() + 1..];
+        let mut titles = self.inner.titles.locked();
+        // An unchanged title is chosen in place (readers racing for it never rescan its file);
+        // one whose file changed is taken out while the file is read, so others are read meanwhile.
+        if let Some((_, entry)) = titles
+            .get(path.as_os_str())
+            .filter(|(old, _)| *old == stamp)
+        {
+            return Ok(entry.state.choose(self.inner.side.as_deref(), own));
+        }
+        let entry = titles.remove(path.as_os_str());
+        drop(titles);
+        let mut entry = match entry {
+            Some((old, entry)) if old.continues_to(stamp, entry.offset) => entry,
+            _ => TitleEntry {
+                offset: 0,
+                line: 0,
+                state: self.agent().format().title_scan(),
+            },
+        };
+        let (offset, line) = read_lines(&path, entry.offset, entry.line, &mut *entry.state)?;
+        entry.offset = offset;
+        entry.line = line;
+        self.inner.titles_dirty.store(true, Ordering::Release);
         let title = entry.state.choose(self.inner.side.as_deref(), own);
         self.inner
             .titles
@@ -686,10 +689,6 @@ fn read_heads(agent: ExternalAgent, listing: &mut Listing, files: &[PathBuf]) ->
             .insert(file.clone().into_os_string(), (stamp, head));
     }
     changed
-}
-
-fn is_session_file(agent: ExternalAgent, path: &Path) -> bool {
-    agent.format().is_session_file(path)
 }
 
 /// The head of one session file; `None` while it is incomplete. A file of another format is an
