@@ -17,5 +17,6 @@ mod tmux_inline;
 mod tmux_model;
 mod tmux_paste;
 mod tmux_picker_preview;
+mod tmux_popup_listed;
 mod tmux_terminal;
 mod write_safety;
