@@ -77,18 +77,17 @@ fn render(store: &DiskStore, sources: &SourceSet, json: bool) -> Result<String, 
     }
     // Each agent's listing and titles on a thread of its own (a warm listing is a `stat` per
     // file and a cache to read per agent; a first one reads every file's tail, on every core).
-    let listed: Vec<(Vec<SessionSummary>, Vec<(String, Option<String>)>)> =
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = sources
-                .external
-                .iter()
-                .map(|source| scope.spawn(move || list_with_titles(source)))
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| w.join().unwrap_or_default())
-                .collect()
-        });
+    let listed: Vec<Listed> = std::thread::scope(|scope| {
+        let workers: Vec<_> = sources
+            .external
+            .iter()
+            .map(|source| scope.spawn(move || list_with_titles(source)))
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
     let mut titles: std::collections::HashMap<String, Option<String>> =
         std::collections::HashMap::new();
     for (list, source_titles) in listed {
@@ -173,11 +172,12 @@ fn render(store: &DiskStore, sources: &SourceSet, json: bool) -> Result<String, 
     Ok(out)
 }
 
+/// One agent's sessions and their titles by id.
+type Listed = (Vec<SessionSummary>, Vec<(String, Option<String>)>);
+
 /// One agent's sessions with their titles (a source that cannot list is named on stderr and
 /// lists nothing).
-fn list_with_titles(
-    source: &external::ExternalSessions,
-) -> (Vec<SessionSummary>, Vec<(String, Option<String>)>) {
+fn list_with_titles(source: &external::ExternalSessions) -> Listed {
     let list = match source.list_sessions_blocking() {
         Ok(list) => list,
         Err(e) => {

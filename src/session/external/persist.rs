@@ -257,7 +257,9 @@ impl Writer {
             Value::Array(items) => {
                 self.out.push(7);
                 self.u64(items.len() as u64);
-                items.iter().for_each(|item| self.value(item));
+                for item in items {
+                    self.value(item);
+                }
             }
             Value::Object(map) => {
                 self.out.push(8);
