@@ -29,6 +29,7 @@ pub mod codex_record;
 mod codex_side;
 #[cfg(feature = "discovery")]
 pub(crate) mod codex_state;
+mod conversation_cache;
 pub mod copilot;
 mod copilot_workspace;
 mod dirs;
@@ -45,12 +46,16 @@ pub mod qwen;
 pub mod registry;
 mod scan;
 #[cfg(feature = "discovery")]
+mod source_query;
 mod sqlite_snapshot;
 mod time;
 
 use super::error::{Result, SessionError};
 use super::format::{ContentBlock, Event, EventData, Message, MessageSource, SessionHeader};
-use super::query::{sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
+use super::query::{
+    sort_sessions, BoxFuture, PlainConversation, PlainMessage, PlainRole, SessionQuery,
+    SessionSummary, SurfaceSnapshot,
+};
 use crate::sync::LockExt;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -304,6 +309,28 @@ pub fn surface(header: SessionHeader, conversation: &Conversation) -> SurfaceSna
     }
 }
 
+/// The plain messages of a projected conversation: what projecting its [`surface`] gives
+/// (a prompt, a reply, a compaction summary as a checkpoint), without building it.
+pub fn plain(header: SessionHeader, conversation: Conversation) -> PlainConversation {
+    let messages = conversation
+        .items
+        .into_iter()
+        .map(|item| PlainMessage {
+            role: match item.kind {
+                ItemKind::User => PlainRole::Prompt,
+                ItemKind::Assistant => PlainRole::Reply,
+                ItemKind::Summary => PlainRole::Checkpoint,
+            },
+            text: item.text,
+        })
+        .collect();
+    PlainConversation {
+        session: header,
+        captured_through_seq: conversation.last_line,
+        messages,
+    }
+}
+
 fn external_model(header: &SessionHeader) -> MessageSource {
     let agent = source_of(header).map_or("external", ExternalAgent::name);
     MessageSource::model(agent, "unknown")
@@ -426,6 +453,16 @@ impl SessionQuery for WithExternal {
         match self.source(id) {
             Some(source) => source.read_conversation_surface(id),
             None => self.host.read_conversation_surface(id),
+        }
+    }
+
+    fn read_plain_conversation<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> Option<BoxFuture<'a, Result<PlainConversation>>> {
+        match self.source(id) {
+            Some(source) => source.read_plain_conversation(id),
+            None => self.host.read_plain_conversation(id),
         }
     }
 

@@ -1,0 +1,588 @@
+//! Heavy sessions' projected conversations kept on disk between processes
+//! (`<dsh home>/index/agents/conversations/<agent>-<home key>-<id key>.json`).
+//!
+//! Purpose: a Claude Code or Codex session of tens of megabytes projects to a conversation a
+//! hundred times smaller (tool results, images, thinking and reasoning are left out). Reading
+//! and checking every byte of the file again in each new process that references it would make
+//! every `prepare`, MCP read and TUI submit of that session pay many times what `cat` of the
+//! file costs, for work a previous process already did. So when a file agent's session of at
+//! least [`MIN_FILE_BYTES`] is read whole, its head and projection are kept here, by agent, home
+//! and session id, with the file's path and the stamp (inode, size, mtime) it had before and
+//! after the read. The next process that reads that session finds it here by its id, `stat`s the
+//! file, and when the stamp is the same uses what was kept: it reads neither the session's file
+//! nor the home's listing.
+//!
+//! Invariant: nothing in a kept file is trusted without a check, and nothing is kept that the
+//! person did not already have on this machine longer than they keep it.
+//! - The file starts with a versioned magic line, then the session file's path (a JSON string on
+//!   a line of its own), then the document, and ends with a checksum of everything between; it
+//!   names the agent, the home and the session it describes. One of another version, agent,
+//!   home or session is not used; a torn or corrupt one is removed with a warning and the
+//!   session read from its file.
+//! - What is kept is used only while the file it names is under the home's sessions directory
+//!   (plain components), is a session file by the agent's rule, and has the stamp it had when
+//!   it was read. A file that grew, shrank or was replaced is read again whole (and kept again).
+//! - A projection is written only when the file's stamp was the same before and after the read
+//!   (a file growing meanwhile is read again next time), to a temporary name renamed over the
+//!   old one, readable by its owner only, never under an agent's home, and never when the
+//!   `conversations` directory (or `index/`, `agents/`) is not a plain directory.
+//! - Bounded: a kept file over [`MAX_BYTES`] is neither written nor read; at most
+//!   [`MAX_FILES`] are kept; a kept projection whose session file is gone is removed whenever
+//!   one is written, so a deleted session's text does not outlive it here by more than a write.
+//!
+//! Proof: the unit tests below (round trip by agent, home and id; every kind of damage named; a
+//! file outside the home or changed not trusted; the bound on files) and
+//! `tests/session/agent_conversation_cache.rs` (a new process's read comes from here and is
+//! the same as a fresh read; an append, a truncation and a replacement are read again; a light
+//! session is never kept; a damaged kept file is replaced; a deleted session's text goes;
+//! nothing is written under the agent's home).
+
+use super::lines::FileStamp;
+use super::{Conversation, ExternalAgent, Head, Item, ItemKind};
+use crate::session::error::Result;
+use serde::{Deserialize, Serialize};
+use std::hash::Hasher;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// The first line of a kept file; its last number is the format's version.
+const MAGIC: &str = "dsh-refs agent conversation 1\n";
+/// Sessions smaller than this are read from their file every time (a few milliseconds), and
+/// their text is never copied here.
+pub(super) const MIN_FILE_BYTES: u64 = 4 << 20;
+/// The largest kept file read or written.
+const MAX_BYTES: usize = 64 << 20;
+/// The most projections kept; the oldest written go first.
+const MAX_FILES: usize = 64;
+
+/// The directory of kept projections beside the agents' persistent listings (`listing` is one
+/// of them: `<dsh home>/index/agents/<agent>-<key>.json`).
+fn dir_beside(listing: &Path) -> Option<PathBuf> {
+    Some(listing.parent()?.join("conversations"))
+}
+
+/// Where the projection of session `id` of `agent`'s home `home` is kept.
+fn path_of(listing: &Path, agent: &str, home: &Path, id: &str) -> Option<PathBuf> {
+    let hash = |bytes: &[u8]| {
+        let mut hasher = rustc_hash::FxHasher::default();
+        hasher.write(bytes);
+        hasher.finish()
+    };
+    let (home, id) = (
+        hash(home.as_os_str().as_encoded_bytes()),
+        hash(id.as_bytes()),
+    );
+    Some(dir_beside(listing)?.join(format!("{agent}-{home:016x}-{id:016x}.json")))
+}
+
+/// What the kept file says after its path line.
+#[derive(Serialize, Deserialize)]
+struct Document {
+    agent: String,
+    home: String,
+    id: String,
+    stamp: Stamp,
+    head: KeptHead,
+    last_line: Option<u64>,
+    last_activity: Option<i64>,
+    items: Vec<KeptItem>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct KeptHead {
+    id: String,
+    created: i64,
+    cwd: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, PartialEq, Eq, Debug, Clone, Copy)]
+struct Stamp {
+    len: u64,
+    /// Nanoseconds since the epoch (a file system that gives no time keeps nothing here).
+    mtime: u128,
+    inode: u64,
+}
+
+impl Stamp {
+    fn of(stamp: FileStamp) -> Option<Stamp> {
+        let (len, modified, inode) = stamp.parts();
+        let mtime = modified?
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .ok()?
+            .as_nanos();
+        Some(Stamp { len, mtime, inode })
+    }
+}
+
+/// A session as kept: where its file was, the stamp it had, its head and its conversation.
+struct Kept<'a> {
+    path: PathBuf,
+    stamp: FileStamp,
+    head: &'a Head,
+    conversation: &'a Conversation,
+}
+
+/// A session as read back.
+#[derive(Debug, PartialEq)]
+struct Loaded {
+    path: PathBuf,
+    stamp: Stamp,
+    head: Head,
+    conversation: Conversation,
+}
+
+#[derive(Serialize, Deserialize)]
+struct KeptItem {
+    /// `u` (user), `a` (assistant) or `s` (summary).
+    k: char,
+    t: String,
+    /// Epoch milliseconds.
+    at: i64,
+}
+
+impl KeptItem {
+    fn of(item: &Item) -> KeptItem {
+        let k = match item.kind {
+            ItemKind::User => 'u',
+            ItemKind::Assistant => 'a',
+            ItemKind::Summary => 's',
+        };
+        KeptItem {
+            k,
+            t: item.text.clone(),
+            at: item.time,
+        }
+    }
+
+    fn item(self) -> Option<Item> {
+        let kind = match self.k {
+            'u' => ItemKind::User,
+            'a' => ItemKind::Assistant,
+            's' => ItemKind::Summary,
+            _ => return None,
+        };
+        Some(Item {
+            kind,
+            text: self.t,
+            time: self.at,
+        })
+    }
+}
+
+/// The session `id` (`claude:<own id>`) of `agent`'s home `home` as a previous process kept
+/// it beside the persistent listing `listing`: its head and projected conversation, when its
+/// file is still where it was, under the home's sessions directory, and unchanged (same
+/// inode, size and mtime). A new process that references a heavy session then reads neither
+/// the session's file nor the home's listing. A damaged kept file is removed with a warning.
+fn kept(
+    listing: &Path,
+    agent: ExternalAgent,
+    home: &Path,
+    id: &str,
+) -> Option<(Head, Conversation)> {
+    let root = home.join(agent.format().sessions_subdir());
+    match load(listing, agent.name(), home, id) {
+        Ok(kept) => {
+            let plain = kept.path.strip_prefix(&root).is_ok_and(|relative| {
+                relative
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)))
+            });
+            let unchanged = plain
+                && agent.format().is_session_file(&kept.path)
+                && stamp_of(&kept.path).and_then(Stamp::of) == Some(kept.stamp);
+            unchanged.then_some((kept.head, kept.conversation))
+        }
+        Err(Miss::Absent) => None,
+        Err(Miss::Damaged(why)) => {
+            tracing::warn!(source = agent.name(), reason = %why, "reading the session again: its kept conversation is damaged");
+            forget(listing, agent.name(), home, id);
+            None
+        }
+    }
+}
+
+/// The head and projected conversation of session `id` of `agent`'s home `home`: as kept
+/// beside the persistent listing `listing` when its file is unchanged ([`kept`]), else read
+/// from the file `locate` finds, whole, and kept when the file is heavy and did not change
+/// while it was read. Without a listing on disk (`None`) the file is always read.
+pub(super) fn kept_or_read(
+    listing: Option<&Path>,
+    agent: ExternalAgent,
+    home: &Path,
+    id: &str,
+    locate: impl FnOnce() -> Result<(PathBuf, Head)>,
+) -> Result<(Head, Conversation)> {
+    if let Some(found) = listing.and_then(|listing| kept(listing, agent, home, id)) {
+        return Ok(found);
+    }
+    let (session, head) = locate()?;
+    let format = agent.format();
+    let Some(listing) = listing else {
+        return Ok((head, format.read_conversation(&session)?));
+    };
+    let before = stamp_of(&session).filter(|stamp| stamp.parts().0 >= MIN_FILE_BYTES);
+    let conversation = format.read_conversation(&session)?;
+    if let Some(stamp) = before {
+        // Kept only when the file did not move while it was read.
+        if stamp_of(&session) == Some(stamp) {
+            let kept = Kept {
+                path: session.clone(),
+                stamp,
+                head: &head,
+                conversation: &conversation,
+            };
+            if let Err(e) = save(listing, agent.name(), home, id, &kept) {
+                tracing::warn!(source = agent.name(), error = %e, "could not keep a heavy session's conversation");
+            }
+        }
+    }
+    Ok((head, conversation))
+}
+
+fn stamp_of(path: &Path) -> Option<FileStamp> {
+    std::fs::metadata(path).ok().map(|m| FileStamp::of(&m))
+}
+
+/// Why a kept projection was not used.
+#[derive(Debug, PartialEq, Eq)]
+enum Miss {
+    /// None is kept for this session (or one of a name that hashes alike).
+    Absent,
+    /// One is kept but damaged; the reason names what was wrong.
+    Damaged(String),
+}
+
+/// The session `id` of `agent`'s home `home` as kept beside `listing` (unchecked against its
+/// file: [`kept`] does that).
+fn load(listing: &Path, agent: &str, home: &Path, id: &str) -> std::result::Result<Loaded, Miss> {
+    let kept = path_of(listing, agent, home, id).ok_or(Miss::Absent)?;
+    if std::fs::symlink_metadata(&kept).is_err() {
+        return Err(Miss::Absent);
+    }
+    let damaged = |why: &str| Miss::Damaged(format!("{}: {why}", kept.display()));
+    let bytes = crate::session::files::read_small(&kept, MAX_BYTES)
+        .ok_or_else(|| damaged("not a readable regular file within the size limit"))?;
+    let body = bytes
+        .strip_prefix(MAGIC.as_bytes())
+        .ok_or_else(|| damaged("not this version's kept conversation"))?;
+    let split = body
+        .len()
+        .checked_sub(17)
+        .ok_or_else(|| damaged("truncated"))?;
+    let (body, sum) = body.split_at(split);
+    if sum != format!("{:016x}\n", super::persist::checksum(body)).as_bytes() {
+        return Err(damaged("checksum mismatch (torn or damaged)"));
+    }
+    let (path, json) = path_line(body).ok_or_else(|| damaged("no session path"))?;
+    let document: Document =
+        serde_json::from_slice(json).map_err(|e| damaged(&format!("not readable: {e}")))?;
+    if document.agent != agent || document.home != home.to_string_lossy() || document.id != id {
+        // Another session whose names hash alike: not damage, just not this one.
+        return Err(Miss::Absent);
+    }
+    let items = document
+        .items
+        .into_iter()
+        .map(KeptItem::item)
+        .collect::<Option<Vec<Item>>>()
+        .ok_or_else(|| damaged("an item of unknown kind"))?;
+    Ok(Loaded {
+        path: PathBuf::from(path),
+        stamp: document.stamp,
+        head: Head {
+            id: document.head.id,
+            created_at: document.head.created,
+            cwd: document.head.cwd,
+        },
+        conversation: Conversation {
+            items,
+            last_line: document.last_line,
+            last_activity: document.last_activity,
+        },
+    })
+}
+
+/// Removes what is kept of session `id` (a damaged file).
+fn forget(listing: &Path, agent: &str, home: &Path, id: &str) {
+    if let Some(kept) = path_of(listing, agent, home, id) {
+        let _ = std::fs::remove_file(kept);
+    }
+}
+
+/// Keeps session `id` of `agent`'s home `home` beside `listing` (best effort: an error is the
+/// caller's to log, never the read's). Then removes kept projections whose session file is
+/// gone and the oldest past [`MAX_FILES`].
+fn save(
+    listing: &Path,
+    agent: &str,
+    home: &Path,
+    id: &str,
+    kept: &Kept<'_>,
+) -> std::io::Result<()> {
+    let (Some(file), Some(stamp), Some(path)) = (
+        path_of(listing, agent, home, id),
+        Stamp::of(kept.stamp),
+        kept.path.to_str(),
+    ) else {
+        return Ok(());
+    };
+    let document = Document {
+        agent: agent.to_string(),
+        home: home.to_string_lossy().into_owned(),
+        id: id.to_string(),
+        stamp,
+        head: KeptHead {
+            id: kept.head.id.clone(),
+            created: kept.head.created_at,
+            cwd: kept.head.cwd.clone(),
+        },
+        last_line: kept.conversation.last_line,
+        last_activity: kept.conversation.last_activity,
+        items: kept.conversation.items.iter().map(KeptItem::of).collect(),
+    };
+    let mut body = serde_json::to_vec(path).map_err(std::io::Error::other)?;
+    body.push(b'\n');
+    serde_json::to_writer(&mut body, &document).map_err(std::io::Error::other)?;
+    if MAGIC.len() + body.len() + 17 > MAX_BYTES {
+        return Ok(());
+    }
+    let mut out = Vec::with_capacity(MAGIC.len() + body.len() + 17);
+    out.extend_from_slice(MAGIC.as_bytes());
+    out.extend_from_slice(&body);
+    out.extend_from_slice(format!("{:016x}\n", super::persist::checksum(&body)).as_bytes());
+    let dir = file
+        .parent()
+        .ok_or_else(|| std::io::Error::other("a kept conversation without a directory"))?;
+    // `index/`, `agents/` and `conversations/`, each a plain directory.
+    if let Some(agents) = dir.parent() {
+        super::persist::ensure_plain_dir(agents)?;
+    }
+    super::persist::ensure_plain_dir(dir)?;
+    crate::session::files::write_replacing(&file, &out)?;
+    prune(dir, &file);
+    Ok(())
+}
+
+/// Removes from `dir` the kept projections whose session file is gone, and the oldest written
+/// past [`MAX_FILES`] (never `just_written`). Only names this module writes are touched.
+fn prune(dir: &Path, just_written: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut kept: Vec<(SystemTime, PathBuf)> = Vec::new();
+    for entry in entries.flatten().take(4 * MAX_FILES) {
+        let path = entry.path();
+        let ours = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| !n.starts_with('.') && n.ends_with(".json"));
+        if !ours || path == just_written {
+            continue;
+        }
+        if session_gone(&path) {
+            let _ = std::fs::remove_file(&path);
+            continue;
+        }
+        let written = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        kept.push((written, path));
+    }
+    if kept.len() + 1 > MAX_FILES {
+        kept.sort();
+        for (_, path) in kept.iter().take(kept.len() + 1 - MAX_FILES) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Whether the kept projection at `kept` names a session file that no longer exists (read from
+/// its second line, the session file's path).
+fn session_gone(kept: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(MAX_PATH_LINE);
+    let Ok(file) = crate::session::files::open_read(kept) else {
+        return false;
+    };
+    if file
+        .take((MAGIC.len() + MAX_PATH_LINE) as u64)
+        .read_to_end(&mut head)
+        .is_err()
+    {
+        return false;
+    }
+    match head.strip_prefix(MAGIC.as_bytes()).map(path_line) {
+        Some(Some((path, _))) => !Path::new(&path).exists(),
+        // Not ours to judge (another version, or damaged): `load` deals with it when read.
+        _ => false,
+    }
+}
+
+/// The longest path line read (a JSON string of a path: Linux paths stop at 4 KiB).
+const MAX_PATH_LINE: usize = 16 << 10;
+
+/// The session file's path from the start of a kept file's body, and the rest after its line.
+fn path_line(body: &[u8]) -> Option<(String, &[u8])> {
+    let end = memchr::memchr(b'\n', &body[..body.len().min(MAX_PATH_LINE)])?;
+    let path: String = serde_json::from_slice(&body[..end]).ok()?;
+    Some((path, &body[end + 1..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conversation(words: &[&str]) -> Conversation {
+        Conversation {
+            items: words
+                .iter()
+                .enumerate()
+                .map(|(n, w)| Item {
+                    kind: [ItemKind::User, ItemKind::Assistant, ItemKind::Summary][n % 3],
+                    text: w.to_string(),
+                    time: n as i64,
+                })
+                .collect(),
+            last_line: Some(words.len() as u64),
+            last_activity: Some(7),
+        }
+    }
+
+    fn head() -> Head {
+        Head {
+            id: "s".into(),
+            created_at: 5,
+            cwd: Some("/w \u{1b}".into()),
+        }
+    }
+
+    /// Keeps `words` as session `id` of the home `home`, its file `session`.
+    fn keep(listing: &Path, home: &Path, id: &str, session: &Path, words: &[&str]) {
+        let conversation = conversation(words);
+        let head = head();
+        let kept = Kept {
+            path: session.to_path_buf(),
+            stamp: stamp_of(session).unwrap(),
+            head: &head,
+            conversation: &conversation,
+        };
+        save(listing, "claude", home, id, &kept).unwrap();
+    }
+
+    #[test]
+    fn a_kept_session_comes_back_exactly_for_its_agent_home_and_id_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let listing = dir.path().join("index/agents/claude-0.json");
+        let home = dir.path().join("home");
+        let session = dir.path().join("s.jsonl");
+        std::fs::write(&session, "x\n").unwrap();
+        let words = ["q \u{1b}[31m", "a\n\"b\"", "summary"];
+        keep(&listing, &home, "claude:s", &session, &words);
+        let loaded = load(&listing, "claude", &home, "claude:s").unwrap();
+        assert_eq!(loaded.path, session);
+        assert_eq!(
+            loaded.stamp,
+            Stamp::of(stamp_of(&session).unwrap()).unwrap()
+        );
+        assert_eq!(loaded.head, head());
+        assert_eq!(loaded.conversation, conversation(&words));
+        for (agent, home, id) in [
+            ("codex", home.as_path(), "claude:s"),
+            ("claude", dir.path(), "claude:s"),
+            ("claude", home.as_path(), "claude:t"),
+        ] {
+            assert_eq!(
+                load(&listing, agent, home, id),
+                Err(Miss::Absent),
+                "{agent} {home:?} {id}"
+            );
+        }
+    }
+
+    #[test]
+    fn damage_is_named_and_a_path_line_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let listing = dir.path().join("agents/claude-0.json");
+        let session = dir.path().join("s.jsonl");
+        std::fs::write(&session, "x\n").unwrap();
+        keep(&listing, dir.path(), "claude:s", &session, &["a"]);
+        let kept = path_of(&listing, "claude", dir.path(), "claude:s").unwrap();
+        let good = std::fs::read(&kept).unwrap();
+        let cases: [(&[u8], &str); 4] = [
+            (b"", "not this version"),
+            (&good[..good.len() - 3], "checksum"),
+            (&good[..MAGIC.len() + 4], "truncated"),
+            (b"dsh-refs agent conversation 0\n{}", "not this version"),
+        ];
+        for (bytes, why) in cases {
+            std::fs::write(&kept, bytes).unwrap();
+            match load(&listing, "claude", dir.path(), "claude:s") {
+                Err(Miss::Damaged(reason)) => assert!(reason.contains(why), "{reason} / {why}"),
+                other => panic!("{why}: {other:?}"),
+            }
+        }
+        // A path line with no end within the bound is no path.
+        let long = vec![b'"'; MAX_PATH_LINE + 10];
+        assert_eq!(path_line(&long), None);
+        assert_eq!(
+            path_line(b"\"/a\"\nrest"),
+            Some(("/a".to_string(), &b"rest"[..]))
+        );
+    }
+
+    #[test]
+    fn at_most_max_files_are_kept_the_oldest_going_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let listing = dir.path().join("agents/claude-0.json");
+        let session = dir.path().join("s.jsonl");
+        std::fs::write(&session, "x\n").unwrap();
+        let ids: Vec<String> = (0..MAX_FILES + 3).map(|n| format!("claude:{n}")).collect();
+        for (n, id) in ids.iter().enumerate() {
+            keep(&listing, dir.path(), id, &session, &["a"]);
+            // Distinct write times, oldest first.
+            let kept = path_of(&listing, "claude", dir.path(), id).unwrap();
+            let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000 + n as u64);
+            let file = std::fs::File::options().append(true).open(&kept).unwrap();
+            file.set_modified(at).unwrap();
+        }
+        let count = std::fs::read_dir(dir_beside(&listing).unwrap())
+            .unwrap()
+            .count();
+        assert_eq!(count, MAX_FILES);
+        for (n, id) in ids.iter().enumerate() {
+            let kept = path_of(&listing, "claude", dir.path(), id)
+                .unwrap()
+                .exists();
+            assert_eq!(kept, n >= 3, "session {n}");
+        }
+    }
+
+    #[test]
+    fn only_an_unchanged_file_under_the_homes_sessions_directory_is_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let listing = dir.path().join("index/agents/claude-0.json");
+        let home = dir.path().join("home");
+        let inside = home.join("projects/-w/s.jsonl");
+        std::fs::create_dir_all(inside.parent().unwrap()).unwrap();
+        let outside = dir.path().join("s.jsonl");
+        for file in [&inside, &outside] {
+            std::fs::write(file, "x\n").unwrap();
+        }
+        let agent = ExternalAgent::Claude;
+        keep(&listing, &home, "claude:in", &inside, &["a"]);
+        keep(&listing, &home, "claude:out", &outside, &["a"]);
+        assert!(kept(&listing, agent, &home, "claude:in").is_some());
+        assert!(
+            kept(&listing, agent, &home, "claude:out").is_none(),
+            "outside the home"
+        );
+        // Grown: the stamp moved.
+        std::fs::write(&inside, "x\ny\n").unwrap();
+        assert!(
+            kept(&listing, agent, &home, "claude:in").is_none(),
+            "changed"
+        );
+    }
+}
