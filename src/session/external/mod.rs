@@ -45,8 +45,8 @@ mod persist;
 pub mod qwen;
 pub mod registry;
 mod scan;
-#[cfg(feature = "discovery")]
 mod source_query;
+#[cfg(feature = "discovery")]
 mod sqlite_snapshot;
 mod time;
 
