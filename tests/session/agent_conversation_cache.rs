@@ -3,14 +3,14 @@
 //! gives; any change to the file (an append, a truncation, a replacement) is read again.
 //!
 //! Each "process" is a fresh `ExternalSessions` over the same homes (nothing shared in
-//! memory). The test that the kept projection is used rewrites the file in place with its stamp
-//! kept, which only a reader that trusts the kept projection misses.
+//! memory). That the kept projection is used is proved by the bytes the reading thread read
+//! (the kernel's count), a small part of the session file's.
 
 use crate::support::tree_with_stamps;
 use dsh_session_references::session::external::{Conversation, ExternalAgent, ExternalSessions};
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// A Claude Code session of `prompts` exchanges, each with a tool result of `padding` bytes
 /// (stored twice, as Claude Code does), so that the file is heavy.
@@ -113,15 +113,6 @@ fn texts(conversation: &Conversation) -> Vec<&str> {
     conversation.items.iter().map(|i| i.text.as_str()).collect()
 }
 
-/// Rewrites `path` in place (same inode, same length) and gives it back its modification time.
-fn rewrite_keeping_stamp(path: &Path, bytes: &[u8]) {
-    let modified = fs::metadata(path).unwrap().modified().unwrap();
-    assert_eq!(fs::metadata(path).unwrap().len(), bytes.len() as u64);
-    let mut file = fs::File::options().write(true).open(path).unwrap();
-    file.write_all(bytes).unwrap();
-    file.set_modified(modified).unwrap();
-}
-
 const HEAVY: usize = 3 << 20;
 
 #[test]
@@ -155,11 +146,42 @@ fn a_new_process_reads_a_heavy_session_from_what_the_last_one_kept() {
         "something was written under the agent's home"
     );
 
-    // Same inode, length and mtime, other words: only a process that used what was kept
-    // still says "first".
-    rewrite_keeping_stamp(&homes.file("h"), text.replace("first", "FIRST").as_bytes());
-    assert_eq!(homes.read("h"), first, "the kept conversation was not used");
-    assert_eq!(texts(&homes.fresh("h"))[0], "FIRST");
+    // The read from what was kept reads a small part of the file's bytes (this thread's read
+    // count, from the kernel): neither the session file nor the listing.
+    let file_len = text.len() as u64;
+    let before = thread_read_bytes();
+    assert_eq!(homes.read("h"), first);
+    let read = thread_read_bytes() - before;
+    assert!(
+        read < file_len / 8,
+        "read {read} bytes of a {file_len}-byte session"
+    );
+    // Without what was kept, the same read takes the whole file.
+    let before = thread_read_bytes();
+    assert_eq!(homes.fresh("h"), first);
+    assert!(thread_read_bytes() - before >= file_len);
+
+    // A status change (here a `chmod`) makes the file read again.
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(homes.file("h"), fs::Permissions::from_mode(0o600)).unwrap();
+    let before = thread_read_bytes();
+    assert_eq!(homes.read("h"), first);
+    assert!(
+        thread_read_bytes() - before >= file_len,
+        "a chmod must make the file read again"
+    );
+}
+
+/// The bytes this thread has read through system calls so far (`rchar` of
+/// `/proc/thread-self/io`).
+fn thread_read_bytes() -> u64 {
+    let io = fs::read_to_string("/proc/thread-self/io").unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 #[test]

@@ -7,8 +7,8 @@
 //! every `prepare`, MCP read and TUI submit of that session pay many times what `cat` of the
 //! file costs, for work a previous process already did. So when a file agent's session of at
 //! least [`MIN_FILE_BYTES`] is read whole, its head and projection are kept here, by agent, home
-//! and session id, with the file's path and the stamp (inode, size, mtime) it had before and
-//! after the read. The next process that reads that session finds it here by its id, `stat`s the
+//! and session id, with the file's path and the stamp (inode, size, mtime, status change time)
+//! it had before and after the read. The next process that reads that session finds it here by its id, `stat`s the
 //! file, and when the stamp is the same uses what was kept: it reads neither the session's file
 //! nor the home's listing.
 //!
@@ -101,6 +101,9 @@ struct Stamp {
     /// Nanoseconds since the epoch (a file system that gives no time keeps nothing here).
     mtime: u128,
     inode: u64,
+    /// The status change time in nanoseconds: a `chmod`, `chown` or rename since the read makes
+    /// the file read again (its readability is the file's to say, not ours).
+    ctime: i64,
 }
 
 impl Stamp {
@@ -110,7 +113,13 @@ impl Stamp {
             .duration_since(SystemTime::UNIX_EPOCH)
             .ok()?
             .as_nanos();
-        Some(Stamp { len, mtime, inode })
+        let ctime = stamp.changed()?;
+        Some(Stamp {
+            len,
+            mtime,
+            inode,
+            ctime,
+        })
     }
 }
 
@@ -172,7 +181,7 @@ impl KeptItem {
 /// The session `id` (`claude:<own id>`) of `agent`'s home `home` as a previous process kept
 /// it beside the persistent listing `listing`: its head and projected conversation, when its
 /// file is still where it was, under the home's sessions directory, and unchanged (same
-/// inode, size and mtime). A new process that references a heavy session then reads neither
+/// inode, size, mtime and status change time). A new process that references a heavy session then reads neither
 /// the session's file nor the home's listing. A damaged kept file is removed with a warning.
 fn kept(
     listing: &Path,
@@ -225,7 +234,9 @@ pub(super) fn kept_or_read(
     let conversation = format.read_conversation(&session)?;
     if let Some(stamp) = before {
         // Kept only when the file did not move while it was read.
-        if stamp_of(&session) == Some(stamp) {
+        let unmoved = Stamp::of(stamp)
+            .is_some_and(|kept| stamp_of(&session).and_then(Stamp::of) == Some(kept));
+        if unmoved {
             let kept = Kept {
                 path: session.clone(),
                 stamp,
