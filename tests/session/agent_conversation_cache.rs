@@ -161,14 +161,16 @@ fn a_new_process_reads_a_heavy_session_from_what_the_last_one_kept() {
     assert_eq!(homes.fresh("h"), first);
     assert!(thread_read_bytes() - before >= file_len);
 
-    // A status change (here a `chmod`) makes the file read again.
+    // A status change (here a `chmod`) makes the file opened again (a file no longer readable
+    // then fails the read, naming it), read from where the last read ended, and kept anew.
     use std::os::unix::fs::PermissionsExt;
+    let kept_before = fs::read(&homes.kept_files()[0]).unwrap();
     fs::set_permissions(homes.file("h"), fs::Permissions::from_mode(0o600)).unwrap();
-    let before = thread_read_bytes();
     assert_eq!(homes.read("h"), first);
-    assert!(
-        thread_read_bytes() - before >= file_len,
-        "a chmod must make the file read again"
+    let kept_after = fs::read(&homes.kept_files()[0]).unwrap();
+    assert_ne!(
+        kept_before, kept_after,
+        "a chmod must make the file opened again"
     );
 }
 
@@ -248,11 +250,14 @@ fn a_damaged_kept_conversation_is_read_again_and_replaced() {
     ] {
         fs::write(&kept, damage).unwrap();
         assert_eq!(texts(&homes.read("h")), ["first", "answer to first"]);
+        // A good copy again (the scan's maps may be written in another order).
+        let again = fs::read(&kept).unwrap();
         assert_eq!(
-            fs::read(&kept).unwrap(),
-            good,
+            again.len(),
+            good.len(),
             "a fresh read keeps a good copy again"
         );
+        assert!(again.starts_with(b"dsh-refs agent conversation "));
     }
 }
 
@@ -269,4 +274,178 @@ fn a_deleted_sessions_kept_text_goes_with_the_next_write() {
     assert_eq!(kept.len(), 1, "{kept:?}");
     let body = fs::read_to_string(&kept[0]).unwrap();
     assert!(body.contains("bravo") && !body.contains("alpha"), "{body}");
+}
+
+/// Appends `text` to `path`.
+fn append(path: &std::path::Path, text: &str) {
+    let mut file = fs::File::options().append(true).open(path).unwrap();
+    file.write_all(text.as_bytes()).unwrap();
+}
+
+#[test]
+fn a_grown_heavy_session_is_read_from_where_the_last_read_ended() {
+    let homes = Homes::new();
+    let text = heavy_session("h", &["first", "second"], HEAVY);
+    fs::write(homes.file("h"), &text).unwrap();
+    homes.read("h");
+    let file_len = text.len() as u64;
+
+    // A reply, then a rewind: a new prompt whose parent is the first answer (a new branch),
+    // then a write in flight (no newline yet).
+    let tail = concat!(
+        r#"{"type":"assistant","uuid":"a9","parentUuid":"a1","sessionId":"h","cwd":"/w","timestamp":"2026-01-01T00:00:09Z","message":{"id":"m9","role":"assistant","content":[{"type":"text","text":"more"}]}}"#,
+        "\n",
+        r#"{"type":"user","uuid":"u8","parentUuid":"a0","sessionId":"h","cwd":"/w","timestamp":"2026-01-01T00:00:10Z","message":{"role":"user","content":"rewound"}}"#,
+        "\n",
+        r#"{"type":"assistant","uuid":"a8","parentUuid":"u8","sessionId":"h","#,
+    );
+    append(&homes.file("h"), tail);
+    let before = thread_read_bytes();
+    let grown = homes.read("h");
+    let read = thread_read_bytes() - before;
+    assert_eq!(grown, homes.fresh("h"));
+    assert_eq!(
+        texts(&grown),
+        ["first", "answer to first", "rewound"],
+        "the new branch"
+    );
+    assert!(
+        read < file_len / 8,
+        "read {read} bytes of a {file_len}-byte session that grew"
+    );
+
+    // The line in flight completes: it is read then, and the next process has it kept.
+    append(
+        &homes.file("h"),
+        concat!(
+            r#""cwd":"/w","timestamp":"2026-01-01T00:00:11Z","message":{"id":"m8","role":"assistant","content":[{"type":"text","text":"after the rewind"}]}}"#,
+            "\n"
+        ),
+    );
+    let done = homes.read("h");
+    assert_eq!(done, homes.fresh("h"));
+    assert_eq!(texts(&done).last(), Some(&"after the rewind"));
+    assert_eq!(homes.read("h"), done);
+}
+
+#[test]
+fn a_grown_heavy_codex_rollout_is_read_from_where_the_last_read_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let codex = dir.path().join("codex");
+    let dsh = dir.path().join("dsh");
+    let day = codex.join("sessions/2026/05/11");
+    fs::create_dir_all(&day).unwrap();
+    fs::create_dir_all(&dsh).unwrap();
+    let id = "019e1625-789d-76c0-80ab-3724b5ddb799";
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "tests/data/fixtures/codex/sessions/2026/05/11/rollout-2026-05-11T11-26-55-{id}.jsonl"
+    ));
+    let path = day.join(fixture.file_name().unwrap());
+    // The real rollout, then tool output heavy enough to be kept.
+    let mut text = fs::read_to_string(&fixture).unwrap();
+    let blob = "x\\ty \\\"z\\\"\\n".repeat(HEAVY / 10);
+    for n in 0..3 {
+        text += &format!(
+            r#"{{"timestamp":"2026-05-11T09:00:0{n}.000Z","type":"response_item","payload":{{"type":"function_call_output","call_id":"c{n}","output":"{blob}"}}}}"#
+        );
+        text += "\n";
+    }
+    fs::write(&path, &text).unwrap();
+    let full = format!("codex:{id}");
+    let read = || {
+        let source = ExternalSessions::with_listing_cache(ExternalAgent::Codex, &codex, &dsh);
+        source.list_sessions_blocking().unwrap();
+        let conversation = source.read_conversation_blocking(&full).unwrap().1;
+        source.flush();
+        conversation
+    };
+    let fresh = || {
+        let source = ExternalSessions::new(ExternalAgent::Codex, &codex);
+        source.list_sessions_blocking().unwrap();
+        source.read_conversation_blocking(&full).unwrap().1
+    };
+    let first = read();
+    assert!(!first.items.is_empty());
+    // A prompt, an answer, then the prompt rolled back.
+    append(
+        &path,
+        concat!(
+            r#"{"timestamp":"2026-05-11T10:00:00.000Z","type":"event_msg","payload":{"type":"user_message","message":"one more thing"}}"#,
+            "\n",
+            r#"{"timestamp":"2026-05-11T10:00:01.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"sure"}]}}"#,
+            "\n",
+        ),
+    );
+    let before = thread_read_bytes();
+    let grown = read();
+    let bytes = thread_read_bytes() - before;
+    assert_eq!(grown, fresh());
+    assert_eq!(
+        texts(&grown)[texts(&grown).len() - 2..],
+        ["one more thing", "sure"]
+    );
+    assert!(
+        bytes < text.len() as u64 / 8,
+        "read {bytes} of {}",
+        text.len()
+    );
+    append(
+        &path,
+        concat!(
+            r#"{"timestamp":"2026-05-11T10:00:02.000Z","type":"event_msg","payload":{"type":"thread_rolled_back","num_turns":1}}"#,
+            "\n"
+        ),
+    );
+    let rolled = read();
+    assert_eq!(rolled, fresh());
+    assert_eq!(rolled.items, first.items);
+}
+
+/// Every Claude Code and Codex fixture, its conversation scan saved, restored and fed the rest
+/// at several cuts: the same conversation as one read of the whole file.
+#[test]
+fn a_scan_saved_and_resumed_anywhere_gives_the_whole_reads_conversation() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures");
+    let mut stack = vec![fixtures];
+    let mut checked = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            for agent in [ExternalAgent::Claude, ExternalAgent::Codex] {
+                let format = agent.format();
+                if !format.is_session_file(&path) {
+                    continue;
+                }
+                let Ok(whole) = format.read_conversation(&path) else {
+                    continue;
+                };
+                let bytes = fs::read(&path).unwrap();
+                let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+                let n = lines.len();
+                for cut in [0, 1, n / 3, n / 2, n.saturating_sub(2), n] {
+                    let mut scan = format.conversation_scan().unwrap();
+                    for (i, line) in lines.iter().enumerate().take(cut) {
+                        if i + 1 < n {
+                            scan.line(i as u64, line);
+                        }
+                    }
+                    let saved = serde_json::to_string(&scan.save()).unwrap();
+                    let saved: serde_json::Value = serde_json::from_str(&saved).unwrap();
+                    let mut resumed = format.restore_conversation_scan(&saved).unwrap();
+                    for (i, line) in lines.iter().enumerate().skip(cut) {
+                        if i + 1 < n {
+                            resumed.line(i as u64, line);
+                        }
+                    }
+                    assert_eq!(resumed.conversation(), whole, "{path:?} cut at line {cut}");
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 15, "{checked} fixtures");
 }

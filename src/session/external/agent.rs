@@ -101,6 +101,20 @@ pub trait AgentFormat: Send + Sync + 'static {
     }
     /// The projected conversation of one session file.
     fn read_conversation(&self, path: &Path) -> Result<Conversation>;
+    /// A fresh incremental conversation scan, when this agent's conversation can be folded
+    /// line by line and its state saved (a heavy session that grew is then read from where
+    /// the last read ended); `None`: [`AgentFormat::read_conversation`] reads the file whole.
+    fn conversation_scan(&self) -> Option<Box<dyn ConversationScan>> {
+        None
+    }
+    /// A conversation scan resumed from a state its [`ConversationScan::save`] wrote; `None`
+    /// when the state is not one this agent wrote (the file is then read whole).
+    fn restore_conversation_scan(
+        &self,
+        _saved: &serde_json::Value,
+    ) -> Option<Box<dyn ConversationScan>> {
+        None
+    }
     /// Names the agent keeps beside the session files (an index, a database), looked up by the
     /// agent's own id; `None` when it keeps none.
     fn side_names(&self, _home: &Path) -> Option<Box<dyn SideNames>> {
@@ -147,6 +161,26 @@ pub trait TitleScan: LineSink + Send {
     /// The scan's state, for the persistent listing (read back by
     /// [`AgentFormat::restore_title_scan`] of the same agent).
     fn save(&self) -> serde_json::Value;
+}
+
+/// An incremental conversation scan of one session file: fed its complete lines in order, it
+/// gives the projected conversation of the lines fed so far, and its state can be saved and
+/// resumed to be fed the lines appended since.
+pub trait ConversationScan: LineSink + Send {
+    /// The projected conversation as far as the lines fed so far tell (the scan goes on).
+    fn conversation(&self) -> Conversation;
+    /// The scan's state (read back by [`AgentFormat::restore_conversation_scan`] of the same
+    /// agent).
+    fn save(&self) -> serde_json::Value;
+}
+
+/// A conversation scan of type `T` resumed from what its [`ConversationScan::save`] wrote.
+pub fn restore_conversation<T>(saved: &serde_json::Value) -> Option<Box<dyn ConversationScan>>
+where
+    T: ConversationScan + serde::de::DeserializeOwned + 'static,
+{
+    let scan = T::deserialize(saved).ok()?;
+    Some(Box::new(scan))
 }
 
 /// A title scan of type `T` resumed from what its [`TitleScan::save`] wrote (the usual

@@ -262,6 +262,17 @@ impl AgentFormat for Codex {
         Ok(scan.finish())
     }
 
+    fn conversation_scan(&self) -> Option<Box<dyn super::agent::ConversationScan>> {
+        Some(Box::new(ConversationScan::default()))
+    }
+
+    fn restore_conversation_scan(
+        &self,
+        saved: &serde_json::Value,
+    ) -> Option<Box<dyn super::agent::ConversationScan>> {
+        super::agent::restore_conversation::<ConversationScan>(saved)
+    }
+
     fn side_names(&self, home: &Path) -> Option<Box<dyn SideNames>> {
         Some(Box::new(super::codex_side::CodexSide::new(
             home.to_path_buf(),
@@ -431,7 +442,7 @@ fn request(message: &str) -> &str {
 }
 
 /// Builds the conversation in file order.
-#[derive(Default)]
+#[derive(Default, Clone, serde::Serialize, Deserialize)]
 pub struct ConversationScan {
     items: Vec<Item>,
     last_line: Option<u64>,
@@ -599,6 +610,16 @@ impl ConversationScan {
             last_line: self.last_line,
             last_activity: self.last_activity,
         }
+    }
+}
+
+impl super::agent::ConversationScan for ConversationScan {
+    fn conversation(&self) -> Conversation {
+        self.clone().finish()
+    }
+
+    fn save(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
     }
 }
 

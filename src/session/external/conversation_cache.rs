@@ -10,7 +10,10 @@
 //! and session id, with the file's path and the stamp (inode, size, mtime, status change time)
 //! it had before and after the read. The next process that reads that session finds it here by its id, `stat`s the
 //! file, and when the stamp is the same uses what was kept: it reads neither the session's file
-//! nor the home's listing.
+//! nor the home's listing. For an agent whose conversation folds line by line (Claude Code,
+//! Codex: [`AgentFormat::conversation_scan`](super::agent::AgentFormat::conversation_scan)),
+//! the scan's state is kept too, with the byte offset and line it stopped at: a session that
+//! grew since (the one being worked in) is read from there only.
 //!
 //! Invariant: nothing in a kept file is trusted without a check, and nothing is kept that the
 //! person did not already have on this machine longer than they keep it.
@@ -20,8 +23,12 @@
 //!   home or session is not used; a torn or corrupt one is removed with a warning and the
 //!   session read from its file.
 //! - What is kept is used only while the file it names is under the home's sessions directory
-//!   (plain components), is a session file by the agent's rule, and has the stamp it had when
-//!   it was read. A file that grew, shrank or was replaced is read again whole (and kept again).
+//!   (plain components) and is a session file by the agent's rule: as it is while the file has
+//!   the stamp it had when it was read; through the kept scan, fed only the lines after its
+//!   offset, while the file is the same inode and not shorter (records are only appended, as
+//!   the persistent listing assumes); else the file is read again whole (and kept again). A
+//!   status change (`chmod`, `chown`) opens the file again, so a file no longer readable fails
+//!   its read, naming it.
 //! - A projection is written only when the file's stamp was the same before and after the read
 //!   (a file growing meanwhile is read again next time), to a temporary name renamed over the
 //!   old one, readable by its owner only, never under an agent's home, and never when the
@@ -33,10 +40,14 @@
 //! Proof: the unit tests below (round trip by agent, home and id; every kind of damage named; a
 //! file outside the home or changed not trusted; the bound on files) and
 //! `tests/session/agent_conversation_cache.rs` (a new process's read comes from here and is
-//! the same as a fresh read; an append, a truncation and a replacement are read again; a light
+//! the same as a fresh read, reading a small part of the file's bytes; a grown Claude Code
+//! session and Codex rollout read from where the last read ended, rewinds and rollbacks
+//! included; every fixture's scan saved and resumed at several cuts gives the whole read's
+//! conversation; an append, a truncation and a replacement are read again; a light
 //! session is never kept; a damaged kept file is replaced; a deleted session's text goes;
 //! nothing is written under the agent's home).
 
+use super::agent::ConversationScan;
 use super::lines::FileStamp;
 use super::{Conversation, ExternalAgent, Head, Item, ItemKind};
 use crate::session::error::Result;
@@ -46,7 +57,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 /// The first line of a kept file; its last number is the format's version.
-const MAGIC: &str = "dsh-refs agent conversation 1\n";
+const MAGIC: &str = "dsh-refs agent conversation 2\n";
 /// Sessions smaller than this are read from their file every time (a few milliseconds), and
 /// their text is never copied here.
 pub(super) const MIN_FILE_BYTES: u64 = 4 << 20;
@@ -123,21 +134,33 @@ impl Stamp {
     }
 }
 
-/// A session as kept: where its file was, the stamp it had, its head and its conversation.
+/// A session as kept: where its file was, the stamp it had, its head and its conversation,
+/// and the agent's conversation scan with where it stopped (when the agent has one).
 struct Kept<'a> {
     path: PathBuf,
     stamp: FileStamp,
     head: &'a Head,
     conversation: &'a Conversation,
+    scan: Option<SavedScan>,
 }
 
-/// A session as read back.
+/// A conversation scan's state and the byte offset and line number it stopped at: the third
+/// line of a kept file.
+#[derive(Serialize, Deserialize)]
+struct SavedScan {
+    offset: u64,
+    line: u64,
+    state: serde_json::Value,
+}
+
+/// A session as read back (its scan's line unparsed: only a file that grew needs it).
 #[derive(Debug, PartialEq)]
 struct Loaded {
     path: PathBuf,
     stamp: Stamp,
     head: Head,
     conversation: Conversation,
+    scan: Option<Vec<u8>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -178,43 +201,83 @@ impl KeptItem {
     }
 }
 
+/// What a previous process kept of a session, judged against its file now.
+enum Found {
+    /// Nothing usable: read the file whole.
+    Nothing,
+    /// The file is as it was: its head and conversation.
+    Same(Head, Conversation),
+    /// The file grew (same inode, not shorter): the scan to feed what was appended.
+    Grown(Grown),
+}
+
+/// A kept session whose file grew since: its head, file, and the agent's scan resumed.
+struct Grown {
+    head: Head,
+    path: PathBuf,
+    scan: Box<dyn ConversationScan>,
+    offset: u64,
+    line: u64,
+}
+
 /// The session `id` (`claude:<own id>`) of `agent`'s home `home` as a previous process kept
-/// it beside the persistent listing `listing`: its head and projected conversation, when its
-/// file is still where it was, under the home's sessions directory, and unchanged (same
-/// inode, size, mtime and status change time). A new process that references a heavy session then reads neither
-/// the session's file nor the home's listing. A damaged kept file is removed with a warning.
-fn kept(
-    listing: &Path,
-    agent: ExternalAgent,
-    home: &Path,
-    id: &str,
-) -> Option<(Head, Conversation)> {
+/// it beside the persistent listing `listing`, judged against its file: usable while the file
+/// is still where it was, under the home's sessions directory and a session file by the agent's
+/// rule; the same when its inode, size, mtime and status change time are ([`Found::Same`]: a
+/// new process then reads neither the session's file nor the home's listing); grown when its
+/// inode is the same and it is not shorter and the agent's scan was kept ([`Found::Grown`]).
+/// A damaged kept file is removed with a warning.
+fn kept(listing: &Path, agent: ExternalAgent, home: &Path, id: &str) -> Found {
     let root = home.join(agent.format().sessions_subdir());
-    match load(listing, agent.name(), home, id) {
-        Ok(kept) => {
-            let plain = kept.path.strip_prefix(&root).is_ok_and(|relative| {
-                relative
-                    .components()
-                    .all(|c| matches!(c, std::path::Component::Normal(_)))
-            });
-            let unchanged = plain
-                && agent.format().is_session_file(&kept.path)
-                && stamp_of(&kept.path).and_then(Stamp::of) == Some(kept.stamp);
-            unchanged.then_some((kept.head, kept.conversation))
-        }
-        Err(Miss::Absent) => None,
+    let kept = match load(listing, agent.name(), home, id) {
+        Ok(kept) => kept,
+        Err(Miss::Absent) => return Found::Nothing,
         Err(Miss::Damaged(why)) => {
             tracing::warn!(source = agent.name(), reason = %why, "reading the session again: its kept conversation is damaged");
             forget(listing, agent.name(), home, id);
-            None
+            return Found::Nothing;
         }
+    };
+    let plain = kept.path.strip_prefix(&root).is_ok_and(|relative| {
+        relative
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+    });
+    if !plain || !agent.format().is_session_file(&kept.path) {
+        return Found::Nothing;
+    }
+    let Some(now) = stamp_of(&kept.path).and_then(Stamp::of) else {
+        return Found::Nothing;
+    };
+    if now == kept.stamp {
+        return Found::Same(kept.head, kept.conversation);
+    }
+    let saved = kept
+        .scan
+        .and_then(|line| serde_json::from_slice::<SavedScan>(&line).ok());
+    let grown = now.inode == kept.stamp.inode && now.len >= kept.stamp.len;
+    match saved {
+        Some(saved) if grown && saved.offset <= now.len => {
+            match agent.format().restore_conversation_scan(&saved.state) {
+                Some(scan) => Found::Grown(Grown {
+                    head: kept.head,
+                    path: kept.path,
+                    scan,
+                    offset: saved.offset,
+                    line: saved.line,
+                }),
+                None => Found::Nothing,
+            }
+        }
+        _ => Found::Nothing,
     }
 }
 
 /// The head and projected conversation of session `id` of `agent`'s home `home`: as kept
-/// beside the persistent listing `listing` when its file is unchanged ([`kept`]), else read
-/// from the file `locate` finds, whole, and kept when the file is heavy and did not change
-/// while it was read. Without a listing on disk (`None`) the file is always read.
+/// beside the persistent listing `listing` when its file is unchanged; from the kept scan fed
+/// only what was appended when the file grew; else read from the file `locate` finds, whole.
+/// A heavy file's result is kept (again) when the file did not change while it was read.
+/// Without a listing on disk (`None`) the file is always read whole and nothing is kept.
 pub(super) fn kept_or_read(
     listing: Option<&Path>,
     agent: ExternalAgent,
@@ -222,16 +285,37 @@ pub(super) fn kept_or_read(
     id: &str,
     locate: impl FnOnce() -> Result<(PathBuf, Head)>,
 ) -> Result<(Head, Conversation)> {
-    if let Some(found) = listing.and_then(|listing| kept(listing, agent, home, id)) {
-        return Ok(found);
-    }
-    let (session, head) = locate()?;
     let format = agent.format();
     let Some(listing) = listing else {
+        let (session, head) = locate()?;
         return Ok((head, format.read_conversation(&session)?));
     };
+    let (head, session, scan, from) = match kept(listing, agent, home, id) {
+        Found::Same(head, conversation) => return Ok((head, conversation)),
+        Found::Grown(grown) => (
+            grown.head,
+            grown.path,
+            Some(grown.scan),
+            (grown.offset, grown.line),
+        ),
+        Found::Nothing => {
+            let (session, head) = locate()?;
+            (head, session, format.conversation_scan(), (0, 0))
+        }
+    };
     let before = stamp_of(&session).filter(|stamp| stamp.parts().0 >= MIN_FILE_BYTES);
-    let conversation = format.read_conversation(&session)?;
+    let (conversation, saved) = match scan {
+        Some(mut scan) => {
+            let (offset, line) = super::lines::read_lines(&session, from.0, from.1, &mut *scan)?;
+            let saved = before.map(|_| SavedScan {
+                offset,
+                line,
+                state: scan.save(),
+            });
+            (scan.conversation(), saved)
+        }
+        None => (format.read_conversation(&session)?, None),
+    };
     if let Some(stamp) = before {
         // Kept only when the file did not move while it was read.
         let unmoved = Stamp::of(stamp)
@@ -242,6 +326,7 @@ pub(super) fn kept_or_read(
                 stamp,
                 head: &head,
                 conversation: &conversation,
+                scan: saved,
             };
             if let Err(e) = save(listing, agent.name(), home, id, &kept) {
                 tracing::warn!(source = agent.name(), error = %e, "could not keep a heavy session's conversation");
@@ -285,7 +370,12 @@ fn load(listing: &Path, agent: &str, home: &Path, id: &str) -> std::result::Resu
     if sum != format!("{:016x}\n", super::persist::checksum(body)).as_bytes() {
         return Err(damaged("checksum mismatch (torn or damaged)"));
     }
-    let (path, json) = path_line(body).ok_or_else(|| damaged("no session path"))?;
+    let (path, rest) = path_line(body).ok_or_else(|| damaged("no session path"))?;
+    // The document, then (when the agent has a conversation scan) the scan's line.
+    let (json, scan) = match memchr::memchr(b'\n', rest) {
+        Some(end) => (&rest[..end], Some(rest[end + 1..].to_vec())),
+        None => (rest, None),
+    };
     let document: Document =
         serde_json::from_slice(json).map_err(|e| damaged(&format!("not readable: {e}")))?;
     if document.agent != agent || document.home != home.to_string_lossy() || document.id != id {
@@ -311,6 +401,7 @@ fn load(listing: &Path, agent: &str, home: &Path, id: &str) -> std::result::Resu
             last_line: document.last_line,
             last_activity: document.last_activity,
         },
+        scan,
     })
 }
 
@@ -355,6 +446,10 @@ fn save(
     let mut body = serde_json::to_vec(path).map_err(std::io::Error::other)?;
     body.push(b'\n');
     serde_json::to_writer(&mut body, &document).map_err(std::io::Error::other)?;
+    if let Some(scan) = &kept.scan {
+        body.push(b'\n');
+        serde_json::to_writer(&mut body, scan).map_err(std::io::Error::other)?;
+    }
     if MAGIC.len() + body.len() + 17 > MAX_BYTES {
         return Ok(());
     }
@@ -471,6 +566,18 @@ mod tests {
 
     /// Keeps `words` as session `id` of the home `home`, its file `session`.
     fn keep(listing: &Path, home: &Path, id: &str, session: &Path, words: &[&str]) {
+        keep_with(listing, home, id, session, words, false);
+    }
+
+    /// [`keep`], with a Claude Code conversation scan that stopped after the first line.
+    fn keep_with(
+        listing: &Path,
+        home: &Path,
+        id: &str,
+        session: &Path,
+        words: &[&str],
+        with_scan: bool,
+    ) {
         let conversation = conversation(words);
         let head = head();
         let kept = Kept {
@@ -478,6 +585,12 @@ mod tests {
             stamp: stamp_of(session).unwrap(),
             head: &head,
             conversation: &conversation,
+            scan: with_scan.then(|| SavedScan {
+                offset: 2,
+                line: 1,
+                state: serde_json::to_value(super::super::claude::ConversationScan::default())
+                    .unwrap(),
+            }),
         };
         save(listing, "claude", home, id, &kept).unwrap();
     }
@@ -584,16 +697,25 @@ mod tests {
         let agent = ExternalAgent::Claude;
         keep(&listing, &home, "claude:in", &inside, &["a"]);
         keep(&listing, &home, "claude:out", &outside, &["a"]);
-        assert!(kept(&listing, agent, &home, "claude:in").is_some());
-        assert!(
-            kept(&listing, agent, &home, "claude:out").is_none(),
-            "outside the home"
-        );
-        // Grown: the stamp moved.
+        let is = |id: &str| match kept(&listing, agent, &home, id) {
+            Found::Nothing => "nothing",
+            Found::Same(..) => "same",
+            Found::Grown(..) => "grown",
+        };
+        assert_eq!(is("claude:in"), "same");
+        assert_eq!(is("claude:out"), "nothing", "outside the home");
+        // Grown, in place: without a kept scan it is read whole; with one, it goes on.
+        keep_with(&listing, &home, "claude:scan", &inside, &["a"], true);
         std::fs::write(&inside, "x\ny\n").unwrap();
-        assert!(
-            kept(&listing, agent, &home, "claude:in").is_none(),
-            "changed"
-        );
+        assert_eq!(is("claude:in"), "nothing");
+        assert_eq!(is("claude:scan"), "grown");
+        // Shorter than when it was kept, or another file in its place: read whole.
+        std::fs::write(&inside, "x").unwrap();
+        assert_eq!(is("claude:scan"), "nothing");
+        keep_with(&listing, &home, "claude:scan", &inside, &["a"], true);
+        let staged = inside.with_extension("tmp");
+        std::fs::write(&staged, "x\ny\n").unwrap();
+        std::fs::rename(&staged, &inside).unwrap();
+        assert_eq!(is("claude:scan"), "nothing");
     }
 }

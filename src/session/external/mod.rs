@@ -231,7 +231,7 @@ impl HeadFields {
 }
 
 /// One projected message of an external session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Item {
     /// Who said it.
     pub kind: ItemKind,
@@ -242,7 +242,7 @@ pub struct Item {
 }
 
 /// The role of a projected external message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ItemKind {
     /// A prompt the person typed.
     User,
