@@ -79,7 +79,11 @@ impl Homes {
 
     fn kept_files(&self) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = match fs::read_dir(self.kept_dir()) {
-            Ok(entries) => entries.map(|e| e.unwrap().path()).collect(),
+            // The documents (a `.scan` beside each holds the agent's scan).
+            Ok(entries) => entries
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                .collect(),
             Err(_) => Vec::new(),
         };
         out.sort();
@@ -433,8 +437,7 @@ fn a_scan_saved_and_resumed_anywhere_gives_the_whole_reads_conversation() {
                             scan.line(i as u64, line);
                         }
                     }
-                    let saved = serde_json::to_string(&scan.save()).unwrap();
-                    let saved: serde_json::Value = serde_json::from_str(&saved).unwrap();
+                    let saved = scan.save();
                     let mut resumed = format.restore_conversation_scan(&saved).unwrap();
                     for (i, line) in lines.iter().enumerate().skip(cut) {
                         if i + 1 < n {

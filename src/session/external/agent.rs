@@ -107,12 +107,9 @@ pub trait AgentFormat: Send + Sync + 'static {
     fn conversation_scan(&self) -> Option<Box<dyn ConversationScan>> {
         None
     }
-    /// A conversation scan resumed from a state its [`ConversationScan::save`] wrote; `None`
-    /// when the state is not one this agent wrote (the file is then read whole).
-    fn restore_conversation_scan(
-        &self,
-        _saved: &serde_json::Value,
-    ) -> Option<Box<dyn ConversationScan>> {
+    /// A conversation scan resumed from the JSON text its [`ConversationScan::save`] wrote;
+    /// `None` when the state is not one this agent wrote (the file is then read whole).
+    fn restore_conversation_scan(&self, _saved: &str) -> Option<Box<dyn ConversationScan>> {
         None
     }
     /// Names the agent keeps beside the session files (an index, a database), looked up by the
@@ -169,17 +166,19 @@ pub trait TitleScan: LineSink + Send {
 pub trait ConversationScan: LineSink + Send {
     /// The projected conversation as far as the lines fed so far tell (the scan goes on).
     fn conversation(&self) -> Conversation;
-    /// The scan's state (read back by [`AgentFormat::restore_conversation_scan`] of the same
-    /// agent).
-    fn save(&self) -> serde_json::Value;
+    /// The scan's state as JSON text (read back by [`AgentFormat::restore_conversation_scan`]
+    /// of the same agent; written straight from the scan, never through a tree of values: the
+    /// state of a heavy session is megabytes).
+    fn save(&self) -> String;
 }
 
-/// A conversation scan of type `T` resumed from what its [`ConversationScan::save`] wrote.
-pub fn restore_conversation<T>(saved: &serde_json::Value) -> Option<Box<dyn ConversationScan>>
+/// A conversation scan of type `T` resumed from the JSON text its [`ConversationScan::save`]
+/// wrote.
+pub fn restore_conversation<T>(saved: &str) -> Option<Box<dyn ConversationScan>>
 where
     T: ConversationScan + serde::de::DeserializeOwned + 'static,
 {
-    let scan = T::deserialize(saved).ok()?;
+    let scan: T = serde_json::from_str(saved).ok()?;
     Some(Box::new(scan))
 }
 

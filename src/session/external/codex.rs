@@ -268,7 +268,7 @@ impl AgentFormat for Codex {
 
     fn restore_conversation_scan(
         &self,
-        saved: &serde_json::Value,
+        saved: &str,
     ) -> Option<Box<dyn super::agent::ConversationScan>> {
         super::agent::restore_conversation::<ConversationScan>(saved)
     }
@@ -618,8 +618,8 @@ impl super::agent::ConversationScan for ConversationScan {
         self.clone().finish()
     }
 
-    fn save(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or_default()
+    fn save(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
     }
 }
 

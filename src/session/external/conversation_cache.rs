@@ -12,8 +12,9 @@
 //! file, and when the stamp is the same uses what was kept: it reads neither the session's file
 //! nor the home's listing. For an agent whose conversation folds line by line (Claude Code,
 //! Codex: [`AgentFormat::conversation_scan`](super::agent::AgentFormat::conversation_scan)),
-//! the scan's state is kept too, with the byte offset and line it stopped at: a session that
-//! grew since (the one being worked in) is read from there only.
+//! the scan's state is kept too, in a `.scan` file beside the document (read only when the
+//! session grew), with the byte offset and line it stopped at: a session that grew since (the
+//! one being worked in) is read from there only.
 //!
 //! Invariant: nothing in a kept file is trusted without a check, and nothing is kept that the
 //! person did not already have on this machine longer than they keep it.
@@ -29,6 +30,9 @@
 //!   the persistent listing assumes); else the file is read again whole (and kept again). A
 //!   status change (`chmod`, `chown`) opens the file again, so a file no longer readable fails
 //!   its read, naming it.
+//! - A scan has its own magic line, the stamp of the file it was taken of and a checksum; it is
+//!   written before its document and used only with the document of the same stamp, so a crash
+//!   between the two writes costs a whole read, never a wrong conversation.
 //! - A projection is written only when the file's stamp was the same before and after the read
 //!   (a file growing meanwhile is read again next time), to a temporary name renamed over the
 //!   old one, readable by its owner only, never under an agent's home, and never when the
@@ -86,7 +90,8 @@ fn path_of(listing: &Path, agent: &str, home: &Path, id: &str) -> Option<PathBuf
     Some(dir_beside(listing)?.join(format!("{agent}-{home:016x}-{id:016x}.json")))
 }
 
-/// What the kept file says after its path line.
+/// What the kept file says after its path line (then a line of the conversation's items, and
+/// the scan's line when the agent has a conversation scan).
 #[derive(Serialize, Deserialize)]
 struct Document {
     agent: String,
@@ -96,7 +101,6 @@ struct Document {
     head: KeptHead,
     last_line: Option<u64>,
     last_activity: Option<i64>,
-    items: Vec<KeptItem>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -144,23 +148,40 @@ struct Kept<'a> {
     scan: Option<SavedScan>,
 }
 
-/// A conversation scan's state and the byte offset and line number it stopped at: the third
-/// line of a kept file.
+/// A conversation scan's state (JSON text) and the byte offset and line number it stopped at:
+/// the third line of a kept file.
 #[derive(Serialize, Deserialize)]
 struct SavedScan {
     offset: u64,
     line: u64,
-    state: serde_json::Value,
+    state: Box<serde_json::value::RawValue>,
 }
 
-/// A session as read back (its scan's line unparsed: only a file that grew needs it).
+/// A session as read back, its items' line unparsed (only a file as it was needs them).
 #[derive(Debug, PartialEq)]
 struct Loaded {
     path: PathBuf,
     stamp: Stamp,
     head: Head,
-    conversation: Conversation,
-    scan: Option<Vec<u8>>,
+    last_line: Option<u64>,
+    last_activity: Option<i64>,
+    items: Vec<u8>,
+}
+
+impl Loaded {
+    /// The kept conversation (`None`: its items' line is damaged).
+    fn conversation(&self) -> Option<Conversation> {
+        let items: Vec<KeptItem> = serde_json::from_slice(&self.items).ok()?;
+        let items = items
+            .into_iter()
+            .map(KeptItem::item)
+            .collect::<Option<_>>()?;
+        Some(Conversation {
+            items,
+            last_line: self.last_line,
+            last_activity: self.last_activity,
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -250,15 +271,19 @@ fn kept(listing: &Path, agent: ExternalAgent, home: &Path, id: &str) -> Found {
         return Found::Nothing;
     };
     if now == kept.stamp {
-        return Found::Same(kept.head, kept.conversation);
+        let Some(conversation) = kept.conversation() else {
+            tracing::warn!(source = agent.name(), kept = %kept.path.display(), "reading the session again: its kept conversation's items are damaged");
+            forget(listing, agent.name(), home, id);
+            return Found::Nothing;
+        };
+        return Found::Same(kept.head, conversation);
     }
-    let saved = kept
-        .scan
-        .and_then(|line| serde_json::from_slice::<SavedScan>(&line).ok());
+    let saved =
+        path_of(listing, agent.name(), home, id).and_then(|file| load_scan(&file, kept.stamp));
     let grown = now.inode == kept.stamp.inode && now.len >= kept.stamp.len;
     match saved {
         Some(saved) if grown && saved.offset <= now.len => {
-            match agent.format().restore_conversation_scan(&saved.state) {
+            match agent.format().restore_conversation_scan(saved.state.get()) {
                 Some(scan) => Found::Grown(Grown {
                     head: kept.head,
                     path: kept.path,
@@ -307,10 +332,13 @@ pub(super) fn kept_or_read(
     let (conversation, saved) = match scan {
         Some(mut scan) => {
             let (offset, line) = super::lines::read_lines(&session, from.0, from.1, &mut *scan)?;
-            let saved = before.map(|_| SavedScan {
-                offset,
-                line,
-                state: scan.save(),
+            let saved = before.and_then(|_| {
+                let state = serde_json::value::RawValue::from_string(scan.save()).ok()?;
+                Some(SavedScan {
+                    offset,
+                    line,
+                    state,
+                })
             });
             (scan.conversation(), saved)
         }
@@ -371,23 +399,17 @@ fn load(listing: &Path, agent: &str, home: &Path, id: &str) -> std::result::Resu
         return Err(damaged("checksum mismatch (torn or damaged)"));
     }
     let (path, rest) = path_line(body).ok_or_else(|| damaged("no session path"))?;
-    // The document, then (when the agent has a conversation scan) the scan's line.
-    let (json, scan) = match memchr::memchr(b'\n', rest) {
-        Some(end) => (&rest[..end], Some(rest[end + 1..].to_vec())),
-        None => (rest, None),
+    // The document's head, then the items.
+    let Some(end) = memchr::memchr(b'\n', rest) else {
+        return Err(damaged("no items line"));
     };
+    let (json, items) = (&rest[..end], &rest[end + 1..]);
     let document: Document =
         serde_json::from_slice(json).map_err(|e| damaged(&format!("not readable: {e}")))?;
     if document.agent != agent || document.home != home.to_string_lossy() || document.id != id {
         // Another session whose names hash alike: not damage, just not this one.
         return Err(Miss::Absent);
     }
-    let items = document
-        .items
-        .into_iter()
-        .map(KeptItem::item)
-        .collect::<Option<Vec<Item>>>()
-        .ok_or_else(|| damaged("an item of unknown kind"))?;
     Ok(Loaded {
         path: PathBuf::from(path),
         stamp: document.stamp,
@@ -396,18 +418,58 @@ fn load(listing: &Path, agent: &str, home: &Path, id: &str) -> std::result::Resu
             created_at: document.head.created,
             cwd: document.head.cwd,
         },
-        conversation: Conversation {
-            items,
-            last_line: document.last_line,
-            last_activity: document.last_activity,
-        },
-        scan,
+        last_line: document.last_line,
+        last_activity: document.last_activity,
+        items: items.to_vec(),
     })
+}
+
+/// The first line of a kept scan; its last number is the format's version.
+const SCAN_MAGIC: &str = "dsh-refs agent conversation scan 1\n";
+
+/// Where the scan beside the kept document `document` lives (`<name>.scan`).
+fn scan_path(document: &Path) -> PathBuf {
+    document.with_extension("scan")
+}
+
+/// Writes the scan `saved` of a file stamped `stamp` beside its document (its own magic line,
+/// the stamp, the scan, a checksum).
+fn save_scan(path: &Path, stamp: Stamp, saved: &SavedScan) -> std::io::Result<()> {
+    let mut body = Vec::with_capacity(SCAN_MAGIC.len() + saved.state.get().len() + 256);
+    body.extend_from_slice(SCAN_MAGIC.as_bytes());
+    serde_json::to_writer(&mut body, &stamp).map_err(std::io::Error::other)?;
+    body.push(b'\n');
+    serde_json::to_writer(&mut body, saved).map_err(std::io::Error::other)?;
+    if body.len() + 17 > MAX_BYTES {
+        let _ = std::fs::remove_file(path);
+        return Ok(());
+    }
+    let sum = super::persist::checksum(&body[SCAN_MAGIC.len()..]);
+    body.extend_from_slice(format!("{sum:016x}\n").as_bytes());
+    crate::session::files::write_replacing(path, &body)
+}
+
+/// The scan kept beside the document `document`, when it is whole and was taken of the file
+/// stamped `stamp` (the document's stamp); `None` otherwise (the file is then read whole).
+fn load_scan(document: &Path, stamp: Stamp) -> Option<SavedScan> {
+    let bytes = crate::session::files::read_small(&scan_path(document), MAX_BYTES)?;
+    let body = bytes.strip_prefix(SCAN_MAGIC.as_bytes())?;
+    let (body, sum) = body.split_at(body.len().checked_sub(17)?);
+    if sum != format!("{:016x}\n", super::persist::checksum(body)).as_bytes() {
+        return None;
+    }
+    let end = memchr::memchr(b'\n', body)?;
+    let taken: Stamp = serde_json::from_slice(&body[..end]).ok()?;
+    if taken != stamp {
+        return None;
+    }
+    serde_json::from_slice(&body[end + 1..]).ok()
 }
 
 /// Removes what is kept of session `id` (a damaged file).
 fn forget(listing: &Path, agent: &str, home: &Path, id: &str) {
     if let Some(kept) = path_of(listing, agent, home, id) {
+        let _ = std::fs::remove_file(scan_path(&kept));
         let _ = std::fs::remove_file(kept);
     }
 }
@@ -441,22 +503,26 @@ fn save(
         },
         last_line: kept.conversation.last_line,
         last_activity: kept.conversation.last_activity,
-        items: kept.conversation.items.iter().map(KeptItem::of).collect(),
     };
-    let mut body = serde_json::to_vec(path).map_err(std::io::Error::other)?;
+    let items: Vec<KeptItem> = kept.conversation.items.iter().map(KeptItem::of).collect();
+    let text: usize = kept
+        .conversation
+        .items
+        .iter()
+        .map(|i| i.text.len() + 32)
+        .sum();
+    let mut body = Vec::with_capacity(MAGIC.len() + 4096 + text + text / 8 + 17);
+    body.extend_from_slice(MAGIC.as_bytes());
+    serde_json::to_writer(&mut body, path).map_err(std::io::Error::other)?;
     body.push(b'\n');
     serde_json::to_writer(&mut body, &document).map_err(std::io::Error::other)?;
-    if let Some(scan) = &kept.scan {
-        body.push(b'\n');
-        serde_json::to_writer(&mut body, scan).map_err(std::io::Error::other)?;
-    }
-    if MAGIC.len() + body.len() + 17 > MAX_BYTES {
+    body.push(b'\n');
+    serde_json::to_writer(&mut body, &items).map_err(std::io::Error::other)?;
+    if body.len() + 17 > MAX_BYTES {
         return Ok(());
     }
-    let mut out = Vec::with_capacity(MAGIC.len() + body.len() + 17);
-    out.extend_from_slice(MAGIC.as_bytes());
-    out.extend_from_slice(&body);
-    out.extend_from_slice(format!("{:016x}\n", super::persist::checksum(&body)).as_bytes());
+    let sum = super::persist::checksum(&body[MAGIC.len()..]);
+    body.extend_from_slice(format!("{sum:016x}\n").as_bytes());
     let dir = file
         .parent()
         .ok_or_else(|| std::io::Error::other("a kept conversation without a directory"))?;
@@ -465,7 +531,16 @@ fn save(
         super::persist::ensure_plain_dir(agents)?;
     }
     super::persist::ensure_plain_dir(dir)?;
-    crate::session::files::write_replacing(&file, &out)?;
+    // The scan first: a document is never newer than the scan beside it, and a scan is used
+    // only with the document of its stamp.
+    let scan = scan_path(&file);
+    match &kept.scan {
+        Some(saved) => save_scan(&scan, stamp, saved)?,
+        None => {
+            let _ = std::fs::remove_file(&scan);
+        }
+    }
+    crate::session::files::write_replacing(&file, &body)?;
     prune(dir, &file);
     Ok(())
 }
@@ -487,6 +562,7 @@ fn prune(dir: &Path, just_written: &Path) {
             continue;
         }
         if session_gone(&path) {
+            let _ = std::fs::remove_file(scan_path(&path));
             let _ = std::fs::remove_file(&path);
             continue;
         }
@@ -499,6 +575,7 @@ fn prune(dir: &Path, just_written: &Path) {
     if kept.len() + 1 > MAX_FILES {
         kept.sort();
         for (_, path) in kept.iter().take(kept.len() + 1 - MAX_FILES) {
+            let _ = std::fs::remove_file(scan_path(path));
             let _ = std::fs::remove_file(path);
         }
     }
@@ -588,8 +665,10 @@ mod tests {
             scan: with_scan.then(|| SavedScan {
                 offset: 2,
                 line: 1,
-                state: serde_json::to_value(super::super::claude::ConversationScan::default())
-                    .unwrap(),
+                state: serde_json::value::to_raw_value(
+                    &super::super::claude::ConversationScan::default(),
+                )
+                .unwrap(),
             }),
         };
         save(listing, "claude", home, id, &kept).unwrap();
@@ -611,7 +690,7 @@ mod tests {
             Stamp::of(stamp_of(&session).unwrap()).unwrap()
         );
         assert_eq!(loaded.head, head());
-        assert_eq!(loaded.conversation, conversation(&words));
+        assert_eq!(loaded.conversation(), Some(conversation(&words)));
         for (agent, home, id) in [
             ("codex", home.as_path(), "claude:s"),
             ("claude", dir.path(), "claude:s"),

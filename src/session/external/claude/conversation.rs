@@ -60,13 +60,32 @@ const TAKEN: u8 = 8;
 
 /// One record of the tree: 16 bytes, whatever the record held (its text, if it is part of the
 /// conversation, lives in `ConversationScan::items`).
+/// Saved as `[parent, item, order, flags]`: a heavy session has tens of thousands.
 #[derive(Clone, Copy, serde::Serialize, serde::Deserialize)]
+#[serde(from = "(u32, u32, u32, u8)", into = "(u32, u32, u32, u8)")]
 struct Node {
     parent: u32,
     item: u32,
     /// Position in the file (saturating).
     order: u32,
     flags: u8,
+}
+
+impl From<(u32, u32, u32, u8)> for Node {
+    fn from((parent, item, order, flags): (u32, u32, u32, u8)) -> Node {
+        Node {
+            parent,
+            item,
+            order,
+            flags,
+        }
+    }
+}
+
+impl From<Node> for (u32, u32, u32, u8) {
+    fn from(node: Node) -> (u32, u32, u32, u8) {
+        (node.parent, node.item, node.order, node.flags)
+    }
 }
 
 const EMPTY: Node = Node {
@@ -423,8 +442,8 @@ impl crate::session::external::agent::ConversationScan for ConversationScan {
         self.clone().finish()
     }
 
-    fn save(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or_default()
+    fn save(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
     }
 }
 

@@ -212,7 +212,7 @@ impl AgentFormat for ClaudeCode {
 
     fn restore_conversation_scan(
         &self,
-        saved: &serde_json::Value,
+        saved: &str,
     ) -> Option<Box<dyn super::agent::ConversationScan>> {
         super::agent::restore_conversation::<ConversationScan>(saved)
     }
