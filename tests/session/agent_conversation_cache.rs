@@ -452,3 +452,30 @@ fn a_scan_saved_and_resumed_anywhere_gives_the_whole_reads_conversation() {
     }
     assert!(checked >= 15, "{checked} fixtures");
 }
+
+/// The discovery indexer reads every session through `SessionQuery::read_surface`: it uses what
+/// a reference kept but keeps nothing itself (a first index of a heavy home must not copy it).
+#[test]
+fn the_indexers_reads_keep_nothing_but_use_what_was_kept() {
+    use dsh_session_references::session::SessionQuery;
+    let homes = Homes::new();
+    let text = heavy_session("h", &["first"], HEAVY);
+    fs::write(homes.file("h"), &text).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let surface = |homes: &Homes| {
+        let source =
+            ExternalSessions::with_listing_cache(ExternalAgent::Claude, &homes.claude, &homes.dsh);
+        source.list_sessions_blocking().unwrap();
+        let read = runtime.block_on(source.read_surface("claude:h")).unwrap();
+        source.flush();
+        read
+    };
+    let by_indexer = surface(&homes);
+    assert!(homes.kept_files().is_empty(), "the indexer kept a session");
+    // A reference keeps it; the indexer's next read gives the same surface from it.
+    homes.read("h");
+    assert_eq!(homes.kept_files().len(), 1);
+    assert_eq!(surface(&homes), by_indexer);
+}

@@ -138,6 +138,15 @@ impl Stamp {
     }
 }
 
+/// Where and whether a read keeps what it read.
+pub(super) struct Keeping<'a> {
+    /// The persistent listing beside which sessions are kept (`None`: nothing is kept or used).
+    pub listing: Option<&'a Path>,
+    /// Whether a heavy session read whole here (or grown) is written for the next process;
+    /// `false` only uses what is kept.
+    pub write: bool,
+}
+
 /// A session as kept: where its file was, the stamp it had, its head and its conversation,
 /// and the agent's conversation scan with where it stopped (when the agent has one).
 struct Kept<'a> {
@@ -301,15 +310,17 @@ fn kept(listing: &Path, agent: ExternalAgent, home: &Path, id: &str) -> Found {
 /// The head and projected conversation of session `id` of `agent`'s home `home`: as kept
 /// beside the persistent listing `listing` when its file is unchanged; from the kept scan fed
 /// only what was appended when the file grew; else read from the file `locate` finds, whole.
-/// A heavy file's result is kept (again) when the file did not change while it was read.
-/// Without a listing on disk (`None`) the file is always read whole and nothing is kept.
+/// A heavy file's result is kept (again) when `keeping` says to write and the file did not
+/// change while it was read. Without a listing on disk the file is always read whole and
+/// nothing is kept.
 pub(super) fn kept_or_read(
-    listing: Option<&Path>,
+    keeping: Keeping<'_>,
     agent: ExternalAgent,
     home: &Path,
     id: &str,
     locate: impl FnOnce() -> Result<(PathBuf, Head)>,
 ) -> Result<(Head, Conversation)> {
+    let (listing, write) = (keeping.listing, keeping.write);
     let format = agent.format();
     let Some(listing) = listing else {
         let (session, head) = locate()?;
@@ -328,7 +339,7 @@ pub(super) fn kept_or_read(
             (head, session, format.conversation_scan(), (0, 0))
         }
     };
-    let before = stamp_of(&session).filter(|stamp| stamp.parts().0 >= MIN_FILE_BYTES);
+    let before = stamp_of(&session).filter(|stamp| write && stamp.parts().0 >= MIN_FILE_BYTES);
     let (conversation, saved) = match scan {
         Some(mut scan) => {
             let (offset, line) = super::lines::read_lines(&session, from.0, from.1, &mut *scan)?;

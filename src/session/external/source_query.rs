@@ -16,15 +16,24 @@ use crate::session::query::{
 use std::sync::Arc;
 
 impl ExternalSessions {
-    /// The projected conversation of session `id`.
+    /// The projected conversation of session `id`, as a reference reads it: a heavy session
+    /// is kept for the next process.
     pub fn read_conversation_blocking(&self, id: &str) -> Result<(SurfaceSnapshot, Conversation)> {
-        let (head, conversation) = self.conversation_blocking(id)?;
+        self.surface_blocking(id, true)
+    }
+
+    /// The surface and conversation of session `id`; `keep`: whether a heavy session read here
+    /// is kept for the next process (a reference's read) or only what is kept used (the
+    /// discovery indexer's pass over every session must not copy the whole home).
+    fn surface_blocking(&self, id: &str, keep: bool) -> Result<(SurfaceSnapshot, Conversation)> {
+        let (head, conversation) = self.conversation_blocking(id, keep)?;
         let snapshot = super::surface(header(self.agent(), &head), &conversation);
         Ok((snapshot, conversation))
     }
 
-    /// The head and projected conversation of session `id`.
-    fn conversation_blocking(&self, id: &str) -> Result<(Head, Conversation)> {
+    /// The head and projected conversation of session `id` (`keep` as in
+    /// [`ExternalSessions::surface_blocking`]).
+    fn conversation_blocking(&self, id: &str, keep: bool) -> Result<(Head, Conversation)> {
         if let Some(database) = self.agent().format().database() {
             let row = self.database_row(id)?;
             let conversation = database
@@ -33,7 +42,11 @@ impl ExternalSessions {
             return Ok((row.head, conversation));
         }
         let cache = self.listing_cache_path();
-        super::conversation_cache::kept_or_read(cache, self.agent(), self.home(), id, || {
+        let kept = super::conversation_cache::Keeping {
+            listing: cache,
+            write: keep,
+        };
+        super::conversation_cache::kept_or_read(kept, self.agent(), self.home(), id, || {
             let path = self.path_of(id)?;
             let head = self.agent().format().read_head(&path)?;
             let head = head.ok_or_else(|| not_found(id))?;
@@ -65,7 +78,9 @@ impl SessionQuery for ExternalSessions {
 
     fn read_surface<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
         let id = id.to_string();
-        self.spawn(move |this| Ok(this.read_conversation_blocking(&id)?.0))
+        // The discovery indexer reads every session this way: it uses what is kept, and keeps
+        // nothing new.
+        self.spawn(move |this| Ok(this.surface_blocking(&id, false)?.0))
     }
 
     fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
@@ -79,7 +94,7 @@ impl SessionQuery for ExternalSessions {
     ) -> Option<BoxFuture<'a, Result<PlainConversation>>> {
         let id = id.to_string();
         Some(self.spawn(move |this| {
-            let (head, conversation) = this.conversation_blocking(&id)?;
+            let (head, conversation) = this.conversation_blocking(&id, true)?;
             Ok(super::plain(header(this.agent(), &head), conversation))
         }))
     }
