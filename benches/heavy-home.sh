@@ -7,8 +7,8 @@
 #       before each run), warm (a new process, the state of the previous one kept), and after
 #       appending one line to 5 sessions before each run;
 #   (c) `dsh-refs prepare` of a reference to the largest Claude Code session (state kept; the
-#       first read, with the listing kept but nothing kept of that session; and cold) vs cat of
-#       that one file;
+#       first read, with the listing kept but nothing kept of that session; cold; and with a
+#       record appended before each run) vs cat of that one file;
 # with the peak RSS of each (GNU time), and checks that nothing under the agent homes changed
 # (a `find -printf '%p %s %T@'` listing before and after, the appends excepted).
 #
@@ -175,6 +175,16 @@ after=$(snapshot)
 if [ "$before" = "$after" ]; then echo "   agent homes unchanged by prepare: ok"; else
   echo "   AGENT HOMES CHANGED by prepare:"; diff <(echo "$before") <(echo "$after") | sed -n 1,10p || true; fi
 echo "   prepare output: $(wc -c <"$results/prepare.out") B, $(grep -c . "$results/prepare.out") lines"
+# The session being worked in: a record appended before each run (after the check above, as
+# these appends change the home); the kept scan reads only what was appended.
+largest_own=$(basename "$largest_path" .jsonl)
+cat >"$work/append-largest.sh" <<END
+#!/bin/sh
+printf '{"type":"custom-title","customTitle":"grown %s","sessionId":"$largest_own"}\\n' "\$(date +%s%N)" >>'$largest_path'
+END
+chmod +x "$work/append-largest.sh"
+hf prepare-grown --warmup 1 --runs "$runs" --prepare "$work/append-largest.sh" "$work/prepare.sh"
+"$work/append-largest.sh"; rss prepare-grown "$work/prepare.sh"
 
 echo "== summary (mean of $runs runs; cpu = user + sys; ratio = mean / mean of its cat)"
 python3 - "$results" "$nfiles" "$bytes" <<'EOF'
@@ -192,6 +202,7 @@ rows = [("cat all files", "cat-all", "cat-all"),
         ("cat largest Claude file", "cat-largest", "cat-largest"),
         ("prepare largest (state kept)", "prepare-warm", "cat-largest"),
         ("prepare largest (first read)", "prepare-first", "cat-largest"),
+        ("prepare largest (appended to)", "prepare-grown", "cat-largest"),
         ("prepare largest (cold)", "prepare-cold", "cat-largest"),
         ("prepare smallest (state kept)", "prepare-smallest", "cat-largest")]
 print(f"home: {nfiles} files, {nbytes/1e6:.0f} MB")

@@ -431,14 +431,14 @@ fn a_scan_saved_and_resumed_anywhere_gives_the_whole_reads_conversation() {
                 let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
                 let n = lines.len();
                 for cut in [0, 1, n / 3, n / 2, n.saturating_sub(2), n] {
-                    let mut scan = format.conversation_scan().unwrap();
+                    let mut scan = format.conversation_scan(None).unwrap();
                     for (i, line) in lines.iter().enumerate().take(cut) {
                         if i + 1 < n {
                             scan.line(i as u64, line);
                         }
                     }
                     let saved = scan.save();
-                    let mut resumed = format.restore_conversation_scan(&saved).unwrap();
+                    let mut resumed = format.conversation_scan(Some(&saved)).unwrap();
                     for (i, line) in lines.iter().enumerate().skip(cut) {
                         if i + 1 < n {
                             resumed.line(i as u64, line);

@@ -101,15 +101,13 @@ pub trait AgentFormat: Send + Sync + 'static {
     }
     /// The projected conversation of one session file.
     fn read_conversation(&self, path: &Path) -> Result<Conversation>;
-    /// A fresh incremental conversation scan, when this agent's conversation can be folded
-    /// line by line and its state saved (a heavy session that grew is then read from where
-    /// the last read ended); `None`: [`AgentFormat::read_conversation`] reads the file whole.
-    fn conversation_scan(&self) -> Option<Box<dyn ConversationScan>> {
-        None
-    }
-    /// A conversation scan resumed from the JSON text its [`ConversationScan::save`] wrote;
-    /// `None` when the state is not one this agent wrote (the file is then read whole).
-    fn restore_conversation_scan(&self, _saved: &str) -> Option<Box<dyn ConversationScan>> {
+    /// An incremental conversation scan, when this agent's conversation can be folded line by
+    /// line and its state saved (a heavy session that grew is then read from where the last
+    /// read ended): a fresh one, or (`saved`) one resumed from the JSON text its
+    /// [`ConversationScan::save`] wrote. `None`: the agent has none
+    /// ([`AgentFormat::read_conversation`] reads the file whole), or `saved` is not a state this
+    /// agent wrote (the file is then read whole).
+    fn conversation_scan(&self, _saved: Option<&str>) -> Option<Box<dyn ConversationScan>> {
         None
     }
     /// Names the agent keeps beside the session files (an index, a database), looked up by the
@@ -166,19 +164,22 @@ pub trait TitleScan: LineSink + Send {
 pub trait ConversationScan: LineSink + Send {
     /// The projected conversation as far as the lines fed so far tell (the scan goes on).
     fn conversation(&self) -> Conversation;
-    /// The scan's state as JSON text (read back by [`AgentFormat::restore_conversation_scan`]
+    /// The scan's state as JSON text (read back by [`AgentFormat::conversation_scan`]
     /// of the same agent; written straight from the scan, never through a tree of values: the
     /// state of a heavy session is megabytes).
     fn save(&self) -> String;
 }
 
-/// A conversation scan of type `T` resumed from the JSON text its [`ConversationScan::save`]
-/// wrote.
-pub fn restore_conversation<T>(saved: &str) -> Option<Box<dyn ConversationScan>>
+/// A conversation scan of type `T`: fresh, or resumed from the JSON text its
+/// [`ConversationScan::save`] wrote (the usual [`AgentFormat::conversation_scan`]).
+pub fn conversation_scan_of<T>(saved: Option<&str>) -> Option<Box<dyn ConversationScan>>
 where
-    T: ConversationScan + serde::de::DeserializeOwned + 'static,
+    T: ConversationScan + Default + serde::de::DeserializeOwned + 'static,
 {
-    let scan: T = serde_json::from_str(saved).ok()?;
+    let scan: T = match saved {
+        Some(saved) => serde_json::from_str(saved).ok()?,
+        None => T::default(),
+    };
     Some(Box::new(scan))
 }
 

@@ -292,7 +292,7 @@ fn kept(listing: &Path, agent: ExternalAgent, home: &Path, id: &str) -> Found {
     let grown = now.inode == kept.stamp.inode && now.len >= kept.stamp.len;
     match saved {
         Some(saved) if grown && saved.offset <= now.len => {
-            match agent.format().restore_conversation_scan(saved.state.get()) {
+            match agent.format().conversation_scan(Some(saved.state.get())) {
                 Some(scan) => Found::Grown(Grown {
                     head: kept.head,
                     path: kept.path,
@@ -336,7 +336,7 @@ pub(super) fn kept_or_read(
         ),
         Found::Nothing => {
             let (session, head) = locate()?;
-            (head, session, format.conversation_scan(), (0, 0))
+            (head, session, format.conversation_scan(None), (0, 0))
         }
     };
     let before = stamp_of(&session).filter(|stamp| write && stamp.parts().0 >= MIN_FILE_BYTES);
@@ -398,17 +398,7 @@ fn load(listing: &Path, agent: &str, home: &Path, id: &str) -> std::result::Resu
     let damaged = |why: &str| Miss::Damaged(format!("{}: {why}", kept.display()));
     let bytes = crate::session::files::read_small(&kept, MAX_BYTES)
         .ok_or_else(|| damaged("not a readable regular file within the size limit"))?;
-    let body = bytes
-        .strip_prefix(MAGIC.as_bytes())
-        .ok_or_else(|| damaged("not this version's kept conversation"))?;
-    let split = body
-        .len()
-        .checked_sub(17)
-        .ok_or_else(|| damaged("truncated"))?;
-    let (body, sum) = body.split_at(split);
-    if sum != format!("{:016x}\n", super::persist::checksum(body)).as_bytes() {
-        return Err(damaged("checksum mismatch (torn or damaged)"));
-    }
+    let body = unseal(&bytes, MAGIC).map_err(damaged)?;
     let (path, rest) = path_line(body).ok_or_else(|| damaged("no session path"))?;
     // The document's head, then the items.
     let Some(end) = memchr::memchr(b'\n', rest) else {
@@ -455,8 +445,7 @@ fn save_scan(path: &Path, stamp: Stamp, saved: &SavedScan) -> std::io::Result<()
         let _ = std::fs::remove_file(path);
         return Ok(());
     }
-    let sum = super::persist::checksum(&body[SCAN_MAGIC.len()..]);
-    body.extend_from_slice(format!("{sum:016x}\n").as_bytes());
+    seal(&mut body, SCAN_MAGIC);
     crate::session::files::write_replacing(path, &body)
 }
 
@@ -464,17 +453,33 @@ fn save_scan(path: &Path, stamp: Stamp, saved: &SavedScan) -> std::io::Result<()
 /// stamped `stamp` (the document's stamp); `None` otherwise (the file is then read whole).
 fn load_scan(document: &Path, stamp: Stamp) -> Option<SavedScan> {
     let bytes = crate::session::files::read_small(&scan_path(document), MAX_BYTES)?;
-    let body = bytes.strip_prefix(SCAN_MAGIC.as_bytes())?;
-    let (body, sum) = body.split_at(body.len().checked_sub(17)?);
-    if sum != format!("{:016x}\n", super::persist::checksum(body)).as_bytes() {
-        return None;
-    }
+    let body = unseal(&bytes, SCAN_MAGIC).ok()?;
     let end = memchr::memchr(b'\n', body)?;
     let taken: Stamp = serde_json::from_slice(&body[..end]).ok()?;
     if taken != stamp {
         return None;
     }
     serde_json::from_slice(&body[end + 1..]).ok()
+}
+
+/// Ends `file` (which starts with the line `magic`) with the checksum of what follows the
+/// magic line: sixteen hex digits and a newline.
+fn seal(file: &mut Vec<u8>, magic: &str) {
+    let sum = super::persist::checksum(&file[magic.len()..]);
+    file.extend_from_slice(format!("{sum:016x}\n").as_bytes());
+}
+
+/// What [`seal`] sealed after the line `magic`, or why `bytes` are not such a file.
+fn unseal<'b>(bytes: &'b [u8], magic: &str) -> std::result::Result<&'b [u8], &'static str> {
+    let body = bytes
+        .strip_prefix(magic.as_bytes())
+        .ok_or("not this version's kept conversation")?;
+    let split = body.len().checked_sub(17).ok_or("truncated")?;
+    let (body, sum) = body.split_at(split);
+    if sum != format!("{:016x}\n", super::persist::checksum(body)).as_bytes() {
+        return Err("checksum mismatch (torn or damaged)");
+    }
+    Ok(body)
 }
 
 /// Removes what is kept of session `id` (a damaged file).
@@ -532,8 +537,7 @@ fn save(
     if body.len() + 17 > MAX_BYTES {
         return Ok(());
     }
-    let sum = super::persist::checksum(&body[MAGIC.len()..]);
-    body.extend_from_slice(format!("{sum:016x}\n").as_bytes());
+    seal(&mut body, MAGIC);
     let dir = file
         .parent()
         .ok_or_else(|| std::io::Error::other("a kept conversation without a directory"))?;

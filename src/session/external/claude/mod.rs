@@ -206,15 +206,11 @@ impl AgentFormat for ClaudeCode {
         Ok(scan.finish())
     }
 
-    fn conversation_scan(&self) -> Option<Box<dyn super::agent::ConversationScan>> {
-        Some(Box::new(ConversationScan::default()))
-    }
-
-    fn restore_conversation_scan(
+    fn conversation_scan(
         &self,
-        saved: &str,
+        saved: Option<&str>,
     ) -> Option<Box<dyn super::agent::ConversationScan>> {
-        super::agent::restore_conversation::<ConversationScan>(saved)
+        super::agent::conversation_scan_of::<ConversationScan>(saved)
     }
 }
 
