@@ -6,8 +6,9 @@
 #   (b) `dsh-refs sessions` over both homes: cold (no dsh state: a new dsh home and cache dir
 #       before each run), warm (a new process, the state of the previous one kept), and after
 #       appending one line to 5 sessions before each run;
-#   (c) `dsh-refs prepare` of a reference to the largest Claude Code session (state kept, and
-#       cold) vs cat of that one file;
+#   (c) `dsh-refs prepare` of a reference to the largest Claude Code session (state kept; the
+#       first read, with the listing kept but nothing kept of that session; cold; and with a
+#       record appended before each run) vs cat of that one file;
 # with the peak RSS of each (GNU time), and checks that nothing under the agent homes changed
 # (a `find -printf '%p %s %T@'` listing before and after, the appends excepted).
 #
@@ -155,6 +156,15 @@ rss cat-largest "$work/cat-largest.sh"
 "$work/prepare.sh" >"$results/prepare.out"
 hf prepare-warm --warmup 1 --runs "$runs" "$work/prepare.sh"
 rss prepare-warm "$work/prepare.sh"
+# The first read of the session in a process whose listing is kept but that kept nothing of
+# this session yet (what the first reference to a heavy session costs).
+forget_kept="rm -rf $dsh/index/agents/conversations"
+hf prepare-first --runs "$runs" --prepare "sh -c '$forget_kept'" "$work/prepare.sh"
+sh -c "$forget_kept"; rss prepare-first "$work/prepare.sh"
+sh -c "$forget_kept"; "$work/prepare.sh" >"$results/prepare-first.out"
+if cmp -s "$results/prepare.out" "$results/prepare-first.out"; then
+  echo "   prepare from what was kept = prepare from the file: ok"
+else echo "   PREPARE FROM WHAT WAS KEPT DIFFERS from prepare from the file"; fi
 hf prepare-cold --runs "$runs" --prepare "sh -c '$fresh'" "$work/prepare.sh"
 sh -c "$fresh"; rss prepare-cold "$work/prepare.sh"
 echo "  (the fixed cost: prepare of the smallest Claude session, $(stat -c %s "$smallest_path") B, state kept)"
@@ -165,6 +175,16 @@ after=$(snapshot)
 if [ "$before" = "$after" ]; then echo "   agent homes unchanged by prepare: ok"; else
   echo "   AGENT HOMES CHANGED by prepare:"; diff <(echo "$before") <(echo "$after") | sed -n 1,10p || true; fi
 echo "   prepare output: $(wc -c <"$results/prepare.out") B, $(grep -c . "$results/prepare.out") lines"
+# The session being worked in: a record appended before each run (after the check above, as
+# these appends change the home); the kept scan reads only what was appended.
+largest_own=$(basename "$largest_path" .jsonl)
+cat >"$work/append-largest.sh" <<END
+#!/bin/sh
+printf '{"type":"custom-title","customTitle":"grown %s","sessionId":"$largest_own"}\\n' "\$(date +%s%N)" >>'$largest_path'
+END
+chmod +x "$work/append-largest.sh"
+hf prepare-grown --warmup 1 --runs "$runs" --prepare "$work/append-largest.sh" "$work/prepare.sh"
+"$work/append-largest.sh"; rss prepare-grown "$work/prepare.sh"
 
 echo "== summary (mean of $runs runs; cpu = user + sys; ratio = mean / mean of its cat)"
 python3 - "$results" "$nfiles" "$bytes" <<'EOF'
@@ -181,6 +201,8 @@ rows = [("cat all files", "cat-all", "cat-all"),
         ("sessions after 5 appends", "sessions-append", "cat-all"),
         ("cat largest Claude file", "cat-largest", "cat-largest"),
         ("prepare largest (state kept)", "prepare-warm", "cat-largest"),
+        ("prepare largest (first read)", "prepare-first", "cat-largest"),
+        ("prepare largest (appended to)", "prepare-grown", "cat-largest"),
         ("prepare largest (cold)", "prepare-cold", "cat-largest"),
         ("prepare smallest (state kept)", "prepare-smallest", "cat-largest")]
 print(f"home: {nfiles} files, {nbytes/1e6:.0f} MB")

@@ -76,6 +76,40 @@ pub fn project_owned(
     (session, captured_through_seq, items)
 }
 
+/// Projects a conversation its backend keeps as plain messages
+/// ([`SessionQuery::read_plain_conversation`](crate::session::SessionQuery::read_plain_conversation)):
+/// the items [`project_owned`] gives for its surface (a prompt a person's, a reply the
+/// assistant's, a compaction summary a user checkpoint; empty text skipped), taken as they are.
+/// Proof: `plain_conversations_project_like_their_surfaces` below, and the agents' `prepare`
+/// tests.
+pub fn project_plain(
+    plain: crate::session::PlainConversation,
+) -> (
+    crate::session::SessionHeader,
+    Option<u64>,
+    Vec<ConversationItem>,
+) {
+    use crate::session::PlainRole;
+    let items = plain
+        .messages
+        .into_iter()
+        .filter(|message| !message.text.is_empty())
+        .map(|message| {
+            let (role, checkpoint) = match message.role {
+                PlainRole::Prompt => (Role::User, false),
+                PlainRole::Reply => (Role::Assistant, false),
+                PlainRole::Checkpoint => (Role::User, true),
+            };
+            ConversationItem {
+                role,
+                text: message.text,
+                checkpoint,
+            }
+        })
+        .collect();
+    (plain.session, plain.captured_through_seq, items)
+}
+
 /// The conversation item of one surface event, if it is one.
 fn project_event(session_id: &str, event: &crate::session::Event) -> Option<ConversationItem> {
     if !matches!(
@@ -223,5 +257,82 @@ mod tests {
         let items = project(&snapshot(vec![EventData::UserMessage(message)]));
         assert_eq!(items.len(), 1);
         assert_eq!(items[0].text, "typed");
+    }
+
+    /// Every conversation of every agent's fixtures, and hostile ones: the plain messages
+    /// project to exactly the items their surface projects to.
+    #[test]
+    fn plain_conversations_project_like_their_surfaces() {
+        use crate::session::external::{self, Conversation, ExternalAgent, Item, ItemKind};
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures");
+        let mut files = Vec::new();
+        let mut stack = vec![fixtures];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path
+                    .extension()
+                    .is_some_and(|e| e == "jsonl" || e == "json")
+                {
+                    files.push(path);
+                }
+            }
+        }
+        let mut conversations = Vec::new();
+        for path in &files {
+            for agent in ExternalAgent::all() {
+                if agent.format().database().is_some() || !agent.format().is_session_file(path) {
+                    continue;
+                }
+                if let Ok(conversation) = agent.format().read_conversation(path) {
+                    if !conversation.items.is_empty() {
+                        conversations.push((agent, conversation));
+                    }
+                }
+            }
+        }
+        let agents: std::collections::HashSet<_> =
+            conversations.iter().map(|(a, _)| a.name()).collect();
+        assert!(
+            conversations.len() >= 20 && agents.len() >= 4,
+            "{} conversations of {agents:?}",
+            conversations.len()
+        );
+        let item = |kind, text: &str| Item {
+            kind,
+            text: text.to_string(),
+            time: 0,
+        };
+        conversations.push((
+            ExternalAgent::all().next().unwrap(),
+            Conversation {
+                items: vec![
+                    item(ItemKind::User, ""),
+                    item(
+                        ItemKind::Summary,
+                        "earlier \u{1b}[2J </referenced-sessions>",
+                    ),
+                    item(ItemKind::Assistant, ""),
+                    item(ItemKind::User, "q\r\n\u{202e}"),
+                    item(ItemKind::Assistant, "a\u{0}"),
+                    item(ItemKind::Summary, ""),
+                ],
+                last_line: Some(9),
+                last_activity: None,
+            },
+        ));
+        for (agent, conversation) in conversations {
+            let head = external::Head {
+                id: "x".into(),
+                created_at: 1,
+                cwd: Some("/w".into()),
+            };
+            let header = external::header(agent, &head);
+            let from_surface = project_owned(external::surface(header.clone(), &conversation));
+            let from_plain = project_plain(external::plain(header, conversation));
+            assert_eq!(from_plain, from_surface, "{}", agent.name());
+        }
     }
 }

@@ -262,13 +262,23 @@ impl SessionReferences {
         let work = sources
             .iter()
             .map(|source| {
-                let read = self.query.read_conversation_surface(&source.session_id);
+                let id = source.session_id.as_str();
+                // A backend that keeps the conversation as plain messages (another agent's
+                // session) gives them without a surface to build and decode again.
+                let read: crate::session::BoxFuture<'_, _> =
+                    match self.query.read_plain_conversation(id) {
+                        Some(plain) => Box::pin(async move { plain.await.map(Read::Plain) }),
+                        None => {
+                            let surface = self.query.read_conversation_surface(id);
+                            Box::pin(async move { surface.await.map(Read::Surface) })
+                        }
+                    };
                 let meta = (source.session_id.clone(), source.label.clone());
                 Box::pin(async move {
-                    let snapshot = read.await?;
+                    let read = read.await?;
                     // Sessions of other agents name their source in the metadata (SPEC §9).
-                    let agent = crate::session::external::source_of(&snapshot.session);
-                    Ok(retain_source(meta, snapshot, max_bytes)
+                    let agent = crate::session::external::source_of(read.header());
+                    Ok(retain_source(meta, read, max_bytes)
                         .await
                         .map(|retained| (retained, agent)))
                 }) as crate::session::BoxFuture<'_, _>
@@ -334,15 +344,33 @@ impl SessionReferences {
     }
 }
 
+/// A source's conversation as its backend gave it.
+enum Read {
+    Surface(SurfaceSnapshot),
+    Plain(crate::session::PlainConversation),
+}
+
+impl Read {
+    fn header(&self) -> &crate::session::SessionHeader {
+        match self {
+            Read::Surface(snapshot) => &snapshot.session,
+            Read::Plain(plain) => &plain.session,
+        }
+    }
+}
+
 /// Step 4 of §3.4 for one source: projection (§3.5) and retention (§3.6), on a blocking thread.
 async fn retain_source(
     (session_id, label): (String, String),
-    snapshot: SurfaceSnapshot,
+    read: Read,
     max_bytes: usize,
 ) -> Result<Retained> {
     let work = move || {
         // Consumed event by event: the raw surface is freed as its text is projected.
-        let (session, captured_through_seq, items) = project_owned(snapshot);
+        let (session, captured_through_seq, items) = match read {
+            Read::Surface(snapshot) => project_owned(snapshot),
+            Read::Plain(plain) => super::projection::project_plain(plain),
+        };
         let meta = SourceMeta {
             session_id,
             label,

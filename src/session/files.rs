@@ -204,10 +204,12 @@ pub fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
     ));
     let written = (|| {
         use std::io::Write;
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temporary)?;
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        // Caches of session text: readable by their owner only.
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(&temporary)?;
         file.write_all(bytes)?;
         std::fs::rename(&temporary, path)
     })();

@@ -31,7 +31,10 @@ pub use format::{
 };
 pub use live::{HostSessions, LiveSession, LiveSessions};
 pub use message_text::{message_text, MessageText, SourceClass};
-pub use query::{sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
+pub use query::{
+    sort_sessions, BoxFuture, PlainConversation, PlainMessage, PlainRole, SessionQuery,
+    SessionSummary, SurfaceSnapshot,
+};
 pub use reader::Encoding;
 pub use skim::skim;
 pub use store::DiskStore;

@@ -12,6 +12,40 @@ use std::sync::Arc;
 /// The boxed, `Send` future every [`SessionQuery`] method returns (keeps the trait object-safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// A session's conversation that its backend keeps already projected to plain messages
+/// (another agent's session): what projecting its
+/// [`read_conversation_surface`](SessionQuery::read_conversation_surface) would give, without
+/// building the surface and decoding it again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlainConversation {
+    /// The header its surface carries.
+    pub session: SessionHeader,
+    /// The surface's `captured_through_seq`.
+    pub captured_through_seq: Option<u64>,
+    /// The messages, oldest first (a message with empty text included: the projection skips it).
+    pub messages: Vec<PlainMessage>,
+}
+
+/// One message of a [`PlainConversation`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlainMessage {
+    /// Who said it.
+    pub role: PlainRole,
+    /// Its text.
+    pub text: String,
+}
+
+/// The role of a [`PlainMessage`], as its surface event would be classified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlainRole {
+    /// A prompt the person typed.
+    Prompt,
+    /// The assistant's reply.
+    Reply,
+    /// A compaction summary standing for the history before it.
+    Checkpoint,
+}
+
 /// One row of [`SessionQuery::list_sessions`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionSummary {
@@ -74,6 +108,16 @@ pub trait SessionQuery: Send + Sync {
         self.read_surface(id)
     }
 
+    /// The conversation of session `id` as plain messages, when this backend keeps it so (the
+    /// sessions of other agents): the same messages, roles and text that projecting
+    /// [`SessionQuery::read_conversation_surface`] gives. `None` (the default): read the surface.
+    fn read_plain_conversation<'a>(
+        &'a self,
+        _id: &'a str,
+    ) -> Option<BoxFuture<'a, Result<PlainConversation>>> {
+        None
+    }
+
     /// For a reader with a thread of its own (the discovery indexer): the conversation surface
     /// ([`SessionQuery::read_conversation_surface`]) and the title of one session, read on the
     /// calling thread, which may block. `None` when this backend has no such path; the caller
@@ -103,6 +147,12 @@ impl<T: SessionQuery + ?Sized> SessionQuery for Arc<T> {
         id: &'a str,
     ) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
         (**self).read_conversation_surface(id)
+    }
+    fn read_plain_conversation<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> Option<BoxFuture<'a, Result<PlainConversation>>> {
+        (**self).read_plain_conversation(id)
     }
     fn read_for_index_blocking(
         &self,

@@ -9,6 +9,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod agent_conversation_cache;
 mod agent_listing_cache;
 mod compaction;
 mod concurrency;

@@ -101,6 +101,15 @@ pub trait AgentFormat: Send + Sync + 'static {
     }
     /// The projected conversation of one session file.
     fn read_conversation(&self, path: &Path) -> Result<Conversation>;
+    /// An incremental conversation scan, when this agent's conversation can be folded line by
+    /// line and its state saved (a heavy session that grew is then read from where the last
+    /// read ended): a fresh one, or (`saved`) one resumed from the JSON text its
+    /// [`ConversationScan::save`] wrote. `None`: the agent has none
+    /// ([`AgentFormat::read_conversation`] reads the file whole), or `saved` is not a state this
+    /// agent wrote (the file is then read whole).
+    fn conversation_scan(&self, _saved: Option<&str>) -> Option<Box<dyn ConversationScan>> {
+        None
+    }
     /// Names the agent keeps beside the session files (an index, a database), looked up by the
     /// agent's own id; `None` when it keeps none.
     fn side_names(&self, _home: &Path) -> Option<Box<dyn SideNames>> {
@@ -147,6 +156,31 @@ pub trait TitleScan: LineSink + Send {
     /// The scan's state, for the persistent listing (read back by
     /// [`AgentFormat::restore_title_scan`] of the same agent).
     fn save(&self) -> serde_json::Value;
+}
+
+/// An incremental conversation scan of one session file: fed its complete lines in order, it
+/// gives the projected conversation of the lines fed so far, and its state can be saved and
+/// resumed to be fed the lines appended since.
+pub trait ConversationScan: LineSink + Send {
+    /// The projected conversation as far as the lines fed so far tell (the scan goes on).
+    fn conversation(&self) -> Conversation;
+    /// The scan's state as JSON text (read back by [`AgentFormat::conversation_scan`]
+    /// of the same agent; written straight from the scan, never through a tree of values: the
+    /// state of a heavy session is megabytes).
+    fn save(&self) -> String;
+}
+
+/// A conversation scan of type `T`: fresh, or resumed from the JSON text its
+/// [`ConversationScan::save`] wrote (the usual [`AgentFormat::conversation_scan`]).
+pub fn conversation_scan_of<T>(saved: Option<&str>) -> Option<Box<dyn ConversationScan>>
+where
+    T: ConversationScan + Default + serde::de::DeserializeOwned + 'static,
+{
+    let scan: T = match saved {
+        Some(saved) => serde_json::from_str(saved).ok()?,
+        None => T::default(),
+    };
+    Some(Box::new(scan))
 }
 
 /// A title scan of type `T` resumed from what its [`TitleScan::save`] wrote (the usual

@@ -262,6 +262,13 @@ impl AgentFormat for Codex {
         Ok(scan.finish())
     }
 
+    fn conversation_scan(
+        &self,
+        saved: Option<&str>,
+    ) -> Option<Box<dyn super::agent::ConversationScan>> {
+        super::agent::conversation_scan_of::<ConversationScan>(saved)
+    }
+
     fn side_names(&self, home: &Path) -> Option<Box<dyn SideNames>> {
         Some(Box::new(super::codex_side::CodexSide::new(
             home.to_path_buf(),
@@ -431,7 +438,7 @@ fn request(message: &str) -> &str {
 }
 
 /// Builds the conversation in file order.
-#[derive(Default)]
+#[derive(Default, Clone, serde::Serialize, Deserialize)]
 pub struct ConversationScan {
     items: Vec<Item>,
     last_line: Option<u64>,
@@ -599,6 +606,16 @@ impl ConversationScan {
             last_line: self.last_line,
             last_activity: self.last_activity,
         }
+    }
+}
+
+impl super::agent::ConversationScan for ConversationScan {
+    fn conversation(&self) -> Conversation {
+        self.clone().finish()
+    }
+
+    fn save(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
     }
 }
 

@@ -29,6 +29,7 @@ pub mod codex_record;
 mod codex_side;
 #[cfg(feature = "discovery")]
 pub(crate) mod codex_state;
+mod conversation_cache;
 pub mod copilot;
 mod copilot_workspace;
 mod dirs;
@@ -44,13 +45,17 @@ mod persist;
 pub mod qwen;
 pub mod registry;
 mod scan;
+mod source_query;
 #[cfg(feature = "discovery")]
 mod sqlite_snapshot;
 mod time;
 
 use super::error::{Result, SessionError};
 use super::format::{ContentBlock, Event, EventData, Message, MessageSource, SessionHeader};
-use super::query::{sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot};
+use super::query::{
+    sort_sessions, BoxFuture, PlainConversation, PlainMessage, PlainRole, SessionQuery,
+    SessionSummary, SurfaceSnapshot,
+};
 use crate::sync::LockExt;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -226,7 +231,7 @@ impl HeadFields {
 }
 
 /// One projected message of an external session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Item {
     /// Who said it.
     pub kind: ItemKind,
@@ -237,7 +242,7 @@ pub struct Item {
 }
 
 /// The role of a projected external message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ItemKind {
     /// A prompt the person typed.
     User,
@@ -301,6 +306,28 @@ pub fn surface(header: SessionHeader, conversation: &Conversation) -> SurfaceSna
         session: header,
         captured_through_seq: conversation.last_line,
         events,
+    }
+}
+
+/// The plain messages of a projected conversation: what projecting its [`surface`] gives
+/// (a prompt, a reply, a compaction summary as a checkpoint), without building it.
+pub fn plain(header: SessionHeader, conversation: Conversation) -> PlainConversation {
+    let messages = conversation
+        .items
+        .into_iter()
+        .map(|item| PlainMessage {
+            role: match item.kind {
+                ItemKind::User => PlainRole::Prompt,
+                ItemKind::Assistant => PlainRole::Reply,
+                ItemKind::Summary => PlainRole::Checkpoint,
+            },
+            text: item.text,
+        })
+        .collect();
+    PlainConversation {
+        session: header,
+        captured_through_seq: conversation.last_line,
+        messages,
     }
 }
 
@@ -426,6 +453,16 @@ impl SessionQuery for WithExternal {
         match self.source(id) {
             Some(source) => source.read_conversation_surface(id),
             None => self.host.read_conversation_surface(id),
+        }
+    }
+
+    fn read_plain_conversation<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> Option<BoxFuture<'a, Result<PlainConversation>>> {
+        match self.source(id) {
+            Some(source) => source.read_plain_conversation(id),
+            None => self.host.read_plain_conversation(id),
         }
     }
 

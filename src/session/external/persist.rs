@@ -416,7 +416,7 @@ impl<'a> Reader<'a> {
 
 /// Creates `dir` (and `index/` above it) when missing; refuses one that is not a plain
 /// directory.
-fn ensure_plain_dir(dir: &Path) -> std::io::Result<()> {
+pub(super) fn ensure_plain_dir(dir: &Path) -> std::io::Result<()> {
     for level in [dir.parent(), Some(dir)].into_iter().flatten() {
         match std::fs::symlink_metadata(level) {
             Ok(meta) if meta.is_dir() => {}
@@ -435,7 +435,7 @@ fn ensure_plain_dir(dir: &Path) -> std::io::Result<()> {
 
 /// FxHash over the bytes, eight at a time: catches a torn or damaged file, not an adversary
 /// (one who can write the dsh home can write far worse).
-fn checksum(bytes: &[u8]) -> u64 {
+pub(super) fn checksum(bytes: &[u8]) -> u64 {
     let mut hasher = rustc_hash::FxHasher::default();
     let (words, rest) = bytes.as_chunks::<8>();
     for word in words {

@@ -1,4 +1,5 @@
-//! [`ExternalSessions`]: one agent's home as a read-only [`SessionQuery`], with the file I/O.
+//! [`ExternalSessions`]: one agent's home as a read-only
+//! [`SessionQuery`](crate::session::SessionQuery), with the file I/O.
 //!
 //! Listing revalidates by stamps as the dsh store does: each directory on the way to the session
 //! files is re-read only when its modification stamp changed (a new file shows up as a changed
@@ -15,11 +16,9 @@
 //! from its offset. What a process read is written back at its listings and when it ends.
 
 use super::agent::{SideNames, TitleScan};
-use super::{header, not_found, Conversation, ExternalAgent, Head, Stamped};
+use super::{header, not_found, ExternalAgent, Head, Stamped};
 use crate::session::error::{Result, SessionError};
-use crate::session::query::{
-    sort_sessions, BoxFuture, SessionQuery, SessionSummary, SurfaceSnapshot,
-};
+use crate::session::query::{sort_sessions, SessionSummary};
 use crate::sync::LockExt;
 use rustc_hash::FxHashMap;
 use std::collections::HashMap;
@@ -419,7 +418,7 @@ impl ExternalSessions {
     }
 
     /// A database agent's row for `id` (namespaced), listing first.
-    fn database_row(&self, id: &str) -> Result<super::agent::DatabaseRow> {
+    pub(super) fn database_row(&self, id: &str) -> Result<super::agent::DatabaseRow> {
         let own = id
             .strip_prefix(self.agent().name())
             .and_then(|rest| rest.strip_prefix(':'))
@@ -528,55 +527,6 @@ impl ExternalSessions {
                     .unwrap_or(Ok(None))
             })
             .collect()
-    }
-
-    /// The projected conversation of session `id`.
-    pub fn read_conversation_blocking(&self, id: &str) -> Result<(SurfaceSnapshot, Conversation)> {
-        if let Some(database) = self.agent().format().database() {
-            let row = self.database_row(id)?;
-            let conversation = database
-                .conversation(&self.inner.home, &row.head.id)?
-                .ok_or_else(|| not_found(id))?;
-            let snapshot = super::surface(header(self.agent(), &row.head), &conversation);
-            return Ok((snapshot, conversation));
-        }
-        let path = self.path_of(id)?;
-        let head = read_head(self.agent(), &path)?.ok_or_else(|| not_found(id))?;
-        let conversation = self.agent().format().read_conversation(&path)?;
-        let snapshot = super::surface(header(self.agent(), &head), &conversation);
-        Ok((snapshot, conversation))
-    }
-
-    fn spawn<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(ExternalSessions) -> Result<T> + Send + 'static,
-    ) -> BoxFuture<'static, Result<T>> {
-        let this = self.clone();
-        Box::pin(async move {
-            match tokio::task::spawn_blocking(move || work(this)).await {
-                Ok(result) => result,
-                Err(source) => Err(SessionError::TaskFailed {
-                    what: "external session read",
-                    source,
-                }),
-            }
-        })
-    }
-}
-
-impl SessionQuery for ExternalSessions {
-    fn list_sessions(&self) -> BoxFuture<'_, Result<Arc<Vec<SessionSummary>>>> {
-        self.spawn(|this| this.list_sessions_blocking())
-    }
-
-    fn read_surface<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
-        let id = id.to_string();
-        self.spawn(move |this| Ok(this.read_conversation_blocking(&id)?.0))
-    }
-
-    fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
-        let id = id.to_string();
-        self.spawn(move |this| this.read_title_blocking(&id))
     }
 }
 

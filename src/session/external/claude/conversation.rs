@@ -60,13 +60,32 @@ const TAKEN: u8 = 8;
 
 /// One record of the tree: 16 bytes, whatever the record held (its text, if it is part of the
 /// conversation, lives in `ConversationScan::items`).
-#[derive(Clone, Copy)]
+/// Saved as `[parent, item, order, flags]`: a heavy session has tens of thousands.
+#[derive(Clone, Copy, serde::Serialize, serde::Deserialize)]
+#[serde(from = "(u32, u32, u32, u8)", into = "(u32, u32, u32, u8)")]
 struct Node {
     parent: u32,
     item: u32,
     /// Position in the file (saturating).
     order: u32,
     flags: u8,
+}
+
+impl From<(u32, u32, u32, u8)> for Node {
+    fn from((parent, item, order, flags): (u32, u32, u32, u8)) -> Node {
+        Node {
+            parent,
+            item,
+            order,
+            flags,
+        }
+    }
+}
+
+impl From<Node> for (u32, u32, u32, u8) {
+    fn from(node: Node) -> (u32, u32, u32, u8) {
+        (node.parent, node.item, node.order, node.flags)
+    }
 }
 
 const EMPTY: Node = Node {
@@ -82,9 +101,10 @@ const EMPTY: Node = Node {
 /// with the table's slack), plus the text of the records the projection keeps; nothing else of a
 /// record is kept, so a session of millions of tiny records stays within a small multiple of
 /// its file.
-#[derive(Default)]
+#[derive(Default, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ConversationScan {
     /// Ids of canonical UUIDs (24 bytes an entry) and of anything else.
+    #[serde(with = "pairs")]
     uuids: HashMap<(u64, u64), u32>,
     others: HashMap<Box<str>, u32>,
     nodes: Vec<Node>,
@@ -415,4 +435,32 @@ fn add_piece(pieces: &mut HashMap<u64, Vec<(usize, usize)>>, reply: &str, start:
         .entry(piece_hash(&reply[start..]))
         .or_default()
         .push((start, reply.len()));
+}
+
+impl crate::session::external::agent::ConversationScan for ConversationScan {
+    fn conversation(&self) -> Conversation {
+        self.clone().finish()
+    }
+
+    fn save(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The UUID map saved as a list of pairs (a JSON object's keys are strings only).
+mod pairs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::HashMap;
+
+    type Map = HashMap<(u64, u64), u32>;
+
+    pub fn serialize<S: Serializer>(map: &Map, to: S) -> Result<S::Ok, S::Error> {
+        let pairs: Vec<(u64, u64, u32)> = map.iter().map(|(&(a, b), &n)| (a, b, n)).collect();
+        pairs.serialize(to)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<Map, D::Error> {
+        let pairs = Vec::<(u64, u64, u32)>::deserialize(from)?;
+        Ok(pairs.into_iter().map(|(a, b, n)| ((a, b), n)).collect())
+    }
 }

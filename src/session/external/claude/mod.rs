@@ -33,7 +33,7 @@ struct CompactMetadata {
 
 /// The kept records: `headUuid` (oldest) to `tailUuid` (newest) along their parents, placed
 /// after `anchorUuid` (the summary).
-#[derive(Deserialize, Clone)]
+#[derive(Deserialize, serde::Serialize, Clone)]
 #[serde(rename_all = "camelCase")]
 struct PreservedSegment {
     head_uuid: String,
@@ -204,6 +204,13 @@ impl AgentFormat for ClaudeCode {
         let mut scan = ConversationScan::default();
         read_lines(path, 0, 0, &mut scan)?;
         Ok(scan.finish())
+    }
+
+    fn conversation_scan(
+        &self,
+        saved: Option<&str>,
+    ) -> Option<Box<dyn super::agent::ConversationScan>> {
+        super::agent::conversation_scan_of::<ConversationScan>(saved)
     }
 }
 

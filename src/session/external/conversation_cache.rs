@@ -1,0 +1,815 @@
+//! Heavy sessions' projected conversations kept on disk between processes
+//! (`<dsh home>/index/agents/conversations/<agent>-<home key>-<id key>.json`).
+//!
+//! Purpose: a Claude Code or Codex session of tens of megabytes projects to a conversation a
+//! hundred times smaller (tool results, images, thinking and reasoning are left out). Reading
+//! and checking every byte of the file again in each new process that references it would make
+//! every `prepare`, MCP read and TUI submit of that session pay many times what `cat` of the
+//! file costs, for work a previous process already did. So when a file agent's session of at
+//! least [`MIN_FILE_BYTES`] is read whole, its head and projection are kept here, by agent, home
+//! and session id, with the file's path and the stamp (inode, size, mtime, status change time)
+//! it had before and after the read. The next process that reads that session finds it here by its id, `stat`s the
+//! file, and when the stamp is the same uses what was kept: it reads neither the session's file
+//! nor the home's listing. For an agent whose conversation folds line by line (Claude Code,
+//! Codex: [`AgentFormat::conversation_scan`](super::agent::AgentFormat::conversation_scan)),
+//! the scan's state is kept too, in a `.scan` file beside the document (read only when the
+//! session grew), with the byte offset and line it stopped at: a session that grew since (the
+//! one being worked in) is read from there only.
+//!
+//! Invariant: nothing in a kept file is trusted without a check, and nothing is kept that the
+//! person did not already have on this machine longer than they keep it.
+//! - The file starts with a versioned magic line, then the session file's path (a JSON string on
+//!   a line of its own), then the document, and ends with a checksum of everything between; it
+//!   names the agent, the home and the session it describes. One of another version, agent,
+//!   home or session is not used; a torn or corrupt one is removed with a warning and the
+//!   session read from its file.
+//! - What is kept is used only while the file it names is under the home's sessions directory
+//!   (plain components) and is a session file by the agent's rule: as it is while the file has
+//!   the stamp it had when it was read; through the kept scan, fed only the lines after its
+//!   offset, while the file is the same inode and not shorter (records are only appended, as
+//!   the persistent listing assumes); else the file is read again whole (and kept again). A
+//!   status change (`chmod`, `chown`) opens the file again, so a file no longer readable fails
+//!   its read, naming it.
+//! - A scan has its own magic line, the stamp of the file it was taken of and a checksum; it is
+//!   written before its document and used only with the document of the same stamp, so a crash
+//!   between the two writes costs a whole read, never a wrong conversation.
+//! - A projection is written only when the file's stamp was the same before and after the read
+//!   (a file growing meanwhile is read again next time), to a temporary name renamed over the
+//!   old one, readable by its owner only, never under an agent's home, and never when the
+//!   `conversations` directory (or `index/`, `agents/`) is not a plain directory.
+//! - Bounded: a kept file over [`MAX_BYTES`] is neither written nor read; at most
+//!   [`MAX_FILES`] are kept; a kept projection whose session file is gone is removed whenever
+//!   one is written, so a deleted session's text does not outlive it here by more than a write.
+//!
+//! Proof: the unit tests below (round trip by agent, home and id; every kind of damage named; a
+//! file outside the home or changed not trusted; the bound on files) and
+//! `tests/session/agent_conversation_cache.rs` (a new process's read comes from here and is
+//! the same as a fresh read, reading a small part of the file's bytes; a grown Claude Code
+//! session and Codex rollout read from where the last read ended, rewinds and rollbacks
+//! included; every fixture's scan saved and resumed at several cuts gives the whole read's
+//! conversation; an append, a truncation and a replacement are read again; a light
+//! session is never kept; a damaged kept file is replaced; a deleted session's text goes;
+//! nothing is written under the agent's home).
+
+use super::agent::ConversationScan;
+use super::lines::FileStamp;
+use super::{Conversation, ExternalAgent, Head, Item, ItemKind};
+use crate::session::error::Result;
+use serde::{Deserialize, Serialize};
+use std::hash::Hasher;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// The first line of a kept file; its last number is the format's version.
+const MAGIC: &str = "dsh-refs agent conversation 2\n";
+/// Sessions smaller than this are read from their file every time (a few milliseconds), and
+/// their text is never copied here.
+pub(super) const MIN_FILE_BYTES: u64 = 4 << 20;
+/// The largest kept file read or written.
+const MAX_BYTES: usize = 64 << 20;
+/// The most projections kept; the oldest written go first.
+const MAX_FILES: usize = 64;
+
+/// The directory of kept projections beside the agents' persistent listings (`listing` is one
+/// of them: `<dsh home>/index/agents/<agent>-<key>.json`).
+fn dir_beside(listing: &Path) -> Option<PathBuf> {
+    Some(listing.parent()?.join("conversations"))
+}
+
+/// Where the projection of session `id` of `agent`'s home `home` is kept.
+fn path_of(listing: &Path, agent: &str, home: &Path, id: &str) -> Option<PathBuf> {
+    let hash = |bytes: &[u8]| {
+        let mut hasher = rustc_hash::FxHasher::default();
+        hasher.write(bytes);
+        hasher.finish()
+    };
+    let (home, id) = (
+        hash(home.as_os_str().as_encoded_bytes()),
+        hash(id.as_bytes()),
+    );
+    Some(dir_beside(listing)?.join(format!("{agent}-{home:016x}-{id:016x}.json")))
+}
+
+/// What the kept file says after its path line (then a line of the conversation's items, and
+/// the scan's line when the agent has a conversation scan).
+#[derive(Serialize, Deserialize)]
+struct Document {
+    agent: String,
+    home: String,
+    id: String,
+    stamp: Stamp,
+    head: KeptHead,
+    last_line: Option<u64>,
+    last_activity: Option<i64>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct KeptHead {
+    id: String,
+    created: i64,
+    cwd: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, PartialEq, Eq, Debug, Clone, Copy)]
+struct Stamp {
+    len: u64,
+    /// Nanoseconds since the epoch (a file system that gives no time keeps nothing here).
+    mtime: u128,
+    inode: u64,
+    /// The status change time in nanoseconds: a `chmod`, `chown` or rename since the read makes
+    /// the file read again (its readability is the file's to say, not ours).
+    ctime: i64,
+}
+
+impl Stamp {
+    fn of(stamp: FileStamp) -> Option<Stamp> {
+        let (len, modified, inode) = stamp.parts();
+        let mtime = modified?
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .ok()?
+            .as_nanos();
+        let ctime = stamp.changed()?;
+        Some(Stamp {
+            len,
+            mtime,
+            inode,
+            ctime,
+        })
+    }
+}
+
+/// Where and whether a read keeps what it read.
+pub(super) struct Keeping<'a> {
+    /// The persistent listing beside which sessions are kept (`None`: nothing is kept or used).
+    pub listing: Option<&'a Path>,
+    /// Whether a heavy session read whole here (or grown) is written for the next process;
+    /// `false` only uses what is kept.
+    pub write: bool,
+}
+
+/// A session as kept: where its file was, the stamp it had, its head and its conversation,
+/// and the agent's conversation scan with where it stopped (when the agent has one).
+struct Kept<'a> {
+    path: PathBuf,
+    stamp: FileStamp,
+    head: &'a Head,
+    conversation: &'a Conversation,
+    scan: Option<SavedScan>,
+}
+
+/// A conversation scan's state (JSON text) and the byte offset and line number it stopped at:
+/// the third line of a kept file.
+#[derive(Serialize, Deserialize)]
+struct SavedScan {
+    offset: u64,
+    line: u64,
+    state: Box<serde_json::value::RawValue>,
+}
+
+/// A session as read back, its items' line unparsed (only a file as it was needs them).
+#[derive(Debug, PartialEq)]
+struct Loaded {
+    path: PathBuf,
+    stamp: Stamp,
+    head: Head,
+    last_line: Option<u64>,
+    last_activity: Option<i64>,
+    items: Vec<u8>,
+}
+
+impl Loaded {
+    /// The kept conversation (`None`: its items' line is damaged).
+    fn conversation(&self) -> Option<Conversation> {
+        let items: Vec<KeptItem> = serde_json::from_slice(&self.items).ok()?;
+        let items = items
+            .into_iter()
+            .map(KeptItem::item)
+            .collect::<Option<_>>()?;
+        Some(Conversation {
+            items,
+            last_line: self.last_line,
+            last_activity: self.last_activity,
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct KeptItem {
+    /// `u` (user), `a` (assistant) or `s` (summary).
+    k: char,
+    t: String,
+    /// Epoch milliseconds.
+    at: i64,
+}
+
+impl KeptItem {
+    fn of(item: &Item) -> KeptItem {
+        let k = match item.kind {
+            ItemKind::User => 'u',
+            ItemKind::Assistant => 'a',
+            ItemKind::Summary => 's',
+        };
+        KeptItem {
+            k,
+            t: item.text.clone(),
+            at: item.time,
+        }
+    }
+
+    fn item(self) -> Option<Item> {
+        let kind = match self.k {
+            'u' => ItemKind::User,
+            'a' => ItemKind::Assistant,
+            's' => ItemKind::Summary,
+            _ => return None,
+        };
+        Some(Item {
+            kind,
+            text: self.t,
+            time: self.at,
+        })
+    }
+}
+
+/// What a previous process kept of a session, judged against its file now.
+enum Found {
+    /// Nothing usable: read the file whole.
+    Nothing,
+    /// The file is as it was: its head and conversation.
+    Same(Head, Conversation),
+    /// The file grew (same inode, not shorter): the scan to feed what was appended.
+    Grown(Grown),
+}
+
+/// A kept session whose file grew since: its head, file, and the agent's scan resumed.
+struct Grown {
+    head: Head,
+    path: PathBuf,
+    scan: Box<dyn ConversationScan>,
+    offset: u64,
+    line: u64,
+}
+
+/// The session `id` (`claude:<own id>`) of `agent`'s home `home` as a previous process kept
+/// it beside the persistent listing `listing`, judged against its file: usable while the file
+/// is still where it was, under the home's sessions directory and a session file by the agent's
+/// rule; the same when its inode, size, mtime and status change time are ([`Found::Same`]: a
+/// new process then reads neither the session's file nor the home's listing); grown when its
+/// inode is the same and it is not shorter and the agent's scan was kept ([`Found::Grown`]).
+/// A damaged kept file is removed with a warning.
+fn kept(listing: &Path, agent: ExternalAgent, home: &Path, id: &str) -> Found {
+    let root = home.join(agent.format().sessions_subdir());
+    let kept = match load(listing, agent.name(), home, id) {
+        Ok(kept) => kept,
+        Err(Miss::Absent) => return Found::Nothing,
+        Err(Miss::Damaged(why)) => {
+            tracing::warn!(source = agent.name(), reason = %why, "reading the session again: its kept conversation is damaged");
+            forget(listing, agent.name(), home, id);
+            return Found::Nothing;
+        }
+    };
+    let plain = kept.path.strip_prefix(&root).is_ok_and(|relative| {
+        relative
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+    });
+    if !plain || !agent.format().is_session_file(&kept.path) {
+        return Found::Nothing;
+    }
+    let Some(now) = stamp_of(&kept.path).and_then(Stamp::of) else {
+        return Found::Nothing;
+    };
+    if now == kept.stamp {
+        let Some(conversation) = kept.conversation() else {
+            tracing::warn!(source = agent.name(), kept = %kept.path.display(), "reading the session again: its kept conversation's items are damaged");
+            forget(listing, agent.name(), home, id);
+            return Found::Nothing;
+        };
+        return Found::Same(kept.head, conversation);
+    }
+    let saved =
+        path_of(listing, agent.name(), home, id).and_then(|file| load_scan(&file, kept.stamp));
+    let grown = now.inode == kept.stamp.inode && now.len >= kept.stamp.len;
+    match saved {
+        Some(saved) if grown && saved.offset <= now.len => {
+            match agent.format().conversation_scan(Some(saved.state.get())) {
+                Some(scan) => Found::Grown(Grown {
+                    head: kept.head,
+                    path: kept.path,
+                    scan,
+                    offset: saved.offset,
+                    line: saved.line,
+                }),
+                None => Found::Nothing,
+            }
+        }
+        _ => Found::Nothing,
+    }
+}
+
+/// The head and projected conversation of session `id` of `agent`'s home `home`: as kept
+/// beside the persistent listing `listing` when its file is unchanged; from the kept scan fed
+/// only what was appended when the file grew; else read from the file `locate` finds, whole.
+/// A heavy file's result is kept (again) when `keeping` says to write and the file did not
+/// change while it was read. Without a listing on disk the file is always read whole and
+/// nothing is kept.
+pub(super) fn kept_or_read(
+    keeping: Keeping<'_>,
+    agent: ExternalAgent,
+    home: &Path,
+    id: &str,
+    locate: impl FnOnce() -> Result<(PathBuf, Head)>,
+) -> Result<(Head, Conversation)> {
+    let (listing, write) = (keeping.listing, keeping.write);
+    let format = agent.format();
+    let Some(listing) = listing else {
+        let (session, head) = locate()?;
+        return Ok((head, format.read_conversation(&session)?));
+    };
+    let (head, session, scan, from) = match kept(listing, agent, home, id) {
+        Found::Same(head, conversation) => return Ok((head, conversation)),
+        Found::Grown(grown) => (
+            grown.head,
+            grown.path,
+            Some(grown.scan),
+            (grown.offset, grown.line),
+        ),
+        Found::Nothing => {
+            let (session, head) = locate()?;
+            (head, session, format.conversation_scan(None), (0, 0))
+        }
+    };
+    let before = stamp_of(&session).filter(|stamp| write && stamp.parts().0 >= MIN_FILE_BYTES);
+    let (conversation, saved) = match scan {
+        Some(mut scan) => {
+            let (offset, line) = super::lines::read_lines(&session, from.0, from.1, &mut *scan)?;
+            let saved = before.and_then(|_| {
+                let state = serde_json::value::RawValue::from_string(scan.save()).ok()?;
+                Some(SavedScan {
+                    offset,
+                    line,
+                    state,
+                })
+            });
+            (scan.conversation(), saved)
+        }
+        None => (format.read_conversation(&session)?, None),
+    };
+    if let Some(stamp) = before {
+        // Kept only when the file did not move while it was read.
+        let unmoved = Stamp::of(stamp)
+            .is_some_and(|kept| stamp_of(&session).and_then(Stamp::of) == Some(kept));
+        if unmoved {
+            let kept = Kept {
+                path: session.clone(),
+                stamp,
+                head: &head,
+                conversation: &conversation,
+                scan: saved,
+            };
+            if let Err(e) = save(listing, agent.name(), home, id, &kept) {
+                tracing::warn!(source = agent.name(), error = %e, "could not keep a heavy session's conversation");
+            }
+        }
+    }
+    Ok((head, conversation))
+}
+
+fn stamp_of(path: &Path) -> Option<FileStamp> {
+    std::fs::metadata(path).ok().map(|m| FileStamp::of(&m))
+}
+
+/// Why a kept projection was not used.
+#[derive(Debug, PartialEq, Eq)]
+enum Miss {
+    /// None is kept for this session (or one of a name that hashes alike).
+    Absent,
+    /// One is kept but damaged; the reason names what was wrong.
+    Damaged(String),
+}
+
+/// The session `id` of `agent`'s home `home` as kept beside `listing` (unchecked against its
+/// file: [`kept`] does that).
+fn load(listing: &Path, agent: &str, home: &Path, id: &str) -> std::result::Result<Loaded, Miss> {
+    let kept = path_of(listing, agent, home, id).ok_or(Miss::Absent)?;
+    if std::fs::symlink_metadata(&kept).is_err() {
+        return Err(Miss::Absent);
+    }
+    let damaged = |why: &str| Miss::Damaged(format!("{}: {why}", kept.display()));
+    let bytes = crate::session::files::read_small(&kept, MAX_BYTES)
+        .ok_or_else(|| damaged("not a readable regular file within the size limit"))?;
+    let body = unseal(&bytes, MAGIC).map_err(damaged)?;
+    let (path, rest) = path_line(body).ok_or_else(|| damaged("no session path"))?;
+    // The document's head, then the items.
+    let Some(end) = memchr::memchr(b'\n', rest) else {
+        return Err(damaged("no items line"));
+    };
+    let (json, items) = (&rest[..end], &rest[end + 1..]);
+    let document: Document =
+        serde_json::from_slice(json).map_err(|e| damaged(&format!("not readable: {e}")))?;
+    if document.agent != agent || document.home != home.to_string_lossy() || document.id != id {
+        // Another session whose names hash alike: not damage, just not this one.
+        return Err(Miss::Absent);
+    }
+    Ok(Loaded {
+        path: PathBuf::from(path),
+        stamp: document.stamp,
+        head: Head {
+            id: document.head.id,
+            created_at: document.head.created,
+            cwd: document.head.cwd,
+        },
+        last_line: document.last_line,
+        last_activity: document.last_activity,
+        items: items.to_vec(),
+    })
+}
+
+/// The first line of a kept scan; its last number is the format's version.
+const SCAN_MAGIC: &str = "dsh-refs agent conversation scan 1\n";
+
+/// Where the scan beside the kept document `document` lives (`<name>.scan`).
+fn scan_path(document: &Path) -> PathBuf {
+    document.with_extension("scan")
+}
+
+/// Writes the scan `saved` of a file stamped `stamp` beside its document (its own magic line,
+/// the stamp, the scan, a checksum).
+fn save_scan(path: &Path, stamp: Stamp, saved: &SavedScan) -> std::io::Result<()> {
+    let mut body = Vec::with_capacity(SCAN_MAGIC.len() + saved.state.get().len() + 256);
+    body.extend_from_slice(SCAN_MAGIC.as_bytes());
+    serde_json::to_writer(&mut body, &stamp).map_err(std::io::Error::other)?;
+    body.push(b'\n');
+    serde_json::to_writer(&mut body, saved).map_err(std::io::Error::other)?;
+    if body.len() + 17 > MAX_BYTES {
+        let _ = std::fs::remove_file(path);
+        return Ok(());
+    }
+    seal(&mut body, SCAN_MAGIC);
+    crate::session::files::write_replacing(path, &body)
+}
+
+/// The scan kept beside the document `document`, when it is whole and was taken of the file
+/// stamped `stamp` (the document's stamp); `None` otherwise (the file is then read whole).
+fn load_scan(document: &Path, stamp: Stamp) -> Option<SavedScan> {
+    let bytes = crate::session::files::read_small(&scan_path(document), MAX_BYTES)?;
+    let body = unseal(&bytes, SCAN_MAGIC).ok()?;
+    let end = memchr::memchr(b'\n', body)?;
+    let taken: Stamp = serde_json::from_slice(&body[..end]).ok()?;
+    if taken != stamp {
+        return None;
+    }
+    serde_json::from_slice(&body[end + 1..]).ok()
+}
+
+/// Ends `file` (which starts with the line `magic`) with the checksum of what follows the
+/// magic line: sixteen hex digits and a newline.
+fn seal(file: &mut Vec<u8>, magic: &str) {
+    let sum = super::persist::checksum(&file[magic.len()..]);
+    file.extend_from_slice(format!("{sum:016x}\n").as_bytes());
+}
+
+/// What [`seal`] sealed after the line `magic`, or why `bytes` are not such a file.
+fn unseal<'b>(bytes: &'b [u8], magic: &str) -> std::result::Result<&'b [u8], &'static str> {
+    let body = bytes
+        .strip_prefix(magic.as_bytes())
+        .ok_or("not this version's kept conversation")?;
+    let split = body.len().checked_sub(17).ok_or("truncated")?;
+    let (body, sum) = body.split_at(split);
+    if sum != format!("{:016x}\n", super::persist::checksum(body)).as_bytes() {
+        return Err("checksum mismatch (torn or damaged)");
+    }
+    Ok(body)
+}
+
+/// Removes what is kept of session `id` (a damaged file).
+fn forget(listing: &Path, agent: &str, home: &Path, id: &str) {
+    if let Some(kept) = path_of(listing, agent, home, id) {
+        let _ = std::fs::remove_file(scan_path(&kept));
+        let _ = std::fs::remove_file(kept);
+    }
+}
+
+/// Keeps session `id` of `agent`'s home `home` beside `listing` (best effort: an error is the
+/// caller's to log, never the read's). Then removes kept projections whose session file is
+/// gone and the oldest past [`MAX_FILES`].
+fn save(
+    listing: &Path,
+    agent: &str,
+    home: &Path,
+    id: &str,
+    kept: &Kept<'_>,
+) -> std::io::Result<()> {
+    let (Some(file), Some(stamp), Some(path)) = (
+        path_of(listing, agent, home, id),
+        Stamp::of(kept.stamp),
+        kept.path.to_str(),
+    ) else {
+        return Ok(());
+    };
+    let document = Document {
+        agent: agent.to_string(),
+        home: home.to_string_lossy().into_owned(),
+        id: id.to_string(),
+        stamp,
+        head: KeptHead {
+            id: kept.head.id.clone(),
+            created: kept.head.created_at,
+            cwd: kept.head.cwd.clone(),
+        },
+        last_line: kept.conversation.last_line,
+        last_activity: kept.conversation.last_activity,
+    };
+    let items: Vec<KeptItem> = kept.conversation.items.iter().map(KeptItem::of).collect();
+    let text: usize = kept
+        .conversation
+        .items
+        .iter()
+        .map(|i| i.text.len() + 32)
+        .sum();
+    let mut body = Vec::with_capacity(MAGIC.len() + 4096 + text + text / 8 + 17);
+    body.extend_from_slice(MAGIC.as_bytes());
+    serde_json::to_writer(&mut body, path).map_err(std::io::Error::other)?;
+    body.push(b'\n');
+    serde_json::to_writer(&mut body, &document).map_err(std::io::Error::other)?;
+    body.push(b'\n');
+    serde_json::to_writer(&mut body, &items).map_err(std::io::Error::other)?;
+    if body.len() + 17 > MAX_BYTES {
+        return Ok(());
+    }
+    seal(&mut body, MAGIC);
+    let dir = file
+        .parent()
+        .ok_or_else(|| std::io::Error::other("a kept conversation without a directory"))?;
+    // `index/`, `agents/` and `conversations/`, each a plain directory.
+    if let Some(agents) = dir.parent() {
+        super::persist::ensure_plain_dir(agents)?;
+    }
+    super::persist::ensure_plain_dir(dir)?;
+    // The scan first: a document is never newer than the scan beside it, and a scan is used
+    // only with the document of its stamp.
+    let scan = scan_path(&file);
+    match &kept.scan {
+        Some(saved) => save_scan(&scan, stamp, saved)?,
+        None => {
+            let _ = std::fs::remove_file(&scan);
+        }
+    }
+    crate::session::files::write_replacing(&file, &body)?;
+    prune(dir, &file);
+    Ok(())
+}
+
+/// Removes from `dir` the kept projections whose session file is gone, and the oldest written
+/// past [`MAX_FILES`] (never `just_written`). Only names this module writes are touched.
+fn prune(dir: &Path, just_written: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut kept: Vec<(SystemTime, PathBuf)> = Vec::new();
+    for entry in entries.flatten().take(4 * MAX_FILES) {
+        let path = entry.path();
+        let ours = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| !n.starts_with('.') && n.ends_with(".json"));
+        if !ours || path == just_written {
+            continue;
+        }
+        if session_gone(&path) {
+            let _ = std::fs::remove_file(scan_path(&path));
+            let _ = std::fs::remove_file(&path);
+            continue;
+        }
+        let written = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        kept.push((written, path));
+    }
+    if kept.len() + 1 > MAX_FILES {
+        kept.sort();
+        for (_, path) in kept.iter().take(kept.len() + 1 - MAX_FILES) {
+            let _ = std::fs::remove_file(scan_path(path));
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Whether the kept projection at `kept` names a session file that no longer exists (read from
+/// its second line, the session file's path).
+fn session_gone(kept: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(MAX_PATH_LINE);
+    let Ok(file) = crate::session::files::open_read(kept) else {
+        return false;
+    };
+    if file
+        .take((MAGIC.len() + MAX_PATH_LINE) as u64)
+        .read_to_end(&mut head)
+        .is_err()
+    {
+        return false;
+    }
+    match head.strip_prefix(MAGIC.as_bytes()).map(path_line) {
+        Some(Some((path, _))) => !Path::new(&path).exists(),
+        // Not ours to judge (another version, or damaged): `load` deals with it when read.
+        _ => false,
+    }
+}
+
+/// The longest path line read (a JSON string of a path: Linux paths stop at 4 KiB).
+const MAX_PATH_LINE: usize = 16 << 10;
+
+/// The session file's path from the start of a kept file's body, and the rest after its line.
+fn path_line(body: &[u8]) -> Option<(String, &[u8])> {
+    let end = memchr::memchr(b'\n', &body[..body.len().min(MAX_PATH_LINE)])?;
+    let path: String = serde_json::from_slice(&body[..end]).ok()?;
+    Some((path, &body[end + 1..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conversation(words: &[&str]) -> Conversation {
+        Conversation {
+            items: words
+                .iter()
+                .enumerate()
+                .map(|(n, w)| Item {
+                    kind: [ItemKind::User, ItemKind::Assistant, ItemKind::Summary][n % 3],
+                    text: w.to_string(),
+                    time: n as i64,
+                })
+                .collect(),
+            last_line: Some(words.len() as u64),
+            last_activity: Some(7),
+        }
+    }
+
+    fn head() -> Head {
+        Head {
+            id: "s".into(),
+            created_at: 5,
+            cwd: Some("/w \u{1b}".into()),
+        }
+    }
+
+    /// Keeps `words` as session `id` of the home `home`, its file `session`.
+    fn keep(listing: &Path, home: &Path, id: &str, session: &Path, words: &[&str]) {
+        keep_with(listing, home, id, session, words, false);
+    }
+
+    /// [`keep`], with a Claude Code conversation scan that stopped after the first line.
+    fn keep_with(
+        listing: &Path,
+        home: &Path,
+        id: &str,
+        session: &Path,
+        words: &[&str],
+        with_scan: bool,
+    ) {
+        let conversation = conversation(words);
+        let head = head();
+        let kept = Kept {
+            path: session.to_path_buf(),
+            stamp: stamp_of(session).unwrap(),
+            head: &head,
+            conversation: &conversation,
+            scan: with_scan.then(|| SavedScan {
+                offset: 2,
+                line: 1,
+                state: serde_json::value::to_raw_value(
+                    &super::super::claude::ConversationScan::default(),
+                )
+                .unwrap(),
+            }),
+        };
+        save(listing, "claude", home, id, &kept).unwrap();
+    }
+
+    #[test]
+    fn a_kept_session_comes_back_exactly_for_its_agent_home_and_id_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let listing = dir.path().join("index/agents/claude-0.json");
+        let home = dir.path().join("home");
+        let session = dir.path().join("s.jsonl");
+        std::fs::write(&session, "x\n").unwrap();
+        let words = ["q \u{1b}[31m", "a\n\"b\"", "summary"];
+        keep(&listing, &home, "claude:s", &session, &words);
+        let loaded = load(&listing, "claude", &home, "claude:s").unwrap();
+        assert_eq!(loaded.path, session);
+        assert_eq!(
+            loaded.stamp,
+            Stamp::of(stamp_of(&session).unwrap()).unwrap()
+        );
+        assert_eq!(loaded.head, head());
+        assert_eq!(loaded.conversation(), Some(conversation(&words)));
+        for (agent, home, id) in [
+            ("codex", home.as_path(), "claude:s"),
+            ("claude", dir.path(), "claude:s"),
+            ("claude", home.as_path(), "claude:t"),
+        ] {
+            assert_eq!(
+                load(&listing, agent, home, id),
+                Err(Miss::Absent),
+                "{agent} {home:?} {id}"
+            );
+        }
+    }
+
+    #[test]
+    fn damage_is_named_and_a_path_line_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let listing = dir.path().join("agents/claude-0.json");
+        let session = dir.path().join("s.jsonl");
+        std::fs::write(&session, "x\n").unwrap();
+        keep(&listing, dir.path(), "claude:s", &session, &["a"]);
+        let kept = path_of(&listing, "claude", dir.path(), "claude:s").unwrap();
+        let good = std::fs::read(&kept).unwrap();
+        let cases: [(&[u8], &str); 4] = [
+            (b"", "not this version"),
+            (&good[..good.len() - 3], "checksum"),
+            (&good[..MAGIC.len() + 4], "truncated"),
+            (b"dsh-refs agent conversation 0\n{}", "not this version"),
+        ];
+        for (bytes, why) in cases {
+            std::fs::write(&kept, bytes).unwrap();
+            match load(&listing, "claude", dir.path(), "claude:s") {
+                Err(Miss::Damaged(reason)) => assert!(reason.contains(why), "{reason} / {why}"),
+                other => panic!("{why}: {other:?}"),
+            }
+        }
+        // A path line with no end within the bound is no path.
+        let long = vec![b'"'; MAX_PATH_LINE + 10];
+        assert_eq!(path_line(&long), None);
+        assert_eq!(
+            path_line(b"\"/a\"\nrest"),
+            Some(("/a".to_string(), &b"rest"[..]))
+        );
+    }
+
+    #[test]
+    fn at_most_max_files_are_kept_the_oldest_going_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let listing = dir.path().join("agents/claude-0.json");
+        let session = dir.path().join("s.jsonl");
+        std::fs::write(&session, "x\n").unwrap();
+        let ids: Vec<String> = (0..MAX_FILES + 3).map(|n| format!("claude:{n}")).collect();
+        for (n, id) in ids.iter().enumerate() {
+            keep(&listing, dir.path(), id, &session, &["a"]);
+            // Distinct write times, oldest first.
+            let kept = path_of(&listing, "claude", dir.path(), id).unwrap();
+            let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000 + n as u64);
+            let file = std::fs::File::options().append(true).open(&kept).unwrap();
+            file.set_modified(at).unwrap();
+        }
+        let count = std::fs::read_dir(dir_beside(&listing).unwrap())
+            .unwrap()
+            .count();
+        assert_eq!(count, MAX_FILES);
+        for (n, id) in ids.iter().enumerate() {
+            let kept = path_of(&listing, "claude", dir.path(), id)
+                .unwrap()
+                .exists();
+            assert_eq!(kept, n >= 3, "session {n}");
+        }
+    }
+
+    #[test]
+    fn only_an_unchanged_file_under_the_homes_sessions_directory_is_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let listing = dir.path().join("index/agents/claude-0.json");
+        let home = dir.path().join("home");
+        let inside = home.join("projects/-w/s.jsonl");
+        std::fs::create_dir_all(inside.parent().unwrap()).unwrap();
+        let outside = dir.path().join("s.jsonl");
+        for file in [&inside, &outside] {
+            std::fs::write(file, "x\n").unwrap();
+        }
+        let agent = ExternalAgent::Claude;
+        keep(&listing, &home, "claude:in", &inside, &["a"]);
+        keep(&listing, &home, "claude:out", &outside, &["a"]);
+        let is = |id: &str| match kept(&listing, agent, &home, id) {
+            Found::Nothing => "nothing",
+            Found::Same(..) => "same",
+            Found::Grown(..) => "grown",
+        };
+        assert_eq!(is("claude:in"), "same");
+        assert_eq!(is("claude:out"), "nothing", "outside the home");
+        // Grown, in place: without a kept scan it is read whole; with one, it goes on.
+        keep_with(&listing, &home, "claude:scan", &inside, &["a"], true);
+        std::fs::write(&inside, "x\ny\n").unwrap();
+        assert_eq!(is("claude:in"), "nothing");
+        assert_eq!(is("claude:scan"), "grown");
+        // Shorter than when it was kept, or another file in its place: read whole.
+        std::fs::write(&inside, "x").unwrap();
+        assert_eq!(is("claude:scan"), "nothing");
+        keep_with(&listing, &home, "claude:scan", &inside, &["a"], true);
+        let staged = inside.with_extension("tmp");
+        std::fs::write(&staged, "x\ny\n").unwrap();
+        std::fs::rename(&staged, &inside).unwrap();
+        assert_eq!(is("claude:scan"), "nothing");
+    }
+}

@@ -1,0 +1,481 @@
+//! Issue 35 item 3: a heavy agent session's projected conversation is kept between processes
+//! under the dsh home, and what a new process reads from it is what a fresh read of the file
+//! gives; any change to the file (an append, a truncation, a replacement) is read again.
+//!
+//! Each "process" is a fresh `ExternalSessions` over the same homes (nothing shared in
+//! memory). That the kept projection is used is proved by the bytes the reading thread read
+//! (the kernel's count), a small part of the session file's.
+
+use crate::support::tree_with_stamps;
+use dsh_session_references::session::external::{Conversation, ExternalAgent, ExternalSessions};
+use std::fs;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// A Claude Code session of `prompts` exchanges, each with a tool result of `padding` bytes
+/// (stored twice, as Claude Code does), so that the file is heavy.
+fn heavy_session(id: &str, prompts: &[&str], padding: usize) -> String {
+    let blob = "diff --git a/x b/x\\n+\\tline \\\"quoted\\\"\\n".repeat(padding / 40 + 1);
+    let mut out = String::new();
+    let mut parent = "null".to_string();
+    for (n, prompt) in prompts.iter().enumerate() {
+        let (u, a, t, r) = (
+            format!("u{n}"),
+            format!("a{n}"),
+            format!("t{n}"),
+            format!("r{n}"),
+        );
+        out += &format!(
+            r#"{{"type":"user","uuid":"{u}","parentUuid":{parent},"sessionId":"{id}","cwd":"/w","timestamp":"2026-01-01T00:00:0{n}Z","message":{{"role":"user","content":"{prompt}"}}}}"#
+        );
+        out += "\n";
+        out += &format!(
+            r#"{{"type":"assistant","uuid":"{t}","parentUuid":"{u}","sessionId":"{id}","cwd":"/w","timestamp":"2026-01-01T00:00:0{n}Z","message":{{"id":"m{n}","role":"assistant","content":[{{"type":"tool_use","id":"tool{n}","name":"Bash","input":{{"command":"git diff"}}}}]}}}}"#
+        );
+        out += "\n";
+        out += &format!(
+            r#"{{"type":"user","uuid":"{r}","parentUuid":"{t}","sessionId":"{id}","cwd":"/w","timestamp":"2026-01-01T00:00:0{n}Z","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"tool{n}","content":"{blob}"}}]}},"toolUseResult":{{"stdout":"{blob}","stderr":""}}}}"#
+        );
+        out += "\n";
+        out += &format!(
+            r#"{{"type":"assistant","uuid":"{a}","parentUuid":"{r}","sessionId":"{id}","cwd":"/w","timestamp":"2026-01-01T00:00:0{n}Z","message":{{"id":"n{n}","role":"assistant","content":[{{"type":"text","text":"answer to {prompt}"}}]}}}}"#
+        );
+        out += "\n";
+        parent = format!("\"{a}\"");
+    }
+    out
+}
+
+struct Homes {
+    _dir: tempfile::TempDir,
+    claude: PathBuf,
+    dsh: PathBuf,
+}
+
+impl Homes {
+    fn new() -> Homes {
+        let dir = tempfile::tempdir().unwrap();
+        let claude = dir.path().join("claude");
+        let dsh = dir.path().join("dsh");
+        fs::create_dir_all(claude.join("projects").join("-w")).unwrap();
+        fs::create_dir_all(&dsh).unwrap();
+        Homes {
+            _dir: dir,
+            claude,
+            dsh,
+        }
+    }
+
+    fn file(&self, id: &str) -> PathBuf {
+        self.claude
+            .join("projects")
+            .join("-w")
+            .join(format!("{id}.jsonl"))
+    }
+
+    fn kept_dir(&self) -> PathBuf {
+        self.dsh.join("index").join("agents").join("conversations")
+    }
+
+    fn kept_files(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = match fs::read_dir(self.kept_dir()) {
+            // The documents (a `.scan` beside each holds the agent's scan).
+            Ok(entries) => entries
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        out.sort();
+        out
+    }
+
+    /// A new process's read of session `id`'s conversation.
+    fn read(&self, id: &str) -> Conversation {
+        let source =
+            ExternalSessions::with_listing_cache(ExternalAgent::Claude, &self.claude, &self.dsh);
+        source.list_sessions_blocking().unwrap();
+        let (_, conversation) = source
+            .read_conversation_blocking(&format!("claude:{id}"))
+            .unwrap();
+        source.flush();
+        conversation
+    }
+
+    /// A read that keeps nothing and trusts nothing kept: the reference.
+    fn fresh(&self, id: &str) -> Conversation {
+        let source = ExternalSessions::new(ExternalAgent::Claude, &self.claude);
+        source.list_sessions_blocking().unwrap();
+        source
+            .read_conversation_blocking(&format!("claude:{id}"))
+            .unwrap()
+            .1
+    }
+}
+
+fn texts(conversation: &Conversation) -> Vec<&str> {
+    conversation.items.iter().map(|i| i.text.as_str()).collect()
+}
+
+const HEAVY: usize = 3 << 20;
+
+#[test]
+fn a_new_process_reads_a_heavy_session_from_what_the_last_one_kept() {
+    let homes = Homes::new();
+    let text = heavy_session("h", &["first", "second"], HEAVY);
+    assert!(text.len() > 8 << 20, "{}", text.len());
+    fs::write(homes.file("h"), &text).unwrap();
+    let agent_home_before = tree_with_stamps(&homes.claude);
+
+    let first = homes.read("h");
+    assert_eq!(first, homes.fresh("h"));
+    assert_eq!(
+        texts(&first),
+        ["first", "answer to first", "second", "answer to second"]
+    );
+    let kept = homes.kept_files();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(&kept[0]).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "kept session text is its owner's only");
+    }
+    // What is kept is the projection, far smaller than the file.
+    assert!(fs::metadata(&kept[0]).unwrap().len() < 4096);
+
+    homes.read("h");
+    assert!(
+        tree_with_stamps(&homes.claude) == agent_home_before,
+        "something was written under the agent's home"
+    );
+
+    // The read from what was kept reads a small part of the file's bytes (this thread's read
+    // count, from the kernel): neither the session file nor the listing.
+    let file_len = text.len() as u64;
+    let before = thread_read_bytes();
+    assert_eq!(homes.read("h"), first);
+    let read = thread_read_bytes() - before;
+    assert!(
+        read < file_len / 8,
+        "read {read} bytes of a {file_len}-byte session"
+    );
+    // Without what was kept, the same read takes the whole file.
+    let before = thread_read_bytes();
+    assert_eq!(homes.fresh("h"), first);
+    assert!(thread_read_bytes() - before >= file_len);
+
+    // A status change (here a `chmod`) makes the file opened again (a file no longer readable
+    // then fails the read, naming it), read from where the last read ended, and kept anew.
+    use std::os::unix::fs::PermissionsExt;
+    let kept_before = fs::read(&homes.kept_files()[0]).unwrap();
+    fs::set_permissions(homes.file("h"), fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(homes.read("h"), first);
+    let kept_after = fs::read(&homes.kept_files()[0]).unwrap();
+    assert_ne!(
+        kept_before, kept_after,
+        "a chmod must make the file opened again"
+    );
+}
+
+/// The bytes this thread has read through system calls so far (`rchar` of
+/// `/proc/thread-self/io`).
+fn thread_read_bytes() -> u64 {
+    let io = fs::read_to_string("/proc/thread-self/io").unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn an_append_a_truncation_and_a_replacement_are_read_again() {
+    let homes = Homes::new();
+    let text = heavy_session("h", &["first", "second"], HEAVY);
+    fs::write(homes.file("h"), &text).unwrap();
+    homes.read("h");
+
+    // A message appended (a new chain link after the last answer).
+    let mut file = fs::File::options()
+        .append(true)
+        .open(homes.file("h"))
+        .unwrap();
+    file.write_all(
+        br#"{"type":"user","uuid":"u9","parentUuid":"a1","sessionId":"h","cwd":"/w","timestamp":"2026-01-01T00:00:09Z","message":{"role":"user","content":"third"}}
+"#,
+    )
+    .unwrap();
+    drop(file);
+    let appended = homes.read("h");
+    assert_eq!(appended, homes.fresh("h"));
+    assert_eq!(texts(&appended).last(), Some(&"third"));
+    // And the next process has the append from what this one kept.
+    assert_eq!(homes.read("h"), appended);
+
+    // Truncated in place to one exchange (same inode, shorter, still heavy).
+    let one = heavy_session("h", &["only"], HEAVY * 2);
+    fs::write(homes.file("h"), &one).unwrap();
+    assert_eq!(texts(&homes.read("h")), ["only", "answer to only"]);
+
+    // Replaced by a rename (another inode).
+    let staged = homes.file("h").with_extension("tmp");
+    fs::write(&staged, heavy_session("h", &["renamed"], HEAVY)).unwrap();
+    fs::rename(&staged, homes.file("h")).unwrap();
+    assert_eq!(texts(&homes.read("h")), ["renamed", "answer to renamed"]);
+    assert_eq!(homes.kept_files().len(), 1);
+}
+
+#[test]
+fn a_light_session_is_always_read_from_its_file_and_never_kept() {
+    let homes = Homes::new();
+    fs::write(homes.file("l"), heavy_session("l", &["small"], 100)).unwrap();
+    assert_eq!(texts(&homes.read("l")), ["small", "answer to small"]);
+    assert!(homes.kept_files().is_empty());
+}
+
+#[test]
+fn a_damaged_kept_conversation_is_read_again_and_replaced() {
+    let homes = Homes::new();
+    let text = heavy_session("h", &["first"], HEAVY * 3);
+    fs::write(homes.file("h"), &text).unwrap();
+    homes.read("h");
+    let kept = homes.kept_files().pop().unwrap();
+    let good = fs::read(&kept).unwrap();
+    // A forged answer with the checksum left as it was; then a file cut short; then garbage.
+    let forged = String::from_utf8(good.clone())
+        .unwrap()
+        .replace("answer to first", "answer to FORGE");
+    for damage in [
+        forged.into_bytes(),
+        good[..good.len() / 2].to_vec(),
+        b"\0\xff".to_vec(),
+    ] {
+        fs::write(&kept, damage).unwrap();
+        assert_eq!(texts(&homes.read("h")), ["first", "answer to first"]);
+        // A good copy again (the scan's maps may be written in another order).
+        let again = fs::read(&kept).unwrap();
+        assert_eq!(
+            again.len(),
+            good.len(),
+            "a fresh read keeps a good copy again"
+        );
+        assert!(again.starts_with(b"dsh-refs agent conversation "));
+    }
+}
+
+#[test]
+fn a_deleted_sessions_kept_text_goes_with_the_next_write() {
+    let homes = Homes::new();
+    fs::write(homes.file("a"), heavy_session("a", &["alpha"], HEAVY)).unwrap();
+    homes.read("a");
+    assert_eq!(homes.kept_files().len(), 1);
+    fs::remove_file(homes.file("a")).unwrap();
+    fs::write(homes.file("b"), heavy_session("b", &["bravo"], HEAVY)).unwrap();
+    homes.read("b");
+    let kept = homes.kept_files();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let body = fs::read_to_string(&kept[0]).unwrap();
+    assert!(body.contains("bravo") && !body.contains("alpha"), "{body}");
+}
+
+/// Appends `text` to `path`.
+fn append(path: &std::path::Path, text: &str) {
+    let mut file = fs::File::options().append(true).open(path).unwrap();
+    file.write_all(text.as_bytes()).unwrap();
+}
+
+#[test]
+fn a_grown_heavy_session_is_read_from_where_the_last_read_ended() {
+    let homes = Homes::new();
+    let text = heavy_session("h", &["first", "second"], HEAVY);
+    fs::write(homes.file("h"), &text).unwrap();
+    homes.read("h");
+    let file_len = text.len() as u64;
+
+    // A reply, then a rewind: a new prompt whose parent is the first answer (a new branch),
+    // then a write in flight (no newline yet).
+    let tail = concat!(
+        r#"{"type":"assistant","uuid":"a9","parentUuid":"a1","sessionId":"h","cwd":"/w","timestamp":"2026-01-01T00:00:09Z","message":{"id":"m9","role":"assistant","content":[{"type":"text","text":"more"}]}}"#,
+        "\n",
+        r#"{"type":"user","uuid":"u8","parentUuid":"a0","sessionId":"h","cwd":"/w","timestamp":"2026-01-01T00:00:10Z","message":{"role":"user","content":"rewound"}}"#,
+        "\n",
+        r#"{"type":"assistant","uuid":"a8","parentUuid":"u8","sessionId":"h","#,
+    );
+    append(&homes.file("h"), tail);
+    let before = thread_read_bytes();
+    let grown = homes.read("h");
+    let read = thread_read_bytes() - before;
+    assert_eq!(grown, homes.fresh("h"));
+    assert_eq!(
+        texts(&grown),
+        ["first", "answer to first", "rewound"],
+        "the new branch"
+    );
+    assert!(
+        read < file_len / 8,
+        "read {read} bytes of a {file_len}-byte session that grew"
+    );
+
+    // The line in flight completes: it is read then, and the next process has it kept.
+    append(
+        &homes.file("h"),
+        concat!(
+            r#""cwd":"/w","timestamp":"2026-01-01T00:00:11Z","message":{"id":"m8","role":"assistant","content":[{"type":"text","text":"after the rewind"}]}}"#,
+            "\n"
+        ),
+    );
+    let done = homes.read("h");
+    assert_eq!(done, homes.fresh("h"));
+    assert_eq!(texts(&done).last(), Some(&"after the rewind"));
+    assert_eq!(homes.read("h"), done);
+}
+
+#[test]
+fn a_grown_heavy_codex_rollout_is_read_from_where_the_last_read_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let codex = dir.path().join("codex");
+    let dsh = dir.path().join("dsh");
+    let day = codex.join("sessions/2026/05/11");
+    fs::create_dir_all(&day).unwrap();
+    fs::create_dir_all(&dsh).unwrap();
+    let id = "019e1625-789d-76c0-80ab-3724b5ddb799";
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "tests/data/fixtures/codex/sessions/2026/05/11/rollout-2026-05-11T11-26-55-{id}.jsonl"
+    ));
+    let path = day.join(fixture.file_name().unwrap());
+    // The real rollout, then tool output heavy enough to be kept.
+    let mut text = fs::read_to_string(&fixture).unwrap();
+    let blob = "x\\ty \\\"z\\\"\\n".repeat(HEAVY / 10);
+    for n in 0..3 {
+        text += &format!(
+            r#"{{"timestamp":"2026-05-11T09:00:0{n}.000Z","type":"response_item","payload":{{"type":"function_call_output","call_id":"c{n}","output":"{blob}"}}}}"#
+        );
+        text += "\n";
+    }
+    fs::write(&path, &text).unwrap();
+    let full = format!("codex:{id}");
+    let read = || {
+        let source = ExternalSessions::with_listing_cache(ExternalAgent::Codex, &codex, &dsh);
+        source.list_sessions_blocking().unwrap();
+        let conversation = source.read_conversation_blocking(&full).unwrap().1;
+        source.flush();
+        conversation
+    };
+    let fresh = || {
+        let source = ExternalSessions::new(ExternalAgent::Codex, &codex);
+        source.list_sessions_blocking().unwrap();
+        source.read_conversation_blocking(&full).unwrap().1
+    };
+    let first = read();
+    assert!(!first.items.is_empty());
+    // A prompt, an answer, then the prompt rolled back.
+    append(
+        &path,
+        concat!(
+            r#"{"timestamp":"2026-05-11T10:00:00.000Z","type":"event_msg","payload":{"type":"user_message","message":"one more thing"}}"#,
+            "\n",
+            r#"{"timestamp":"2026-05-11T10:00:01.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"sure"}]}}"#,
+            "\n",
+        ),
+    );
+    let before = thread_read_bytes();
+    let grown = read();
+    let bytes = thread_read_bytes() - before;
+    assert_eq!(grown, fresh());
+    assert_eq!(
+        texts(&grown)[texts(&grown).len() - 2..],
+        ["one more thing", "sure"]
+    );
+    assert!(
+        bytes < text.len() as u64 / 8,
+        "read {bytes} of {}",
+        text.len()
+    );
+    append(
+        &path,
+        concat!(
+            r#"{"timestamp":"2026-05-11T10:00:02.000Z","type":"event_msg","payload":{"type":"thread_rolled_back","num_turns":1}}"#,
+            "\n"
+        ),
+    );
+    let rolled = read();
+    assert_eq!(rolled, fresh());
+    assert_eq!(rolled.items, first.items);
+}
+
+/// Every Claude Code and Codex fixture, its conversation scan saved, restored and fed the rest
+/// at several cuts: the same conversation as one read of the whole file.
+#[test]
+fn a_scan_saved_and_resumed_anywhere_gives_the_whole_reads_conversation() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures");
+    let mut stack = vec![fixtures];
+    let mut checked = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            for agent in [ExternalAgent::Claude, ExternalAgent::Codex] {
+                let format = agent.format();
+                if !format.is_session_file(&path) {
+                    continue;
+                }
+                let Ok(whole) = format.read_conversation(&path) else {
+                    continue;
+                };
+                let bytes = fs::read(&path).unwrap();
+                let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+                let n = lines.len();
+                for cut in [0, 1, n / 3, n / 2, n.saturating_sub(2), n] {
+                    let mut scan = format.conversation_scan(None).unwrap();
+                    for (i, line) in lines.iter().enumerate().take(cut) {
+                        if i + 1 < n {
+                            scan.line(i as u64, line);
+                        }
+                    }
+                    let saved = scan.save();
+                    let mut resumed = format.conversation_scan(Some(&saved)).unwrap();
+                    for (i, line) in lines.iter().enumerate().skip(cut) {
+                        if i + 1 < n {
+                            resumed.line(i as u64, line);
+                        }
+                    }
+                    assert_eq!(resumed.conversation(), whole, "{path:?} cut at line {cut}");
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 15, "{checked} fixtures");
+}
+
+/// The discovery indexer reads every session through `SessionQuery::read_surface`: it uses what
+/// a reference kept but keeps nothing itself (a first index of a heavy home must not copy it).
+#[test]
+fn the_indexers_reads_keep_nothing_but_use_what_was_kept() {
+    use dsh_session_references::session::SessionQuery;
+    let homes = Homes::new();
+    let text = heavy_session("h", &["first"], HEAVY);
+    fs::write(homes.file("h"), &text).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let surface = |homes: &Homes| {
+        let source =
+            ExternalSessions::with_listing_cache(ExternalAgent::Claude, &homes.claude, &homes.dsh);
+        source.list_sessions_blocking().unwrap();
+        let read = runtime.block_on(source.read_surface("claude:h")).unwrap();
+        source.flush();
+        read
+    };
+    let by_indexer = surface(&homes);
+    assert!(homes.kept_files().is_empty(), "the indexer kept a session");
+    // A reference keeps it; the indexer's next read gives the same surface from it.
+    homes.read("h");
+    assert_eq!(homes.kept_files().len(), 1);
+    assert_eq!(surface(&homes), by_indexer);
+}
