@@ -3,7 +3,8 @@
 //!
 //! Purpose: the file-system side of [`super::scan`]'s listing: a directory is read again only
 //! when its stamp changed ([`refresh_dir`]), and a file a persistent listing remembers is
-//! trusted only while this process may read it ([`readable`]). Invariant: a directory whose
+//! trusted only while this process may read it ([`readable`]); files are stamped by their name
+//! in their opened directory ([`StatAt`]), not by their whole path. Invariant: a directory whose
 //! stamp is within [`SETTLE`] of now keeps no stamp (it is read again next time); a missing or
 //! unreadable directory has no entries; nothing here writes. Proof: `tests/session/
 //! external_sessions.rs` and `tests/session/agent_listing_cache.rs` (new files, removed
