@@ -314,7 +314,14 @@ impl Discovery {
         };
         match found {
             Err(e @ (IndexError::Sql { .. } | IndexError::Io { .. })) => {
-                if let Some(note) = self.unavailable_once(&e) {
+                // A home's first process searches before its indexer has made the index: that
+                // is an index not built yet, not one that cannot be used.
+                let not_built = matches!(&e, IndexError::Sql { path, .. } if !path.exists());
+                let note = match not_built {
+                    true => self.first_note(NOT_BUILT_NOTE.to_string()),
+                    false => self.unavailable_once(&e),
+                };
+                if let Some(note) = note {
                     tracing::warn!("{note}");
                     *self.shared.note.locked() = Some(note);
                 }
@@ -333,10 +340,15 @@ impl Discovery {
     /// The first time only: the sentence that says the index cannot answer and why (later
     /// failures say nothing more).
     pub fn unavailable_once(&self, error: &IndexError) -> Option<String> {
+        self.first_note(unavailable_note(error))
+    }
+
+    /// `note`, the first time the index is said not to answer (`None` after that).
+    fn first_note(&self, note: String) -> Option<String> {
         if self.shared.said_unavailable.swap(true, Ordering::SeqCst) {
             return None;
         }
-        Some(unavailable_note(error))
+        Some(note)
     }
 
     /// Searches the titles, ids and cwds of `listing` without the index (titles read through
@@ -458,6 +470,11 @@ impl Discovery {
         self.shared.stamper.live_elsewhere(summaries)
     }
 }
+
+/// What is said once when the index is not made yet (a home's first process, its indexer still
+/// building): no failure, and what answers meanwhile.
+pub const NOT_BUILT_NOTE: &str = "the discovery index is not built yet; searching the titles, \
+    ids and cwds of the listing meanwhile (conversation text is searched once it is built)";
 
 /// What is said once when the index cannot answer: why, and what answers instead.
 pub fn unavailable_note(error: &IndexError) -> String {

@@ -312,3 +312,37 @@ fn typing_answers_like_fresh_searches() {
         }
     }
 }
+
+/// A home's first process searches before its indexer made the index: the listing answers, and
+/// what is said is that the index is not built yet, never that it "cannot be used".
+#[test]
+fn an_index_not_built_yet_is_not_called_unusable() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    target(
+        home,
+        "t-first",
+        "/w",
+        NOW - 1000,
+        "Warm the cache",
+        &["hello there"],
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let fresh = Discovery::for_home(home, &SourceSet::default());
+    let found = runtime
+        .block_on(fresh.search(query("warm", None, None)))
+        .unwrap();
+    assert_eq!(found.hits.len(), 1);
+    let note = fresh.take_note().expect("a note");
+    assert!(
+        note.contains("not built yet") && !note.contains("cannot be used"),
+        "{note}"
+    );
+    // Said once.
+    runtime
+        .block_on(fresh.search(query("warm", None, None)))
+        .unwrap();
+    assert_eq!(fresh.take_note(), None);
+}
