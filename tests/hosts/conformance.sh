@@ -19,8 +19,15 @@ work=$(mktemp -d)
 tools=${2:-$work/tools}
 server_pid=
 cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
-  rm -rf "$work"
+  local status=$?
+  # The server is waited for before its home is removed: its indexer may still be writing
+  # (a journal file appearing during `rm -rf` failed a CI run).
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null
+    wait "$server_pid" 2>/dev/null
+  fi
+  rm -rf "$work" 2>/dev/null || { sleep 1; rm -rf "$work"; }
+  exit "$status"
 }
 trap cleanup EXIT
 

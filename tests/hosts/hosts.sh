@@ -17,7 +17,7 @@ repo=$(cd "$here/../.." && pwd)
 binary=$(realpath "${1:?usage: hosts.sh DSH_REFS_BINARY [TOOLS_DIR]}")
 work=$(mktemp -d)
 tools=${2:-$work/tools}
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" 2>/dev/null || { sleep 1; rm -rf "$work"; }' EXIT
 
 CLAUDE=@anthropic-ai/claude-code@2.1.332
 GEMINI=@google/gemini-cli@0.61.0
