@@ -71,7 +71,7 @@ const MAX_BYTES: usize = 64 << 20;
 const MAX_FILES: usize = 64;
 
 /// The directory of kept projections beside the agents' persistent listings (`listing` is one
-/// of them: `<dsh home>/index/agents/<agent>-<key>.json`).
+/// of them: `<dsh home>/index/agents/<agent>-<key>.bin`).
 fn dir_beside(listing: &Path) -> Option<PathBuf> {
     Some(listing.parent()?.join("conversations"))
 }
