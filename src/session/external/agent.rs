@@ -91,14 +91,11 @@ pub trait AgentFormat: Send + Sync + 'static {
     /// The head of one session file: `None` while it is incomplete (or holds no session yet);
     /// an error naming the file when it is not this agent's format.
     fn read_head(&self, path: &Path) -> Result<Option<Head>>;
-    /// A fresh incremental title scan (fed a file's complete lines, from where the last one
-    /// ended when the file grew).
-    fn title_scan(&self) -> Box<dyn TitleScan>;
-    /// A title scan resumed from a state its [`TitleScan::save`] wrote; `None` when the state
-    /// is not one this agent wrote (the file is then scanned again from its start).
-    fn restore_title_scan(&self, _saved: &serde_json::Value) -> Option<Box<dyn TitleScan>> {
-        None
-    }
+    /// An incremental title scan: a fresh one (fed a file's complete lines from its start), or
+    /// (`saved`) one resumed from a state its [`TitleScan::save`] wrote, fed from where the last
+    /// one ended when the file grew. `None` when `saved` is not a state this agent wrote (the
+    /// file is then scanned again from its start).
+    fn title_scan(&self, saved: Option<&serde_json::Value>) -> Option<Box<dyn TitleScan>>;
     /// The projected conversation of one session file.
     fn read_conversation(&self, path: &Path) -> Result<Conversation>;
     /// An incremental conversation scan, when this agent's conversation can be folded line by
@@ -154,7 +151,7 @@ pub trait TitleScan: LineSink + Send {
     /// agent keeps beside the files.
     fn choose(&self, side: Option<&dyn SideNames>, own_id: &str) -> Option<String>;
     /// The scan's state, for the persistent listing (read back by
-    /// [`AgentFormat::restore_title_scan`] of the same agent).
+    /// [`AgentFormat::title_scan`] of the same agent).
     fn save(&self) -> serde_json::Value;
 }
 
@@ -183,13 +180,16 @@ where
     Some(Box::new(scan))
 }
 
-/// A title scan of type `T` resumed from what its [`TitleScan::save`] wrote (the usual
-/// [`AgentFormat::restore_title_scan`] of a scan that derives serde's traits).
-pub fn restore_scan<T>(saved: &serde_json::Value) -> Option<Box<dyn TitleScan>>
+/// A title scan of type `T`: fresh, or resumed from what its [`TitleScan::save`] wrote (the
+/// usual [`AgentFormat::title_scan`] of a scan that derives serde's traits).
+pub fn title_scan_of<T>(saved: Option<&serde_json::Value>) -> Option<Box<dyn TitleScan>>
 where
-    T: TitleScan + serde::de::DeserializeOwned + 'static,
+    T: TitleScan + Default + serde::de::DeserializeOwned + 'static,
 {
-    let scan = T::deserialize(saved).ok()?;
+    let scan = match saved {
+        Some(saved) => T::deserialize(saved).ok()?,
+        None => T::default(),
+    };
     Some(Box::new(scan))
 }
 

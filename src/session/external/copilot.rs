@@ -92,15 +92,11 @@ impl AgentFormat for CopilotCli {
         }
     }
 
-    fn title_scan(&self) -> Box<dyn super::agent::TitleScan> {
-        Box::new(TitleScan::default())
-    }
-
-    fn restore_title_scan(
+    fn title_scan(
         &self,
-        saved: &serde_json::Value,
+        saved: Option<&serde_json::Value>,
     ) -> Option<Box<dyn super::agent::TitleScan>> {
-        super::agent::restore_scan::<TitleScan>(saved)
+        super::agent::title_scan_of::<TitleScan>(saved)
     }
 
     fn read_conversation(&self, path: &Path) -> Result<Conversation> {
@@ -523,7 +519,7 @@ mod tests {
         assert_eq!(scan.choose(Some(&named), ID).as_deref(), Some("Named"));
         // The state survives a save and a restore.
         let saved = scan.save();
-        let restored = CopilotCli.restore_title_scan(&saved).unwrap();
+        let restored = CopilotCli.title_scan(Some(&saved)).unwrap();
         assert_eq!(restored.choose(None, ID).as_deref(), Some("Changed ✓"));
     }
 

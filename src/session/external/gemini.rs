@@ -91,15 +91,11 @@ impl AgentFormat for GeminiCli {
         scan.finish(path, cwd)
     }
 
-    fn title_scan(&self) -> Box<dyn super::agent::TitleScan> {
-        Box::new(TitleScan::default())
-    }
-
-    fn restore_title_scan(
+    fn title_scan(
         &self,
-        saved: &serde_json::Value,
+        saved: Option<&serde_json::Value>,
     ) -> Option<Box<dyn super::agent::TitleScan>> {
-        super::agent::restore_scan::<TitleScan>(saved)
+        super::agent::title_scan_of::<TitleScan>(saved)
     }
 
     fn read_conversation(&self, path: &Path) -> Result<Conversation> {

@@ -100,8 +100,8 @@ impl AgentFormat for Opencode {
         Ok(None)
     }
 
-    fn title_scan(&self) -> Box<dyn TitleScan> {
-        Box::new(NoTitle)
+    fn title_scan(&self, saved: Option<&serde_json::Value>) -> Option<Box<dyn TitleScan>> {
+        super::agent::title_scan_of::<NoTitle>(saved)
     }
 
     fn read_conversation(&self, path: &Path) -> Result<Conversation> {
@@ -122,7 +122,8 @@ impl AgentFormat for Opencode {
 /// The database file in the data directory (release channels; others use `opencode-<channel>.db`).
 const DB: &str = "opencode.db";
 
-/// A title scan for an agent without session files.
+/// A title scan for an agent without session files (saved as `null`).
+#[derive(Default, serde::Deserialize)]
 struct NoTitle;
 
 impl LineSink for NoTitle {

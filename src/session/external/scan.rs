@@ -345,7 +345,7 @@ impl ExternalSessions {
         let mut titles = self.inner.titles.locked();
         for file in saved {
             if let Some(title) = file.title {
-                if let Some(state) = format.restore_title_scan(&title.state) {
+                if let Some(state) = format.title_scan(Some(&title.state)) {
                     let entry = TitleEntry {
                         offset: title.offset,
                         line: title.line,
@@ -455,10 +455,13 @@ impl ExternalSessions {
         drop(titles);
         let mut entry = match entry {
             Some((old, entry)) if old.continues_to(stamp, entry.offset) => entry,
-            _ => TitleEntry {
-                offset: 0,
-                line: 0,
-                state: self.agent().format().title_scan(),
+            _ => match self.agent().format().title_scan(None) {
+                Some(state) => TitleEntry {
+                    offset: 0,
+                    line: 0,
+                    state,
+                },
+                None => return Ok(None),
             },
         };
         let (offset, line) = read_lines(&path, entry.offset, entry.line, &mut *entry.state)?;
