@@ -81,6 +81,24 @@ pub(super) fn start_watcher(shared: &Arc<Shared>, root: PathBuf, slot: &Arc<Mute
     }
 }
 
+/// Waits until the indexer is poked, stopped, or `bound` has passed (the poke is left for
+/// the first pass to take).
+pub(super) fn wait_for_poke(shared: &Shared, stopped: &AtomicBool, bound: Duration) {
+    let until = Instant::now() + bound;
+    let mut wake = shared.wake.locked();
+    loop {
+        let now = Instant::now();
+        if wake.poked || stopped.load(Ordering::SeqCst) || now >= until {
+            return;
+        }
+        wake = shared
+            .woken
+            .wait_timeout(wake, until - now)
+            .expect("wake lock")
+            .0;
+    }
+}
+
 /// What the indexer thread does next.
 pub(super) enum Work {
     /// A full pass (listing and stamping everything); `scheduled` when the interval ran out.

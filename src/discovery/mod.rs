@@ -283,7 +283,9 @@ impl Discovery {
         query: &SearchQuery,
         listed: Option<&HashSet<String>>,
     ) -> Result<SearchResult, IndexError> {
-        self.shared.searcher.locked().search(query, listed)
+        let mut s = self.shared.searcher.locked();
+        let r = s.search(query, listed);
+        r
     }
 
     /// Every indexed session's row (the searcher's in-memory copy, loaded or refreshed as a
@@ -426,6 +428,17 @@ impl Discovery {
     /// were written, `watch::COALESCE` (50 ms) after a burst of events begins. It stops (watcher
     /// included) when the returned handle is dropped, without waiting for a pass to end.
     pub fn spawn_indexer_with(&self, cadence: Cadence) -> IndexerThread {
+        self.spawn_indexer_after(cadence, Duration::ZERO)
+    }
+
+    /// Starts the background indexer like [`Discovery::spawn_indexer_with`], but its first pass
+    /// and its watcher wait until it is poked ([`Discovery::poke`]: the TUI's popup pokes it
+    /// once it has answered) or `defer` has passed, whichever comes first: a new process's
+    /// first listing and search then have the cores to themselves. Nothing is missed by the
+    /// wait: the first pass still lists and stamps every session, and the watcher is added
+    /// before it (so a change made during the wait is found by that pass, one made after by
+    /// an event or a later pass).
+    pub fn spawn_indexer_after(&self, cadence: Cadence, defer: Duration) -> IndexerThread {
         // The indexer reloads the searcher's rows after it writes: searches need not.
         self.shared.searcher.locked().set_background_reload(true);
         let stop = Arc::new(AtomicBool::new(false));
@@ -446,6 +459,9 @@ impl Discovery {
         let spawned = std::thread::Builder::new()
             .name("dsh-discovery-index".into())
             .spawn(move || {
+                if !defer.is_zero() {
+                    wait_for_poke(&shared, &stopped, defer);
+                }
                 if let Some(root) = watch_root {
                     start_watcher(&shared, root, &watcher);
                 }

@@ -20,6 +20,7 @@
 use crate::discovery::{Discovery, Hit, SearchQuery, SessionMeta};
 use crate::host::SessionReferenceMount;
 use crate::reference::Candidate;
+use crate::session::external::ExternalAgent;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -153,12 +154,19 @@ pub async fn lookup(
         merged.details.rows.clear();
     }
     // The live badge: one read of the kernel's lock table for the shown rows, off the workers.
+    // Only dsh sessions can be live (another agent's session is never locked by a dsh
+    // process): rows that are all other agents' need no probe.
     let ids: Vec<String> = merged
         .candidates
         .iter()
+        .filter(|c| ExternalAgent::of_id(&c.session_id).is_none())
         .map(|c| c.session_id.clone())
         .collect();
-    if let Ok(listing) = discovery.query().list_sessions().await {
+    let listing = match ids.is_empty() {
+        true => None,
+        false => discovery.query().list_sessions().await.ok(),
+    };
+    if let Some(listing) = listing {
         let probe = discovery.clone();
         let live = tokio::task::spawn_blocking(move || {
             let by_id: HashMap<&str, _> = listing.iter().map(|s| (s.id(), s)).collect();

@@ -390,12 +390,28 @@ impl WithExternal {
 impl SessionQuery for WithExternal {
     fn list_sessions(&self) -> BoxFuture<'_, Result<Arc<Vec<SessionSummary>>>> {
         Box::pin(async move {
+            // Every agent's listing on a blocking thread of its own, at once: a new process's
+            // first listing of two heavy homes takes as long as the longer one, not both.
+            let listings: Vec<_> = self
+                .sources
+                .iter()
+                .map(|source| {
+                    let source = source.clone();
+                    tokio::task::spawn_blocking(move || source.list_sessions_blocking())
+                })
+                .collect();
             let mut parts = Vec::with_capacity(self.sources.len() + 1);
             if self.list_host {
                 parts.push(self.host.list_sessions().await?);
             }
-            for source in &self.sources {
-                match source.list_sessions().await {
+            for (source, listing) in self.sources.iter().zip(listings) {
+                let listed = listing.await.unwrap_or_else(|source| {
+                    Err(SessionError::TaskFailed {
+                        what: "external session listing",
+                        source,
+                    })
+                });
+                match listed {
                     Ok(list) => parts.push(list),
                     // One agent's broken home must not hide every other session.
                     Err(err) => {

@@ -4,6 +4,7 @@
 
 use super::{build, App, AppError, AppEvent, AppOptions, NextSession, Wiring};
 use crate::agent::config::ModelChoice;
+use crate::discovery::Cadence;
 use crate::tui::inline::InlineScreen;
 use crate::tui::terminal;
 use crate::tui::transcript::NoticeLevel;
@@ -46,6 +47,10 @@ impl<B: Backend<Error = std::io::Error>> Screen for InlineScreen<B> {
         self.close_session(app)
     }
 }
+
+/// How long the background indexer's first pass and watcher wait for the popup's first answer
+/// at most ([`crate::discovery::Discovery::spawn_indexer_after`]).
+pub const INDEXER_DEFER: Duration = Duration::from_secs(1);
 
 /// Runs the app loop on `terminal` until the user quits; returns the session to open next
 /// (`/new`, `/resume`), if any.
@@ -154,9 +159,19 @@ pub async fn run_terminal_on(
     inline: bool,
 ) -> Result<String, AppError> {
     terminal::install_panic_hook();
-    // Discovery indexes on its own thread from now on; it stops when the TUI returns.
+    // Discovery indexes on its own thread; it stops when the TUI returns. Its first pass (which
+    // stamps every session) and its watcher wait for the popup's first answer, or
+    // `INDEXER_DEFER`: the first `@` of a new process has the cores to itself.
     let discovery = wiring.workspace.discovery().clone();
-    let _indexer = discovery.spawn_indexer();
+    let _indexer = discovery.spawn_indexer_after(Cadence::default(), INDEXER_DEFER);
+    // The index's rows, loaded now beside the first listing rather than after it, by the
+    // first search.
+    {
+        let discovery = discovery.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = discovery.sessions_blocking();
+        });
+    }
     let demo_note = (crate::demo::user_demo_home().as_deref() == Some(options.home.as_path()))
         .then(|| format!("demo home {}", options.home.display()));
     // Keys are read on their own thread (crossterm's read blocks) and go to the session open
