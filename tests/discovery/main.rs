@@ -5,6 +5,7 @@
 mod support;
 
 mod cache;
+mod deferred;
 mod index;
 mod search;
 mod watch;
