@@ -7,8 +7,9 @@
 #       before each run), warm (a new process, the state of the previous one kept), and after
 #       appending one line to 5 sessions before each run;
 #   (c) `dsh-refs prepare` of a reference to the largest Claude Code session (state kept; the
-#       first read, with the listing kept but nothing kept of that session; cold; and with a
-#       record appended before each run) vs cat of that one file;
+#       first read, with the listing kept but nothing kept of that session; the first read
+#       after a discovery pass (`search`) over a new index; cold; and with a record appended
+#       before each run) vs cat of that one file;
 # with the peak RSS of each (GNU time), and checks that nothing under the agent homes changed
 # (a `find -printf '%p %s %T@'` listing before and after, the appends excepted).
 #
@@ -165,6 +166,15 @@ sh -c "$forget_kept"; "$work/prepare.sh" >"$results/prepare-first.out"
 if cmp -s "$results/prepare.out" "$results/prepare-first.out"; then
   echo "   prepare from what was kept = prepare from the file: ok"
 else echo "   PREPARE FROM WHAT WAS KEPT DIFFERS from prepare from the file"; fi
+# The first reference after a discovery pass (what the TUI's and the MCP server's indexer do
+# in the background): the pass reads every session anyway and keeps the heavy ones it may.
+after_pass="rm -rf $dsh/index/discovery-* $dsh/index/agents/conversations && $refs search diff >/dev/null"
+hf prepare-indexed --runs "$runs" --prepare "sh -c '$after_pass'" "$work/prepare.sh"
+sh -c "$after_pass"; rss prepare-indexed "$work/prepare.sh"
+sh -c "$after_pass"; "$work/prepare.sh" >"$results/prepare-indexed.out"
+if cmp -s "$results/prepare.out" "$results/prepare-indexed.out"; then
+  echo "   prepare after a discovery pass = prepare from the file: ok"
+else echo "   PREPARE AFTER A DISCOVERY PASS DIFFERS from prepare from the file"; fi
 hf prepare-cold --runs "$runs" --prepare "sh -c '$fresh'" "$work/prepare.sh"
 sh -c "$fresh"; rss prepare-cold "$work/prepare.sh"
 echo "  (the fixed cost: prepare of the smallest Claude session, $(stat -c %s "$smallest_path") B, state kept)"
@@ -202,6 +212,7 @@ rows = [("cat all files", "cat-all", "cat-all"),
         ("cat largest Claude file", "cat-largest", "cat-largest"),
         ("prepare largest (state kept)", "prepare-warm", "cat-largest"),
         ("prepare largest (first read)", "prepare-first", "cat-largest"),
+        ("prepare largest (after a pass)", "prepare-indexed", "cat-largest"),
         ("prepare largest (appended to)", "prepare-grown", "cat-largest"),
         ("prepare largest (cold)", "prepare-cold", "cat-largest"),
         ("prepare smallest (state kept)", "prepare-smallest", "cat-largest")]

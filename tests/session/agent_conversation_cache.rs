@@ -453,14 +453,25 @@ fn a_scan_saved_and_resumed_anywhere_gives_the_whole_reads_conversation() {
     assert!(checked >= 15, "{checked} fixtures");
 }
 
-/// The discovery indexer reads every session through `SessionQuery::read_surface`: it uses what
-/// a reference kept but keeps nothing itself (a first index of a heavy home must not copy it).
+/// The discovery indexer reads every session through `SessionQuery::read_surface` and puts its
+/// text in its index: it keeps a heavy session too, ranked by the session's own activity (its
+/// file's mtime), so the first reference after an indexer's pass reads what the pass kept, and
+/// that use ranks it now (a later pass keeps the sessions worked in last, never pushing out one
+/// referenced since: the unit tests of `conversation_cache`).
 #[test]
-fn the_indexers_reads_keep_nothing_but_use_what_was_kept() {
+fn the_indexers_reads_keep_a_heavy_session_ranked_by_its_activity() {
     use dsh_session_references::session::SessionQuery;
+    use std::time::{Duration, SystemTime};
     let homes = Homes::new();
     let text = heavy_session("h", &["first"], HEAVY);
     fs::write(homes.file("h"), &text).unwrap();
+    let worked_in = SystemTime::UNIX_EPOCH + Duration::from_secs(1_780_000_000);
+    let file = fs::File::options()
+        .append(true)
+        .open(homes.file("h"))
+        .unwrap();
+    file.set_modified(worked_in).unwrap();
+    drop(file);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -472,10 +483,22 @@ fn the_indexers_reads_keep_nothing_but_use_what_was_kept() {
         source.flush();
         read
     };
+    let rank = |homes: &Homes| {
+        let kept = homes.kept_files();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        fs::metadata(&kept[0]).unwrap().modified().unwrap()
+    };
     let by_indexer = surface(&homes);
-    assert!(homes.kept_files().is_empty(), "the indexer kept a session");
-    // A reference keeps it; the indexer's next read gives the same surface from it.
-    homes.read("h");
-    assert_eq!(homes.kept_files().len(), 1);
+    assert_eq!(rank(&homes), worked_in, "ranked by the session's mtime");
+
+    // The first reference after the pass: from what the pass kept, a small part of the file's
+    // bytes, and the same conversation as a fresh read; ranked now.
+    let referenced = SystemTime::now() - Duration::from_secs(1);
+    let before = thread_read_bytes();
+    let conversation = homes.read("h");
+    let read = thread_read_bytes() - before;
+    assert!(read < text.len() as u64 / 8, "read {read} bytes");
+    assert_eq!(conversation, homes.fresh("h"));
+    assert!(rank(&homes) >= referenced, "a reference's use ranks it now");
     assert_eq!(surface(&homes), by_indexer);
 }

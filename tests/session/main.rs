@@ -11,6 +11,7 @@ mod support;
 
 mod agent_conversation_cache;
 mod agent_listing_cache;
+mod codex_session_index;
 mod compaction;
 mod concurrency;
 mod copilot_sessions;

@@ -3,9 +3,12 @@
 //! Purpose: every connection to the index is made here, with the same rules. Invariant:
 //! nothing is written through a symlink (what is not a regular file at our paths is set aside
 //! first, and connections open with `SQLITE_OPEN_NOFOLLOW`), a database of another schema or
-//! application is never used, and one another process holds busy is never removed. Proof: the
-//! damaged, foreign, symlink and busy cases of `tests/discovery/index.rs` and
-//! `tests/discovery/cache.rs`.
+//! application is never used, one another process holds busy is never removed, and
+//! connections made at one moment on a database not yet made all wait for one another (as
+//! for any busy database) instead of failing. Proof: the damaged, foreign, symlink and busy
+//! cases of `tests/discovery/index.rs` and `tests/discovery/cache.rs`;
+//! `a_new_index_locked_by_another_connection_is_waited_for` and
+//! `many_connections_create_one_new_index_at_once` below.
 
 use super::{
     IndexError, Result, APPLICATION_ID, BUSY_TIMEOUT, HASH_BYTES, LOCK_FILE, PAGE_BYTES,
@@ -195,9 +198,7 @@ pub(super) fn try_open(path: &Path) -> Result<Connection> {
     // build: about 9 % less CPU and 6 % less disk).
     conn.execute_batch(&format!("PRAGMA page_size = {PAGE_BYTES}"))
         .map_err(sql)?;
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-        .map_err(sql)?;
+    let mode = into_wal(&conn).map_err(sql)?;
     if !mode.eq_ignore_ascii_case("wal") {
         tracing::warn!(mode, "discovery index is not in WAL mode");
     }
@@ -207,12 +208,15 @@ pub(super) fn try_open(path: &Path) -> Result<Connection> {
         "PRAGMA synchronous=NORMAL; PRAGMA cache_size=-32768; PRAGMA wal_autocheckpoint=8192",
     )
     .map_err(sql)?;
-    let (version, app): (i64, i64) = conn
+    // One statement, so one read: a schema another connection commits meanwhile is seen
+    // whole or not at all (never as version 0 with tables, which reads as foreign).
+    let (version, app, tables): (i64, i64, i64) = conn
         .query_row(
             "SELECT (SELECT user_version FROM pragma_user_version), \
-             (SELECT application_id FROM pragma_application_id)",
+             (SELECT application_id FROM pragma_application_id), \
+             (SELECT count(*) FROM sqlite_master)",
             [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .map_err(sql)?;
     if version == SCHEMA_VERSION && app == APPLICATION_ID {
@@ -228,9 +232,6 @@ pub(super) fn try_open(path: &Path) -> Result<Connection> {
         add_late_indexes(&conn).map_err(sql)?;
         return Ok(conn);
     }
-    let tables: i64 = conn
-        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-        .map_err(sql)?;
     if version != 0 || app != 0 || tables != 0 {
         return Err(sql(rusqlite::Error::SqliteFailure(
             rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
@@ -241,6 +242,29 @@ pub(super) fn try_open(path: &Path) -> Result<Connection> {
     }
     create_schema(&conn).map_err(sql)?;
     Ok(conn)
+}
+
+/// Puts the connection's database in WAL mode and answers the mode it is in.
+///
+/// On a database still in rollback mode (a new one is, until its first connection switches
+/// it) the switch upgrades a read lock to a write lock, and SQLite answers busy at once
+/// instead of calling the busy handler when another connection holds the lock (waiting while
+/// holding a read lock could deadlock): two processes making one home's index at the same
+/// moment met exactly that. The switch is tried again after short sleeps (1 ms doubling to
+/// 50 ms) on busy or locked only, for at most [`BUSY_TIMEOUT`] in all, as any other statement
+/// waits; then the busy error is returned as before.
+fn into_wal(conn: &Connection) -> rusqlite::Result<String> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)) {
+            Err(e) if is_busy(&e) && std::time::Instant::now() + pause < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// The SQL indexes that hand out sessions in listing rank ([`crate::discovery::recent`]):
@@ -414,5 +438,65 @@ pub(super) fn id_of(meta: std::fs::Metadata) -> Option<(u64, u64)> {
     {
         let _ = meta;
         Some((0, 0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Barrier};
+
+    /// A new database whose write lock another connection holds while this one opens it: the
+    /// switch to WAL mode waits for the lock (SQLite itself answers busy at once there).
+    #[test]
+    fn a_new_index_locked_by_another_connection_is_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index").join("db");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            other.execute_batch("COMMIT").unwrap();
+        });
+        let started = std::time::Instant::now();
+        let opened = open(&path);
+        release.join().unwrap();
+        let conn = opened.expect("opened once the other connection let go");
+        assert!(started.elapsed() >= std::time::Duration::from_millis(250));
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+
+    /// Many connections made at one instant on a path where no database is yet: every one
+    /// opens (none answers busy), over many rounds.
+    #[test]
+    fn many_connections_create_one_new_index_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        for round in 0..100 {
+            let path = dir
+                .path()
+                .join(format!("home-{round}"))
+                .join("index")
+                .join("db");
+            let threads = 8;
+            let barrier = Arc::new(Barrier::new(threads));
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    let (path, barrier) = (path.clone(), Arc::clone(&barrier));
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        open(&path).map(|_| ()).map_err(|e| e.to_string())
+                    })
+                })
+                .collect();
+            for handle in handles {
+                if let Err(e) = handle.join().unwrap() {
+                    panic!("round {round}: {e}");
+                }
+            }
+        }
     }
 }

@@ -108,8 +108,10 @@ pub trait AgentFormat: Send + Sync + 'static {
         None
     }
     /// Names the agent keeps beside the session files (an index, a database), looked up by the
-    /// agent's own id; `None` when it keeps none.
-    fn side_names(&self, _home: &Path) -> Option<Box<dyn SideNames>> {
+    /// agent's own id; `None` when it keeps none. `listing` is where the source keeps its
+    /// listing between processes, under the dsh home (`None`: it keeps none): a side store may
+    /// keep what it folded beside it, never under the agent's home.
+    fn side_names(&self, _home: &Path, _listing: Option<&Path>) -> Option<Box<dyn SideNames>> {
         None
     }
 

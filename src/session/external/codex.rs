@@ -265,9 +265,10 @@ impl AgentFormat for Codex {
         super::agent::conversation_scan_of::<ConversationScan>(saved)
     }
 
-    fn side_names(&self, home: &Path) -> Option<Box<dyn SideNames>> {
+    fn side_names(&self, home: &Path, listing: Option<&Path>) -> Option<Box<dyn SideNames>> {
         Some(Box::new(super::codex_side::CodexSide::new(
             home.to_path_buf(),
+            listing,
         )))
     }
 }

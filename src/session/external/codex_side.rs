@@ -5,33 +5,33 @@
 //! else a rollout event), then Codex's own generated title, then the first prompt; the first two
 //! live outside the rollout.
 //! Invariant: each side file is read again only when its stamp changed (the database and its
-//! log by their own stamps, the home's stamp for a newer database), read-only and bounded as
-//! `codex_state` and `scan::read_lines` read them; nothing is written under the home.
+//! log by their own stamps, the home's stamp for a newer database; the index only from where
+//! the last read ended when it grew, in this process or one before, [`super::codex_index`]),
+//! read-only and bounded as `codex_state` and `scan::read_lines` read them; nothing is written
+//! under the home.
 //! Proof: `tests/session/external_sessions.rs` and `tests/session/real_agents.rs` (titles from
-//! each side store, no byte or mtime changed).
+//! each side store, no byte or mtime changed), `tests/session/codex_session_index.rs`.
 
+use super::codex_index::SessionIndex;
 #[cfg(feature = "discovery")]
 use super::codex_state;
 #[cfg(feature = "discovery")]
 use super::dirs::SETTLE;
-use super::lines::LineSink;
-use super::scan::{read_lines, FileStamp};
+#[cfg(feature = "discovery")]
+use super::scan::FileStamp;
 use super::{agent::SideNames, title_line};
+#[cfg(feature = "discovery")]
 use crate::sync::LockExt;
-use serde::Deserialize;
+#[cfg(feature = "discovery")]
 use std::collections::HashMap;
+#[cfg(feature = "discovery")]
 use std::fs;
+use std::path::{Path, PathBuf};
 #[cfg(feature = "discovery")]
-use std::path::Path;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 #[cfg(feature = "discovery")]
-use std::time::SystemTime;
-use std::time::{Duration, Instant};
-
-/// Codex's `session_index.jsonl` names by thread id, with the stamp they were read at and
-/// when that stamp was last checked.
-type CodexIndex = (FileStamp, Instant, Arc<HashMap<String, String>>);
+use std::time::{Instant, SystemTime};
 
 /// A side store checked this recently is not checked again: a listing asks for thousands of
 /// titles in a row, and one look at the side files serves them all. A rename lands at most
@@ -51,18 +51,21 @@ struct CodexState {
 
 /// The side stores of one Codex home.
 pub struct CodexSide {
+    #[cfg(feature = "discovery")]
     home: PathBuf,
-    index: Mutex<Option<CodexIndex>>,
+    index: SessionIndex,
     #[cfg(feature = "discovery")]
     state: Mutex<Option<CodexState>>,
 }
 
 impl CodexSide {
-    /// The side stores of `home` (nothing is read until asked).
-    pub fn new(home: PathBuf) -> CodexSide {
+    /// The side stores of `home` (nothing is read until asked); what is folded from
+    /// `session_index.jsonl` is kept beside the listing cache `listing`, when there is one.
+    pub fn new(home: PathBuf, listing: Option<&Path>) -> CodexSide {
         CodexSide {
+            index: SessionIndex::new(&home, listing),
+            #[cfg(feature = "discovery")]
             home,
-            index: Mutex::new(None),
             #[cfg(feature = "discovery")]
             state: Mutex::new(None),
         }
@@ -133,35 +136,7 @@ impl CodexSide {
 
     /// The last non-empty `thread_name` of `session_index.jsonl` for thread `own`.
     fn index_name(&self, own: &str) -> Option<String> {
-        let path = self.home.join("session_index.jsonl");
-        let mut cache = self.index.locked();
-        if let Some((_, checked, index)) = cache.as_ref() {
-            if checked.elapsed() < RECHECK {
-                return index.get(own).cloned();
-            }
-        }
-        let Ok(meta) = fs::metadata(&path) else {
-            *cache = None;
-            return None;
-        };
-        let stamp = FileStamp::of(&meta);
-        let index = match cache.as_ref() {
-            Some((old, _, index)) if *old == stamp => {
-                let index = index.clone();
-                *cache = Some((stamp, Instant::now(), index.clone()));
-                index
-            }
-            _ => {
-                let mut scan = IndexScan::default();
-                if let Err(err) = read_lines(&path, 0, 0, &mut scan) {
-                    tracing::warn!(file = %path.display(), error = %err, "could not read the Codex session index");
-                }
-                let index = Arc::new(scan.names);
-                *cache = Some((stamp, Instant::now(), index.clone()));
-                index
-            }
-        };
-        index.get(own).cloned()
+        self.index.name(own, RECHECK)
     }
 }
 
@@ -178,28 +153,5 @@ impl SideNames for CodexSide {
     /// The state database's generated title.
     fn generated_title(&self, own: &str) -> Option<String> {
         self.thread(own).1.as_deref().and_then(title_line)
-    }
-}
-
-/// `session_index.jsonl`: the last non-empty `thread_name` per id.
-#[derive(Default)]
-pub(super) struct IndexScan {
-    /// Thread id → its last non-empty `thread_name`.
-    pub(super) names: HashMap<String, String>,
-}
-
-impl LineSink for IndexScan {
-    fn line(&mut self, _: u64, bytes: &[u8]) -> bool {
-        #[derive(Deserialize)]
-        struct Entry {
-            id: String,
-            thread_name: Option<String>,
-        }
-        if let Ok(entry) = serde_json::from_slice::<Entry>(bytes) {
-            if let Some(name) = entry.thread_name.as_deref().and_then(title_line) {
-                self.names.insert(entry.id, name);
-            }
-        }
-        true
     }
 }

@@ -14,7 +14,10 @@
 //! Codex: [`AgentFormat::conversation_scan`](super::agent::AgentFormat::conversation_scan)),
 //! the scan's state is kept too, in a `.scan` file beside the document (read only when the
 //! session grew), with the byte offset and line it stopped at: a session that grew since (the
-//! one being worked in) is read from there only.
+//! one being worked in) is read from there only. A reference's read always keeps; the
+//! discovery indexer's pass, which reads every session anyway and puts the same text in its
+//! index, keeps the sessions worked in last ([`Keep`]), so that the first reference to a heavy
+//! session after a pass does not read its file either.
 //!
 //! Invariant: nothing in a kept file is trusted without a check, and nothing is kept that the
 //! person did not already have on this machine longer than they keep it.
@@ -38,18 +41,22 @@
 //!   old one, readable by its owner only, never under an agent's home, and never when the
 //!   `conversations` directory (or `index/`, `agents/`) is not a plain directory.
 //! - Bounded: a kept file over [`MAX_BYTES`] is neither written nor read; at most
-//!   [`MAX_FILES`] are kept; a kept projection whose session file is gone is removed whenever
-//!   one is written, so a deleted session's text does not outlive it here by more than a write.
+//!   [`MAX_FILES`] are kept, the least recently touched going first (each document's mtime is
+//!   when the person last referenced the session or, kept by the indexer, worked in it); a
+//!   kept projection whose session file is gone is removed whenever one is written, so a
+//!   deleted session's text does not outlive it here by more than a write.
 //!
 //! Proof: the unit tests below (round trip by agent, home and id; every kind of damage named; a
-//! file outside the home or changed not trusted; the bound on files) and
+//! file outside the home or changed not trusted; the bound on files; a bulk read keeps only with
+//! room or above the lowest rank) and
 //! `tests/session/agent_conversation_cache.rs` (a new process's read comes from here and is
 //! the same as a fresh read, reading a small part of the file's bytes; a grown Claude Code
 //! session and Codex rollout read from where the last read ended, rewinds and rollbacks
 //! included; every fixture's scan saved and resumed at several cuts gives the whole read's
 //! conversation; an append, a truncation and a replacement are read again; a light
 //! session is never kept; a damaged kept file is replaced; a deleted session's text goes;
-//! nothing is written under the agent's home).
+//! the indexer's read keeps a session ranked by its activity and the next reference reads
+//! that; nothing is written under the agent's home).
 
 use super::agent::ConversationScan;
 use super::lines::FileStamp;
@@ -138,13 +145,30 @@ impl Stamp {
     }
 }
 
-/// Where and whether a read keeps what it read.
+/// Where and how a read keeps what it read.
 pub(super) struct Keeping<'a> {
     /// The persistent listing beside which sessions are kept (`None`: nothing is kept or used).
     pub listing: Option<&'a Path>,
-    /// Whether a heavy session read whole here (or grown) is written for the next process;
-    /// `false` only uses what is kept.
-    pub write: bool,
+    /// Who reads: what decides whether a heavy session read whole here (or grown) is written
+    /// for the next process.
+    pub keep: Keep,
+}
+
+/// Who reads a session, which decides what is kept and how long.
+///
+/// Each kept document's mtime is its rank, the last time the person touched the session:
+/// referenced it, or worked in it. [`prune`] removes the lowest ranks first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Keep {
+    /// A reference's read (a `prepare`, an MCP read, a TUI submit): always kept, ranked now;
+    /// a use of what is kept ranks it now again.
+    Reference,
+    /// A bulk reader's (the discovery indexer, which reads every session and puts the same
+    /// text in its index): kept ranked by the session file's own mtime, and only while fewer
+    /// than [`MAX_FILES`] are kept or the session is more recent than the least recent kept,
+    /// so that a first pass over a heavy home keeps the sessions worked in last, and never
+    /// pushes out one referenced since.
+    Bulk,
 }
 
 /// A session as kept: where its file was, the stamp it had, its head and its conversation,
@@ -320,14 +344,19 @@ pub(super) fn kept_or_read(
     id: &str,
     locate: impl FnOnce() -> Result<(PathBuf, Head)>,
 ) -> Result<(Head, Conversation)> {
-    let (listing, write) = (keeping.listing, keeping.write);
+    let (listing, keep) = (keeping.listing, keeping.keep);
     let format = agent.format();
     let Some(listing) = listing else {
         let (session, head) = locate()?;
         return Ok((head, format.read_conversation(&session)?));
     };
     let (head, session, scan, from) = match kept(listing, agent, home, id) {
-        Found::Same(head, conversation) => return Ok((head, conversation)),
+        Found::Same(head, conversation) => {
+            if keep == Keep::Reference {
+                touch(listing, agent.name(), home, id, SystemTime::now());
+            }
+            return Ok((head, conversation));
+        }
         Found::Grown(grown) => (
             grown.head,
             grown.path,
@@ -339,7 +368,10 @@ pub(super) fn kept_or_read(
             (head, session, format.conversation_scan(None), (0, 0))
         }
     };
-    let before = stamp_of(&session).filter(|stamp| write && stamp.parts().0 >= MIN_FILE_BYTES);
+    let before = stamp_of(&session).filter(|stamp| {
+        stamp.parts().0 >= MIN_FILE_BYTES
+            && (keep == Keep::Reference || room_for(listing, agent.name(), home, id, *stamp))
+    });
     let (conversation, saved) = match scan {
         Some(mut scan) => {
             let (offset, line) = super::lines::read_lines(&session, from.0, from.1, &mut *scan)?;
@@ -367,8 +399,14 @@ pub(super) fn kept_or_read(
                 conversation: &conversation,
                 scan: saved,
             };
-            if let Err(e) = save(listing, agent.name(), home, id, &kept) {
-                tracing::warn!(source = agent.name(), error = %e, "could not keep a heavy session's conversation");
+            match save(listing, agent.name(), home, id, &kept) {
+                Ok(()) if keep == Keep::Bulk => {
+                    touch(listing, agent.name(), home, id, rank_of(stamp));
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    tracing::warn!(source = agent.name(), error = %e, "could not keep a heavy session's conversation");
+                }
             }
         }
     }
@@ -377,6 +415,67 @@ pub(super) fn kept_or_read(
 
 fn stamp_of(path: &Path) -> Option<FileStamp> {
     std::fs::metadata(path).ok().map(|m| FileStamp::of(&m))
+}
+
+/// A bulk read's rank: the session file's mtime, never later than now (a clock ahead must not
+/// rank a session above everything referenced since).
+fn rank_of(stamp: FileStamp) -> SystemTime {
+    let now = SystemTime::now();
+    stamp
+        .parts()
+        .1
+        .map_or(SystemTime::UNIX_EPOCH, |m| m.min(now))
+}
+
+/// Sets the rank (mtime) of session `id`'s kept document, when there is one.
+fn touch(listing: &Path, agent: &str, home: &Path, id: &str, rank: SystemTime) {
+    let Some(file) = path_of(listing, agent, home, id) else {
+        return;
+    };
+    // Opened to append (never truncated, nothing written) and not through a symlink; only a
+    // regular file's time is set.
+    let mut options = std::fs::File::options();
+    options.append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW);
+    if let Ok(kept) = options.open(&file) {
+        if kept.metadata().is_ok_and(|m| m.is_file()) {
+            let _ = kept.set_modified(rank);
+        }
+    }
+}
+
+/// Whether a bulk read of session `id`, its file stamped `stamp`, may be kept: fewer than
+/// [`MAX_FILES`] others are kept, or the least recent of them ranks below this session's file.
+/// Bounded: at most four times [`MAX_FILES`] entries are looked at, as [`prune`] does.
+fn room_for(listing: &Path, agent: &str, home: &Path, id: &str, stamp: FileStamp) -> bool {
+    let (Some(own), Some(dir)) = (path_of(listing, agent, home, id), dir_beside(listing)) else {
+        return false;
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        // Nothing kept yet (the directory is made by the first save).
+        return true;
+    };
+    let mut count = 0;
+    let mut lowest: Option<SystemTime> = None;
+    for entry in entries.flatten().take(4 * MAX_FILES) {
+        let path = entry.path();
+        if !is_document(&path) || path == own {
+            continue;
+        }
+        count += 1;
+        let rank = entry.metadata().and_then(|m| m.modified());
+        let rank = rank.unwrap_or(SystemTime::UNIX_EPOCH);
+        lowest = Some(lowest.map_or(rank, |l| l.min(rank)));
+    }
+    count < MAX_FILES || lowest.is_some_and(|lowest| lowest < rank_of(stamp))
+}
+
+/// Whether `path` names a kept document (not a scan, not a temporary file).
+fn is_document(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| !n.starts_with('.') && n.ends_with(".json"))
 }
 
 /// Why a kept projection was not used.
@@ -560,8 +659,9 @@ fn save(
     Ok(())
 }
 
-/// Removes from `dir` the kept projections whose session file is gone, and the oldest written
-/// past [`MAX_FILES`] (never `just_written`). Only names this module writes are touched.
+/// Removes from `dir` the kept projections whose session file is gone, and the lowest ranked
+/// (mtime, see [`Keep`]) past [`MAX_FILES`] (never `just_written`). Only names this module
+/// writes are touched.
 fn prune(dir: &Path, just_written: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -569,11 +669,7 @@ fn prune(dir: &Path, just_written: &Path) {
     let mut kept: Vec<(SystemTime, PathBuf)> = Vec::new();
     for entry in entries.flatten().take(4 * MAX_FILES) {
         let path = entry.path();
-        let ours = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| !n.starts_with('.') && n.ends_with(".json"));
-        if !ours || path == just_written {
+        if !is_document(&path) || path == just_written {
             continue;
         }
         if session_gone(&path) {
@@ -775,6 +871,77 @@ mod tests {
                 .exists();
             assert_eq!(kept, n >= 3, "session {n}");
         }
+    }
+
+    /// A bulk reader keeps while fewer than [`MAX_FILES`] are kept, else only a session more
+    /// recent than the least recent kept; a reference's use ranks its document now.
+    #[test]
+    fn a_bulk_read_keeps_only_with_room_or_above_the_lowest_rank() {
+        let dir = tempfile::tempdir().unwrap();
+        let listing = dir.path().join("agents/claude-0.json");
+        let session = dir.path().join("s.jsonl");
+        std::fs::write(&session, "x\n").unwrap();
+        let secs = |n: u64| SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(n);
+        let stamp_at = |n: u64| {
+            let file = std::fs::File::options()
+                .append(true)
+                .open(&session)
+                .unwrap();
+            file.set_modified(secs(n)).unwrap();
+            stamp_of(&session).unwrap()
+        };
+        // Nothing kept yet: room.
+        assert!(room_for(
+            &listing,
+            "claude",
+            dir.path(),
+            "claude:new",
+            stamp_at(1)
+        ));
+        for n in 0..MAX_FILES as u64 {
+            let id = format!("claude:{n}");
+            keep(&listing, dir.path(), &id, &session, &["a"]);
+            touch(&listing, "claude", dir.path(), &id, secs(1_000 + n));
+            let room = room_for(&listing, "claude", dir.path(), "claude:new", stamp_at(1));
+            assert_eq!(room, n + 1 < MAX_FILES as u64, "{} kept", n + 1);
+        }
+        // Full: only a session more recent than the lowest rank (1,000 s) is kept.
+        for (at, room) in [(999, false), (1_000, false), (1_001, true), (5_000, true)] {
+            let stamp = stamp_at(at);
+            assert_eq!(
+                room_for(&listing, "claude", dir.path(), "claude:new", stamp),
+                room,
+                "{at}"
+            );
+        }
+        // A session already kept is not counted against itself: the others leave room.
+        assert!(room_for(
+            &listing,
+            "claude",
+            dir.path(),
+            "claude:0",
+            stamp_at(1)
+        ));
+        let kept_mtime = |id: &str| {
+            let file = path_of(&listing, "claude", dir.path(), id).unwrap();
+            std::fs::metadata(file).unwrap().modified().unwrap()
+        };
+        touch(&listing, "claude", dir.path(), "claude:0", secs(9_000));
+        assert_eq!(kept_mtime("claude:0"), secs(9_000));
+        // A future mtime ranks as now at most.
+        assert!(rank_of(stamp_at(u64::from(u32::MAX) * 4)) <= SystemTime::now());
+        // Not through a symlink.
+        let target = dir.path().join("target");
+        std::fs::write(&target, "t").unwrap();
+        let kept = path_of(&listing, "claude", dir.path(), "claude:1").unwrap();
+        std::fs::remove_file(&kept).unwrap();
+        std::os::unix::fs::symlink(&target, &kept).unwrap();
+        let before = std::fs::metadata(&target).unwrap().modified().unwrap();
+        touch(&listing, "claude", dir.path(), "claude:1", secs(7));
+        assert_eq!(
+            std::fs::metadata(&target).unwrap().modified().unwrap(),
+            before
+        );
     }
 
     #[test]

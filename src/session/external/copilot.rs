@@ -105,7 +105,7 @@ impl AgentFormat for CopilotCli {
         Ok(scan.finish())
     }
 
-    fn side_names(&self, home: &Path) -> Option<Box<dyn SideNames>> {
+    fn side_names(&self, home: &Path, _listing: Option<&Path>) -> Option<Box<dyn SideNames>> {
         Some(Box::new(super::copilot_workspace::Workspaces::new(
             home.join(self.sessions_subdir()),
         )))

@@ -5,9 +5,12 @@
 //! file is the one place their files are read. Invariant: only a regular file is read, without
 //! blocking; a line in flight (no newline yet) is neither fed nor consumed; no line longer than
 //! the limit is held in memory; memory stays bounded whatever the file (one buffer, as long as
-//! the longest line fed, at most the limit); a byte is copied once, from the kernel into that
-//! buffer, and a line is fed from where it lies. Proof: the tests of
-//! `tests/reliability_external_lines.rs` and `tests/reliability_linear_readers.rs`.
+//! the longest line fed, at most the limit: a line past 2 MiB in an anonymous mapping of the
+//! limit whose pages are touched only as the line is read into them); a byte is copied once,
+//! from the kernel into that buffer (a line's first 2 MiB once more as it leaves the heap),
+//! and a line is fed from where it lies. Proof: the unit test below (lines of every size
+//! around the heap's, the mapping's and the limit's fed as a split of the bytes gives), the
+//! tests of `tests/reliability_external_lines.rs` and `tests/reliability_linear_readers.rs`.
 
 use crate::session::error::{Result, SessionError};
 use crate::session::files;
@@ -132,8 +135,9 @@ pub fn read_lines(
 ///
 /// The file is read straight into one buffer and each line is fed from where it lies there: a
 /// byte is copied once, from the kernel, as `cat` copies it. A line longer than the buffer
-/// grows it (doubling, up to the limit), so a 12 MB record is read into place and never copied
-/// whole again; past the limit the rest of the line is read through the buffer and dropped.
+/// grows it (doubling up to 2 MiB, then a mapping of the limit: [`Buffer`]), so a 12 MB record
+/// is read into place and never copied whole again; past the limit the rest of the line is
+/// read through the buffer and dropped.
 pub fn read_lines_limited(
     path: &Path,
     offset: u64,
@@ -155,7 +159,7 @@ pub fn read_lines_limited(
     let mut lines = Lines {
         path,
         file,
-        buf,
+        buf: Buffer::Heap(buf),
         start: 0,
         filled: 0,
         offset,
@@ -164,9 +168,11 @@ pub fn read_lines_limited(
         first_offset: offset,
     };
     let result = lines.run(sink);
-    if lines.buf.len() <= KEPT {
-        let buf = std::mem::take(&mut lines.buf);
-        BUFFER.with(|b| *b.borrow_mut() = buf);
+    if let Buffer::Heap(buf) = &mut lines.buf {
+        if buf.len() <= KEPT {
+            let buf = std::mem::take(buf);
+            BUFFER.with(|b| *b.borrow_mut() = buf);
+        }
     }
     result.map_err(|e| SessionError::io(path, e))?;
     Ok((lines.offset, lines.index))
@@ -185,13 +191,51 @@ const KEPT: usize = 1 << 20;
 const FIRST_READ: usize = 64 * 1024;
 /// The reads after it, as large as `cat`'s.
 const READ: usize = 256 * 1024;
+/// A line longer than this is read into an anonymous mapping ([`Buffer::Mapped`]) instead of
+/// the heap: the size of a huge page.
+const MAPPED_FROM: usize = 2 << 20;
+
+/// The bytes a file is read into.
+///
+/// A line of megabytes (a tool result stored twice, a pasted image) would otherwise grow the
+/// heap buffer by doubling, each step zeroing its new half and copying the line so far, every
+/// page faulted in 4 KiB at a time: for a 12 MB line about a fifth of the whole read's time.
+/// An anonymous mapping of the line limit costs address space only: the kernel zeroes a page
+/// as it is first written (on Linux a 2 MiB huge page at a time, when it can: the mapping is
+/// advised so), the line is never copied again as it grows, and the mapping is let go as soon
+/// as the long line is fed.
+enum Buffer {
+    /// The thread's buffer, kept between files up to [`KEPT`] bytes.
+    Heap(Vec<u8>),
+    /// A long line's buffer, as long as the line limit; pages are touched only as written.
+    Mapped(memmap2::MmapMut),
+}
+
+impl std::ops::Deref for Buffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Buffer::Heap(vec) => vec,
+            Buffer::Mapped(map) => map,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Buffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            Buffer::Heap(vec) => vec,
+            Buffer::Mapped(map) => map,
+        }
+    }
+}
 
 /// The state of [`read_lines_limited`]: `buf[start..filled]` is read and not yet fed (the start
 /// of a line), the file's `offset` is where `buf[start]` lies.
 struct Lines<'p> {
     path: &'p Path,
     file: fs::File,
-    buf: Vec<u8>,
+    buf: Buffer,
     start: usize,
     filled: usize,
     offset: u64,
@@ -236,9 +280,12 @@ impl Lines<'_> {
             }
             self.make_room();
             searched = self.filled;
-            // The first read stays small whatever the buffer (a head needs a few lines).
+            // The first read stays small whatever the buffer (a head needs a few lines); a
+            // mapped buffer is filled as `cat` reads, never past what the line needs by more.
             let end = if self.offset == self.first_offset && self.filled == 0 {
                 FIRST_READ.min(self.buf.len())
+            } else if matches!(self.buf, Buffer::Mapped(_)) {
+                (self.filled + READ).min(self.buf.len())
             } else {
                 self.buf.len()
             };
@@ -252,10 +299,18 @@ impl Lines<'_> {
     }
 
     /// Moves the line being read to the front of the buffer when little room is left after
-    /// it, and grows the buffer when the line fills it (doubling, never past the limit).
+    /// it, and grows the buffer when the line fills it (doubling, never past the limit; a line
+    /// past [`MAPPED_FROM`] goes to a mapping of the limit, left for the heap again once the
+    /// long line is fed).
     fn make_room(&mut self) {
         if self.start == self.filled {
             (self.start, self.filled) = (0, 0);
+        }
+        let pending = self.filled - self.start;
+        if matches!(self.buf, Buffer::Mapped(_)) && pending < MAPPED_FROM / 2 {
+            let mut heap = vec![0; READ.max(2 * pending)];
+            heap[..pending].copy_from_slice(&self.buf[self.start..self.filled]);
+            (self.buf, self.start, self.filled) = (Buffer::Heap(heap), 0, pending);
         }
         let free = self.buf.len() - self.filled;
         if self.start > 0 && free < self.buf.len() / 4 {
@@ -263,12 +318,33 @@ impl Lines<'_> {
             self.filled -= self.start;
             self.start = 0;
         }
-        if self.buf.len() < READ {
-            self.buf.resize(READ, 0);
-        } else if self.filled == self.buf.len() {
-            let len = (self.buf.len() * 2).min(self.max_line.max(self.buf.len() + 1));
-            self.buf.resize(len, 0);
+        let len = self.buf.len();
+        if len < READ {
+            self.grow(READ);
+        } else if self.filled == len {
+            self.grow((len * 2).min(self.max_line.max(len + 1)));
         }
+    }
+
+    /// Makes the buffer `len` bytes long, keeping `buf[start..filled]` (moved to the front when
+    /// the buffer is replaced).
+    fn grow(&mut self, len: usize) {
+        if let Buffer::Heap(heap) = &mut self.buf {
+            if len <= MAPPED_FROM {
+                heap.resize(len, 0);
+                return;
+            }
+        }
+        let pending = self.filled - self.start;
+        // The whole limit at once: untouched pages cost nothing, and the line never moves again.
+        let mapped = memmap2::MmapMut::map_anon(self.max_line.max(len)).map(|map| {
+            #[cfg(target_os = "linux")]
+            let _ = map.advise(memmap2::Advice::HugePage);
+            Buffer::Mapped(map)
+        });
+        let mut fresh = mapped.unwrap_or_else(|_| Buffer::Heap(vec![0; len]));
+        fresh[..pending].copy_from_slice(&self.buf[self.start..self.filled]);
+        (self.buf, self.start, self.filled) = (fresh, 0, pending);
     }
 
     /// Reads past the rest of an over-long line of which `len` bytes were read: `false` when
@@ -276,7 +352,8 @@ impl Lines<'_> {
     fn skip_rest(&mut self, mut len: u64) -> std::io::Result<bool> {
         (self.start, self.filled) = (0, 0);
         loop {
-            let n = read_some(&mut self.file, &mut self.buf)?;
+            let chunk = self.buf.len().min(READ);
+            let n = read_some(&mut self.file, &mut self.buf[..chunk])?;
             if n == 0 {
                 return Ok(false);
             }
@@ -303,6 +380,88 @@ fn read_some(file: &mut fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
         match file.read(buf) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             other => return other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_rng::TestRng;
+    use std::hash::{DefaultHasher, Hash, Hasher};
+
+    /// Each line fed: its number, length and a hash of its bytes.
+    #[derive(Default)]
+    struct Fed(Vec<(u64, usize, u64)>);
+
+    fn digest(bytes: &[u8]) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        bytes.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    impl LineSink for Fed {
+        fn line(&mut self, index: u64, bytes: &[u8]) -> bool {
+            self.0.push((index, bytes.len(), digest(bytes)));
+            true
+        }
+    }
+
+    /// Lines of every size around the heap buffer's, the mapping's and the limit's, a line in
+    /// flight or not at the end, read from the start or from a line's end: fed, skipped and
+    /// consumed exactly as splitting the bytes at their newlines says, through the heap, into a
+    /// mapping and back.
+    #[test]
+    fn lines_of_every_size_are_fed_as_a_split_of_the_bytes_gives() {
+        let lens = [
+            0,
+            10,
+            100_000,
+            READ - 1,
+            READ + 7,
+            MAPPED_FROM - 1,
+            MAPPED_FROM + 1,
+            3 * MAPPED_FROM + 5,
+            5 << 20,
+        ];
+        let max_line = 4 << 20;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let mut rng = TestRng::new(9);
+        for round in 0..5 {
+            let mut bytes = Vec::new();
+            let count = 4 + rng.below(5);
+            for n in 0..count {
+                let letter = b'a' + rng.below(26) as u8;
+                let len = lens[rng.below(lens.len())];
+                bytes.extend((0..len).map(|k| letter.wrapping_add((k % 7) as u8)));
+                // The last line of an odd round is still being written.
+                if n + 1 < count || round % 2 == 0 {
+                    bytes.push(b'\n');
+                }
+            }
+            std::fs::write(&path, &bytes).unwrap();
+            let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |k| k + 1);
+            let split: Vec<&[u8]> = bytes[..complete]
+                .split(|&b| b == b'\n')
+                .take(bytes[..complete].iter().filter(|&&b| b == b'\n').count())
+                .collect();
+            // From the start, and from the end of the first line.
+            for skip in [0, 1.min(split.len())] {
+                let offset: usize = split[..skip].iter().map(|l| l.len() + 1).sum();
+                let expected: Vec<(u64, usize, u64)> = split
+                    .iter()
+                    .enumerate()
+                    .skip(skip)
+                    .filter(|(_, line)| line.len() < max_line)
+                    .map(|(n, line)| (n as u64, line.len(), digest(line)))
+                    .collect();
+                let mut fed = Fed::default();
+                let end = read_lines_limited(&path, offset as u64, skip as u64, max_line, &mut fed)
+                    .unwrap();
+                assert_eq!(fed.0, expected, "round {round} from line {skip}");
+                assert_eq!(end, (complete as u64, split.len() as u64), "round {round}");
+            }
         }
     }
 }

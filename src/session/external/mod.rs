@@ -25,6 +25,7 @@
 pub mod agent;
 pub mod claude;
 pub mod codex;
+mod codex_index;
 pub mod codex_record;
 mod codex_side;
 #[cfg(feature = "discovery")]

@@ -192,17 +192,18 @@ pub(super) fn save(
     Ok(())
 }
 
-/// The encoder: integers little-endian, a string as its length (u32) and UTF-8 bytes.
-struct Writer {
-    out: Vec<u8>,
+/// The encoder: integers little-endian, a string as its length (u32) and UTF-8 bytes (also
+/// the kept names of Codex's session index, [`super::codex_index`]).
+pub(super) struct Writer {
+    pub(super) out: Vec<u8>,
 }
 
 impl Writer {
-    fn u64(&mut self, n: u64) {
+    pub(super) fn u64(&mut self, n: u64) {
         self.out.extend_from_slice(&n.to_le_bytes());
     }
 
-    fn str(&mut self, s: &str) {
+    pub(super) fn str(&mut self, s: &str) {
         // Strings here are paths, ids, cwds and titles: far below 4 GiB.
         let len = u32::try_from(s.len()).unwrap_or(u32::MAX);
         self.out.extend_from_slice(&len.to_le_bytes());
@@ -219,7 +220,7 @@ impl Writer {
         }
     }
 
-    fn stamp(&mut self, stamp: FileStamp) {
+    pub(super) fn stamp(&mut self, stamp: FileStamp) {
         let (len, modified, inode) = stamp.parts();
         let mtime = modified
             .and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok())
@@ -275,11 +276,11 @@ impl Writer {
 
 /// The decoder: every length is checked against the bytes left before anything is allocated,
 /// so a file of n bytes costs O(n) time and memory whatever it claims.
-struct Reader<'a> {
-    bytes: &'a [u8],
+pub(super) struct Reader<'a> {
+    pub(super) bytes: &'a [u8],
 }
 
-type Decoded<T> = std::result::Result<T, String>;
+pub(super) type Decoded<T> = std::result::Result<T, String>;
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Decoded<&'a [u8]> {
@@ -295,13 +296,13 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
 
-    fn u64(&mut self) -> Decoded<u64> {
+    pub(super) fn u64(&mut self) -> Decoded<u64> {
         let bytes = self.take(8)?;
         Ok(u64::from_le_bytes(bytes.try_into().unwrap_or_default()))
     }
 
     /// A count of items of at least `min` bytes each, no more than the bytes left can hold.
-    fn count(&mut self, min: usize) -> Decoded<usize> {
+    pub(super) fn count(&mut self, min: usize) -> Decoded<usize> {
         let n = self.u64()?;
         usize::try_from(n)
             .ok()
@@ -309,7 +310,7 @@ impl<'a> Reader<'a> {
             .ok_or_else(|| format!("a count of {n} beyond the file's end"))
     }
 
-    fn str(&mut self) -> Decoded<&'a str> {
+    pub(super) fn str(&mut self) -> Decoded<&'a str> {
         let len = u32::from_le_bytes(self.take(4)?.try_into().unwrap_or_default());
         let bytes = self.take(len as usize)?;
         std::str::from_utf8(bytes).map_err(|_| "a string that is not UTF-8".into())
@@ -323,7 +324,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn stamp(&mut self) -> Decoded<FileStamp> {
+    pub(super) fn stamp(&mut self) -> Decoded<FileStamp> {
         let flags = self.byte()?;
         if flags > 3 {
             return Err(format!("a stamp flagged {flags}"));

@@ -126,7 +126,7 @@ impl ExternalSessions {
         ExternalSessions {
             inner: Arc::new(Inner {
                 agent,
-                side: agent.format().side_names(&home),
+                side: agent.format().side_names(&home, cache.as_deref()),
                 home,
                 listing: Mutex::new(Listing::default()),
                 titles: Mutex::new(FxHashMap::default()),

@@ -8,6 +8,7 @@
 //! `plain_conversations_project_like_their_surfaces`). Proof: the agents' session tests under
 //! `tests/session/` and `tests/session/agent_conversation_cache.rs`.
 
+use super::conversation_cache::Keep;
 use super::{header, not_found, Conversation, ExternalSessions, Head};
 use crate::session::error::{Result, SessionError};
 use crate::session::query::{
@@ -19,13 +20,13 @@ impl ExternalSessions {
     /// The projected conversation of session `id`, as a reference reads it: a heavy session
     /// is kept for the next process.
     pub fn read_conversation_blocking(&self, id: &str) -> Result<(SurfaceSnapshot, Conversation)> {
-        self.surface_blocking(id, true)
+        self.surface_blocking(id, Keep::Reference)
     }
 
-    /// The surface and conversation of session `id`; `keep`: whether a heavy session read here
-    /// is kept for the next process (a reference's read) or only what is kept used (the
-    /// discovery indexer's pass over every session must not copy the whole home).
-    fn surface_blocking(&self, id: &str, keep: bool) -> Result<(SurfaceSnapshot, Conversation)> {
+    /// The surface and conversation of session `id`; `keep`: who reads, which decides whether
+    /// a heavy session read here is kept for the next process ([`Keep`]: a reference's read
+    /// always; the discovery indexer's pass while there is room or the session is recent).
+    fn surface_blocking(&self, id: &str, keep: Keep) -> Result<(SurfaceSnapshot, Conversation)> {
         let (head, conversation) = self.conversation_blocking(id, keep)?;
         let snapshot = super::surface(header(self.agent(), &head), &conversation);
         Ok((snapshot, conversation))
@@ -33,7 +34,7 @@ impl ExternalSessions {
 
     /// The head and projected conversation of session `id` (`keep` as in
     /// [`ExternalSessions::surface_blocking`]).
-    fn conversation_blocking(&self, id: &str, keep: bool) -> Result<(Head, Conversation)> {
+    fn conversation_blocking(&self, id: &str, keep: Keep) -> Result<(Head, Conversation)> {
         if let Some(database) = self.agent().format().database() {
             let row = self.database_row(id)?;
             let conversation = database
@@ -44,7 +45,7 @@ impl ExternalSessions {
         let cache = self.listing_cache_path();
         let kept = super::conversation_cache::Keeping {
             listing: cache,
-            write: keep,
+            keep,
         };
         super::conversation_cache::kept_or_read(kept, self.agent(), self.home(), id, || {
             let path = self.path_of(id)?;
@@ -78,9 +79,8 @@ impl SessionQuery for ExternalSessions {
 
     fn read_surface<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SurfaceSnapshot>> {
         let id = id.to_string();
-        // The discovery indexer reads every session this way: it uses what is kept, and keeps
-        // nothing new.
-        self.spawn(move |this| Ok(this.surface_blocking(&id, false)?.0))
+        // The discovery indexer reads every session this way: a bulk reader's keeping.
+        self.spawn(move |this| Ok(this.surface_blocking(&id, Keep::Bulk)?.0))
     }
 
     fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
@@ -94,7 +94,7 @@ impl SessionQuery for ExternalSessions {
     ) -> Option<BoxFuture<'a, Result<PlainConversation>>> {
         let id = id.to_string();
         Some(self.spawn(move |this| {
-            let (head, conversation) = this.conversation_blocking(&id, true)?;
+            let (head, conversation) = this.conversation_blocking(&id, Keep::Reference)?;
             Ok(super::plain(header(this.agent(), &head), conversation))
         }))
     }

@@ -2,7 +2,8 @@
 //!
 //! Purpose: strings are most of a log's bytes (tool output, chunk texts), so the scan after an
 //! opening quote classifies a block at once (`simd.rs`) and decides from the masks alone when
-//! the block is plain text whose only escapes are `\n` and `\"` ([`plain_block`]); otherwise
+//! the block is plain text whose only escapes are `\n`, `\"`, `\\`, `\t` and `\r`
+//! ([`plain_block`]); otherwise
 //! it visits each flagged byte (quote, backslash, control, non-ASCII) from the mask, and over an
 //! array's elements passes a run of plain strings separated by `","` whole ([`separated_run`]).
 //! Invariant: a body is accepted only if serde accepts it as a string: every escape valid
@@ -211,18 +212,23 @@ fn bits_from(n: usize) -> u64 {
     u64::MAX.checked_shl(n as u32).unwrap_or(0)
 }
 
-/// The fast step of a string scan over one block, for text whose escapes are all `\n` or
-/// `\"` (what prose and most tool output hold), decided from the block's masks without a loop
-/// over its flagged bytes: `Some(Some(k))` when the string closes at byte `k` of the block,
-/// `Some(None)` when the whole block (from `live`) is plain string text, and `None` when the
-/// block holds anything else before its closing quote (another escape, two backslashes in a
-/// row, a backslash as the last byte, a control or non-ASCII byte): the byte-by-byte loop takes
-/// the block then.
+/// The fast step of a string scan over one block, for text whose escapes are all two bytes
+/// long and common (`\n`, `\"`, `\\`, `\t`, `\r`: what prose, code and tool output hold),
+/// decided from the block's masks without a loop over its flagged bytes: `Some(Some(k))` when
+/// the string closes at byte `k` of the block, `Some(None)` when the whole block (from `live`)
+/// is plain string text, and `None` when the block holds anything else before its closing quote
+/// (another escape, a backslash as the last byte, a control or non-ASCII byte): the
+/// byte-by-byte loop takes the block then.
+///
+/// `live` starts where the scan stands, never inside an escape (the loop moves past a whole
+/// escape), so a run of backslashes starts in this block; one reaching its last byte may go on
+/// in the next and is left to the loop.
 #[inline(always)]
 fn plain_block(masks: StringMasks, live: u64) -> Option<Option<u32>> {
     let backslash = masks.backslash & live;
-    // Valid only while no backslash follows another (checked below, up to the closing quote).
-    let escaped = backslash << 1;
+    // The byte after each run of an odd number of backslashes: the escaped letter (an even
+    // run is pairs of `\\`, all valid).
+    let escaped = after_odd_runs(backslash);
     let closing = masks.quote & live & !escaped;
     // The bits before the closing quote (all of them while the string goes on).
     let within = if closing == 0 {
@@ -230,9 +236,62 @@ fn plain_block(masks: StringMasks, live: u64) -> Option<Option<u32>> {
     } else {
         (closing & closing.wrapping_neg()) - 1
     };
-    let plain = backslash & (backslash << 1) & within == 0
-        && (backslash & within) >> 63 == 0
+    let plain = (backslash & within) >> 63 == 0
         && masks.outside & live & within == 0
-        && escaped & within & !(masks.quote | masks.n) == 0;
+        && escaped & within & !(masks.quote | masks.n | masks.t | masks.r) == 0;
     plain.then(|| (closing != 0).then(|| closing.trailing_zeros()))
+}
+
+/// The bit just after each run of set bits of odd length in `backslash` (a run reaching bit 63
+/// has no such bit here). Each run is ended by adding its lowest bit: the carry lands just past
+/// it; a run starting at an even bit ends past an odd length exactly when it ends at an odd bit,
+/// and one starting at an odd bit at an even bit.
+#[inline(always)]
+fn after_odd_runs(backslash: u64) -> u64 {
+    const EVEN: u64 = 0x5555_5555_5555_5555;
+    let starts = backslash & !(backslash << 1);
+    let ends_of_even_starts = backslash.wrapping_add(starts & EVEN) & !backslash;
+    let ends_of_odd_starts = backslash.wrapping_add(starts & !EVEN) & !backslash;
+    (ends_of_even_starts & !EVEN) | (ends_of_odd_starts & EVEN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::after_odd_runs;
+    use crate::test_rng::TestRng;
+
+    /// The byte after each odd run, by counting: the reference `after_odd_runs` is checked
+    /// against, over random masks (runs of every length, at every position, bit 63 included).
+    #[test]
+    fn after_odd_runs_marks_the_byte_after_each_odd_run() {
+        let naive = |mask: u64| {
+            let mut out = 0u64;
+            let mut run = 0;
+            for k in 0..64 {
+                if mask >> k & 1 == 1 {
+                    run += 1;
+                } else {
+                    if run % 2 == 1 {
+                        out |= 1 << k;
+                    }
+                    run = 0;
+                }
+            }
+            out
+        };
+        let mut rng = TestRng::new(3);
+        for round in 0..100_000 {
+            // Sparse, dense and run-heavy masks alike.
+            let a = rng.next_u64();
+            let mask = match round % 3 {
+                0 => a & rng.next_u64(),
+                1 => a | rng.next_u64(),
+                _ => a,
+            };
+            assert_eq!(after_odd_runs(mask), naive(mask), "{mask:064b}");
+        }
+        for mask in [0, 1, 3, 7, u64::MAX, 1 << 63, 3 << 62, 0b1011_0111] {
+            assert_eq!(after_odd_runs(mask), naive(mask), "{mask:064b}");
+        }
+    }
 }
