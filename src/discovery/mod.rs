@@ -14,7 +14,9 @@
 //! it keeps the contract list.
 //!
 //! Keeping up: the background indexer ([`Discovery::spawn_indexer`]) runs a full pass (list
-//! everything, stamp every log) at start and then at a [`Cadence`]; with the file watcher of
+//! everything, stamp every log) at start and then at a [`Cadence`] (started deferred,
+//! [`Discovery::spawn_indexer_after`], the first pass and the watcher wait for a poke or a
+//! bound: the TUI's first `@` then has the cores to itself); with the file watcher of
 //! `watch` running on `<home>/sessions`, a write to a log is indexed by a targeted refresh of
 //! its session alone ([`Indexer::refresh_sessions`]) about `watch::COALESCE` (50 ms) later, a new
 //! session by a full pass its events ask for, and the polling passes slow to at least
@@ -30,6 +32,8 @@
 //! Proof: `tests/discovery/index.rs`, `tests/discovery/cache.rs`, `tests/discovery/search.rs`,
 //! `tests/discovery/watch.rs`
 //! (an append and a new session found with polling passes an hour apart),
+//! `tests/discovery/deferred.rs` (a deferred indexer starts at its bound or on a poke, and finds
+//! what was written while it waited),
 //! `tests/e2e/cli_lifecycle.rs`.
 
 pub(crate) mod index;

@@ -14,6 +14,10 @@
 //! ([`SessionMeta`]: last activity, message count, size, first prompt) and a live badge; the
 //! total tells the popup to say `50 of 312 · type to narrow`.
 //!
+//! Each answered lookup pokes the background indexer: that asks for a pass, and in a new process
+//! starts the indexer that waited for the popup's first answer
+//! ([`Discovery::spawn_indexer_after`]), so its start-up pass never competes with that answer.
+//!
 //! Proof: unit tests below (merge, dedupe, truncation, labels); `tests/tui/popup.rs` snapshots
 //! the rows with details and the truncated list.
 
@@ -200,6 +204,7 @@ pub async fn lookup(
                 });
         }
     }
+    // A pass now; in a new process, the deferred indexer's first one (this answer is ready).
     discovery.poke();
     (Ok(merged.candidates), Some(Arc::new(merged.details)))
 }

@@ -347,7 +347,8 @@ pub fn title_line(text: &str) -> Option<String> {
 ///
 /// Ids in an external namespace (`claude:`, `codex:`) are answered by that source; every other
 /// id by the host. The merged list is cached and rebuilt only when one of its parts answered a
-/// different `Arc`, so an unchanged answer is the same `Arc` (callers cache on that).
+/// different `Arc`, so an unchanged answer is the same `Arc` (callers cache on that). Each
+/// source is listed on a blocking thread of its own, all at once.
 #[derive(Clone)]
 pub struct WithExternal {
     host: Arc<dyn SessionQuery>,
