@@ -159,11 +159,17 @@ pub async fn run_terminal_on(
     inline: bool,
 ) -> Result<String, AppError> {
     terminal::install_panic_hook();
-    // Discovery indexes on its own thread; it stops when the TUI returns. Its first pass (which
-    // stamps every session) and its watcher wait for the popup's first answer, or
-    // `INDEXER_DEFER`: the first `@` of a new process has the cores to itself.
+    // Discovery indexes on its own thread; it stops when the TUI returns. Over an index a
+    // previous process made, its first pass (which stamps every session) and its watcher wait
+    // for the popup's first answer, or `INDEXER_DEFER`: the first `@` of a new process has the
+    // cores to itself. Without one (a home's first start) there is nothing to answer from, and
+    // the first build starts at once.
     let discovery = wiring.workspace.discovery().clone();
-    let _indexer = discovery.spawn_indexer_after(Cadence::default(), INDEXER_DEFER);
+    let defer = match discovery.db_path().is_file() {
+        true => INDEXER_DEFER,
+        false => Duration::ZERO,
+    };
+    let _indexer = discovery.spawn_indexer_after(Cadence::default(), defer);
     // The index's rows, loaded now beside the first listing rather than after it, by the
     // first search.
     {
