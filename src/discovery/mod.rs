@@ -287,9 +287,7 @@ impl Discovery {
         query: &SearchQuery,
         listed: Option<&HashSet<String>>,
     ) -> Result<SearchResult, IndexError> {
-        let mut s = self.shared.searcher.locked();
-        let r = s.search(query, listed);
-        r
+        self.shared.searcher.locked().search(query, listed)
     }
 
     /// Every indexed session's row (the searcher's in-memory copy, loaded or refreshed as a

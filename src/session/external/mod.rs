@@ -347,8 +347,7 @@ pub fn title_line(text: &str) -> Option<String> {
 ///
 /// Ids in an external namespace (`claude:`, `codex:`) are answered by that source; every other
 /// id by the host. The merged list is cached and rebuilt only when one of its parts answered a
-/// different `Arc`, so an unchanged answer is the same `Arc` (callers cache on that). Each
-/// source is listed on a blocking thread of its own, all at once.
+/// different `Arc`, so an unchanged answer is the same `Arc` (callers cache on that).
 #[derive(Clone)]
 pub struct WithExternal {
     host: Arc<dyn SessionQuery>,
@@ -392,28 +391,12 @@ impl WithExternal {
 impl SessionQuery for WithExternal {
     fn list_sessions(&self) -> BoxFuture<'_, Result<Arc<Vec<SessionSummary>>>> {
         Box::pin(async move {
-            // Every agent's listing on a blocking thread of its own, at once: a new process's
-            // first listing of two heavy homes takes as long as the longer one, not both.
-            let listings: Vec<_> = self
-                .sources
-                .iter()
-                .map(|source| {
-                    let source = source.clone();
-                    tokio::task::spawn_blocking(move || source.list_sessions_blocking())
-                })
-                .collect();
             let mut parts = Vec::with_capacity(self.sources.len() + 1);
             if self.list_host {
                 parts.push(self.host.list_sessions().await?);
             }
-            for (source, listing) in self.sources.iter().zip(listings) {
-                let listed = listing.await.unwrap_or_else(|source| {
-                    Err(SessionError::TaskFailed {
-                        what: "external session listing",
-                        source,
-                    })
-                });
-                match listed {
+            for source in &self.sources {
+                match source.list_sessions().await {
                     Ok(list) => parts.push(list),
                     // One agent's broken home must not hide every other session.
                     Err(err) => {
