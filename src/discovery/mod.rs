@@ -437,9 +437,9 @@ impl Discovery {
     /// and its watcher wait until it is poked ([`Discovery::poke`]: the TUI's popup pokes it
     /// once it has answered) or `defer` has passed, whichever comes first: a new process's
     /// first listing and search then have the cores to themselves. Nothing is missed by the
-    /// wait: the first pass still lists and stamps every session, and the watcher is added
-    /// before it (so a change made during the wait is found by that pass, one made after by
-    /// an event or a later pass).
+    /// wait: the first pass still lists and stamps every session, and the watcher starts with
+    /// it and, once its watches are in place, asks for one more pass (a change made during the
+    /// wait is found by those passes, one made after by an event or a later pass).
     pub fn spawn_indexer_after(&self, cadence: Cadence, defer: Duration) -> IndexerThread {
         // The indexer reloads the searcher's rows after it writes: searches need not.
         self.shared.searcher.locked().set_background_reload(true);
