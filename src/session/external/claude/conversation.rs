@@ -28,24 +28,39 @@ impl Key {
     fn of(text: &str) -> Key {
         let b = text.as_bytes();
         if b.len() == 36 && [8, 13, 18, 23].iter().all(|&i| b[i] == b'-') {
+            // The 32 digits, each through the table (an invalid one sets a high bit).
             let mut value: u128 = 0;
-            let mut digits = 0;
-            for &c in b {
-                let d = match c {
-                    b'0'..=b'9' => c - b'0',
-                    b'a'..=b'f' => c - b'a' + 10,
-                    _ => continue,
-                };
-                value = value << 4 | u128::from(d);
-                digits += 1;
+            let mut invalid = 0u8;
+            for (k, &c) in b.iter().enumerate() {
+                if !matches!(k, 8 | 13 | 18 | 23) {
+                    let digit = HEX[c as usize];
+                    invalid |= digit;
+                    value = value << 4 | u128::from(digit & 0x0f);
+                }
             }
-            if digits == 32 {
+            if invalid & 0x80 == 0 {
                 return Key::Uuid(((value >> 64) as u64, value as u64));
             }
         }
         Key::Other(text.into())
     }
 }
+
+/// Each byte's value as a lowercase hexadecimal digit, or `0x80` when it is none.
+const HEX: [u8; 256] = {
+    let mut table = [0x80u8; 256];
+    let mut d = 0;
+    while d < 10 {
+        table[b'0' as usize + d] = d as u8;
+        d += 1;
+    }
+    let mut d = 0;
+    while d < 6 {
+        table[b'a' as usize + d] = 10 + d as u8;
+        d += 1;
+    }
+    table
+};
 
 /// No node, no item.
 const NONE: u32 = u32::MAX;
@@ -438,8 +453,8 @@ fn add_piece(pieces: &mut HashMap<u64, Vec<(usize, usize)>>, reply: &str, start:
 }
 
 impl crate::session::external::agent::ConversationScan for ConversationScan {
-    fn conversation(&self) -> Conversation {
-        self.clone().finish()
+    fn conversation(self: Box<Self>) -> Conversation {
+        (*self).finish()
     }
 
     fn save(&self) -> String {
@@ -542,5 +557,48 @@ mod packed_nodes {
             });
         })?;
         Ok(nodes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Key;
+
+    /// A key is a UUID's 128 bits exactly when the text is a canonical lowercase UUID: checked
+    /// against counting its digits, over UUIDs with one byte changed at every position.
+    #[test]
+    fn keys_are_uuids_exactly_for_canonical_text() {
+        let counted = |text: &str| {
+            let b = text.as_bytes();
+            let hyphens = b.len() == 36 && [8, 13, 18, 23].iter().all(|&i| b[i] == b'-');
+            let digits = b
+                .iter()
+                .filter(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+                .count();
+            (hyphens && digits == 32).then(|| u128::from_str_radix(&text.replace('-', ""), 16))
+        };
+        let uuid = "0b1c2d3e-4f50-4617-8283-94a5b6c7d8e9";
+        let mut texts = vec![
+            uuid.to_string(),
+            uuid.to_uppercase(),
+            "b".into(),
+            String::new(),
+        ];
+        for at in 0..36 {
+            for c in [b'-', b'g', b'A', b'0', b'f', b' '] {
+                let mut bytes = uuid.as_bytes().to_vec();
+                bytes[at] = c;
+                texts.push(String::from_utf8(bytes).unwrap());
+            }
+        }
+        for text in &texts {
+            match (Key::of(text), counted(text)) {
+                (Key::Uuid((hi, lo)), Some(Ok(value))) => {
+                    assert_eq!((u128::from(hi) << 64) | u128::from(lo), value, "{text}");
+                }
+                (Key::Other(other), None) => assert_eq!(&*other, text.as_str()),
+                _ => panic!("{text}"),
+            }
+        }
     }
 }
