@@ -179,21 +179,22 @@ rss prepare-warm "$work/prepare.sh"
 # The first read of the session in a process whose listing is kept but that kept nothing of
 # this session yet (what the first reference to a heavy session costs).
 forget_kept="rm -rf $dsh/index/agents/conversations"
-hf prepare-first --runs "$runs" --prepare "sh -c '$forget_kept'" "$work/prepare.sh"
-sh -c "$forget_kept"; rss prepare-first "$work/prepare.sh"
-sh -c "$forget_kept"; "$work/prepare.sh" >"$results/prepare-first.out"
-if cmp -s "$results/prepare.out" "$results/prepare-first.out"; then
-  echo "   prepare from what was kept = prepare from the file: ok"
-else echo "   PREPARE FROM WHAT WAS KEPT DIFFERS from prepare from the file"; fi
+# `prepare` with `before` run before each run (name, what, before): timed, its peak RSS, and its
+# output compared with the one from what was kept.
+prepare_after() {
+  local name=$1 what=$2 before=$3
+  hf "$name" --runs "$runs" --prepare "sh -c '$before'" "$work/prepare.sh"
+  sh -c "$before"; rss "$name" "$work/prepare.sh"
+  sh -c "$before"; "$work/prepare.sh" >"$results/$name.out"
+  if cmp -s "$results/prepare.out" "$results/$name.out"; then
+    echo "   prepare $what = prepare from what was kept: ok"
+  else echo "   PREPARE $what DIFFERS from prepare from what was kept"; fi
+}
+prepare_after prepare-first "from the file" "$forget_kept"
 # The first reference after a discovery pass (what the TUI's and the MCP server's indexer do
 # in the background): the pass reads every session anyway and keeps the heavy ones it may.
-after_pass="rm -rf $dsh/index/discovery-* $dsh/index/agents/conversations && $refs search diff >/dev/null"
-hf prepare-indexed --runs "$runs" --prepare "sh -c '$after_pass'" "$work/prepare.sh"
-sh -c "$after_pass"; rss prepare-indexed "$work/prepare.sh"
-sh -c "$after_pass"; "$work/prepare.sh" >"$results/prepare-indexed.out"
-if cmp -s "$results/prepare.out" "$results/prepare-indexed.out"; then
-  echo "   prepare after a discovery pass = prepare from the file: ok"
-else echo "   PREPARE AFTER A DISCOVERY PASS DIFFERS from prepare from the file"; fi
+prepare_after prepare-indexed "after a discovery pass" \
+  "rm -rf $dsh/index/discovery-* $dsh/index/agents/conversations && $refs search diff >/dev/null"
 hf prepare-cold --runs "$runs" --prepare "sh -c '$fresh'" "$work/prepare.sh"
 sh -c "$fresh"; rss prepare-cold "$work/prepare.sh"
 echo "  (the fixed cost: prepare of the smallest Claude session, $(stat -c %s "$smallest_path") B, state kept)"
