@@ -5,7 +5,8 @@
 #   (a) cat of every session file;
 #   (b) `dsh-refs sessions` over both homes: cold (no dsh state: a new dsh home and cache dir
 #       before each run), warm (a new process, the state of the previous one kept), and after
-#       appending one line to 5 sessions before each run;
+#       appending one line to 5 sessions before each run; and a new `dsh-refs mcp`'s first
+#       `resources/list` (with titles, never bare ids);
 #   (c) `dsh-refs prepare` of a reference to the largest Claude Code session (state kept; the
 #       first read, with the listing kept but nothing kept of that session; the first read
 #       after a discovery pass (`search`) over a new index; cold; and with a record appended
@@ -143,6 +144,24 @@ after=$(snapshot)
 if [ "$before" = "$after" ]; then echo "   agent homes unchanged by listing: ok"; else
   echo "   AGENT HOMES CHANGED by listing:"; diff <(echo "$before") <(echo "$after") | sed -n 1,10p || true; fi
 
+echo "== (b) dsh-refs mcp: a new server's first resources/list (initialize, list, end of input)"
+cat >"$work/mcp-in.txt" <<'END'
+{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"heavy-bench","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"resources/list"}
+END
+# The server answers what it was sent and exits at the end of its input: the time to its exit
+# bounds the time to its first list.
+hf mcp-list --warmup 1 --runs "$runs" "sh -c '$refs mcp <$work/mcp-in.txt >$work/mcp-out.txt 2>/dev/null'"
+rss mcp-list sh -c "$refs mcp <$work/mcp-in.txt >$work/mcp-out.txt"
+python3 - "$work/mcp-out.txt" <<'END'
+import json, re, sys
+answers = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+listed = next(a for a in answers if a.get("id") == 2)["result"]["resources"]
+bare = [r["name"] for r in listed if re.fullmatch(r"(\w+:)?[0-9a-f-]{36}", r["name"])]
+print(f"   first resources/list: {len(listed)} sessions, {len(bare)} named by a bare id")
+END
+
 echo "== (b) dsh-refs sessions after appending a line to 5 sessions before each run"
 hf sessions-append --warmup 1 --runs "$runs" --prepare "$work/append.sh" "$refs sessions"
 "$work/append.sh"; rss sessions-append $refs sessions
@@ -160,21 +179,22 @@ rss prepare-warm "$work/prepare.sh"
 # The first read of the session in a process whose listing is kept but that kept nothing of
 # this session yet (what the first reference to a heavy session costs).
 forget_kept="rm -rf $dsh/index/agents/conversations"
-hf prepare-first --runs "$runs" --prepare "sh -c '$forget_kept'" "$work/prepare.sh"
-sh -c "$forget_kept"; rss prepare-first "$work/prepare.sh"
-sh -c "$forget_kept"; "$work/prepare.sh" >"$results/prepare-first.out"
-if cmp -s "$results/prepare.out" "$results/prepare-first.out"; then
-  echo "   prepare from what was kept = prepare from the file: ok"
-else echo "   PREPARE FROM WHAT WAS KEPT DIFFERS from prepare from the file"; fi
+# `prepare` with `before` run before each run (name, what, before): timed, its peak RSS, and its
+# output compared with the one from what was kept.
+prepare_after() {
+  local name=$1 what=$2 before=$3
+  hf "$name" --runs "$runs" --prepare "sh -c '$before'" "$work/prepare.sh"
+  sh -c "$before"; rss "$name" "$work/prepare.sh"
+  sh -c "$before"; "$work/prepare.sh" >"$results/$name.out"
+  if cmp -s "$results/prepare.out" "$results/$name.out"; then
+    echo "   prepare $what = prepare from what was kept: ok"
+  else echo "   PREPARE $what DIFFERS from prepare from what was kept"; fi
+}
+prepare_after prepare-first "from the file" "$forget_kept"
 # The first reference after a discovery pass (what the TUI's and the MCP server's indexer do
 # in the background): the pass reads every session anyway and keeps the heavy ones it may.
-after_pass="rm -rf $dsh/index/discovery-* $dsh/index/agents/conversations && $refs search diff >/dev/null"
-hf prepare-indexed --runs "$runs" --prepare "sh -c '$after_pass'" "$work/prepare.sh"
-sh -c "$after_pass"; rss prepare-indexed "$work/prepare.sh"
-sh -c "$after_pass"; "$work/prepare.sh" >"$results/prepare-indexed.out"
-if cmp -s "$results/prepare.out" "$results/prepare-indexed.out"; then
-  echo "   prepare after a discovery pass = prepare from the file: ok"
-else echo "   PREPARE AFTER A DISCOVERY PASS DIFFERS from prepare from the file"; fi
+prepare_after prepare-indexed "after a discovery pass" \
+  "rm -rf $dsh/index/discovery-* $dsh/index/agents/conversations && $refs search diff >/dev/null"
 hf prepare-cold --runs "$runs" --prepare "sh -c '$fresh'" "$work/prepare.sh"
 sh -c "$fresh"; rss prepare-cold "$work/prepare.sh"
 echo "  (the fixed cost: prepare of the smallest Claude session, $(stat -c %s "$smallest_path") B, state kept)"
@@ -209,6 +229,7 @@ rows = [("cat all files", "cat-all", "cat-all"),
         ("sessions cold", "sessions-cold", "cat-all"),
         ("sessions warm", "sessions-warm", "cat-all"),
         ("sessions after 5 appends", "sessions-append", "cat-all"),
+        ("mcp first resources/list", "mcp-list", "cat-all"),
         ("cat largest Claude file", "cat-largest", "cat-largest"),
         ("prepare largest (state kept)", "prepare-warm", "cat-largest"),
         ("prepare largest (first read)", "prepare-first", "cat-largest"),

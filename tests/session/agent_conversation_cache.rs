@@ -6,7 +6,7 @@
 //! memory). That the kept projection is used is proved by the bytes the reading thread read
 //! (the kernel's count), a small part of the session file's.
 
-use crate::support::tree_with_stamps;
+use crate::support::{thread_read_bytes, tree_with_stamps};
 use dsh_session_references::session::external::{Conversation, ExternalAgent, ExternalSessions};
 use std::fs;
 use std::io::Write;
@@ -176,18 +176,6 @@ fn a_new_process_reads_a_heavy_session_from_what_the_last_one_kept() {
         kept_before, kept_after,
         "a chmod must make the file opened again"
     );
-}
-
-/// The bytes this thread has read through system calls so far (`rchar` of
-/// `/proc/thread-self/io`).
-fn thread_read_bytes() -> u64 {
-    let io = fs::read_to_string("/proc/thread-self/io").unwrap();
-    io.lines()
-        .find_map(|l| l.strip_prefix("rchar: "))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! shared in memory). What a process read is measured as the bytes its thread read through
 //! system calls (`rchar` of `/proc/thread-self/io`), against an index of a few megabytes.
 
-use crate::support::tree_with_stamps;
+use crate::support::{thread_read_bytes, tree_with_stamps};
 use dsh_session_references::session::external::{ExternalAgent, ExternalSessions};
 use std::fs;
 use std::io::Write;
@@ -113,18 +113,6 @@ impl Homes {
     fn index_len(&self) -> u64 {
         fs::metadata(self.index()).unwrap().len()
     }
-}
-
-/// The bytes this thread has read through system calls so far (`rchar` of
-/// `/proc/thread-self/io`).
-fn thread_read_bytes() -> u64 {
-    let io = fs::read_to_string("/proc/thread-self/io").unwrap();
-    io.lines()
-        .find_map(|l| l.strip_prefix("rchar: "))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 /// Far less than the index: only a small part of it (or none) was read.

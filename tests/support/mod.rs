@@ -271,6 +271,18 @@ pub fn conversation_texts(context: &Message) -> Vec<String> {
 /// A path's mode, mtime (seconds, nanoseconds) and bytes (none for a directory).
 pub type TreeEntry = (u32, i64, i64, Option<Vec<u8>>);
 
+/// The bytes the calling thread has read through system calls so far (`rchar` of
+/// `/proc/thread-self/io`): a read that must not touch a file reads far fewer.
+pub fn thread_read_bytes() -> u64 {
+    let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 /// Every path under `root` with its mode, mtime and bytes: compared before and after an
 /// operation, it shows that nothing under another agent's home was written, touched or made.
 #[allow(dead_code)] // Not every test binary reads other agents' homes.

@@ -161,8 +161,9 @@ pub trait TitleScan: LineSink + Send {
 /// gives the projected conversation of the lines fed so far, and its state can be saved and
 /// resumed to be fed the lines appended since.
 pub trait ConversationScan: LineSink + Send {
-    /// The projected conversation as far as the lines fed so far tell (the scan goes on).
-    fn conversation(&self) -> Conversation;
+    /// The projected conversation as far as the lines fed so far tell (the scan ends: save it
+    /// first to go on later).
+    fn conversation(self: Box<Self>) -> Conversation;
     /// The scan's state as JSON text (read back by [`AgentFormat::conversation_scan`]
     /// of the same agent; written straight from the scan, never through a tree of values: the
     /// state of a heavy session is megabytes).

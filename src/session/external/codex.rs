@@ -607,8 +607,8 @@ impl ConversationScan {
 }
 
 impl super::agent::ConversationScan for ConversationScan {
-    fn conversation(&self) -> Conversation {
-        self.clone().finish()
+    fn conversation(self: Box<Self>) -> Conversation {
+        (*self).finish()
     }
 
     fn save(&self) -> String {

@@ -181,13 +181,19 @@ struct Kept<'a> {
     scan: Option<SavedScan>,
 }
 
-/// A conversation scan's state (JSON text) and the byte offset and line number it stopped at:
-/// the third line of a kept file.
-#[derive(Serialize, Deserialize)]
+/// A conversation scan's state (the agent's text, parsed only by the agent's scan when it is
+/// resumed) and the byte offset and line number it stopped at.
 struct SavedScan {
     offset: u64,
     line: u64,
-    state: Box<serde_json::value::RawValue>,
+    state: String,
+}
+
+/// Where a saved scan stopped: the line before its state in a scan file.
+#[derive(Serialize, Deserialize)]
+struct ScanEnd {
+    offset: u64,
+    line: u64,
 }
 
 /// A session as read back, its items' line unparsed (only a file as it was needs them).
@@ -316,7 +322,7 @@ fn kept(listing: &Path, agent: ExternalAgent, home: &Path, id: &str) -> Found {
     let grown = now.inode == kept.stamp.inode && now.len >= kept.stamp.len;
     match saved {
         Some(saved) if grown && saved.offset <= now.len => {
-            match agent.format().conversation_scan(Some(saved.state.get())) {
+            match agent.format().conversation_scan(Some(&saved.state)) {
                 Some(scan) => Found::Grown(Grown {
                     head: kept.head,
                     path: kept.path,
@@ -375,14 +381,13 @@ pub(super) fn kept_or_read(
     let (conversation, saved) = match scan {
         Some(mut scan) => {
             let (offset, line) = super::lines::read_lines(&session, from.0, from.1, &mut *scan)?;
-            let saved = before.and_then(|_| {
-                let state = serde_json::value::RawValue::from_string(scan.save()).ok()?;
-                Some(SavedScan {
+            let saved = before
+                .map(|_| SavedScan {
                     offset,
                     line,
-                    state,
+                    state: scan.save(),
                 })
-            });
+                .filter(|saved| !saved.state.is_empty());
             (scan.conversation(), saved)
         }
         None => (format.read_conversation(&session)?, None),
@@ -524,8 +529,9 @@ fn load(listing: &Path, agent: &str, home: &Path, id: &str) -> std::result::Resu
     })
 }
 
-/// The first line of a kept scan; its last number is the format's version.
-const SCAN_MAGIC: &str = "dsh-refs agent conversation scan 1\n";
+/// The first line of a kept scan; its last number is the format's version (2: the state is the
+/// rest of the file, after a line of where it stopped, so it is parsed once, by the agent).
+const SCAN_MAGIC: &str = "dsh-refs agent conversation scan 2\n";
 
 /// Where the scan beside the kept document `document` lives (`<name>.scan`).
 fn scan_path(document: &Path) -> PathBuf {
@@ -533,13 +539,19 @@ fn scan_path(document: &Path) -> PathBuf {
 }
 
 /// Writes the scan `saved` of a file stamped `stamp` beside its document (its own magic line,
-/// the stamp, the scan, a checksum).
+/// the stamp, where the scan stopped, the scan's state, a checksum).
 fn save_scan(path: &Path, stamp: Stamp, saved: &SavedScan) -> std::io::Result<()> {
-    let mut body = Vec::with_capacity(SCAN_MAGIC.len() + saved.state.get().len() + 256);
+    let mut body = Vec::with_capacity(SCAN_MAGIC.len() + saved.state.len() + 256);
     body.extend_from_slice(SCAN_MAGIC.as_bytes());
     serde_json::to_writer(&mut body, &stamp).map_err(std::io::Error::other)?;
     body.push(b'\n');
-    serde_json::to_writer(&mut body, saved).map_err(std::io::Error::other)?;
+    let end = ScanEnd {
+        offset: saved.offset,
+        line: saved.line,
+    };
+    serde_json::to_writer(&mut body, &end).map_err(std::io::Error::other)?;
+    body.push(b'\n');
+    body.extend_from_slice(saved.state.as_bytes());
     if body.len() + 17 > MAX_BYTES {
         let _ = std::fs::remove_file(path);
         return Ok(());
@@ -558,7 +570,16 @@ fn load_scan(document: &Path, stamp: Stamp) -> Option<SavedScan> {
     if taken != stamp {
         return None;
     }
-    serde_json::from_slice(&body[end + 1..]).ok()
+    let rest = &body[end + 1..];
+    let end = memchr::memchr(b'\n', rest)?;
+    let stopped: ScanEnd = serde_json::from_slice(&rest[..end]).ok()?;
+    // Whole UTF-8 only: the agent's scan parses it, and refuses anything else.
+    let state = std::str::from_utf8(&rest[end + 1..]).ok()?.to_owned();
+    Some(SavedScan {
+        offset: stopped.offset,
+        line: stopped.line,
+        state,
+    })
 }
 
 /// Ends `file` (which starts with the line `magic`) with the checksum of what follows the
@@ -776,10 +797,8 @@ mod tests {
             scan: with_scan.then(|| SavedScan {
                 offset: 2,
                 line: 1,
-                state: serde_json::value::to_raw_value(
-                    &super::super::claude::ConversationScan::default(),
-                )
-                .unwrap(),
+                state: serde_json::to_string(&super::super::claude::ConversationScan::default())
+                    .unwrap(),
             }),
         };
         save(listing, "claude", home, id, &kept).unwrap();

@@ -28,24 +28,39 @@ impl Key {
     fn of(text: &str) -> Key {
         let b = text.as_bytes();
         if b.len() == 36 && [8, 13, 18, 23].iter().all(|&i| b[i] == b'-') {
+            // The 32 digits, each through the table (an invalid one sets a high bit).
             let mut value: u128 = 0;
-            let mut digits = 0;
-            for &c in b {
-                let d = match c {
-                    b'0'..=b'9' => c - b'0',
-                    b'a'..=b'f' => c - b'a' + 10,
-                    _ => continue,
-                };
-                value = value << 4 | u128::from(d);
-                digits += 1;
+            let mut invalid = 0u8;
+            for (k, &c) in b.iter().enumerate() {
+                if !matches!(k, 8 | 13 | 18 | 23) {
+                    let digit = HEX[c as usize];
+                    invalid |= digit;
+                    value = value << 4 | u128::from(digit & 0x0f);
+                }
             }
-            if digits == 32 {
+            if invalid & 0x80 == 0 {
                 return Key::Uuid(((value >> 64) as u64, value as u64));
             }
         }
         Key::Other(text.into())
     }
 }
+
+/// Each byte's value as a lowercase hexadecimal digit, or `0x80` when it is none.
+const HEX: [u8; 256] = {
+    let mut table = [0x80u8; 256];
+    let mut d = 0;
+    while d < 10 {
+        table[b'0' as usize + d] = d as u8;
+        d += 1;
+    }
+    let mut d = 0;
+    while d < 6 {
+        table[b'a' as usize + d] = 10 + d as u8;
+        d += 1;
+    }
+    table
+};
 
 /// No node, no item.
 const NONE: u32 = u32::MAX;
@@ -59,33 +74,15 @@ const CONVERSATIONAL: u8 = 4;
 const TAKEN: u8 = 8;
 
 /// One record of the tree: 16 bytes, whatever the record held (its text, if it is part of the
-/// conversation, lives in `ConversationScan::items`).
-/// Saved as `[parent, item, order, flags]`: a heavy session has tens of thousands.
-#[derive(Clone, Copy, serde::Serialize, serde::Deserialize)]
-#[serde(from = "(u32, u32, u32, u8)", into = "(u32, u32, u32, u8)")]
+/// conversation, lives in `ConversationScan::items`). Saved packed in 13 bytes
+/// ([`packed_nodes`]): a heavy session has tens of thousands.
+#[derive(Clone, Copy)]
 struct Node {
     parent: u32,
     item: u32,
     /// Position in the file (saturating).
     order: u32,
     flags: u8,
-}
-
-impl From<(u32, u32, u32, u8)> for Node {
-    fn from((parent, item, order, flags): (u32, u32, u32, u8)) -> Node {
-        Node {
-            parent,
-            item,
-            order,
-            flags,
-        }
-    }
-}
-
-impl From<Node> for (u32, u32, u32, u8) {
-    fn from(node: Node) -> (u32, u32, u32, u8) {
-        (node.parent, node.item, node.order, node.flags)
-    }
 }
 
 const EMPTY: Node = Node {
@@ -104,9 +101,10 @@ const EMPTY: Node = Node {
 #[derive(Default, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ConversationScan {
     /// Ids of canonical UUIDs (24 bytes an entry) and of anything else.
-    #[serde(with = "pairs")]
+    #[serde(with = "packed_uuids")]
     uuids: HashMap<(u64, u64), u32>,
     others: HashMap<Box<str>, u32>,
+    #[serde(with = "packed_nodes")]
     nodes: Vec<Node>,
     items: Vec<Option<(Item, Option<String>)>>,
     leaf: Option<u32>,
@@ -119,6 +117,23 @@ pub struct ConversationScan {
 }
 
 impl ConversationScan {
+    /// Whether a scan read back from disk holds together: every node, item and leaf it names
+    /// is one it has (a saved state is checksummed, but a scan indexes by these, so one that
+    /// does not is refused rather than trusted).
+    pub fn consistent(&self) -> bool {
+        let nodes = self.nodes.len();
+        let node = |at: u32| at == NONE || (at as usize) < nodes;
+        let item = |at: u32| at == NONE || (at as usize) < self.items.len();
+        nodes < NONE as usize
+            && self.nodes.iter().all(|n| node(n.parent) && item(n.item))
+            && self
+                .uuids
+                .values()
+                .chain(self.others.values())
+                .all(|&at| (at as usize) < nodes)
+            && self.leaf.is_none_or(|at| (at as usize) < nodes)
+    }
+
     /// A scan that reads every record by serde alone, never walking it: the reference the
     /// fast path is compared with (`tests/session/reliability_agent_skim.rs`).
     #[doc(hidden)]
@@ -438,8 +453,8 @@ fn add_piece(pieces: &mut HashMap<u64, Vec<(usize, usize)>>, reply: &str, start:
 }
 
 impl crate::session::external::agent::ConversationScan for ConversationScan {
-    fn conversation(&self) -> Conversation {
-        self.clone().finish()
+    fn conversation(self: Box<Self>) -> Conversation {
+        (*self).finish()
     }
 
     fn save(&self) -> String {
@@ -447,20 +462,143 @@ impl crate::session::external::agent::ConversationScan for ConversationScan {
     }
 }
 
-/// The UUID map saved as a list of pairs (a JSON object's keys are strings only).
-mod pairs {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+/// Fixed-size entries saved as one base64 string of their little-endian bytes: a heavy session
+/// has tens of thousands of nodes and UUIDs, and their numbers written out as JSON cost several
+/// times their bytes to write and to read back.
+mod packed {
+    use base64::Engine;
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], to: S) -> Result<S::Ok, S::Error> {
+        to.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+
+    /// The entries of `width` bytes of a saved string, each given to `entry`.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        from: D,
+        width: usize,
+        mut entry: impl FnMut(&[u8]),
+    ) -> Result<(), D::Error> {
+        let text = String::deserialize(from)?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text.as_bytes())
+            .map_err(D::Error::custom)?;
+        if bytes.len() % width != 0 {
+            return Err(D::Error::custom("a packed table of whole entries"));
+        }
+        bytes.chunks_exact(width).for_each(&mut entry);
+        Ok(())
+    }
+
+    pub fn word<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
+        let mut out = [0; N];
+        out.copy_from_slice(&bytes[at..at + N]);
+        out
+    }
+}
+
+/// The UUID map, packed: 20 bytes an entry (the two halves, then the node).
+mod packed_uuids {
+    use super::packed::{self, word};
+    use serde::{Deserializer, Serializer};
     use std::collections::HashMap;
 
     type Map = HashMap<(u64, u64), u32>;
 
     pub fn serialize<S: Serializer>(map: &Map, to: S) -> Result<S::Ok, S::Error> {
-        let pairs: Vec<(u64, u64, u32)> = map.iter().map(|(&(a, b), &n)| (a, b, n)).collect();
-        pairs.serialize(to)
+        let mut bytes = Vec::with_capacity(map.len() * 20);
+        for (&(a, b), &n) in map {
+            bytes.extend_from_slice(&a.to_le_bytes());
+            bytes.extend_from_slice(&b.to_le_bytes());
+            bytes.extend_from_slice(&n.to_le_bytes());
+        }
+        packed::serialize(&bytes, to)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<Map, D::Error> {
-        let pairs = Vec::<(u64, u64, u32)>::deserialize(from)?;
-        Ok(pairs.into_iter().map(|(a, b, n)| ((a, b), n)).collect())
+        let mut map = Map::new();
+        packed::deserialize(from, 20, |e| {
+            let key = (
+                u64::from_le_bytes(word(e, 0)),
+                u64::from_le_bytes(word(e, 8)),
+            );
+            map.insert(key, u32::from_le_bytes(word(e, 16)));
+        })?;
+        Ok(map)
+    }
+}
+
+/// The nodes, packed: 13 bytes a node (parent, item, order, flags).
+mod packed_nodes {
+    use super::packed::{self, word};
+    use super::Node;
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(nodes: &[Node], to: S) -> Result<S::Ok, S::Error> {
+        let mut bytes = Vec::with_capacity(nodes.len() * 13);
+        for node in nodes {
+            bytes.extend_from_slice(&node.parent.to_le_bytes());
+            bytes.extend_from_slice(&node.item.to_le_bytes());
+            bytes.extend_from_slice(&node.order.to_le_bytes());
+            bytes.push(node.flags);
+        }
+        packed::serialize(&bytes, to)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<Vec<Node>, D::Error> {
+        let mut nodes = Vec::new();
+        packed::deserialize(from, 13, |e| {
+            nodes.push(Node {
+                parent: u32::from_le_bytes(word(e, 0)),
+                item: u32::from_le_bytes(word(e, 4)),
+                order: u32::from_le_bytes(word(e, 8)),
+                flags: e[12],
+            });
+        })?;
+        Ok(nodes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Key;
+
+    /// A key is a UUID's 128 bits exactly when the text is a canonical lowercase UUID: checked
+    /// against counting its digits, over UUIDs with one byte changed at every position.
+    #[test]
+    fn keys_are_uuids_exactly_for_canonical_text() {
+        let counted = |text: &str| {
+            let b = text.as_bytes();
+            let hyphens = b.len() == 36 && [8, 13, 18, 23].iter().all(|&i| b[i] == b'-');
+            let digits = b
+                .iter()
+                .filter(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+                .count();
+            (hyphens && digits == 32).then(|| u128::from_str_radix(&text.replace('-', ""), 16))
+        };
+        let uuid = "0b1c2d3e-4f50-4617-8283-94a5b6c7d8e9";
+        let mut texts = vec![
+            uuid.to_string(),
+            uuid.to_uppercase(),
+            "b".into(),
+            String::new(),
+        ];
+        for at in 0..36 {
+            for c in [b'-', b'g', b'A', b'0', b'f', b' '] {
+                let mut bytes = uuid.as_bytes().to_vec();
+                bytes[at] = c;
+                texts.push(String::from_utf8(bytes).unwrap());
+            }
+        }
+        for text in &texts {
+            match (Key::of(text), counted(text)) {
+                (Key::Uuid((hi, lo)), Some(Ok(value))) => {
+                    assert_eq!((u128::from(hi) << 64) | u128::from(lo), value, "{text}");
+                }
+                (Key::Other(other), None) => assert_eq!(&*other, text.as_str()),
+                _ => panic!("{text}"),
+            }
+        }
     }
 }

@@ -206,7 +206,11 @@ impl AgentFormat for ClaudeCode {
         &self,
         saved: Option<&str>,
     ) -> Option<Box<dyn super::agent::ConversationScan>> {
-        super::agent::conversation_scan_of::<ConversationScan>(saved)
+        let scan: ConversationScan = match saved {
+            Some(saved) => serde_json::from_str(saved).ok()?,
+            None => ConversationScan::default(),
+        };
+        scan.consistent().then(|| Box::new(scan) as _)
     }
 }
 
@@ -378,6 +382,59 @@ mod tests {
             .into_iter()
             .map(|i| (i.kind, i.text))
             .collect()
+    }
+
+    /// A saved scan comes back packed and whole; one whose tables are cut, or whose nodes name
+    /// a node or item it does not have, is refused (the session is then read whole).
+    #[test]
+    fn a_saved_scan_is_resumed_only_when_it_holds_together() {
+        use base64::Engine;
+        let lines = [
+            r#"{"type":"user","uuid":"0b1c2d3e-4f50-4617-8283-94a5b6c7d8e9","parentUuid":null,"message":{"role":"user","content":"first"}}"#,
+            r#"{"type":"assistant","uuid":"b","parentUuid":"0b1c2d3e-4f50-4617-8283-94a5b6c7d8e9","message":{"id":"m1","content":[{"type":"text","text":"answer"}]}}"#,
+        ];
+        let mut scan = ConversationScan::default();
+        for (i, line) in lines.iter().enumerate() {
+            scan.line(i as u64, line.as_bytes());
+        }
+        let saved = crate::session::external::agent::ConversationScan::save(&scan);
+        let resumed = ClaudeCode.conversation_scan(Some(&saved)).unwrap();
+        assert_eq!(resumed.conversation(), scan.clone().finish());
+        let with = |field: &str, bytes: &[u8]| {
+            let mut value: serde_json::Value = serde_json::from_str(&saved).unwrap();
+            let packed = base64::engine::general_purpose::STANDARD.encode(bytes);
+            value[field] = serde_json::Value::String(packed);
+            value.to_string()
+        };
+        let node = |parent: u32, item: u32| {
+            let mut bytes = Vec::new();
+            for word in [parent, item, 0] {
+                bytes.extend_from_slice(&word.to_le_bytes());
+            }
+            bytes.push(1);
+            bytes
+        };
+        // Two nodes (the user's and the assistant's), two items: in range, then not.
+        let good = [node(u32::MAX, 0), node(0, 1)].concat();
+        assert!(ClaudeCode
+            .conversation_scan(Some(&with("nodes", &good)))
+            .is_some());
+        for bad in [
+            [node(u32::MAX, 0), node(2, 1)].concat(),
+            [node(u32::MAX, 0), node(0, 2)].concat(),
+            [node(u32::MAX, 0)].concat(),
+            good[..20].to_vec(),
+        ] {
+            assert!(ClaudeCode
+                .conversation_scan(Some(&with("nodes", &bad)))
+                .is_none());
+        }
+        assert!(ClaudeCode
+            .conversation_scan(Some(&with("uuids", &[0; 19])))
+            .is_none());
+        assert!(ClaudeCode
+            .conversation_scan(Some(&with("uuids", &[0xff; 20])))
+            .is_none());
     }
 
     #[test]
