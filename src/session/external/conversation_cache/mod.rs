@@ -58,6 +58,13 @@
 //! the indexer's read keeps a session ranked by its activity and the next reference reads
 //! that; nothing is written under the agent's home).
 
+mod rank;
+mod scan_file;
+
+pub(super) use rank::Keep;
+use rank::{prune, rank_of, room_for, touch};
+use scan_file::{load_scan, save_scan, scan_path, SavedScan};
+
 use super::agent::ConversationScan;
 use super::lines::FileStamp;
 use super::{Conversation, ExternalAgent, Head, Item, ItemKind};
@@ -154,23 +161,6 @@ pub(super) struct Keeping<'a> {
     pub keep: Keep,
 }
 
-/// Who reads a session, which decides what is kept and how long.
-///
-/// Each kept document's mtime is its rank, the last time the person touched the session:
-/// referenced it, or worked in it. [`prune`] removes the lowest ranks first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Keep {
-    /// A reference's read (a `prepare`, an MCP read, a TUI submit): always kept, ranked now;
-    /// a use of what is kept ranks it now again.
-    Reference,
-    /// A bulk reader's (the discovery indexer, which reads every session and puts the same
-    /// text in its index): kept ranked by the session file's own mtime, and only while fewer
-    /// than [`MAX_FILES`] are kept or the session is more recent than the least recent kept,
-    /// so that a first pass over a heavy home keeps the sessions worked in last, and never
-    /// pushes out one referenced since.
-    Bulk,
-}
-
 /// A session as kept: where its file was, the stamp it had, its head and its conversation,
 /// and the agent's conversation scan with where it stopped (when the agent has one).
 struct Kept<'a> {
@@ -179,21 +169,6 @@ struct Kept<'a> {
     head: &'a Head,
     conversation: &'a Conversation,
     scan: Option<SavedScan>,
-}
-
-/// A conversation scan's state (the agent's text, parsed only by the agent's scan when it is
-/// resumed) and the byte offset and line number it stopped at.
-struct SavedScan {
-    offset: u64,
-    line: u64,
-    state: String,
-}
-
-/// Where a saved scan stopped: the line before its state in a scan file.
-#[derive(Serialize, Deserialize)]
-struct ScanEnd {
-    offset: u64,
-    line: u64,
 }
 
 /// A session as read back, its items' line unparsed (only a file as it was needs them).
@@ -422,67 +397,6 @@ fn stamp_of(path: &Path) -> Option<FileStamp> {
     std::fs::metadata(path).ok().map(|m| FileStamp::of(&m))
 }
 
-/// A bulk read's rank: the session file's mtime, never later than now (a clock ahead must not
-/// rank a session above everything referenced since).
-fn rank_of(stamp: FileStamp) -> SystemTime {
-    let now = SystemTime::now();
-    stamp
-        .parts()
-        .1
-        .map_or(SystemTime::UNIX_EPOCH, |m| m.min(now))
-}
-
-/// Sets the rank (mtime) of session `id`'s kept document, when there is one.
-fn touch(listing: &Path, agent: &str, home: &Path, id: &str, rank: SystemTime) {
-    let Some(file) = path_of(listing, agent, home, id) else {
-        return;
-    };
-    // Opened to append (never truncated, nothing written) and not through a symlink; only a
-    // regular file's time is set.
-    let mut options = std::fs::File::options();
-    options.append(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW);
-    if let Ok(kept) = options.open(&file) {
-        if kept.metadata().is_ok_and(|m| m.is_file()) {
-            let _ = kept.set_modified(rank);
-        }
-    }
-}
-
-/// Whether a bulk read of session `id`, its file stamped `stamp`, may be kept: fewer than
-/// [`MAX_FILES`] others are kept, or the least recent of them ranks below this session's file.
-/// Bounded: at most four times [`MAX_FILES`] entries are looked at, as [`prune`] does.
-fn room_for(listing: &Path, agent: &str, home: &Path, id: &str, stamp: FileStamp) -> bool {
-    let (Some(own), Some(dir)) = (path_of(listing, agent, home, id), dir_beside(listing)) else {
-        return false;
-    };
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        // Nothing kept yet (the directory is made by the first save).
-        return true;
-    };
-    let mut count = 0;
-    let mut lowest: Option<SystemTime> = None;
-    for entry in entries.flatten().take(4 * MAX_FILES) {
-        let path = entry.path();
-        if !is_document(&path) || path == own {
-            continue;
-        }
-        count += 1;
-        let rank = entry.metadata().and_then(|m| m.modified());
-        let rank = rank.unwrap_or(SystemTime::UNIX_EPOCH);
-        lowest = Some(lowest.map_or(rank, |l| l.min(rank)));
-    }
-    count < MAX_FILES || lowest.is_some_and(|lowest| lowest < rank_of(stamp))
-}
-
-/// Whether `path` names a kept document (not a scan, not a temporary file).
-fn is_document(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| !n.starts_with('.') && n.ends_with(".json"))
-}
-
 /// Why a kept projection was not used.
 #[derive(Debug, PartialEq, Eq)]
 enum Miss {
@@ -526,59 +440,6 @@ fn load(listing: &Path, agent: &str, home: &Path, id: &str) -> std::result::Resu
         last_line: document.last_line,
         last_activity: document.last_activity,
         items: items.to_vec(),
-    })
-}
-
-/// The first line of a kept scan; its last number is the format's version (2: the state is the
-/// rest of the file, after a line of where it stopped, so it is parsed once, by the agent).
-const SCAN_MAGIC: &str = "dsh-refs agent conversation scan 2\n";
-
-/// Where the scan beside the kept document `document` lives (`<name>.scan`).
-fn scan_path(document: &Path) -> PathBuf {
-    document.with_extension("scan")
-}
-
-/// Writes the scan `saved` of a file stamped `stamp` beside its document (its own magic line,
-/// the stamp, where the scan stopped, the scan's state, a checksum).
-fn save_scan(path: &Path, stamp: Stamp, saved: &SavedScan) -> std::io::Result<()> {
-    let mut body = Vec::with_capacity(SCAN_MAGIC.len() + saved.state.len() + 256);
-    body.extend_from_slice(SCAN_MAGIC.as_bytes());
-    serde_json::to_writer(&mut body, &stamp).map_err(std::io::Error::other)?;
-    body.push(b'\n');
-    let end = ScanEnd {
-        offset: saved.offset,
-        line: saved.line,
-    };
-    serde_json::to_writer(&mut body, &end).map_err(std::io::Error::other)?;
-    body.push(b'\n');
-    body.extend_from_slice(saved.state.as_bytes());
-    if body.len() + 17 > MAX_BYTES {
-        let _ = std::fs::remove_file(path);
-        return Ok(());
-    }
-    seal(&mut body, SCAN_MAGIC);
-    crate::session::files::write_replacing(path, &body)
-}
-
-/// The scan kept beside the document `document`, when it is whole and was taken of the file
-/// stamped `stamp` (the document's stamp); `None` otherwise (the file is then read whole).
-fn load_scan(document: &Path, stamp: Stamp) -> Option<SavedScan> {
-    let bytes = crate::session::files::read_small(&scan_path(document), MAX_BYTES)?;
-    let body = unseal(&bytes, SCAN_MAGIC).ok()?;
-    let end = memchr::memchr(b'\n', body)?;
-    let taken: Stamp = serde_json::from_slice(&body[..end]).ok()?;
-    if taken != stamp {
-        return None;
-    }
-    let rest = &body[end + 1..];
-    let end = memchr::memchr(b'\n', rest)?;
-    let stopped: ScanEnd = serde_json::from_slice(&rest[..end]).ok()?;
-    // Whole UTF-8 only: the agent's scan parses it, and refuses anything else.
-    let state = std::str::from_utf8(&rest[end + 1..]).ok()?.to_owned();
-    Some(SavedScan {
-        offset: stopped.offset,
-        line: stopped.line,
-        state,
     })
 }
 
@@ -678,61 +539,6 @@ fn save(
     crate::session::files::write_replacing(&file, &body)?;
     prune(dir, &file);
     Ok(())
-}
-
-/// Removes from `dir` the kept projections whose session file is gone, and the lowest ranked
-/// (mtime, see [`Keep`]) past [`MAX_FILES`] (never `just_written`). Only names this module
-/// writes are touched.
-fn prune(dir: &Path, just_written: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut kept: Vec<(SystemTime, PathBuf)> = Vec::new();
-    for entry in entries.flatten().take(4 * MAX_FILES) {
-        let path = entry.path();
-        if !is_document(&path) || path == just_written {
-            continue;
-        }
-        if session_gone(&path) {
-            let _ = std::fs::remove_file(scan_path(&path));
-            let _ = std::fs::remove_file(&path);
-            continue;
-        }
-        let written = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .unwrap_or(SystemTime::UNIX_EPOCH);
-        kept.push((written, path));
-    }
-    if kept.len() + 1 > MAX_FILES {
-        kept.sort();
-        for (_, path) in kept.iter().take(kept.len() + 1 - MAX_FILES) {
-            let _ = std::fs::remove_file(scan_path(path));
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
-
-/// Whether the kept projection at `kept` names a session file that no longer exists (read from
-/// its second line, the session file's path).
-fn session_gone(kept: &Path) -> bool {
-    use std::io::Read;
-    let mut head = Vec::with_capacity(MAX_PATH_LINE);
-    let Ok(file) = crate::session::files::open_read(kept) else {
-        return false;
-    };
-    if file
-        .take((MAGIC.len() + MAX_PATH_LINE) as u64)
-        .read_to_end(&mut head)
-        .is_err()
-    {
-        return false;
-    }
-    match head.strip_prefix(MAGIC.as_bytes()).map(path_line) {
-        Some(Some((path, _))) => !Path::new(&path).exists(),
-        // Not ours to judge (another version, or damaged): `load` deals with it when read.
-        _ => false,
-    }
 }
 
 /// The longest path line read (a JSON string of a path: Linux paths stop at 4 KiB).

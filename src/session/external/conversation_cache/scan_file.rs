@@ -1,0 +1,81 @@
+//! The conversation scan kept beside a heavy session's document (`<name>.scan`), so that a
+//! session that grew is read from where the last read ended.
+//!
+//! Purpose: the file format of a kept scan. Invariant: its own magic line (version 2), the stamp
+//! of the file the scan was taken of, where the scan stopped, then the agent's state as the rest
+//! of the file (parsed once, by the agent's scan, which refuses what does not hold together),
+//! and the parent module's checksum; one of another stamp is not used. Proof: the parent
+//! module's tests and `tests/session/agent_conversation_cache.rs` (every fixture's scan saved
+//! and resumed at several cuts gives the whole read's conversation).
+
+use super::{seal, unseal, Stamp, MAX_BYTES};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// A conversation scan's state (the agent's text, parsed only by the agent's scan when it is
+/// resumed) and the byte offset and line number it stopped at.
+pub(super) struct SavedScan {
+    pub(super) offset: u64,
+    pub(super) line: u64,
+    pub(super) state: String,
+}
+
+/// Where a saved scan stopped: the line before its state in a scan file.
+#[derive(Serialize, Deserialize)]
+struct ScanEnd {
+    offset: u64,
+    line: u64,
+}
+
+/// The first line of a kept scan; its last number is the format's version (2: the state is the
+/// rest of the file, after a line of where it stopped, so it is parsed once, by the agent).
+const SCAN_MAGIC: &str = "dsh-refs agent conversation scan 2\n";
+
+/// Where the scan beside the kept document `document` lives (`<name>.scan`).
+pub(super) fn scan_path(document: &Path) -> PathBuf {
+    document.with_extension("scan")
+}
+
+/// Writes the scan `saved` of a file stamped `stamp` beside its document (its own magic line,
+/// the stamp, where the scan stopped, the scan's state, a checksum).
+pub(super) fn save_scan(path: &Path, stamp: Stamp, saved: &SavedScan) -> std::io::Result<()> {
+    let mut body = Vec::with_capacity(SCAN_MAGIC.len() + saved.state.len() + 256);
+    body.extend_from_slice(SCAN_MAGIC.as_bytes());
+    serde_json::to_writer(&mut body, &stamp).map_err(std::io::Error::other)?;
+    body.push(b'\n');
+    let end = ScanEnd {
+        offset: saved.offset,
+        line: saved.line,
+    };
+    serde_json::to_writer(&mut body, &end).map_err(std::io::Error::other)?;
+    body.push(b'\n');
+    body.extend_from_slice(saved.state.as_bytes());
+    if body.len() + 17 > MAX_BYTES {
+        let _ = std::fs::remove_file(path);
+        return Ok(());
+    }
+    seal(&mut body, SCAN_MAGIC);
+    crate::session::files::write_replacing(path, &body)
+}
+
+/// The scan kept beside the document `document`, when it is whole and was taken of the file
+/// stamped `stamp` (the document's stamp); `None` otherwise (the file is then read whole).
+pub(super) fn load_scan(document: &Path, stamp: Stamp) -> Option<SavedScan> {
+    let bytes = crate::session::files::read_small(&scan_path(document), MAX_BYTES)?;
+    let body = unseal(&bytes, SCAN_MAGIC).ok()?;
+    let end = memchr::memchr(b'\n', body)?;
+    let taken: Stamp = serde_json::from_slice(&body[..end]).ok()?;
+    if taken != stamp {
+        return None;
+    }
+    let rest = &body[end + 1..];
+    let end = memchr::memchr(b'\n', rest)?;
+    let stopped: ScanEnd = serde_json::from_slice(&rest[..end]).ok()?;
+    // Whole UTF-8 only: the agent's scan parses it, and refuses anything else.
+    let state = std::str::from_utf8(&rest[end + 1..]).ok()?.to_owned();
+    Some(SavedScan {
+        offset: stopped.offset,
+        line: stopped.line,
+        state,
+    })
+}
