@@ -17,8 +17,13 @@ use std::path::Path;
 use std::time::Duration;
 
 fn main() {
-    one_malloc_arena();
     let cli = Cli::parse();
+    // Before any thread starts. A listing projects no conversation, so its threads keep glibc's
+    // arena per thread instead of contending for one lock (a warm listing of a heavy home of
+    // two agents: about half the wall time).
+    if !matches!(cli.command, Some(Command::Sessions { .. })) {
+        one_malloc_arena();
+    }
     // `uri` and `mention` read no home; everything else works on the one workspace.
     if let Some(command @ (Command::Uri(_) | Command::Mention(_))) = &cli.command {
         let code = dsh_session_references::cli::reference::run(command, None);
@@ -335,7 +340,9 @@ fn init_tracing(home: &Path) {
 /// thread and projects it on another; with an arena per thread, the text the projection
 /// allocates cannot reuse the raw payloads it frees, so a big source peaked at twice its
 /// conversation instead of once (816 MB against 419 MB for a 400 MiB log). Small allocations
-/// stay per-thread (tcache), so listing on several threads is not serialized by this.
+/// stay per-thread (tcache), but a listing's threads still contend for the one arena's lock
+/// (75–83 ms of CPU against 42–47 with an arena each, BENCHMARKS.md), so `sessions`, which
+/// projects no conversation, keeps glibc's default.
 #[allow(unsafe_code)] // `mallopt`, below.
 fn one_malloc_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
