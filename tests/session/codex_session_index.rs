@@ -232,3 +232,98 @@ fn a_damaged_kept_file_is_refused_and_rebuilt() {
     assert_eq!(fs::read(&kept).unwrap(), good);
     assert_eq!(before, tree_with_stamps(&homes.codex));
 }
+
+/// What Codex's state database said of its threads is kept between processes by the stamps of
+/// the database and its log (the real Codex fixture's database, with its log): a new process
+/// with both unchanged opens no database (it reads a small part of the database's bytes), and
+/// a rename written to the database is seen by the next process. Nothing under the Codex home
+/// changes but the test's own rename.
+#[test]
+fn a_new_process_uses_the_kept_state_titles_until_the_database_changes() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/fixtures/real-agents-claude-2.1.197/codex");
+    let dir = tempfile::tempdir().unwrap();
+    let (codex, dsh) = (dir.path().join("codex"), dir.path().join("dsh"));
+    crate::support::copy_tree(&fixture, &codex);
+    fs::create_dir_all(&dsh).unwrap();
+    let (db, log) = (
+        codex.join("state_5.sqlite"),
+        codex.join("state_5.sqlite-wal"),
+    );
+    assert!(log.exists(), "the fixture's database has its log");
+    // Settled: a database written a moment ago is read again by each process.
+    let settle = |path: &std::path::Path| {
+        let file = fs::File::options().append(true).open(path).unwrap();
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        file.set_modified(past).unwrap();
+    };
+    settle(&db);
+    settle(&log);
+    // A new process: every session's title, and the bytes the title reads took.
+    let titles = || {
+        let source = ExternalSessions::with_listing_cache(ExternalAgent::Codex, &codex, &dsh);
+        let list = source.list_sessions_blocking().unwrap();
+        let before = thread_read_bytes();
+        let titles: Vec<(String, Option<String>)> = list
+            .iter()
+            .map(|s| {
+                (
+                    s.id().to_string(),
+                    source.read_title_blocking(s.id()).unwrap(),
+                )
+            })
+            .collect();
+        let read = thread_read_bytes() - before;
+        source.flush();
+        (titles, read)
+    };
+    let (first, _) = titles();
+    let exec = first
+        .iter()
+        .find(|(_, title)| title.as_deref() == Some("codex epsilon first TOOL THINK"))
+        .map(|(id, _)| id.clone())
+        .expect("the state database's title");
+    let kept = dsh.join("index/agents");
+    let kept_files = || {
+        fs::read_dir(&kept)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .to_string_lossy()
+                    .ends_with(".state-titles.bin")
+            })
+            .count()
+    };
+    assert_eq!(kept_files(), 1);
+
+    let home_before = tree_with_stamps(&codex);
+    let (second, read) = titles();
+    assert_eq!(second, first);
+    let db_bytes = fs::metadata(&db).unwrap().len() + fs::metadata(&log).unwrap().len();
+    assert!(
+        read < db_bytes / 4,
+        "read {read} bytes of a {db_bytes}-byte database"
+    );
+    assert!(
+        tree_with_stamps(&codex) == home_before,
+        "the Codex home changed"
+    );
+
+    // A rename in the database (folded into the main file, the log gone): seen at once.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let own = exec.strip_prefix("codex:").unwrap();
+    conn.execute(
+        "UPDATE threads SET name = ?1 WHERE id = ?2",
+        ("renamed in the db", own),
+    )
+    .unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    conn.pragma_update(None, "journal_mode", "DELETE").unwrap();
+    drop(conn);
+    let (third, _) = titles();
+    let renamed = third.iter().find(|(id, _)| *id == exec).unwrap();
+    assert_eq!(renamed.1.as_deref(), Some("renamed in the db"));
+}

@@ -5,8 +5,9 @@
 //! else a rollout event), then Codex's own generated title, then the first prompt; the first two
 //! live outside the rollout.
 //! Invariant: each side file is read again only when its stamp changed (the database and its
-//! log by their own stamps, the home's stamp for a newer database; the index only from where
-//! the last read ended when it grew, in this process or one before, [`super::codex_index`]),
+//! log by their own stamps, the home's stamp for a newer database, what the database said kept
+//! between processes by those stamps, `codex_state_keep`; the index only from where the last
+//! read ended when it grew, in this process or one before, [`super::codex_index`]),
 //! read-only and bounded as `codex_state` and `scan::read_lines` read them; nothing is written
 //! under the home.
 //! Proof: `tests/session/external_sessions.rs` and `tests/session/real_agents.rs` (titles from
@@ -56,11 +57,15 @@ pub struct CodexSide {
     index: SessionIndex,
     #[cfg(feature = "discovery")]
     state: Mutex<Option<CodexState>>,
+    /// Where what the state database said is kept between processes (`None`: not kept).
+    #[cfg(feature = "discovery")]
+    kept_titles: Option<PathBuf>,
 }
 
 impl CodexSide {
     /// The side stores of `home` (nothing is read until asked); what is folded from
-    /// `session_index.jsonl` is kept beside the listing cache `listing`, when there is one.
+    /// `session_index.jsonl` and what the state database said are kept beside the listing
+    /// cache `listing`, when there is one.
     pub fn new(home: PathBuf, listing: Option<&Path>) -> CodexSide {
         CodexSide {
             index: SessionIndex::new(&home, listing),
@@ -68,6 +73,8 @@ impl CodexSide {
             home,
             #[cfg(feature = "discovery")]
             state: Mutex::new(None),
+            #[cfg(feature = "discovery")]
+            kept_titles: listing.map(super::codex_state_keep::path_beside),
         }
     }
 
@@ -110,12 +117,9 @@ impl CodexSide {
             state.checked = Instant::now();
         }
         if !fresh {
-            let threads = match &db {
-                Some(path) => codex_state::read_threads(path).unwrap_or_else(|err| {
-                    tracing::warn!(error = %err, "could not read the Codex state database");
-                    HashMap::new()
-                }),
-                None => HashMap::new(),
+            let threads = match (&db, stamps) {
+                (Some(path), (Some(db_stamp), log)) => self.threads_of(path, (db_stamp, log)),
+                _ => HashMap::new(),
             };
             // A home stamp this recent may hide a change: keep none, so it is looked at again.
             let settled = home_stamp.filter(|m| {
@@ -132,6 +136,33 @@ impl CodexSide {
             });
         }
         cache.as_ref()?.threads.get(own).cloned()
+    }
+
+    /// What the state database `db` stamped `stamps` says of each thread: as a previous process
+    /// kept it when the stamps are the same, else read (and kept for the next process).
+    #[cfg(feature = "discovery")]
+    fn threads_of(
+        &self,
+        db: &Path,
+        stamps: super::codex_state_keep::Stamps,
+    ) -> HashMap<String, codex_state::ThreadTitle> {
+        use super::codex_state_keep::{load, save};
+        let keep = self.kept_titles.as_deref();
+        if let Some(threads) = keep.and_then(|keep| load(keep, db, stamps)) {
+            return threads;
+        }
+        match codex_state::read_threads(db) {
+            Ok(threads) => {
+                if let Some(keep) = keep {
+                    save(keep, db, stamps, &threads);
+                }
+                threads
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "could not read the Codex state database");
+                HashMap::new()
+            }
+        }
     }
 
     /// The last non-empty `thread_name` of `session_index.jsonl` for thread `own`.

@@ -30,6 +30,8 @@ pub mod codex_record;
 mod codex_side;
 #[cfg(feature = "discovery")]
 pub(crate) mod codex_state;
+#[cfg(feature = "discovery")]
+mod codex_state_keep;
 mod conversation_cache;
 pub mod copilot;
 mod copilot_workspace;

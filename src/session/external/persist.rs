@@ -210,7 +210,7 @@ impl Writer {
         self.out.extend_from_slice(&s.as_bytes()[..len as usize]);
     }
 
-    fn opt_str(&mut self, s: Option<&str>) {
+    pub(super) fn opt_str(&mut self, s: Option<&str>) {
         match s {
             None => self.out.push(0),
             Some(s) => {
@@ -316,7 +316,7 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(bytes).map_err(|_| "a string that is not UTF-8".into())
     }
 
-    fn opt_str(&mut self) -> Decoded<Option<&'a str>> {
+    pub(super) fn opt_str(&mut self) -> Decoded<Option<&'a str>> {
         match self.byte()? {
             0 => Ok(None),
             1 => self.str().map(Some),
