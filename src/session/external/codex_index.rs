@@ -34,7 +34,7 @@
 //! file is rebuilt, the Codex home is unchanged).
 
 use super::lines::{read_lines, FileStamp, LineSink};
-use super::persist::{checksum, ensure_plain_dir, Decoded, Reader, Writer};
+use super::persist::{ensure_plain_dir, seal, unseal, Decoded, Reader, Writer};
 use super::title_line;
 use crate::sync::LockExt;
 use serde::Deserialize;
@@ -215,8 +215,7 @@ fn encode(followed: &Followed, index: &Path) -> Vec<u8> {
         writer.str(name);
     }
     let mut out = writer.out;
-    let sum = checksum(&out[MAGIC.len()..]);
-    out.extend_from_slice(format!("{sum:016x}\n").as_bytes());
+    seal(&mut out, MAGIC);
     out
 }
 
@@ -224,14 +223,7 @@ fn encode(followed: &Followed, index: &Path) -> Vec<u8> {
 fn decode(keep: &Path, index: &Path) -> Result<Followed, String> {
     let bytes = crate::session::files::read_small(keep, MAX_BYTES)
         .ok_or("not a readable regular file within the size limit")?;
-    let body = bytes
-        .strip_prefix(MAGIC.as_bytes())
-        .ok_or("not this version's kept session index")?;
-    let split = body.len().checked_sub(17).ok_or("truncated")?;
-    let (body, sum) = body.split_at(split);
-    if sum != format!("{:016x}\n", checksum(body)).as_bytes() {
-        return Err("checksum mismatch (torn or damaged)".into());
-    }
+    let body = unseal(&bytes, MAGIC)?;
     let mut reader = Reader { bytes: body };
     let followed = document(&mut reader, index)?;
     if !reader.bytes.is_empty() {
@@ -437,8 +429,7 @@ mod tests {
     fn sealed(body: &[u8]) -> Vec<u8> {
         let mut out = MAGIC.as_bytes().to_vec();
         out.extend_from_slice(body);
-        let sum = checksum(body);
-        out.extend_from_slice(format!("{sum:016x}\n").as_bytes());
+        seal(&mut out, MAGIC);
         out
     }
 

@@ -32,7 +32,7 @@
 use super::codex_state::ThreadTitle;
 use super::dirs::SETTLE;
 use super::lines::FileStamp;
-use super::persist::{checksum, ensure_plain_dir, Decoded, Reader, Writer};
+use super::persist::{ensure_plain_dir, seal, unseal, Decoded, Reader, Writer};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -112,22 +112,14 @@ fn encode(db: &Path, stamps: Stamps, threads: &HashMap<String, ThreadTitle>) -> 
         writer.opt_str(thread.title.as_deref());
     }
     let mut out = writer.out;
-    let sum = checksum(&out[MAGIC.len()..]);
-    out.extend_from_slice(format!("{sum:016x}\n").as_bytes());
+    seal(&mut out, MAGIC);
     out
 }
 
 fn decode(keep: &Path, db: &Path) -> Result<(Stamps, HashMap<String, ThreadTitle>), String> {
     let bytes = crate::session::files::read_small(keep, MAX_BYTES)
         .ok_or("not a readable regular file within the size limit")?;
-    let body = bytes
-        .strip_prefix(MAGIC.as_bytes())
-        .ok_or("not this version's kept state titles")?;
-    let split = body.len().checked_sub(17).ok_or("truncated")?;
-    let (body, sum) = body.split_at(split);
-    if sum != format!("{:016x}\n", checksum(body)).as_bytes() {
-        return Err("checksum mismatch (torn or damaged)".into());
-    }
+    let body = unseal(&bytes, MAGIC)?;
     let mut reader = Reader { bytes: body };
     let kept = threads(&mut reader, db)?;
     if !reader.bytes.is_empty() {
@@ -244,8 +236,7 @@ mod tests {
         let keep = dir.path().join("kept.bin");
         let reseal = |body: &[u8]| {
             let mut out = body.to_vec();
-            let sum = checksum(&out[MAGIC.len()..]);
-            out.extend_from_slice(format!("{sum:016x}\n").as_bytes());
+            seal(&mut out, MAGIC);
             out
         };
         let unsealed = &good[..good.len() - 17];

@@ -447,6 +447,26 @@ pub(super) fn checksum(bytes: &[u8]) -> u64 {
     hasher.finish()
 }
 
+/// Ends `file` (which starts with the line `magic`) with the checksum of what follows the
+/// magic line: sixteen hex digits and a newline (every file kept beside the listing cache).
+pub(super) fn seal(file: &mut Vec<u8>, magic: &str) {
+    let sum = checksum(&file[magic.len()..]);
+    file.extend_from_slice(format!("{sum:016x}\n").as_bytes());
+}
+
+/// What [`seal`] sealed after the line `magic`, or why `bytes` are not such a file.
+pub(super) fn unseal<'b>(bytes: &'b [u8], magic: &str) -> Result<&'b [u8], &'static str> {
+    let body = bytes
+        .strip_prefix(magic.as_bytes())
+        .ok_or("not this version's file")?;
+    let split = body.len().checked_sub(17).ok_or("truncated")?;
+    let (body, sum) = body.split_at(split);
+    if sum != format!("{:016x}\n", checksum(body)).as_bytes() {
+        return Err("checksum mismatch (torn or damaged)");
+    }
+    Ok(body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -67,6 +67,7 @@ use scan_file::{load_scan, save_scan, scan_path, SavedScan};
 
 use super::agent::ConversationScan;
 use super::lines::FileStamp;
+use super::persist::{seal, unseal};
 use super::{Conversation, ExternalAgent, Head, Item, ItemKind};
 use crate::session::error::Result;
 use serde::{Deserialize, Serialize};
@@ -441,26 +442,6 @@ fn load(listing: &Path, agent: &str, home: &Path, id: &str) -> std::result::Resu
         last_activity: document.last_activity,
         items: items.to_vec(),
     })
-}
-
-/// Ends `file` (which starts with the line `magic`) with the checksum of what follows the
-/// magic line: sixteen hex digits and a newline.
-fn seal(file: &mut Vec<u8>, magic: &str) {
-    let sum = super::persist::checksum(&file[magic.len()..]);
-    file.extend_from_slice(format!("{sum:016x}\n").as_bytes());
-}
-
-/// What [`seal`] sealed after the line `magic`, or why `bytes` are not such a file.
-fn unseal<'b>(bytes: &'b [u8], magic: &str) -> std::result::Result<&'b [u8], &'static str> {
-    let body = bytes
-        .strip_prefix(magic.as_bytes())
-        .ok_or("not this version's kept conversation")?;
-    let split = body.len().checked_sub(17).ok_or("truncated")?;
-    let (body, sum) = body.split_at(split);
-    if sum != format!("{:016x}\n", super::persist::checksum(body)).as_bytes() {
-        return Err("checksum mismatch (torn or damaged)");
-    }
-    Ok(body)
 }
 
 /// Removes what is kept of session `id` (a damaged file).
