@@ -11,13 +11,12 @@ count its resources and how many are named by a bare id (`claude:â€¦`, `codex:â€
 title. HOME and XDG_CACHE_HOME point into a temporary directory, removed at the end.
 """
 import json
-import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+
+import ab_runs
 
 MESSAGES = [
     {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -57,22 +56,11 @@ def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
     agents, runs = sys.argv[1], int(sys.argv[2])
-    subjects = [a.split("=", 1) for a in sys.argv[3:]]
-    scratch = tempfile.mkdtemp(prefix="mcp-first-list.", dir="/tmp")
-    env = dict(os.environ, HOME=f"{scratch}/home", XDG_CACHE_HOME=f"{scratch}/cache")
-    for k in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "DSH_HOME"):
-        env.pop(k, None)
-    for d in ("home", "cache", "work"):
-        os.makedirs(f"{scratch}/{d}")
-    results = {name: [] for name, _ in subjects}
-    try:
-        for r in range(runs):
-            for name, spec in subjects if r % 2 == 0 else subjects[::-1]:
-                binary, dsh = spec.split(":")
-                results[name].append(one(env, f"{scratch}/work", agents, binary, dsh))
-                time.sleep(0.2)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    with ab_runs.scratch("mcp-first-list.") as (root, env):
+        results = ab_runs.alternate(
+            runs, sys.argv[3:],
+            lambda _, __, binary, dsh: one(env, f"{root}/work", agents, binary, dsh),
+            pause=0.2)
     for name, got in results.items():
         ok = [g for g in got if g]
         if not ok:

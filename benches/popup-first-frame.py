@@ -21,40 +21,31 @@ HOME and XDG_CACHE_HOME point into a temporary directory, removed at the end; th
 variables are unset; nothing is written under AGENTS.
 """
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+
+import ab_runs
 
 
 def main():
     if len(sys.argv) < 5:
         sys.exit(__doc__)
     agents, runs, delay = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    subjects = [a.split("=", 1) for a in sys.argv[4:]]
-    scratch = tempfile.mkdtemp(prefix="popup-first-frame.", dir="/tmp")
-    env = dict(os.environ, HOME=f"{scratch}/home", XDG_CACHE_HOME=f"{scratch}/cache")
-    for k in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "DSH_HOME", "TMUX"):
-        env.pop(k, None)
-    for d in ("home", "cache", "work"):
-        os.makedirs(f"{scratch}/{d}")
-    results = {name: [] for name, _ in subjects}
-    try:
-        for r in range(runs):
-            for name, spec in subjects if r % 2 == 0 else subjects[::-1]:
-                binary, dsh = spec.split(":")
-                got = one(scratch, env, agents, f"{name}-{r}", binary, dsh, delay)
-                results[name].append(got)
-                if got:
-                    print(f"run {r} {name}: composer {got[0]:.0f} @ {got[1]:.0f} frame "
-                          f"{got[2]:.0f} ms (after @ {got[2] - got[1]:.0f}) titled={got[3]} "
-                          f"rows={got[4]}", flush=True)
-                else:
-                    print(f"run {r} {name}: no frame", flush=True)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+
+    with ab_runs.scratch("popup-first-frame.") as (root, env):
+        def run_one(r, name, binary, dsh):
+            got = one(root, env, agents, f"{name}-{r}", binary, dsh, delay)
+            if got:
+                print(f"run {r} {name}: composer {got[0]:.0f} @ {got[1]:.0f} frame "
+                      f"{got[2]:.0f} ms (after @ {got[2] - got[1]:.0f}) titled={got[3]} "
+                      f"rows={got[4]}", flush=True)
+            else:
+                print(f"run {r} {name}: no frame", flush=True)
+            return got
+
+        results = ab_runs.alternate(runs, sys.argv[4:], run_one)
     for name, got in results.items():
         ok = [g for g in got if g]
         if not ok:
