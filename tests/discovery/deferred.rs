@@ -5,14 +5,14 @@
 //! once, and the watcher it adds afterwards sees later appends.
 
 use crate::support::user;
-use dsh_session_references::discovery::{Cadence, Discovery, SearchQuery};
+use crate::watch::{eventually, found};
+use dsh_session_references::discovery::{Cadence, Discovery};
 use dsh_session_references::session::external::{ExternalAgent, ExternalSessions, SourceSet};
 use dsh_session_references::session::{Encoding, SessionHeader, SessionWriter};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const PATIENCE: Duration = Duration::from_secs(20);
 const HOUR: Duration = Duration::from_secs(3600);
 /// Passes an hour apart: after the deferred first pass only a poke or an event indexes.
 const SLOW: Cadence = Cadence {
@@ -48,31 +48,6 @@ fn copy_claude(claude: &Path, id: &str) {
         .join(DEMO)
         .join(format!("{id}.jsonl"));
     fs::copy(from, dir.join(format!("{id}.jsonl"))).unwrap();
-}
-
-fn found(d: &Discovery, word: &str) -> Vec<String> {
-    d.search_blocking(
-        &SearchQuery {
-            text: word.into(),
-            limit: 100,
-            now_ms: 1_800_000_000_000,
-            ..SearchQuery::default()
-        },
-        None,
-    )
-    .map(|r| r.hits.into_iter().map(|h| h.meta.id).collect())
-    .unwrap_or_default()
-}
-
-fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(
-            started.elapsed() < PATIENCE,
-            "{what}: not within {PATIENCE:?}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// A dsh home with one session and a Claude Code home with two, indexed by a previous process.

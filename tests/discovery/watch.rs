@@ -24,11 +24,12 @@ fn session(home: &Path, id: &str, cwd: &str, text: &str, encoding: Encoding) -> 
     writer.path().to_path_buf()
 }
 
-fn found(d: &Discovery, word: &str) -> Vec<String> {
+/// The ids of the sessions a search for `word` finds (at most 100), by rank.
+pub(crate) fn found(d: &Discovery, word: &str) -> Vec<String> {
     d.search_blocking(
         &SearchQuery {
             text: word.into(),
-            limit: 10,
+            limit: 100,
             now_ms: 1_800_000_000_000,
             ..SearchQuery::default()
         },
@@ -39,7 +40,7 @@ fn found(d: &Discovery, word: &str) -> Vec<String> {
 }
 
 /// Waits (at most [`PATIENCE`]) until `done` holds.
-fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+pub(crate) fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     let started = Instant::now();
     while !done() {
         assert!(
