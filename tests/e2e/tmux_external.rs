@@ -1,8 +1,8 @@
 //! End to end: one message in the real TUI references a Claude Code session and a Codex session
 //! (SPEC §9); the log carries both references, and neither agent's home changes by a byte.
 
+use crate::support::copied_agent_homes;
 use crate::support::tmux::Tmux;
-use crate::support::{agent_fixtures, copy_tree};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fs;
@@ -63,10 +63,7 @@ fn wait_for_log(home: &Path, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
 #[test]
 fn one_message_references_a_claude_and_a_codex_session() {
     let scratch = tempfile::tempdir().unwrap();
-    let claude = scratch.path().join("claude");
-    let codex = scratch.path().join("codex");
-    copy_tree(&agent_fixtures().join("claude-code"), &claude);
-    copy_tree(&agent_fixtures().join("codex"), &codex);
+    let (claude, codex) = copied_agent_homes(scratch.path());
     let home = scratch.path().join("home");
     fs::create_dir_all(&home).unwrap();
     let before = (tree(&claude), tree(&codex));

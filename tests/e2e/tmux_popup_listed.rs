@@ -8,7 +8,7 @@
 //! BENCHMARKS.md, not here.)
 
 use crate::support::tmux::Tmux;
-use crate::support::{agent_fixtures, copy_tree, tree_with_stamps};
+use crate::support::{copied_agent_homes, tree_with_stamps};
 use std::collections::BTreeMap;
 use std::fs;
 use std::process::Command;
@@ -16,10 +16,7 @@ use std::process::Command;
 #[test]
 fn the_first_popup_frame_over_listed_homes_shows_titles_not_ids() {
     let scratch = tempfile::tempdir().unwrap();
-    let claude = scratch.path().join("claude");
-    let codex = scratch.path().join("codex");
-    copy_tree(&agent_fixtures().join("claude-code"), &claude);
-    copy_tree(&agent_fixtures().join("codex"), &codex);
+    let (claude, codex) = copied_agent_homes(scratch.path());
     let home = scratch.path().join("home");
     let work = scratch.path().join("work");
     fs::create_dir_all(&home).unwrap();

@@ -215,6 +215,16 @@ pub fn projected_lines(
         .collect()
 }
 
+/// Copies of the Claude Code and Codex fixture homes under `root` (`claude/`, `codex/`): homes a
+/// test may let the binary read, compared with [`tree_with_stamps`] before and after.
+#[allow(dead_code)] // Not every test binary reads other agents' homes.
+pub fn copied_agent_homes(root: &Path) -> (PathBuf, PathBuf) {
+    let (claude, codex) = (root.join("claude"), root.join("codex"));
+    copy_tree(&agent_fixtures().join("claude-code"), &claude);
+    copy_tree(&agent_fixtures().join("codex"), &codex);
+    (claude, codex)
+}
+
 /// Copies the directory tree `from` to `to` (created), files byte for byte.
 pub fn copy_tree(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();

@@ -82,7 +82,7 @@ const MAGIC: &str = "dsh-refs agent conversation 2\n";
 pub(super) const MIN_FILE_BYTES: u64 = 4 << 20;
 /// The largest kept file read or written.
 const MAX_BYTES: usize = 64 << 20;
-/// The most projections kept; the oldest written go first.
+/// The most projections kept; the lowest ranked go first ([`Keep`]).
 const MAX_FILES: usize = 64;
 
 /// The directory of kept projections beside the agents' persistent listings (`listing` is one
@@ -105,8 +105,8 @@ fn path_of(listing: &Path, agent: &str, home: &Path, id: &str) -> Option<PathBuf
     Some(dir_beside(listing)?.join(format!("{agent}-{home:016x}-{id:016x}.json")))
 }
 
-/// What the kept file says after its path line (then a line of the conversation's items, and
-/// the scan's line when the agent has a conversation scan).
+/// What the kept file says after its path line (then a line of the conversation's items; the
+/// agent's scan, when it has one, is a file of its own beside it: `scan_file.rs`).
 #[derive(Serialize, Deserialize)]
 struct Document {
     agent: String,
