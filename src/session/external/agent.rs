@@ -100,11 +100,11 @@ pub trait AgentFormat: Send + Sync + 'static {
     fn read_conversation(&self, path: &Path) -> Result<Conversation>;
     /// An incremental conversation scan, when this agent's conversation can be folded line by
     /// line and its state saved (a heavy session that grew is then read from where the last
-    /// read ended): a fresh one, or (`saved`) one resumed from the JSON text its
+    /// read ended): a fresh one, or (`saved`) one resumed from the state its
     /// [`ConversationScan::save`] wrote. `None`: the agent has none
     /// ([`AgentFormat::read_conversation`] reads the file whole), or `saved` is not a state this
     /// agent wrote (the file is then read whole).
-    fn conversation_scan(&self, _saved: Option<&str>) -> Option<Box<dyn ConversationScan>> {
+    fn conversation_scan(&self, _saved: Option<&[u8]>) -> Option<Box<dyn ConversationScan>> {
         None
     }
     /// Names the agent keeps beside the session files (an index, a database), looked up by the
@@ -164,20 +164,39 @@ pub trait ConversationScan: LineSink + Send {
     /// The projected conversation as far as the lines fed so far tell (the scan ends: save it
     /// first to go on later).
     fn conversation(self: Box<Self>) -> Conversation;
-    /// The scan's state as JSON text (read back by [`AgentFormat::conversation_scan`]
-    /// of the same agent; written straight from the scan, never through a tree of values: the
-    /// state of a heavy session is megabytes).
-    fn save(&self) -> String;
+    /// The scan's state as bytes (read back by [`AgentFormat::conversation_scan`] of the same
+    /// agent; [`save_state`] is the usual way: the state of a heavy session is megabytes, so it
+    /// is written as compact binary, never as JSON text to escape and parse again).
+    fn save(&self) -> Vec<u8>;
 }
 
-/// A conversation scan of type `T`: fresh, or resumed from the JSON text its
-/// [`ConversationScan::save`] wrote (the usual [`AgentFormat::conversation_scan`]).
-pub fn conversation_scan_of<T>(saved: Option<&str>) -> Option<Box<dyn ConversationScan>>
+/// A scan's state as [`ConversationScan::save`] usually writes it: its serde form in postcard's
+/// binary encoding (strings as a length and their bytes; empty when it cannot be written, which
+/// keeps nothing).
+pub fn save_state<T: serde::Serialize>(scan: &T) -> Vec<u8> {
+    postcard::to_allocvec(scan).unwrap_or_default()
+}
+
+/// A state [`save_state`] wrote, read back whole: `None` when the bytes are not one state of
+/// `T` exactly (cut short, trailing bytes, a length past the end or a string that is not UTF-8).
+/// Each length is checked against the bytes left before anything is allocated, so a state of
+/// n bytes costs O(n) whatever it claims.
+pub fn load_state<'a, T: serde::Deserialize<'a>>(saved: &'a [u8]) -> Option<T> {
+    match postcard::take_from_bytes(saved) {
+        Ok((state, [])) => Some(state),
+        _ => None,
+    }
+}
+
+/// A conversation scan of type `T`: fresh, or resumed from the state its
+/// [`ConversationScan::save`] wrote with [`save_state`] (the usual
+/// [`AgentFormat::conversation_scan`]).
+pub fn conversation_scan_of<T>(saved: Option<&[u8]>) -> Option<Box<dyn ConversationScan>>
 where
     T: ConversationScan + Default + serde::de::DeserializeOwned + 'static,
 {
     let scan: T = match saved {
-        Some(saved) => serde_json::from_str(saved).ok()?,
+        Some(saved) => load_state(saved)?,
         None => T::default(),
     };
     Some(Box::new(scan))

@@ -260,7 +260,7 @@ impl AgentFormat for Codex {
 
     fn conversation_scan(
         &self,
-        saved: Option<&str>,
+        saved: Option<&[u8]>,
     ) -> Option<Box<dyn super::agent::ConversationScan>> {
         super::agent::conversation_scan_of::<ConversationScan>(saved)
     }
@@ -611,8 +611,8 @@ impl super::agent::ConversationScan for ConversationScan {
         (*self).finish()
     }
 
-    fn save(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+    fn save(&self) -> Vec<u8> {
+        super::agent::save_state(self)
     }
 }
 

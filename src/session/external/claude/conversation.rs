@@ -457,38 +457,51 @@ impl crate::session::external::agent::ConversationScan for ConversationScan {
         (*self).finish()
     }
 
-    fn save(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+    fn save(&self) -> Vec<u8> {
+        crate::session::external::agent::save_state(self)
     }
 }
 
-/// Fixed-size entries saved as one base64 string of their little-endian bytes: a heavy session
-/// has tens of thousands of nodes and UUIDs, and their numbers written out as JSON cost several
-/// times their bytes to write and to read back.
+/// Fixed-size entries saved as one run of their little-endian bytes: a heavy session has tens
+/// of thousands of nodes and UUIDs, and their numbers written one by one cost several times
+/// their bytes to write and to read back.
 mod packed {
-    use base64::Engine;
-    use serde::de::Error;
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::de::{Error, Visitor};
+    use serde::{Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(bytes: &[u8], to: S) -> Result<S::Ok, S::Error> {
-        to.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+        to.serialize_bytes(bytes)
     }
 
-    /// The entries of `width` bytes of a saved string, each given to `entry`.
+    /// The entries of `width` bytes of a saved run, each given to `entry`.
     pub fn deserialize<'de, D: Deserializer<'de>>(
         from: D,
         width: usize,
-        mut entry: impl FnMut(&[u8]),
+        entry: impl FnMut(&[u8]),
     ) -> Result<(), D::Error> {
-        let text = String::deserialize(from)?;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text.as_bytes())
-            .map_err(D::Error::custom)?;
-        if bytes.len() % width != 0 {
-            return Err(D::Error::custom("a packed table of whole entries"));
+        from.deserialize_bytes(Entries { width, entry })
+    }
+
+    /// Hands a run of bytes to `entry`, `width` at a time (a run of part of an entry is refused).
+    struct Entries<F> {
+        width: usize,
+        entry: F,
+    }
+
+    impl<F: FnMut(&[u8])> Visitor<'_> for Entries<F> {
+        type Value = ();
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a packed table of {}-byte entries", self.width)
         }
-        bytes.chunks_exact(width).for_each(&mut entry);
-        Ok(())
+
+        fn visit_bytes<E: Error>(mut self, bytes: &[u8]) -> Result<(), E> {
+            if bytes.len() % self.width != 0 {
+                return Err(E::custom("a packed table of whole entries"));
+            }
+            bytes.chunks_exact(self.width).for_each(&mut self.entry);
+            Ok(())
+        }
     }
 
     pub fn word<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
@@ -496,6 +509,44 @@ mod packed {
         out.copy_from_slice(&bytes[at..at + N]);
         out
     }
+}
+
+/// A saved state with its packed table `field` (`"uuids"` or `"nodes"`) replaced by `bytes`:
+/// the tests' way to damage a state the way a bit flip past the checksum would.
+#[cfg(test)]
+pub(super) fn with_packed(saved: &[u8], field: &str, bytes: &[u8]) -> Vec<u8> {
+    /// The scan's fields in their order, the packed tables as their bytes.
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Raw {
+        #[serde(with = "raw")]
+        uuids: Vec<u8>,
+        others: HashMap<Box<str>, u32>,
+        #[serde(with = "raw")]
+        nodes: Vec<u8>,
+        items: Vec<Option<(Item, Option<String>)>>,
+        leaf: Option<u32>,
+        preserved: Option<PreservedSegment>,
+        last_line: Option<u64>,
+        last_activity: Option<i64>,
+        serde_only: bool,
+    }
+    mod raw {
+        pub fn serialize<S: serde::Serializer>(bytes: &[u8], to: S) -> Result<S::Ok, S::Error> {
+            super::packed::serialize(bytes, to)
+        }
+        pub fn deserialize<'de, D: serde::Deserializer<'de>>(from: D) -> Result<Vec<u8>, D::Error> {
+            let mut bytes = Vec::new();
+            super::packed::deserialize(from, 1, |b| bytes.push(b[0]))?;
+            Ok(bytes)
+        }
+    }
+    let mut raw: Raw = crate::session::external::agent::load_state(saved).unwrap();
+    match field {
+        "uuids" => raw.uuids = bytes.to_vec(),
+        "nodes" => raw.nodes = bytes.to_vec(),
+        _ => panic!("no packed table {field}"),
+    }
+    crate::session::external::agent::save_state(&raw)
 }
 
 /// The UUID map, packed: 20 bytes an entry (the two halves, then the node).

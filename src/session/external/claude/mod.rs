@@ -204,10 +204,10 @@ impl AgentFormat for ClaudeCode {
 
     fn conversation_scan(
         &self,
-        saved: Option<&str>,
+        saved: Option<&[u8]>,
     ) -> Option<Box<dyn super::agent::ConversationScan>> {
         let scan: ConversationScan = match saved {
-            Some(saved) => serde_json::from_str(saved).ok()?,
+            Some(saved) => super::agent::load_state(saved)?,
             None => ConversationScan::default(),
         };
         scan.consistent().then(|| Box::new(scan) as _)
@@ -388,7 +388,6 @@ mod tests {
     /// a node or item it does not have, is refused (the session is then read whole).
     #[test]
     fn a_saved_scan_is_resumed_only_when_it_holds_together() {
-        use base64::Engine;
         let lines = [
             r#"{"type":"user","uuid":"0b1c2d3e-4f50-4617-8283-94a5b6c7d8e9","parentUuid":null,"message":{"role":"user","content":"first"}}"#,
             r#"{"type":"assistant","uuid":"b","parentUuid":"0b1c2d3e-4f50-4617-8283-94a5b6c7d8e9","message":{"id":"m1","content":[{"type":"text","text":"answer"}]}}"#,
@@ -400,12 +399,14 @@ mod tests {
         let saved = crate::session::external::agent::ConversationScan::save(&scan);
         let resumed = ClaudeCode.conversation_scan(Some(&saved)).unwrap();
         assert_eq!(resumed.conversation(), scan.clone().finish());
-        let with = |field: &str, bytes: &[u8]| {
-            let mut value: serde_json::Value = serde_json::from_str(&saved).unwrap();
-            let packed = base64::engine::general_purpose::STANDARD.encode(bytes);
-            value[field] = serde_json::Value::String(packed);
-            value.to_string()
-        };
+        // A state cut short, or with a byte after it, is not one state.
+        assert!(ClaudeCode
+            .conversation_scan(Some(&saved[..saved.len() - 1]))
+            .is_none());
+        assert!(ClaudeCode
+            .conversation_scan(Some(&[saved.as_slice(), &[0]].concat()))
+            .is_none());
+        let with = |field: &str, bytes: &[u8]| conversation::with_packed(&saved, field, bytes);
         let node = |parent: u32, item: u32| {
             let mut bytes = Vec::new();
             for word in [parent, item, 0] {

@@ -584,8 +584,9 @@ mod tests {
             scan: with_scan.then(|| SavedScan {
                 offset: 2,
                 line: 1,
-                state: serde_json::to_string(&super::super::claude::ConversationScan::default())
-                    .unwrap(),
+                state: crate::session::external::agent::save_state(
+                    &super::super::claude::ConversationScan::default(),
+                ),
             }),
         };
         save(listing, "claude", home, id, &kept).unwrap();

@@ -1,9 +1,9 @@
 //! The conversation scan kept beside a heavy session's document (`<name>.scan`), so that a
 //! session that grew is read from where the last read ended.
 //!
-//! Purpose: the file format of a kept scan. Invariant: its own magic line (version 2), the stamp
+//! Purpose: the file format of a kept scan. Invariant: its own magic line (version 3), the stamp
 //! of the file the scan was taken of, where the scan stopped, then the agent's state as the rest
-//! of the file (parsed once, by the agent's scan, which refuses what does not hold together),
+//! of the file (its binary form, read once, by the agent's scan, which refuses what does not hold together),
 //! and the parent module's checksum; one of another stamp is not used. Proof: the parent
 //! module's tests and `tests/session/agent_conversation_cache.rs` (every fixture's scan saved
 //! and resumed at several cuts gives the whole read's conversation).
@@ -12,12 +12,12 @@ use super::{seal, unseal, Stamp, MAX_BYTES};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// A conversation scan's state (the agent's text, parsed only by the agent's scan when it is
+/// A conversation scan's state (the agent's bytes, read only by the agent's scan when it is
 /// resumed) and the byte offset and line number it stopped at.
 pub(super) struct SavedScan {
     pub(super) offset: u64,
     pub(super) line: u64,
-    pub(super) state: String,
+    pub(super) state: Vec<u8>,
 }
 
 /// Where a saved scan stopped: the line before its state in a scan file.
@@ -27,9 +27,10 @@ struct ScanEnd {
     line: u64,
 }
 
-/// The first line of a kept scan; its last number is the format's version (2: the state is the
-/// rest of the file, after a line of where it stopped, so it is parsed once, by the agent).
-const SCAN_MAGIC: &str = "dsh-refs agent conversation scan 2\n";
+/// The first line of a kept scan; its last number is the format's version (3: the state is the
+/// rest of the file, after a line of where it stopped, in the agent's binary form; 2 held it
+/// as JSON text).
+const SCAN_MAGIC: &str = "dsh-refs agent conversation scan 3\n";
 
 /// Where the scan beside the kept document `document` lives (`<name>.scan`).
 pub(super) fn scan_path(document: &Path) -> PathBuf {
@@ -49,7 +50,7 @@ pub(super) fn save_scan(path: &Path, stamp: Stamp, saved: &SavedScan) -> std::io
     };
     serde_json::to_writer(&mut body, &end).map_err(std::io::Error::other)?;
     body.push(b'\n');
-    body.extend_from_slice(saved.state.as_bytes());
+    body.extend_from_slice(&saved.state);
     if body.len() + 17 > MAX_BYTES {
         let _ = std::fs::remove_file(path);
         return Ok(());
@@ -71,8 +72,8 @@ pub(super) fn load_scan(document: &Path, stamp: Stamp) -> Option<SavedScan> {
     let rest = &body[end + 1..];
     let end = memchr::memchr(b'\n', rest)?;
     let stopped: ScanEnd = serde_json::from_slice(&rest[..end]).ok()?;
-    // Whole UTF-8 only: the agent's scan parses it, and refuses anything else.
-    let state = std::str::from_utf8(&rest[end + 1..]).ok()?.to_owned();
+    // The agent's scan reads it, and refuses anything that is not one whole state.
+    let state = rest[end + 1..].to_vec();
     Some(SavedScan {
         offset: stopped.offset,
         line: stopped.line,
