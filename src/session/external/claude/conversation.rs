@@ -496,7 +496,7 @@ mod packed {
         }
 
         fn visit_bytes<E: Error>(mut self, bytes: &[u8]) -> Result<(), E> {
-            if bytes.len() % self.width != 0 {
+            if !bytes.len().is_multiple_of(self.width) {
                 return Err(E::custom("a packed table of whole entries"));
             }
             bytes.chunks_exact(self.width).for_each(&mut self.entry);
