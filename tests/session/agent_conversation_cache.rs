@@ -441,6 +441,84 @@ fn a_scan_saved_and_resumed_anywhere_gives_the_whole_reads_conversation() {
     assert!(checked >= 15, "{checked} fixtures");
 }
 
+/// Every Claude Code fixture read in parts (2 to 4, cut at several lines, an empty part
+/// too), each part fed to a scan `part()` made and taken in by the first in order: the same
+/// conversation as one read of the whole file, and a state that, saved, resumed and fed the
+/// last line again, still gives it (the kept scan of a heavy session read in parts goes on as
+/// one read's would).
+#[test]
+fn a_scan_read_in_parts_and_taken_in_gives_the_whole_reads_conversation() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures");
+    let mut stack = vec![fixtures];
+    let mut checked = 0;
+    let format = ExternalAgent::Claude.format();
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if !format.is_session_file(&path) {
+                continue;
+            }
+            let Ok(whole) = format.read_conversation(&path) else {
+                continue;
+            };
+            let bytes = fs::read(&path).unwrap();
+            let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+            // The text after the last newline is a line in flight: never fed.
+            lines.pop();
+            let n = lines.len();
+            let cuts: [&[usize]; 6] = [
+                &[n / 2],
+                &[1, n / 2],
+                &[n / 3, 2 * n / 3],
+                &[0, n / 4, n / 2, 3 * n / 4],
+                &[n / 2, n / 2],
+                &[n.saturating_sub(1)],
+            ];
+            for cut in cuts {
+                let mut first = format.conversation_scan(None).unwrap();
+                let mut bounds = vec![0];
+                bounds.extend(cut.iter().map(|&c| c.min(n)));
+                bounds.push(n);
+                bounds.sort_unstable();
+                for (i, line) in lines.iter().enumerate().take(bounds[1]) {
+                    first.line(i as u64, line);
+                }
+                for pair in bounds[1..].windows(2) {
+                    let mut part = first.part().expect("Claude Code's scan reads in parts");
+                    for (i, line) in lines[pair[0]..pair[1]].iter().enumerate() {
+                        part.line(i as u64, line);
+                    }
+                    assert!(first.absorb(part, pair[0] as u64));
+                }
+                let saved = first.save();
+                assert_eq!(first.conversation(), whole, "{path:?} in parts at {cut:?}");
+                if let Some(last) = lines.last().filter(|_| n > 0) {
+                    // Resumed from the parts' state and fed the last line once more (a record
+                    // repeated, as an append can): as the whole read's scan fed it again.
+                    let mut resumed = format.conversation_scan(Some(&saved)).unwrap();
+                    resumed.line(n as u64, last);
+                    let mut again = format.conversation_scan(None).unwrap();
+                    for (i, line) in lines.iter().enumerate() {
+                        again.line(i as u64, line);
+                    }
+                    again.line(n as u64, last);
+                    assert_eq!(
+                        resumed.conversation(),
+                        again.conversation(),
+                        "{path:?} resumed"
+                    );
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 8, "{checked} fixtures");
+}
+
 /// The discovery indexer reads every session through `SessionQuery::read_surface` and puts its
 /// text in its index: it keeps a heavy session too, ranked by the session's own activity (its
 /// file's mtime), so the first reference after an indexer's pass reads what the pass kept, and

@@ -24,7 +24,7 @@
 //! this interface never depend on each other both ways. Proof: `tests/architecture.rs`
 //! (`no_circles_of_files`).
 
-use super::lines::LineSink;
+use super::lines::{parts_for, read_lines, read_lines_in_parts, LineSink};
 use super::{Conversation, Head};
 use crate::session::error::Result;
 use std::path::{Path, PathBuf};
@@ -160,14 +160,65 @@ pub trait TitleScan: LineSink + Send {
 /// An incremental conversation scan of one session file: fed its complete lines in order, it
 /// gives the projected conversation of the lines fed so far, and its state can be saved and
 /// resumed to be fed the lines appended since.
-pub trait ConversationScan: LineSink + Send {
+pub trait ConversationScan: LineSink + Send + std::any::Any {
     /// The projected conversation as far as the lines fed so far tell (the scan ends: save it
     /// first to go on later).
     fn conversation(self: Box<Self>) -> Conversation;
+    /// A fresh scan of the same agent and mode, to be fed a later part of the same file on
+    /// another thread and then given to [`ConversationScan::absorb`]; `None` (the default)
+    /// when this agent's scan reads a file on one thread only.
+    fn part(&self) -> Option<Box<dyn ConversationScan>> {
+        None
+    }
+    /// Takes in `later`, a scan [`ConversationScan::part`] made and fed the lines right after
+    /// this scan's (numbered from 0 within its part; `lines_before` lines of the file came
+    /// before them). Afterwards this scan is the one a single scan fed both runs of lines would
+    /// be. `false` (nothing taken in) when `later` is not a part of this scan's kind.
+    fn absorb(&mut self, _later: Box<dyn ConversationScan>, _lines_before: u64) -> bool {
+        false
+    }
     /// The scan's state as bytes (read back by [`AgentFormat::conversation_scan`] of the same
     /// agent; [`save_state`] is the usual way: the state of a heavy session is megabytes, so it
     /// is written as compact binary, never as JSON text to escape and parse again).
     fn save(&self) -> Vec<u8>;
+}
+
+/// Feeds the whole file at `path` to `scan`, a fresh scan: in parts, each on a thread of its
+/// own ([`read_lines_in_parts`]), when the file is large enough to be worth it and the agent's
+/// scan can be read in parts; on this thread otherwise. The parts' scans are taken in by the
+/// first in file order, so the result is the one reading the file on one thread gives.
+/// Returns the offset and line number just past the last line consumed.
+pub fn scan_whole(path: &Path, scan: &mut Box<dyn ConversationScan>) -> Result<(u64, u64)> {
+    let parts = std::fs::metadata(path).map_or(1, |meta| parts_for(meta.len()));
+    let mut later: Vec<Box<dyn ConversationScan>> = (1..parts).map_while(|_| scan.part()).collect();
+    if parts > 1 && later.len() == parts - 1 {
+        let mut sinks: Vec<&mut (dyn LineSink + Send)> = Vec::with_capacity(parts);
+        sinks.push(&mut **scan);
+        sinks.extend(
+            later
+                .iter_mut()
+                .map(|part| &mut **part as &mut (dyn LineSink + Send)),
+        );
+        if let Some((lines, end)) = read_lines_in_parts(path, &mut sinks)? {
+            let mut before = lines[0];
+            let mut whole = true;
+            for (part, consumed) in later.into_iter().zip(&lines[1..]) {
+                whole &= scan.absorb(part, before);
+                before += consumed;
+            }
+            if whole {
+                return Ok((end, before));
+            }
+            // A part of another kind (never made by `part`): read again, on one thread.
+            *scan = scan.part().ok_or_else(|| {
+                crate::session::error::SessionError::io(
+                    path,
+                    std::io::Error::other("a conversation scan that cannot start again"),
+                )
+            })?;
+        }
+    }
+    read_lines(path, 0, 0, &mut **scan)
 }
 
 /// A scan's state as [`ConversationScan::save`] usually writes it: its serde form in postcard's

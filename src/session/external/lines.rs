@@ -145,6 +145,19 @@ pub fn read_lines_limited(
     max_line: usize,
     sink: &mut dyn LineSink,
 ) -> Result<(u64, u64)> {
+    read_lines_until(path, offset, first, u64::MAX, max_line, sink)
+}
+
+/// [`read_lines_limited`] that ends once it has consumed the line reaching offset `stop` (the
+/// line holding byte `stop - 1`), or at the end of the file.
+fn read_lines_until(
+    path: &Path,
+    offset: u64,
+    first: u64,
+    stop: u64,
+    max_line: usize,
+    sink: &mut dyn LineSink,
+) -> Result<(u64, u64)> {
     let mut file = files::open_read(path).map_err(|e| SessionError::io(path, e))?;
     if offset > 0 {
         file.seek(SeekFrom::Start(offset))
@@ -166,6 +179,7 @@ pub fn read_lines_limited(
         index: first,
         max_line: max_line.max(1),
         first_offset: offset,
+        stop,
     };
     let result = lines.run(sink);
     if let Buffer::Heap(buf) = &mut lines.buf {
@@ -176,6 +190,134 @@ pub fn read_lines_limited(
     }
     result.map_err(|e| SessionError::io(path, e))?;
     Ok((lines.offset, lines.index))
+}
+
+/// The fewest bytes a part of a [`read_lines_in_parts`] read is given: below this, a thread
+/// costs more than it saves.
+pub const MIN_PART_BYTES: u64 = 8 << 20;
+
+/// How many parts a whole read of `len` bytes is worth: one per core, none smaller than
+/// [`MIN_PART_BYTES`] (1: read it on one thread).
+pub fn parts_for(len: u64) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    usize::try_from(len / MIN_PART_BYTES)
+        .unwrap_or(usize::MAX)
+        .clamp(1, cores.min(64))
+}
+
+/// Feeds the complete lines of `path`, from its start, to `sinks`: the file is cut into as many
+/// parts as there are sinks, of about equal bytes, each cut moved to the end of the line it
+/// falls in, and sink `k` is fed the lines of part `k` on a thread of its own (part 0 on the
+/// caller's), numbered from 0 within the part. Joined in order, the parts' lines are exactly
+/// the lines [`read_lines`] feeds from offset 0, each part's in file order; a line over the
+/// limit is skipped and counted in its part as there. Returns how many lines each part
+/// consumed (fed or skipped), and the offset just past the last line consumed; `None` when a
+/// thread could not be started (what the sinks were fed is then of no use: read the file
+/// whole instead) or there is no sink.
+pub fn read_lines_in_parts(
+    path: &Path,
+    sinks: &mut [&mut (dyn LineSink + Send)],
+) -> Result<Option<(Vec<u64>, u64)>> {
+    read_parts_limited(path, MAX_LINE_BYTES, sinks)
+}
+
+/// [`read_lines_in_parts`] with the line limit given.
+fn read_parts_limited(
+    path: &Path,
+    max_line: usize,
+    sinks: &mut [&mut (dyn LineSink + Send)],
+) -> Result<Option<(Vec<u64>, u64)>> {
+    let len = fs::metadata(path)
+        .map_err(|e| SessionError::io(path, e))?
+        .len();
+    let count = sinks.len() as u64;
+    // Part k starts just past the first newline at or after byte `cut(k) - 1` (part 0 at 0)
+    // and ends just past the first one at or after byte `cut(k + 1) - 1`: where the next starts.
+    let cut = |k: u64| {
+        if k >= count {
+            u64::MAX
+        } else {
+            len / count * k
+        }
+    };
+    let read_part = |k: u64, sink: &mut (dyn LineSink + Send)| -> Result<(u64, u64)> {
+        let start = if k == 0 {
+            0
+        } else {
+            match line_start_from(path, cut(k)).map_err(|e| SessionError::io(path, e))? {
+                Some(start) => start,
+                // No line ends in the rest of the file: this part has none.
+                None => return Ok((0, 0)),
+            }
+        };
+        read_lines_until(path, start, 0, cut(k + 1), max_line, sink)
+    };
+    let ends: Option<Vec<Result<(u64, u64)>>> = std::thread::scope(|scope| {
+        let (first, rest) = sinks.split_first_mut()?;
+        let mut handles = Vec::new();
+        let mut started = true;
+        for (k, sink) in (1..).zip(rest.iter_mut()) {
+            let sink: &mut (dyn LineSink + Send) = &mut **sink;
+            let spawned = std::thread::Builder::new()
+                .name("dsh-refs-part".into())
+                .spawn_scoped(scope, move || read_part(k, sink));
+            match spawned {
+                Ok(handle) => handles.push(handle),
+                Err(_) => {
+                    started = false;
+                    break;
+                }
+            }
+        }
+        let mut ends = vec![if started {
+            read_part(0, &mut **first)
+        } else {
+            Ok((0, 0))
+        }];
+        for handle in handles {
+            ends.push(
+                handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            );
+        }
+        started.then_some(ends)
+    });
+    let Some(ends) = ends else {
+        return Ok(None);
+    };
+    let mut lines = Vec::with_capacity(ends.len());
+    let mut end = 0;
+    for part in ends {
+        let (offset, consumed) = part?;
+        lines.push(consumed);
+        end = end.max(offset);
+    }
+    Ok(Some((lines, end)))
+}
+
+/// Where the first line ending at or after byte `at - 1` of the file at `path` ends (the offset
+/// just past its newline): the start of the part that begins at `at`. `None` when no line ends
+/// there (the rest of the file is one line in flight).
+fn line_start_from(path: &Path, at: u64) -> std::io::Result<Option<u64>> {
+    if at == 0 {
+        return Ok(Some(0));
+    }
+    let mut file = files::open_read(path)?;
+    let from = at - 1;
+    file.seek(SeekFrom::Start(from))?;
+    let mut buf = vec![0; READ];
+    let mut offset = from;
+    loop {
+        let n = read_some(&mut file, &mut buf)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if let Some(k) = memchr::memchr(b'\n', &buf[..n]) {
+            return Ok(Some(offset + k as u64 + 1));
+        }
+        offset += n as u64;
+    }
 }
 
 thread_local! {
@@ -243,6 +385,8 @@ struct Lines<'p> {
     max_line: usize,
     /// Where the read started.
     first_offset: u64,
+    /// The read ends once it has consumed a line reaching this offset ([`read_lines_in_parts`]).
+    stop: u64,
 }
 
 impl Lines<'_> {
@@ -250,6 +394,9 @@ impl Lines<'_> {
         // `buf[start..searched]` holds no newline.
         let mut searched = 0;
         loop {
+            if self.offset >= self.stop {
+                return Ok(());
+            }
             if let Some(k) = memchr::memchr(b'\n', &self.buf[searched..self.filled]) {
                 let end = searched + k;
                 let len = end - self.start;
@@ -368,7 +515,7 @@ impl Lines<'_> {
 
     /// A line of `len` bytes (its newline not counted) over the limit: counted, not fed.
     fn skipped(&mut self, len: u64) {
-        tracing::warn!(file = %self.path.display(), line = self.index + 1, bytes = len + 1, limit = self.max_line, "skipping a line longer than the limit");
+        tracing::warn!(file = %self.path.display(), line = self.index + 1, at_byte = self.offset, bytes = len + 1, limit = self.max_line, "skipping a line longer than the limit");
         self.offset += len + 1;
         self.index += 1;
     }
@@ -461,6 +608,56 @@ mod tests {
                     .unwrap();
                 assert_eq!(fed.0, expected, "round {round} from line {skip}");
                 assert_eq!(end, (complete as u64, split.len() as u64), "round {round}");
+            }
+        }
+    }
+
+    /// Files of short lines, lines over the limit, lines as long as a part, a newline right at
+    /// a cut, a line in flight at the end or not, read in 1 to 6 parts: the parts' lines,
+    /// renumbered by the lines before them and joined, are the lines one read feeds, and the
+    /// end is its end.
+    #[test]
+    fn lines_read_in_parts_join_into_the_lines_of_one_read() {
+        let max_line = 3000;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let mut rng = TestRng::new(17);
+        for round in 0..300 {
+            let mut bytes = Vec::new();
+            let count = rng.below(40);
+            for n in 0..count {
+                let len = match rng.below(10) {
+                    0 => max_line + rng.below(2 * max_line),
+                    1 => rng.below(max_line),
+                    2 => 0,
+                    _ => rng.below(80),
+                };
+                bytes.extend((0..len).map(|k| b'a' + (k % 26) as u8));
+                if n + 1 < count || round % 3 != 0 {
+                    bytes.push(b'\n');
+                }
+            }
+            std::fs::write(&path, &bytes).unwrap();
+            let mut whole = Fed::default();
+            let end = read_lines_limited(&path, 0, 0, max_line, &mut whole).unwrap();
+            for parts in 1..=6 {
+                let mut fed: Vec<Fed> = (0..parts).map(|_| Fed::default()).collect();
+                let mut sinks: Vec<&mut (dyn LineSink + Send)> = fed
+                    .iter_mut()
+                    .map(|f| f as &mut (dyn LineSink + Send))
+                    .collect();
+                let (lines, part_end) = read_parts_limited(&path, max_line, &mut sinks)
+                    .unwrap()
+                    .unwrap();
+                drop(sinks);
+                let mut joined = Vec::new();
+                let mut before = 0;
+                for (part, consumed) in fed.iter().zip(&lines) {
+                    joined.extend(part.0.iter().map(|&(n, len, hash)| (n + before, len, hash)));
+                    before += consumed;
+                }
+                assert_eq!(joined, whole.0, "round {round}, {parts} parts");
+                assert_eq!((part_end, before), end, "round {round}, {parts} parts");
             }
         }
     }

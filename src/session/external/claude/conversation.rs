@@ -76,7 +76,7 @@ const TAKEN: u8 = 8;
 /// One record of the tree: 16 bytes, whatever the record held (its text, if it is part of the
 /// conversation, lives in `ConversationScan::items`). Saved packed in 13 bytes
 /// ([`packed_nodes`]): a heavy session has tens of thousands.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Node {
     parent: u32,
     item: u32,
@@ -110,6 +110,8 @@ pub struct ConversationScan {
     leaf: Option<u32>,
     /// The newest compaction's preserved segment, if it kept one.
     preserved: Option<PreservedSegment>,
+    /// Whether a compaction boundary was read (a later part's segment then replaces this one's).
+    compacted: bool,
     last_line: Option<u64>,
     last_activity: Option<i64>,
     /// Every record read by serde alone (the reference the walk is tested against).
@@ -153,8 +155,12 @@ impl ConversationScan {
     }
 
     fn intern(&mut self, uuid: &str) -> u32 {
+        self.intern_key(Key::of(uuid))
+    }
+
+    fn intern_key(&mut self, key: Key) -> u32 {
         let next = self.nodes.len() as u32;
-        let at = *match Key::of(uuid) {
+        let at = *match key {
             Key::Uuid(key) => self.uuids.entry(key).or_insert(next),
             Key::Other(key) => self.others.entry(key).or_insert(next),
         };
@@ -204,6 +210,7 @@ impl LineSink for ConversationScan {
         if boundary {
             // A later compaction without a preserved segment replaces an earlier one with it.
             self.preserved = preserved_segment(&line);
+            self.compacted = true;
         }
         let conversational = boundary || matches!(line.kind.as_deref(), Some("user" | "assistant"));
         let time = time.unwrap_or(0);
@@ -460,6 +467,88 @@ impl crate::session::external::agent::ConversationScan for ConversationScan {
     fn save(&self) -> Vec<u8> {
         crate::session::external::agent::save_state(self)
     }
+
+    fn part(&self) -> Option<Box<dyn crate::session::external::agent::ConversationScan>> {
+        Some(Box::new(ConversationScan {
+            serde_only: self.serde_only,
+            ..ConversationScan::default()
+        }))
+    }
+
+    fn absorb(
+        &mut self,
+        later: Box<dyn crate::session::external::agent::ConversationScan>,
+        lines_before: u64,
+    ) -> bool {
+        let later: Box<dyn std::any::Any> = later;
+        match later.downcast::<ConversationScan>() {
+            Ok(later) => {
+                self.take_in(*later, lines_before);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+impl ConversationScan {
+    /// [`absorb`](crate::session::external::agent::ConversationScan::absorb) of a part of this
+    /// kind. A single scan interns a record's uuid, then its parent's, line by line; the later
+    /// part did the same from an empty table, so its node ids are in the order their uuids
+    /// first appeared there. Interning its keys here in that order therefore gives every new
+    /// uuid the id the single scan would have given it, and every known one its id here; a
+    /// record read in the later part then overwrites its node as the single scan's later line
+    /// would have, with its parent, item and line renumbered.
+    fn take_in(&mut self, later: ConversationScan, lines_before: u64) {
+        let mut keys: Vec<Option<Key>> = Vec::new();
+        keys.resize_with(later.nodes.len(), || None);
+        for (key, at) in later.uuids {
+            keys[at as usize] = Some(Key::Uuid(key));
+        }
+        for (key, at) in later.others {
+            keys[at as usize] = Some(Key::Other(key));
+        }
+        let ids: Vec<u32> = keys
+            .into_iter()
+            .map(|key| key.map_or(NONE, |key| self.intern_key(key)))
+            .collect();
+        let id = |at: u32| ids.get(at as usize).copied().unwrap_or(NONE);
+        let items_before = self.items.len() as u32;
+        for (at, node) in later.nodes.iter().enumerate() {
+            if node.flags & PRESENT == 0 || ids[at] == NONE {
+                continue;
+            }
+            let order = (u64::from(node.order) + lines_before).min(u64::from(u32::MAX));
+            self.nodes[ids[at] as usize] = Node {
+                parent: if node.parent == NONE {
+                    NONE
+                } else {
+                    id(node.parent)
+                },
+                item: if node.item == NONE {
+                    NONE
+                } else {
+                    node.item + items_before
+                },
+                order: order as u32,
+                flags: node.flags,
+            };
+        }
+        self.items.extend(later.items);
+        if let Some(leaf) = later.leaf {
+            self.leaf = Some(id(leaf));
+        }
+        if later.compacted {
+            self.preserved = later.preserved;
+            self.compacted = true;
+        }
+        if let Some(line) = later.last_line {
+            self.last_line = Some(line + lines_before);
+        }
+        if let Some(t) = later.last_activity {
+            self.last_activity = Some(self.last_activity.map_or(t, |a| a.max(t)));
+        }
+    }
 }
 
 /// Fixed-size entries saved as one run of their little-endian bytes: a heavy session has tens
@@ -526,6 +615,7 @@ pub(super) fn with_packed(saved: &[u8], field: &str, bytes: &[u8]) -> Vec<u8> {
         items: Vec<Option<(Item, Option<String>)>>,
         leaf: Option<u32>,
         preserved: Option<PreservedSegment>,
+        compacted: bool,
         last_line: Option<u64>,
         last_activity: Option<i64>,
         serde_only: bool,
@@ -613,7 +703,104 @@ mod packed_nodes {
 
 #[cfg(test)]
 mod tests {
-    use super::Key;
+    use super::{ConversationScan, Key};
+    use crate::session::external::agent::ConversationScan as _;
+    use crate::session::external::scan::LineSink;
+    use crate::test_rng::TestRng;
+
+    /// Records of a session that branches, rewinds, repeats a uuid, names parents never read,
+    /// mixes canonical UUIDs and other ids, has sidechains, bookkeeping records and compactions
+    /// with and without a preserved segment.
+    fn tangled_session(rng: &mut TestRng) -> Vec<String> {
+        let ids: Vec<String> = (0..40)
+            .map(|k| {
+                if k % 3 == 0 {
+                    format!("id-{k}")
+                } else {
+                    format!("{k:08x}-0000-4000-8000-{:012x}", k * 7919)
+                }
+            })
+            .collect();
+        let pick = |rng: &mut TestRng| ids[rng.below(ids.len())].clone();
+        (0..60)
+            .map(|n| {
+                let uuid = pick(rng);
+                let parent = match rng.below(5) {
+                    0 => "null".to_string(),
+                    _ => format!("\"{}\"", pick(rng)),
+                };
+                let time = format!("2026-01-01T00:{:02}:{:02}Z", n / 60, n % 60);
+                let head = format!(
+                    r#""uuid":"{uuid}","parentUuid":{parent},"timestamp":"{time}""#
+                );
+                match rng.below(8) {
+                    0 | 1 => format!(
+                        r#"{{"type":"user",{head},"message":{{"role":"user","content":"prompt {n}"}}}}"#
+                    ),
+                    2 | 3 => format!(
+                        r#"{{"type":"assistant",{head},"message":{{"id":"m{}","content":[{{"type":"text","text":"reply {n}"}}]}}}}"#,
+                        rng.below(4)
+                    ),
+                    4 => format!(
+                        r#"{{"type":"user","isSidechain":true,{head},"message":{{"role":"user","content":"aside {n}"}}}}"#
+                    ),
+                    5 => format!(r#"{{"type":"progress",{head}}}"#),
+                    6 => format!(
+                        r#"{{"type":"system","subtype":"compact_boundary",{head},"compactMetadata":{{"preservedSegment":{{"headUuid":"{}","anchorUuid":"{}","tailUuid":"{}"}}}}}}"#,
+                        pick(rng),
+                        pick(rng),
+                        pick(rng)
+                    ),
+                    _ => format!(r#"{{"type":"system","subtype":"compact_boundary",{head}}}"#),
+                }
+            })
+            .collect()
+    }
+
+    fn fed(lines: &[String], first: u64) -> ConversationScan {
+        let mut scan = ConversationScan::default();
+        for (i, line) in lines.iter().enumerate() {
+            scan.line(first + i as u64, line.as_bytes());
+        }
+        scan
+    }
+
+    /// A scan fed a session in parts and taken in part by part is, field by field, the scan
+    /// fed the whole session: the same node for every id (so the same parents, items, line
+    /// numbers and flags), the same uuid tables, items, leaf, segment and times; over tangled
+    /// sessions cut into 2 to 4 parts at every place.
+    #[test]
+    fn a_scan_taken_in_part_by_part_is_the_whole_scan_field_by_field() {
+        let mut rng = TestRng::new(41);
+        for round in 0..60 {
+            let lines = tangled_session(&mut rng);
+            let whole = fed(&lines, 0);
+            for _ in 0..10 {
+                let mut bounds: Vec<usize> = (0..1 + rng.below(3))
+                    .map(|_| rng.below(lines.len() + 1))
+                    .collect();
+                bounds.push(0);
+                bounds.push(lines.len());
+                bounds.sort_unstable();
+                let mut scan = fed(&lines[..bounds[1]], 0);
+                for pair in bounds[1..].windows(2) {
+                    let part = fed(&lines[pair[0]..pair[1]], 0);
+                    assert!(scan.absorb(Box::new(part), pair[0] as u64));
+                }
+                let at = format!("round {round}, cut at {bounds:?}");
+                assert_eq!(scan.nodes, whole.nodes, "{at}");
+                assert_eq!(scan.uuids, whole.uuids, "{at}");
+                assert_eq!(scan.others, whole.others, "{at}");
+                assert_eq!(scan.items, whole.items, "{at}");
+                assert_eq!(scan.leaf, whole.leaf, "{at}");
+                assert_eq!(scan.preserved, whole.preserved, "{at}");
+                assert_eq!(scan.compacted, whole.compacted, "{at}");
+                assert_eq!(scan.last_line, whole.last_line, "{at}");
+                assert_eq!(scan.last_activity, whole.last_activity, "{at}");
+                assert_eq!(scan.finish(), whole.clone().finish(), "{at}");
+            }
+        }
+    }
 
     /// A key is a UUID's 128 bits exactly when the text is a canonical lowercase UUID: checked
     /// against counting its digits, over UUIDs with one byte changed at every position.

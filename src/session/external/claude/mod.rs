@@ -33,7 +33,7 @@ struct CompactMetadata {
 
 /// The kept records: `headUuid` (oldest) to `tailUuid` (newest) along their parents, placed
 /// after `anchorUuid` (the summary).
-#[derive(Deserialize, serde::Serialize, Clone)]
+#[derive(Deserialize, serde::Serialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 struct PreservedSegment {
     head_uuid: String,
@@ -197,9 +197,10 @@ impl AgentFormat for ClaudeCode {
     }
 
     fn read_conversation(&self, path: &Path) -> Result<Conversation> {
-        let mut scan = ConversationScan::default();
-        read_lines(path, 0, 0, &mut scan)?;
-        Ok(scan.finish())
+        let mut scan: Box<dyn super::agent::ConversationScan> =
+            Box::new(ConversationScan::default());
+        super::agent::scan_whole(path, &mut scan)?;
+        Ok(scan.conversation())
     }
 
     fn conversation_scan(

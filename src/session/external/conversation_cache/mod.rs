@@ -356,7 +356,11 @@ pub(super) fn kept_or_read(
     });
     let (conversation, saved) = match scan {
         Some(mut scan) => {
-            let (offset, line) = super::lines::read_lines(&session, from.0, from.1, &mut *scan)?;
+            let (offset, line) = if from == (0, 0) {
+                super::agent::scan_whole(&session, &mut scan)?
+            } else {
+                super::lines::read_lines(&session, from.0, from.1, &mut *scan)?
+            };
             let saved = before
                 .map(|_| SavedScan {
                     offset,
