@@ -22,7 +22,9 @@
 //! Invariant: nothing in a kept file is trusted without a check, and nothing is kept that the
 //! person did not already have on this machine longer than they keep it.
 //! - The file starts with a versioned magic line, then the session file's path (a JSON string on
-//!   a line of its own), then the document, and ends with a checksum of everything between; it
+//!   a line of its own), then the document (its head as a JSON line, then the items in binary,
+//!   as [`save_state`](super::agent::save_state) writes them: megabytes of text neither
+//!   escaped nor parsed), and ends with a checksum of everything between; it
 //!   names the agent, the home and the session it describes. One of another version, agent,
 //!   home or session is not used; a torn or corrupt one is removed with a warning and the
 //!   session read from its file.
@@ -76,7 +78,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 /// The first line of a kept file; its last number is the format's version.
-const MAGIC: &str = "dsh-refs agent conversation 2\n";
+const MAGIC: &str = "dsh-refs agent conversation 3\n";
 /// Sessions smaller than this are read from their file every time (a few milliseconds), and
 /// their text is never copied here.
 pub(super) const MIN_FILE_BYTES: u64 = 4 << 20;
@@ -186,7 +188,7 @@ struct Loaded {
 impl Loaded {
     /// The kept conversation (`None`: its items' line is damaged).
     fn conversation(&self) -> Option<Conversation> {
-        let items: Vec<KeptItem> = serde_json::from_slice(&self.items).ok()?;
+        let items: Vec<KeptItem> = super::agent::load_state(&self.items)?;
         let items = items
             .into_iter()
             .map(KeptItem::item)
@@ -199,7 +201,7 @@ impl Loaded {
     }
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct KeptItem {
     /// `u` (user), `a` (assistant) or `s` (summary).
     k: char,
@@ -208,16 +210,24 @@ struct KeptItem {
     at: i64,
 }
 
+/// A [`KeptItem`] as written: the same fields, the text borrowed from the conversation.
+#[derive(Serialize)]
+struct KeptItemRef<'a> {
+    k: char,
+    t: &'a str,
+    at: i64,
+}
+
 impl KeptItem {
-    fn of(item: &Item) -> KeptItem {
+    fn of(item: &Item) -> KeptItemRef<'_> {
         let k = match item.kind {
             ItemKind::User => 'u',
             ItemKind::Assistant => 'a',
             ItemKind::Summary => 's',
         };
-        KeptItem {
+        KeptItemRef {
             k,
-            t: item.text.clone(),
+            t: &item.text,
             at: item.time,
         }
     }
@@ -486,7 +496,7 @@ fn save(
         last_line: kept.conversation.last_line,
         last_activity: kept.conversation.last_activity,
     };
-    let items: Vec<KeptItem> = kept.conversation.items.iter().map(KeptItem::of).collect();
+    let items: Vec<KeptItemRef<'_>> = kept.conversation.items.iter().map(KeptItem::of).collect();
     let text: usize = kept
         .conversation
         .items
@@ -499,7 +509,7 @@ fn save(
     body.push(b'\n');
     serde_json::to_writer(&mut body, &document).map_err(std::io::Error::other)?;
     body.push(b'\n');
-    serde_json::to_writer(&mut body, &items).map_err(std::io::Error::other)?;
+    body.extend_from_slice(&super::agent::save_state(&items));
     if body.len() + 17 > MAX_BYTES {
         return Ok(());
     }
