@@ -24,6 +24,9 @@ fn main() {
     if !matches!(cli.command, Some(Command::Sessions { .. })) {
         one_malloc_arena();
     }
+    if matches!(cli.command, Some(Command::Prepare { .. })) {
+        keep_the_heap();
+    }
     // `uri` and `mention` read no home; everything else works on the one workspace.
     if let Some(command @ (Command::Uri(_) | Command::Mention(_))) = &cli.command {
         let code = dsh_session_references::cli::reference::run(command, None);
@@ -343,6 +346,27 @@ fn init_tracing(home: &Path) {
 /// stay per-thread (tcache), but a listing's threads still contend for the one arena's lock
 /// (75–83 ms of CPU against 42–47 with an arena each, BENCHMARKS.md), so `sessions`, which
 /// projects no conversation, keeps glibc's default.
+/// Big blocks from the heap, and the heap kept whole until the process ends (glibc). By default
+/// every block past 128 KiB is a mapping of its own, zeroed page by page by the kernel when it
+/// is first written and unmapped when freed, and the top of the heap is given back as soon as
+/// 128 KiB of it is free; `prepare` of a heavy session reads, decodes, encodes and writes
+/// several blocks of megabytes one after the other (a kept scan, its document, the
+/// conversation), so each paid those faults again (a grown 60 MB Claude Code session: 2,851
+/// page faults and 20.1 ms, against 1,887 and 17.0 ms with the heap kept; BENCHMARKS.md).
+/// Only the one-shot `prepare` does this: it ends within milliseconds, so nothing is held long;
+/// the long-running faces keep glibc's default and give memory back.
+#[allow(unsafe_code)] // `mallopt`, below.
+fn keep_the_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `mallopt` only tunes the allocator; it is called before any thread starts.
+    unsafe {
+        // The largest threshold glibc takes (its default maximum on 64-bit targets).
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+        libc::mallopt(libc::M_TOP_PAD, 8 << 20);
+    }
+}
+
 #[allow(unsafe_code)] // `mallopt`, below.
 fn one_malloc_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
