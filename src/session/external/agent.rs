@@ -189,7 +189,7 @@ pub trait ConversationScan: LineSink + Send + std::any::Any {
 /// first in file order, so the result is the one reading the file on one thread gives.
 /// Returns the offset and line number just past the last line consumed.
 pub fn scan_whole(path: &Path, scan: &mut Box<dyn ConversationScan>) -> Result<(u64, u64)> {
-    let parts = std::fs::metadata(path).map_or(1, |meta| parts_for(meta.len()));
+    let (parts, threads) = std::fs::metadata(path).map_or((1, 1), |meta| parts_for(meta.len()));
     let mut later: Vec<Box<dyn ConversationScan>> = (1..parts).map_while(|_| scan.part()).collect();
     if parts > 1 && later.len() == parts - 1 {
         let mut sinks: Vec<&mut (dyn LineSink + Send)> = Vec::with_capacity(parts);
@@ -199,24 +199,23 @@ pub fn scan_whole(path: &Path, scan: &mut Box<dyn ConversationScan>) -> Result<(
                 .iter_mut()
                 .map(|part| &mut **part as &mut (dyn LineSink + Send)),
         );
-        if let Some((lines, end)) = read_lines_in_parts(path, &mut sinks)? {
-            let mut before = lines[0];
-            let mut whole = true;
-            for (part, consumed) in later.into_iter().zip(&lines[1..]) {
-                whole &= scan.absorb(part, before);
-                before += consumed;
-            }
-            if whole {
-                return Ok((end, before));
-            }
-            // A part of another kind (never made by `part`): read again, on one thread.
-            *scan = scan.part().ok_or_else(|| {
-                crate::session::error::SessionError::io(
-                    path,
-                    std::io::Error::other("a conversation scan that cannot start again"),
-                )
-            })?;
+        let (lines, end) = read_lines_in_parts(path, threads, &mut sinks)?;
+        let mut before = lines[0];
+        let mut whole = true;
+        for (part, consumed) in later.into_iter().zip(&lines[1..]) {
+            whole &= scan.absorb(part, before);
+            before += consumed;
         }
+        if whole {
+            return Ok((end, before));
+        }
+        // A part of another kind (never made by `part`): read again, on one thread.
+        *scan = scan.part().ok_or_else(|| {
+            crate::session::error::SessionError::io(
+                path,
+                std::io::Error::other("a conversation scan that cannot start again"),
+            )
+        })?;
     }
     read_lines(path, 0, 0, &mut **scan)
 }

@@ -192,124 +192,142 @@ fn read_lines_until(
     Ok((lines.offset, lines.index))
 }
 
-/// The fewest bytes a part of a [`read_lines_in_parts`] read is given: below this, a thread
-/// costs more than it saves.
-pub const MIN_PART_BYTES: u64 = 8 << 20;
+/// The bytes of a part of a [`read_lines_in_parts`] read: small enough that the threads share
+/// the work evenly whatever a file's lines (a part holding a 12 MB record takes one thread a
+/// while; the others take the next parts meanwhile), large enough that a part costs little
+/// more than its bytes.
+pub const PART_BYTES: u64 = 4 << 20;
 
-/// How many parts a whole read of `len` bytes is worth: one per core, none smaller than
-/// [`MIN_PART_BYTES`] (1: read it on one thread).
-pub fn parts_for(len: u64) -> usize {
+/// How a whole read of `len` bytes is best done: in how many parts, on how many threads (one
+/// part: read it on one thread, as [`read_lines`] does).
+pub fn parts_for(len: u64) -> (usize, usize) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    usize::try_from(len / MIN_PART_BYTES)
+    let parts = usize::try_from(len / PART_BYTES)
         .unwrap_or(usize::MAX)
-        .clamp(1, cores.min(64))
+        .clamp(1, 1024);
+    if cores < 2 || parts < 2 {
+        return (1, 1);
+    }
+    (parts, cores.min(parts).min(64))
 }
 
 /// Feeds the complete lines of `path`, from its start, to `sinks`: the file is cut into as many
 /// parts as there are sinks, of about equal bytes, each cut moved to the end of the line it
-/// falls in, and sink `k` is fed the lines of part `k` on a thread of its own (part 0 on the
-/// caller's), numbered from 0 within the part. Joined in order, the parts' lines are exactly
-/// the lines [`read_lines`] feeds from offset 0, each part's in file order; a line over the
-/// limit is skipped and counted in its part as there. Returns how many lines each part
-/// consumed (fed or skipped), and the offset just past the last line consumed; `None` when a
-/// thread could not be started (what the sinks were fed is then of no use: read the file
-/// whole instead) or there is no sink.
+/// falls in, and sink `k` is fed the lines of part `k`, numbered from 0 within the part. The
+/// parts are read by `threads` threads (the caller's one of them), each taking the next part
+/// not yet taken. Joined in order, the parts' lines are exactly the lines [`read_lines`] feeds
+/// from offset 0, each part's in file order; a line over the limit is skipped and counted in
+/// its part as there. Returns how many lines each part consumed (fed or skipped), and the
+/// offset just past the last line consumed. A thread that cannot be started leaves its share
+/// to the others.
 pub fn read_lines_in_parts(
     path: &Path,
+    threads: usize,
     sinks: &mut [&mut (dyn LineSink + Send)],
-) -> Result<Option<(Vec<u64>, u64)>> {
-    read_parts_limited(path, MAX_LINE_BYTES, sinks)
+) -> Result<(Vec<u64>, u64)> {
+    read_parts_limited(path, MAX_LINE_BYTES, threads, sinks)
 }
+
+/// Where a part's read ended and the lines it consumed, or why it failed.
+type PartEnd = Result<(u64, u64)>;
 
 /// [`read_lines_in_parts`] with the line limit given.
 fn read_parts_limited(
     path: &Path,
     max_line: usize,
+    threads: usize,
     sinks: &mut [&mut (dyn LineSink + Send)],
-) -> Result<Option<(Vec<u64>, u64)>> {
+) -> Result<(Vec<u64>, u64)> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
     let len = fs::metadata(path)
         .map_err(|e| SessionError::io(path, e))?
         .len();
-    let count = sinks.len() as u64;
+    let count = sinks.len();
     // Part k starts just past the first newline at or after byte `cut(k) - 1` (part 0 at 0)
     // and ends just past the first one at or after byte `cut(k + 1) - 1`: where the next starts.
-    let cut = |k: u64| {
+    let cut = |k: usize| {
         if k >= count {
             u64::MAX
         } else {
-            len / count * k
+            len / count as u64 * k as u64
         }
     };
-    let read_part = |k: u64, sink: &mut (dyn LineSink + Send)| -> Result<(u64, u64)> {
+    let read_part = |k: usize, sink: &mut (dyn LineSink + Send)| -> Result<(u64, u64)> {
         let start = if k == 0 {
             0
         } else {
-            match line_start_from(path, cut(k)).map_err(|e| SessionError::io(path, e))? {
+            match line_start_within(path, cut(k), cut(k + 1))
+                .map_err(|e| SessionError::io(path, e))?
+            {
                 Some(start) => start,
-                // No line ends in the rest of the file: this part has none.
+                // No line ends within the part: the line before it goes on past it.
                 None => return Ok((0, 0)),
             }
         };
         read_lines_until(path, start, 0, cut(k + 1), max_line, sink)
     };
-    let ends: Option<Vec<Result<(u64, u64)>>> = std::thread::scope(|scope| {
-        let (first, rest) = sinks.split_first_mut()?;
-        let mut handles = Vec::new();
-        let mut started = true;
-        for (k, sink) in (1..).zip(rest.iter_mut()) {
-            let sink: &mut (dyn LineSink + Send) = &mut **sink;
-            let spawned = std::thread::Builder::new()
-                .name("dsh-refs-part".into())
-                .spawn_scoped(scope, move || read_part(k, sink));
-            match spawned {
-                Ok(handle) => handles.push(handle),
-                Err(_) => {
-                    started = false;
-                    break;
-                }
+    // Each part's sink and result, taken and set by whichever thread reads the part.
+    let slots: Vec<Mutex<Option<&mut (dyn LineSink + Send)>>> = sinks
+        .iter_mut()
+        .map(|sink| Mutex::new(Some(&mut **sink)))
+        .collect();
+    let ends: Vec<Mutex<Option<PartEnd>>> = (0..count).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let work = || loop {
+        let k = next.fetch_add(1, Ordering::Relaxed);
+        let Some(slot) = slots.get(k) else {
+            return;
+        };
+        let sink = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(sink) = sink {
+            let end = read_part(k, sink);
+            *ends[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(end);
+        }
+    };
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..threads.max(1))
+            .map_while(|_| {
+                std::thread::Builder::new()
+                    .name("dsh-refs-part".into())
+                    .spawn_scoped(scope, work)
+                    .ok()
+            })
+            .collect();
+        work();
+        for handle in handles {
+            if let Err(panic) = handle.join() {
+                std::panic::resume_unwind(panic);
             }
         }
-        let mut ends = vec![if started {
-            read_part(0, &mut **first)
-        } else {
-            Ok((0, 0))
-        }];
-        for handle in handles {
-            ends.push(
-                handle
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            );
-        }
-        started.then_some(ends)
     });
-    let Some(ends) = ends else {
-        return Ok(None);
-    };
-    let mut lines = Vec::with_capacity(ends.len());
+    let mut lines = Vec::with_capacity(count);
     let mut end = 0;
     for part in ends {
-        let (offset, consumed) = part?;
+        let part = part.into_inner().unwrap_or_else(|e| e.into_inner());
+        let (offset, consumed) = part.unwrap_or(Ok((0, 0)))?;
         lines.push(consumed);
         end = end.max(offset);
     }
-    Ok(Some((lines, end)))
+    Ok((lines, end))
 }
 
-/// Where the first line ending at or after byte `at - 1` of the file at `path` ends (the offset
-/// just past its newline): the start of the part that begins at `at`. `None` when no line ends
-/// there (the rest of the file is one line in flight).
-fn line_start_from(path: &Path, at: u64) -> std::io::Result<Option<u64>> {
+/// Where the part of the file at `path` that begins at byte `at` starts: just past the first
+/// newline at or after byte `at - 1`, looked for only before byte `until - 1` (where the next
+/// part's own search begins). `None` when there is none there: no line ends within the part.
+fn line_start_within(path: &Path, at: u64, until: u64) -> std::io::Result<Option<u64>> {
     if at == 0 {
         return Ok(Some(0));
     }
     let mut file = files::open_read(path)?;
     let from = at - 1;
+    let mut left = until.saturating_sub(1).saturating_sub(from);
     file.seek(SeekFrom::Start(from))?;
     let mut buf = vec![0; READ];
     let mut offset = from;
-    loop {
-        let n = read_some(&mut file, &mut buf)?;
+    while left > 0 {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = read_some(&mut file, &mut buf[..want])?;
         if n == 0 {
             return Ok(None);
         }
@@ -317,7 +335,9 @@ fn line_start_from(path: &Path, at: u64) -> std::io::Result<Option<u64>> {
             return Ok(Some(offset + k as u64 + 1));
         }
         offset += n as u64;
+        left -= n as u64;
     }
+    Ok(None)
 }
 
 thread_local! {
@@ -613,7 +633,8 @@ mod tests {
     }
 
     /// Files of short lines, lines over the limit, lines as long as a part, a newline right at
-    /// a cut, a line in flight at the end or not, read in 1 to 6 parts: the parts' lines,
+    /// a cut, a line in flight at the end or not, read in 1 to 6 parts on 1 to 3 threads: the
+    /// parts' lines,
     /// renumbered by the lines before them and joined, are the lines one read feeds, and the
     /// end is its end.
     #[test]
@@ -646,9 +667,9 @@ mod tests {
                     .iter_mut()
                     .map(|f| f as &mut (dyn LineSink + Send))
                     .collect();
-                let (lines, part_end) = read_parts_limited(&path, max_line, &mut sinks)
-                    .unwrap()
-                    .unwrap();
+                let threads = 1 + round % 3;
+                let (lines, part_end) =
+                    read_parts_limited(&path, max_line, threads, &mut sinks).unwrap();
                 drop(sinks);
                 let mut joined = Vec::new();
                 let mut before = 0;
