@@ -6,7 +6,7 @@
 //! memory). That the kept projection is used is proved by the bytes the reading thread read
 //! (the kernel's count), a small part of the session file's.
 
-use crate::support::{thread_read_bytes, tree_with_stamps};
+use crate::support::{process_read_bytes, thread_read_bytes, tree_with_stamps};
 use dsh_session_references::session::external::{Conversation, ExternalAgent, ExternalSessions};
 use std::fs;
 use std::io::Write;
@@ -160,10 +160,10 @@ fn a_new_process_reads_a_heavy_session_from_what_the_last_one_kept() {
         read < file_len / 8,
         "read {read} bytes of a {file_len}-byte session"
     );
-    // Without what was kept, the same read takes the whole file.
-    let before = thread_read_bytes();
+    // Without what was kept, the same read takes the whole file (in parts, on several threads).
+    let before = process_read_bytes();
     assert_eq!(homes.fresh("h"), first);
-    assert!(thread_read_bytes() - before >= file_len);
+    assert!(process_read_bytes() - before >= file_len);
 
     // A status change (here a `chmod`) makes the file opened again (a file no longer readable
     // then fails the read, naming it), read from where the last read ended, and kept anew.
@@ -452,7 +452,7 @@ fn a_scan_saved_and_resumed_anywhere_gives_the_whole_reads_conversation() {
     assert!(checked >= 15, "{checked} fixtures");
 }
 
-/// Every Claude Code fixture read in parts (2 to 4, cut at several lines, an empty part
+/// Every Claude Code and Codex fixture read in parts (2 to 4, cut at several lines, an empty part
 /// too), each part fed to a scan `part()` made and taken in by the first in order: the same
 /// conversation as one read of the whole file, and a state that, saved, resumed and fed the
 /// last line again, still gives it (the kept scan of a heavy session read in parts goes on as
@@ -461,8 +461,7 @@ fn a_scan_saved_and_resumed_anywhere_gives_the_whole_reads_conversation() {
 fn a_scan_read_in_parts_and_taken_in_gives_the_whole_reads_conversation() {
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures");
     let mut stack = vec![fixtures];
-    let mut checked = 0;
-    let format = ExternalAgent::Claude.format();
+    let mut checked = [0, 0];
     while let Some(dir) = stack.pop() {
         for entry in fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -470,64 +469,71 @@ fn a_scan_read_in_parts_and_taken_in_gives_the_whole_reads_conversation() {
                 stack.push(path);
                 continue;
             }
-            if !format.is_session_file(&path) {
-                continue;
-            }
-            let Ok(whole) = format.read_conversation(&path) else {
-                continue;
-            };
-            let bytes = fs::read(&path).unwrap();
-            let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
-            // The text after the last newline is a line in flight: never fed.
-            lines.pop();
-            let n = lines.len();
-            let cuts: [&[usize]; 6] = [
-                &[n / 2],
-                &[1, n / 2],
-                &[n / 3, 2 * n / 3],
-                &[0, n / 4, n / 2, 3 * n / 4],
-                &[n / 2, n / 2],
-                &[n.saturating_sub(1)],
-            ];
-            for cut in cuts {
-                let mut first = format.conversation_scan(None).unwrap();
-                let mut bounds = vec![0];
-                bounds.extend(cut.iter().map(|&c| c.min(n)));
-                bounds.push(n);
-                bounds.sort_unstable();
-                for (i, line) in lines.iter().enumerate().take(bounds[1]) {
-                    first.line(i as u64, line);
+            // A Codex rollout is a `.jsonl` file too: each agent reads what it takes for one.
+            for (at, agent) in [ExternalAgent::Claude, ExternalAgent::Codex]
+                .iter()
+                .enumerate()
+            {
+                let format = agent.format();
+                if !format.is_session_file(&path) {
+                    continue;
                 }
-                for pair in bounds[1..].windows(2) {
-                    let mut part = first.part().expect("Claude Code's scan reads in parts");
-                    for (i, line) in lines[pair[0]..pair[1]].iter().enumerate() {
-                        part.line(i as u64, line);
+                let Ok(whole) = format.read_conversation(&path) else {
+                    continue;
+                };
+                let bytes = fs::read(&path).unwrap();
+                let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+                // The text after the last newline is a line in flight: never fed.
+                lines.pop();
+                let n = lines.len();
+                let cuts: [&[usize]; 6] = [
+                    &[n / 2],
+                    &[1, n / 2],
+                    &[n / 3, 2 * n / 3],
+                    &[0, n / 4, n / 2, 3 * n / 4],
+                    &[n / 2, n / 2],
+                    &[n.saturating_sub(1)],
+                ];
+                for cut in cuts {
+                    let mut first = format.conversation_scan(None).unwrap();
+                    let mut bounds = vec![0];
+                    bounds.extend(cut.iter().map(|&c| c.min(n)));
+                    bounds.push(n);
+                    bounds.sort_unstable();
+                    for (i, line) in lines.iter().enumerate().take(bounds[1]) {
+                        first.line(i as u64, line);
                     }
-                    assert!(first.absorb(part, pair[0] as u64));
-                }
-                let saved = first.save();
-                assert_eq!(first.conversation(), whole, "{path:?} in parts at {cut:?}");
-                if let Some(last) = lines.last().filter(|_| n > 0) {
-                    // Resumed from the parts' state and fed the last line once more (a record
-                    // repeated, as an append can): as the whole read's scan fed it again.
-                    let mut resumed = format.conversation_scan(Some(&saved)).unwrap();
-                    resumed.line(n as u64, last);
-                    let mut again = format.conversation_scan(None).unwrap();
-                    for (i, line) in lines.iter().enumerate() {
-                        again.line(i as u64, line);
+                    for pair in bounds[1..].windows(2) {
+                        let mut part = first.part().expect("the scan reads in parts");
+                        for (i, line) in lines[pair[0]..pair[1]].iter().enumerate() {
+                            part.line(i as u64, line);
+                        }
+                        assert!(first.absorb(part, pair[0] as u64));
                     }
-                    again.line(n as u64, last);
-                    assert_eq!(
-                        resumed.conversation(),
-                        again.conversation(),
-                        "{path:?} resumed"
-                    );
+                    let saved = first.save();
+                    assert_eq!(first.conversation(), whole, "{path:?} in parts at {cut:?}");
+                    if let Some(last) = lines.last().filter(|_| n > 0) {
+                        // Resumed from the parts' state and fed the last line once more (a record
+                        // repeated, as an append can): as the whole read's scan fed it again.
+                        let mut resumed = format.conversation_scan(Some(&saved)).unwrap();
+                        resumed.line(n as u64, last);
+                        let mut again = format.conversation_scan(None).unwrap();
+                        for (i, line) in lines.iter().enumerate() {
+                            again.line(i as u64, line);
+                        }
+                        again.line(n as u64, last);
+                        assert_eq!(
+                            resumed.conversation(),
+                            again.conversation(),
+                            "{path:?} resumed"
+                        );
+                    }
                 }
+                checked[at] += 1;
             }
-            checked += 1;
         }
     }
-    assert!(checked >= 8, "{checked} fixtures");
+    assert!(checked[0] >= 8 && checked[1] >= 4, "{checked:?} fixtures");
 }
 
 /// The discovery indexer reads every session through `SessionQuery::read_surface` and puts its

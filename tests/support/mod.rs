@@ -284,7 +284,19 @@ pub type TreeEntry = (u32, i64, i64, Option<Vec<u8>>);
 /// The bytes the calling thread has read through system calls so far (`rchar` of
 /// `/proc/thread-self/io`): a read that must not touch a file reads far fewer.
 pub fn thread_read_bytes() -> u64 {
-    let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+    read_bytes_of("/proc/thread-self/io")
+}
+
+/// The bytes every thread of this process, ended ones too, has read through system calls so
+/// far (`rchar` of `/proc/self/io`): a read that must take a whole file reads at least it, on
+/// whichever threads (a heavy session is read in parts); other tests only add to it.
+#[allow(dead_code)] // Not every test binary reads in parts.
+pub fn process_read_bytes() -> u64 {
+    read_bytes_of("/proc/self/io")
+}
+
+fn read_bytes_of(io: &str) -> u64 {
+    let io = std::fs::read_to_string(io).unwrap();
     io.lines()
         .find_map(|l| l.strip_prefix("rchar: "))
         .unwrap()
