@@ -115,6 +115,55 @@ pub(super) fn load(
     home: &Path,
     root: &Path,
 ) -> Result<Vec<SavedFile>, Refused> {
+    let invalid = |why: &str| Refused::Invalid(format!("{}: {why}", cache.display()));
+    let bytes = read_sealed(cache)?;
+    let mut reader = Reader {
+        bytes: body_of(&bytes),
+    };
+    let mut files = Vec::new();
+    reader
+        .document(agent, home, true, |entry| {
+            files.push(entry.saved(root)?);
+            Ok(())
+        })
+        .map_err(|why| invalid(&why))?;
+    Ok(files)
+}
+
+/// The file the cache at `cache` names for the session whose own id is `own`, and its stamp
+/// then: found without restoring the listing (no title state decoded, nothing allocated per
+/// entry), for a new process that reads one session. `None` when the cache is missing or
+/// cannot be trusted (the caller lists then, which warns and rebuilds it), or when no entry or
+/// more than one claims the id.
+pub(super) fn find(
+    cache: &Path,
+    agent: &str,
+    home: &Path,
+    root: &Path,
+    own: &str,
+) -> Option<(PathBuf, FileStamp)> {
+    let bytes = read_sealed(cache).ok()?;
+    let mut reader = Reader {
+        bytes: body_of(&bytes),
+    };
+    let mut claims = Vec::new();
+    reader
+        .document(agent, home, false, |entry| {
+            if entry.id == own {
+                claims.push((entry.relative, entry.stamp));
+            }
+            Ok(())
+        })
+        .ok()?;
+    match claims[..] {
+        [(relative, stamp)] => Some((root.join(relative), stamp)),
+        _ => None,
+    }
+}
+
+/// The cache at `cache`, whole, with its magic line and checksum checked (its body is
+/// [`body_of`] it).
+fn read_sealed(cache: &Path) -> Result<Vec<u8>, Refused> {
     if std::fs::symlink_metadata(cache).is_err() {
         return Err(Refused::Missing);
     }
@@ -132,14 +181,12 @@ pub(super) fn load(
     if sum != format!("{:016x}\n", checksum(body)).as_bytes() {
         return Err(invalid("checksum mismatch (torn or damaged)"));
     }
-    let mut reader = Reader { bytes: body };
-    let files = reader
-        .document(agent, home, root)
-        .map_err(|why| invalid(&why))?;
-    if !reader.bytes.is_empty() {
-        return Err(invalid("bytes after the last entry"));
-    }
-    Ok(files)
+    Ok(bytes)
+}
+
+/// The entries of a cache [`read_sealed`] checked: between its magic line and its checksum.
+fn body_of(sealed: &[u8]) -> &[u8] {
+    &sealed[MAGIC.len()..sealed.len() - 17]
 }
 
 /// Writes `files` as the cache at `cache` (a temporary file renamed over it). Files whose path
@@ -370,48 +417,122 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// The whole document: its agent and home must be the ones asked for.
-    fn document(&mut self, agent: &str, home: &Path, root: &Path) -> Decoded<Vec<SavedFile>> {
+    /// The whole document: its agent and home must be the ones asked for; each entry is given
+    /// to `each` in order, its title state decoded only when `titles` says so (else passed
+    /// over, checked all the same); no byte may follow the last entry.
+    fn document(
+        &mut self,
+        agent: &str,
+        home: &Path,
+        titles: bool,
+        mut each: impl FnMut(Entry<'a>) -> Decoded<()>,
+    ) -> Decoded<()> {
         if self.str()? != agent || self.str()? != home.to_string_lossy() {
             return Err("written for another agent or home".into());
         }
         // The smallest entry: an empty path and id, two stamps' worth of fixed fields.
         let n = self.count(4 + 33 + 4 + 8 + 1 + 1)?;
-        let mut files = Vec::with_capacity(n);
         for _ in 0..n {
-            let relative = Path::new(self.str()?);
-            let plain = relative.components().next().is_some()
-                && relative
+            let relative = self.str()?;
+            let plain = Path::new(relative).components().next().is_some()
+                && Path::new(relative)
                     .components()
                     .all(|c| matches!(c, Component::Normal(_)));
             if !plain {
                 return Err("a path that leaves the sessions directory".into());
             }
-            let path = root.join(relative);
             let stamp = self.stamp()?;
-            let head = Head {
-                id: self.str()?.to_string(),
-                created_at: self.u64()? as i64,
-                cwd: self.opt_str()?.map(str::to_string),
-            };
+            let id = self.str()?;
+            let created_at = self.u64()? as i64;
+            let cwd = self.opt_str()?;
             let title = match self.byte()? {
                 0 => None,
-                1 => Some(SavedTitle {
-                    stamp: self.stamp()?,
-                    offset: self.u64()?,
-                    line: self.u64()?,
-                    state: self.value(0)?,
-                }),
+                1 => {
+                    let (stamp, offset, line) = (self.stamp()?, self.u64()?, self.u64()?);
+                    let state = if titles {
+                        self.value(0)?
+                    } else {
+                        self.skip_value(0)?;
+                        Value::Null
+                    };
+                    Some(SavedTitle {
+                        stamp,
+                        offset,
+                        line,
+                        state,
+                    })
+                }
                 tag => return Err(format!("a title tagged {tag}")),
             };
-            files.push(SavedFile {
-                path,
+            each(Entry {
+                relative,
                 stamp,
-                head,
+                id,
+                created_at,
+                cwd,
                 title,
-            });
+            })?;
         }
-        Ok(files)
+        if !self.bytes.is_empty() {
+            return Err("bytes after the last entry".into());
+        }
+        Ok(())
+    }
+
+    /// Passes over a title state as [`Reader::value`] reads it, checking the same, keeping
+    /// nothing.
+    fn skip_value(&mut self, depth: usize) -> Decoded<()> {
+        if depth > MAX_DEPTH {
+            return Err("a title state nested too deep".into());
+        }
+        match self.byte()? {
+            0..=2 => {}
+            3..=5 => {
+                self.u64()?;
+            }
+            6 => {
+                self.str()?;
+            }
+            7 => {
+                for _ in 0..self.count(1)? {
+                    self.skip_value(depth + 1)?;
+                }
+            }
+            8 => {
+                for _ in 0..self.count(5)? {
+                    self.str()?;
+                    self.skip_value(depth + 1)?;
+                }
+            }
+            tag => return Err(format!("a value tagged {tag}")),
+        }
+        Ok(())
+    }
+}
+
+/// One entry of a cache as read, its strings borrowed from the cache's bytes.
+struct Entry<'a> {
+    /// The file's path under the sessions directory (plain components only).
+    relative: &'a str,
+    stamp: FileStamp,
+    id: &'a str,
+    created_at: i64,
+    cwd: Option<&'a str>,
+    title: Option<SavedTitle>,
+}
+
+impl Entry<'_> {
+    fn saved(self, root: &Path) -> Decoded<SavedFile> {
+        Ok(SavedFile {
+            path: root.join(self.relative),
+            stamp: self.stamp,
+            head: Head {
+                id: self.id.to_string(),
+                created_at: self.created_at,
+                cwd: self.cwd.map(str::to_string),
+            },
+            title: self.title,
+        })
     }
 }
 
@@ -515,6 +636,58 @@ mod tests {
             load(&cache, "claude", Path::new("/other"), root),
             Err(Refused::Invalid(_))
         ));
+    }
+
+    /// One session's file is found in the cache's bytes as a whole restore would find it
+    /// (titles of every shape passed over), and not at all when the id is unknown, claimed
+    /// twice, or the cache is missing, damaged or another agent's.
+    #[test]
+    fn one_sessions_file_is_found_without_restoring_the_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, root) = (Path::new("/agent"), Path::new("/agent/projects"));
+        let cache = path(dir.path(), "claude", home);
+        assert_eq!(
+            find(&cache, "claude", home, root, "a"),
+            None,
+            "no cache yet"
+        );
+        let mut files = sample(root);
+        let states = [
+            serde_json::json!(null),
+            serde_json::json!([1, -2, 2.5, "x", [true, false], {"k": {"n": null}}]),
+            serde_json::json!({"first_prompt": "hi", "names": ["a", "b"]}),
+        ];
+        for (k, state) in states.into_iter().enumerate() {
+            let mut file = sample(root).remove(0);
+            file.path = root.join("proj").join(format!("{k}.jsonl"));
+            file.head.id = format!("id-{k}");
+            if let Some(title) = &mut file.title {
+                title.state = state;
+            }
+            files.push(file);
+        }
+        let mut twice = sample(root).remove(0);
+        twice.path = root.join("other").join("a.jsonl");
+        twice.head.id = "twice".into();
+        files.push(twice.clone());
+        twice.path = root.join("third").join("a.jsonl");
+        files.push(twice);
+        save(&cache, "claude", home, root, &files).unwrap();
+        for file in load(&cache, "claude", home, root).unwrap() {
+            let found = find(&cache, "claude", home, root, &file.head.id);
+            if file.head.id == "twice" {
+                assert_eq!(found, None, "an id two files claim");
+            } else {
+                assert_eq!(found, Some((file.path, file.stamp)));
+            }
+        }
+        assert_eq!(find(&cache, "claude", home, root, "nobody"), None);
+        assert_eq!(find(&cache, "codex", home, root, "a"), None);
+        let mut bytes = std::fs::read(&cache).unwrap();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 1;
+        std::fs::write(&cache, &bytes).unwrap();
+        assert_eq!(find(&cache, "claude", home, root, "a"), None, "damaged");
     }
 
     #[test]

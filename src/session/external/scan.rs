@@ -191,27 +191,30 @@ impl ExternalSessions {
     /// still the same (same inode, not shorter) and readable. A new process that reads one
     /// session (`prepare`) then checks one file, not the whole home.
     fn remembered_path(&self, own: &str) -> Option<PathBuf> {
-        let mut listing = self.inner.listing.locked();
+        let listing = self.inner.listing.locked();
         if listing.list.is_some() {
             return None;
         }
-        if !listing.loaded {
-            listing.loaded = true;
+        let (path, old) = if listing.loaded {
+            let mut claims = listing
+                .restored
+                .iter()
+                .filter(|(_, (_, head))| head.id == own);
+            let (path, (old, _)) = claims.next()?;
+            if claims.next().is_some() {
+                return None;
+            }
+            (PathBuf::from(path), *old)
+        } else {
+            // Not restored yet (a new process that reads one session): the one entry is
+            // looked up in the cache's bytes, and the listing is left to restore when listed.
+            let cache = self.inner.cache.as_ref()?;
             let root = self.inner.home.join(Self::sessions_subdir(self.agent()));
-            self.restore(&mut listing, &root);
-        }
-        let mut claims = listing
-            .restored
-            .iter()
-            .filter(|(_, (_, head))| head.id == own);
-        let (path, (old, _)) = claims.next()?;
-        if claims.next().is_some() {
-            return None;
-        }
-        let path = Path::new(path);
-        let meta = fs::metadata(path).ok()?;
-        let same = meta.is_file() && FileStamp::of(&meta).continues(*old) && readable(path);
-        same.then(|| path.to_path_buf())
+            super::persist::find(cache, self.agent().name(), &self.inner.home, &root, own)?
+        };
+        let meta = fs::metadata(&path).ok()?;
+        let same = meta.is_file() && FileStamp::of(&meta).continues(old) && readable(&path);
+        same.then_some(path)
     }
 
     fn lookup(&self, own: &str) -> Option<PathBuf> {
