@@ -10,7 +10,8 @@
 #   (c) `dsh-refs prepare` of a reference to the largest Claude Code session (state kept; the
 #       first read, with the listing kept but nothing kept of that session; the first read
 #       after a discovery pass (`search`) over a new index; cold; and with a record appended
-#       before each run) vs cat of that one file;
+#       before each run) vs cat of that one file, and of the largest Codex rollout (state
+#       kept; first read) vs cat of that one;
 # with the peak RSS of each (GNU time), and checks that nothing under the agent homes changed
 # (a `find -printf '%p %s %T@'` listing before and after, the appends excepted).
 #
@@ -195,6 +196,26 @@ prepare_after prepare-first "from the file" "$forget_kept"
 # in the background): the pass reads every session anyway and keeps the heavy ones it may.
 prepare_after prepare-indexed "after a discovery pass" \
   "rm -rf $dsh/index/discovery-* $dsh/index/agents/conversations && $refs search diff >/dev/null"
+# The largest Codex rollout the same way: its state kept, and its first read.
+largest_codex=$(find "$agents/codex/sessions" -name '*.jsonl' -printf '%s %p\n' | sort -n | sed -n '$s/^[0-9]* //p')
+codex_own=$(basename "$largest_codex" .jsonl | sed 's/^rollout-.\{19\}-//')
+printf '%s what was done here?\n' "$($refs mention format "codex:$codex_own")" >"$work/prepare-codex-input"
+printf '#!/bin/sh\nexec %s prepare --as heavy-bench-agent <"%s"\n' "$refs" "$work/prepare-codex-input" >"$work/prepare-codex.sh"
+printf '#!/bin/sh\nexec cat "%s"\n' "$largest_codex" >"$work/cat-codex.sh"
+chmod +x "$work/prepare-codex.sh" "$work/cat-codex.sh"
+echo "  (the largest Codex rollout: $(stat -c %s "$largest_codex") B)"
+"$work/cat-codex.sh" >/dev/null
+hf cat-codex --warmup 2 --runs "$runs" "$work/cat-codex.sh"
+rss cat-codex "$work/cat-codex.sh"
+"$work/prepare-codex.sh" >"$results/prepare-codex.out"
+hf prepare-codex-warm --warmup 1 --runs "$runs" "$work/prepare-codex.sh"
+rss prepare-codex-warm "$work/prepare-codex.sh"
+hf prepare-codex-first --runs "$runs" --prepare "sh -c '$forget_kept'" "$work/prepare-codex.sh"
+sh -c "$forget_kept"; rss prepare-codex-first "$work/prepare-codex.sh"
+sh -c "$forget_kept"; "$work/prepare-codex.sh" >"$results/prepare-codex-first.out"
+if cmp -s "$results/prepare-codex.out" "$results/prepare-codex-first.out"; then
+  echo "   Codex prepare from the file = prepare from what was kept: ok"
+else echo "   CODEX PREPARE FROM THE FILE DIFFERS from prepare from what was kept"; fi
 hf prepare-cold --runs "$runs" --prepare "sh -c '$fresh'" "$work/prepare.sh"
 sh -c "$fresh"; rss prepare-cold "$work/prepare.sh"
 echo "  (the fixed cost: prepare of the smallest Claude session, $(stat -c %s "$smallest_path") B, state kept)"
@@ -236,7 +257,10 @@ rows = [("cat all files", "cat-all", "cat-all"),
         ("prepare largest (after a pass)", "prepare-indexed", "cat-largest"),
         ("prepare largest (appended to)", "prepare-grown", "cat-largest"),
         ("prepare largest (cold)", "prepare-cold", "cat-largest"),
-        ("prepare smallest (state kept)", "prepare-smallest", "cat-largest")]
+        ("prepare smallest (state kept)", "prepare-smallest", "cat-largest"),
+        ("cat largest Codex file", "cat-codex", "cat-codex"),
+        ("prepare Codex (state kept)", "prepare-codex-warm", "cat-codex"),
+        ("prepare Codex (first read)", "prepare-codex-first", "cat-codex")]
 print(f"home: {nfiles} files, {nbytes/1e6:.0f} MB")
 print(f"| {'operation':30} | {'mean s':>8} | {'± s':>6} | {'cpu s':>7} | {'× cat':>6} | {'cpu × cat':>9} | {'peak RSS MiB':>12} |")
 print(f"|{'-'*32}|{'-'*10}|{'-'*8}|{'-'*9}|{'-'*8}|{'-'*11}|{'-'*14}|")
