@@ -404,61 +404,12 @@ fn a_grown_heavy_codex_rollout_is_read_from_where_the_last_read_ended() {
     assert_eq!(rolled.items, first.items);
 }
 
-/// Every Claude Code and Codex fixture, its conversation scan saved, restored and fed the rest
-/// at several cuts: the same conversation as one read of the whole file.
-#[test]
-fn a_scan_saved_and_resumed_anywhere_gives_the_whole_reads_conversation() {
-    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures");
-    let mut stack = vec![fixtures];
-    let mut checked = 0;
-    while let Some(dir) = stack.pop() {
-        for entry in fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            for agent in [ExternalAgent::Claude, ExternalAgent::Codex] {
-                let format = agent.format();
-                if !format.is_session_file(&path) {
-                    continue;
-                }
-                let Ok(whole) = format.read_conversation(&path) else {
-                    continue;
-                };
-                let bytes = fs::read(&path).unwrap();
-                let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
-                let n = lines.len();
-                for cut in [0, 1, n / 3, n / 2, n.saturating_sub(2), n] {
-                    let mut scan = format.conversation_scan(None).unwrap();
-                    for (i, line) in lines.iter().enumerate().take(cut) {
-                        if i + 1 < n {
-                            scan.line(i as u64, line);
-                        }
-                    }
-                    let saved = scan.save();
-                    let mut resumed = format.conversation_scan(Some(&saved)).unwrap();
-                    for (i, line) in lines.iter().enumerate().skip(cut) {
-                        if i + 1 < n {
-                            resumed.line(i as u64, line);
-                        }
-                    }
-                    assert_eq!(resumed.conversation(), whole, "{path:?} cut at line {cut}");
-                }
-                checked += 1;
-            }
-        }
-    }
-    assert!(checked >= 15, "{checked} fixtures");
-}
-
-/// Every Claude Code and Codex fixture read in parts (2 to 4, cut at several lines, an empty part
-/// too), each part fed to a scan `part()` made and taken in by the first in order: the same
-/// conversation as one read of the whole file, and a state that, saved, resumed and fed the
-/// last line again, still gives it (the kept scan of a heavy session read in parts goes on as
-/// one read's would).
-#[test]
-fn a_scan_read_in_parts_and_taken_in_gives_the_whole_reads_conversation() {
+/// Each fixture file a Claude Code or Codex scan takes (a Codex rollout is a `.jsonl` file
+/// too: each agent reads what it takes for one), with the agent, the conversation one read of
+/// the whole file gives, and the file's bytes; answers how many each agent took.
+fn each_fixture_session(
+    mut each: impl FnMut(&std::path::Path, ExternalAgent, Conversation, &[u8]),
+) -> [usize; 2] {
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures");
     let mut stack = vec![fixtures];
     let mut checked = [0, 0];
@@ -469,9 +420,8 @@ fn a_scan_read_in_parts_and_taken_in_gives_the_whole_reads_conversation() {
                 stack.push(path);
                 continue;
             }
-            // A Codex rollout is a `.jsonl` file too: each agent reads what it takes for one.
             for (at, agent) in [ExternalAgent::Claude, ExternalAgent::Codex]
-                .iter()
+                .into_iter()
                 .enumerate()
             {
                 let format = agent.format();
@@ -481,58 +431,99 @@ fn a_scan_read_in_parts_and_taken_in_gives_the_whole_reads_conversation() {
                 let Ok(whole) = format.read_conversation(&path) else {
                     continue;
                 };
-                let bytes = fs::read(&path).unwrap();
-                let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
-                // The text after the last newline is a line in flight: never fed.
-                lines.pop();
-                let n = lines.len();
-                let cuts: [&[usize]; 6] = [
-                    &[n / 2],
-                    &[1, n / 2],
-                    &[n / 3, 2 * n / 3],
-                    &[0, n / 4, n / 2, 3 * n / 4],
-                    &[n / 2, n / 2],
-                    &[n.saturating_sub(1)],
-                ];
-                for cut in cuts {
-                    let mut first = format.conversation_scan(None).unwrap();
-                    let mut bounds = vec![0];
-                    bounds.extend(cut.iter().map(|&c| c.min(n)));
-                    bounds.push(n);
-                    bounds.sort_unstable();
-                    for (i, line) in lines.iter().enumerate().take(bounds[1]) {
-                        first.line(i as u64, line);
-                    }
-                    for pair in bounds[1..].windows(2) {
-                        let mut part = first.part().expect("the scan reads in parts");
-                        for (i, line) in lines[pair[0]..pair[1]].iter().enumerate() {
-                            part.line(i as u64, line);
-                        }
-                        assert!(first.absorb(part, pair[0] as u64));
-                    }
-                    let saved = first.save();
-                    assert_eq!(first.conversation(), whole, "{path:?} in parts at {cut:?}");
-                    if let Some(last) = lines.last().filter(|_| n > 0) {
-                        // Resumed from the parts' state and fed the last line once more (a record
-                        // repeated, as an append can): as the whole read's scan fed it again.
-                        let mut resumed = format.conversation_scan(Some(&saved)).unwrap();
-                        resumed.line(n as u64, last);
-                        let mut again = format.conversation_scan(None).unwrap();
-                        for (i, line) in lines.iter().enumerate() {
-                            again.line(i as u64, line);
-                        }
-                        again.line(n as u64, last);
-                        assert_eq!(
-                            resumed.conversation(),
-                            again.conversation(),
-                            "{path:?} resumed"
-                        );
-                    }
-                }
+                each(&path, agent, whole, &fs::read(&path).unwrap());
                 checked[at] += 1;
             }
         }
     }
+    checked
+}
+
+/// Every Claude Code and Codex fixture, its conversation scan saved, restored and fed the rest
+/// at several cuts: the same conversation as one read of the whole file.
+#[test]
+fn a_scan_saved_and_resumed_anywhere_gives_the_whole_reads_conversation() {
+    let checked = each_fixture_session(|path, agent, whole, bytes| {
+        let format = agent.format();
+        let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+        let n = lines.len();
+        for cut in [0, 1, n / 3, n / 2, n.saturating_sub(2), n] {
+            let mut scan = format.conversation_scan(None).unwrap();
+            for (i, line) in lines.iter().enumerate().take(cut) {
+                if i + 1 < n {
+                    scan.line(i as u64, line);
+                }
+            }
+            let saved = scan.save();
+            let mut resumed = format.conversation_scan(Some(&saved)).unwrap();
+            for (i, line) in lines.iter().enumerate().skip(cut) {
+                if i + 1 < n {
+                    resumed.line(i as u64, line);
+                }
+            }
+            assert_eq!(resumed.conversation(), whole, "{path:?} cut at line {cut}");
+        }
+    });
+    assert!(checked[0] + checked[1] >= 15, "{checked:?} fixtures");
+}
+
+/// Every Claude Code and Codex fixture read in parts (2 to 4, cut at several lines, an empty
+/// part too), each part fed to a scan `part()` made and taken in by the first in order: the
+/// same conversation as one read of the whole file, and a state that, saved, resumed and fed
+/// the last line again, still gives it (the kept scan of a heavy session read in parts goes on
+/// as one read's would).
+#[test]
+fn a_scan_read_in_parts_and_taken_in_gives_the_whole_reads_conversation() {
+    let checked = each_fixture_session(|path, agent, whole, bytes| {
+        let format = agent.format();
+        let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+        // The text after the last newline is a line in flight: never fed.
+        lines.pop();
+        let n = lines.len();
+        let cuts: [&[usize]; 6] = [
+            &[n / 2],
+            &[1, n / 2],
+            &[n / 3, 2 * n / 3],
+            &[0, n / 4, n / 2, 3 * n / 4],
+            &[n / 2, n / 2],
+            &[n.saturating_sub(1)],
+        ];
+        for cut in cuts {
+            let mut first = format.conversation_scan(None).unwrap();
+            let mut bounds = vec![0];
+            bounds.extend(cut.iter().map(|&c| c.min(n)));
+            bounds.push(n);
+            bounds.sort_unstable();
+            for (i, line) in lines.iter().enumerate().take(bounds[1]) {
+                first.line(i as u64, line);
+            }
+            for pair in bounds[1..].windows(2) {
+                let mut part = first.part().expect("the scan reads in parts");
+                for (i, line) in lines[pair[0]..pair[1]].iter().enumerate() {
+                    part.line(i as u64, line);
+                }
+                assert!(first.absorb(part, pair[0] as u64));
+            }
+            let saved = first.save();
+            assert_eq!(first.conversation(), whole, "{path:?} in parts at {cut:?}");
+            if let Some(last) = lines.last() {
+                // Resumed from the parts' state and fed the last line once more (a record
+                // repeated, as an append can): as the whole read's scan fed it again.
+                let mut resumed = format.conversation_scan(Some(&saved)).unwrap();
+                resumed.line(n as u64, last);
+                let mut again = format.conversation_scan(None).unwrap();
+                for (i, line) in lines.iter().enumerate() {
+                    again.line(i as u64, line);
+                }
+                again.line(n as u64, last);
+                assert_eq!(
+                    resumed.conversation(),
+                    again.conversation(),
+                    "{path:?} resumed"
+                );
+            }
+        }
+    });
     assert!(checked[0] >= 8 && checked[1] >= 4, "{checked:?} fixtures");
 }
 

@@ -183,8 +183,8 @@ pub trait ConversationScan: LineSink + Send + std::any::Any {
     fn save(&self) -> Vec<u8>;
 }
 
-/// Feeds the whole file at `path` to `scan`, a fresh scan: in parts, each on a thread of its
-/// own ([`read_lines_in_parts`]), when the file is large enough to be worth it and the agent's
+/// Feeds the whole file at `path` to `scan`, a fresh scan: in parts, on every core
+/// (`lines::read_lines_in_parts`), when the file is large enough to be worth it and the agent's
 /// scan can be read in parts; on this thread otherwise. The parts' scans are taken in by the
 /// first in file order, so the result is the one reading the file on one thread gives.
 /// Returns the offset and line number just past the last line consumed.
