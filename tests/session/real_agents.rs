@@ -389,7 +389,7 @@ fn drift_guard_every_record_kind_in_the_fixtures_is_used_or_ignored_on_purpose()
     assert!(
         unknown.is_empty(),
         "record kinds no reader uses or lists as ignored (a format changed: decide, then list \
-         them in src/session/external/claude.rs or codex.rs):\n{}",
+         them in src/session/external/claude/mod.rs or codex/mod.rs):\n{}",
         unknown
             .iter()
             .map(|(file, kind)| format!("  {kind} in {file}"))

@@ -15,7 +15,7 @@
 //! outside the list (so a reader that drops such payloads drops exactly what it dropped when
 //! it decoded every one). Proof: `tests/session/reliability_agent_skim.rs` (every Codex
 //! fixture line and mutations of it compared with serde; every fixture rollout and generated
-//! rollouts projected both ways) and the tests in `codex.rs`.
+//! rollouts projected both ways) and the tests in `codex/`.
 
 use crate::session::skim::Walk;
 use serde::Deserialize;
