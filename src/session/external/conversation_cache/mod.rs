@@ -366,7 +366,9 @@ pub(super) fn kept_or_read(
     });
     let (conversation, saved) = match scan {
         Some(mut scan) => {
-            let (offset, line) = if from == (0, 0) {
+            // A reference waits on a whole read: every core. The indexer's pass waits on
+            // nobody, and leaves the other cores to the face it runs beside.
+            let (offset, line) = if from == (0, 0) && keep == Keep::Reference {
                 super::agent::scan_whole(&session, &mut scan)?
             } else {
                 super::lines::read_lines(&session, from.0, from.1, &mut *scan)?
