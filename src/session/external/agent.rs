@@ -220,6 +220,15 @@ pub fn scan_whole(path: &Path, scan: &mut Box<dyn ConversationScan>) -> Result<(
     read_lines(path, 0, 0, &mut **scan)
 }
 
+/// The conversation of the whole file at `path` by a fresh scan of type `T` ([`scan_whole`]:
+/// in parts on every core when the file is large enough): the usual
+/// [`AgentFormat::read_conversation`] of an agent whose conversation folds line by line.
+pub fn read_whole<T: ConversationScan + Default>(path: &Path) -> Result<Conversation> {
+    let mut scan: Box<dyn ConversationScan> = Box::new(T::default());
+    scan_whole(path, &mut scan)?;
+    Ok(scan.conversation())
+}
+
 /// A scan's state as [`ConversationScan::save`] usually writes it: its serde form in postcard's
 /// binary encoding (strings as a length and their bytes; empty when it cannot be written, which
 /// keeps nothing).

@@ -197,10 +197,7 @@ impl AgentFormat for ClaudeCode {
     }
 
     fn read_conversation(&self, path: &Path) -> Result<Conversation> {
-        let mut scan: Box<dyn super::agent::ConversationScan> =
-            Box::new(ConversationScan::default());
-        super::agent::scan_whole(path, &mut scan)?;
-        Ok(scan.conversation())
+        super::agent::read_whole::<ConversationScan>(path)
     }
 
     fn conversation_scan(
