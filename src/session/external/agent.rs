@@ -189,7 +189,8 @@ pub trait ConversationScan: LineSink + Send + std::any::Any {
 /// first in file order, so the result is the one reading the file on one thread gives.
 /// Returns the offset and line number just past the last line consumed.
 pub fn scan_whole(path: &Path, scan: &mut Box<dyn ConversationScan>) -> Result<(u64, u64)> {
-    let (parts, threads) = std::fs::metadata(path).map_or((1, 1), |meta| parts_for(meta.len()));
+    let len = std::fs::metadata(path).map_or(0, |meta| meta.len());
+    let (parts, threads) = parts_for(len);
     let mut later: Vec<Box<dyn ConversationScan>> = (1..parts).map_while(|_| scan.part()).collect();
     if parts > 1 && later.len() == parts - 1 {
         let mut sinks: Vec<&mut (dyn LineSink + Send)> = Vec::with_capacity(parts);
@@ -199,7 +200,7 @@ pub fn scan_whole(path: &Path, scan: &mut Box<dyn ConversationScan>) -> Result<(
                 .iter_mut()
                 .map(|part| &mut **part as &mut (dyn LineSink + Send)),
         );
-        let (lines, end) = read_lines_in_parts(path, threads, &mut sinks)?;
+        let (lines, end) = read_lines_in_parts(path, len, threads, &mut sinks)?;
         let mut before = lines[0];
         let mut whole = true;
         for (part, consumed) in later.into_iter().zip(&lines[1..]) {

@@ -220,8 +220,9 @@ pub fn parts_for(len: u64) -> (usize, usize) {
     (parts, cores.min(parts).min(64))
 }
 
-/// Feeds the complete lines of `path`, from its start, to `sinks`: the file is cut into as many
-/// parts as there are sinks, of about equal bytes, each cut moved to the end of the line it
+/// Feeds the complete lines of `path`, from its start, to `sinks`: the file's first `len` bytes
+/// (its length when the caller looked; lines appended since go to the last part) are cut into
+/// as many parts as there are sinks, of about equal bytes, each cut moved to the end of the line it
 /// falls in, and sink `k` is fed the lines of part `k`, numbered from 0 within the part. The
 /// parts are read by `threads` threads (the caller's one of them), each taking the next part
 /// not yet taken. Joined in order, the parts' lines are exactly the lines [`read_lines`] feeds
@@ -231,10 +232,11 @@ pub fn parts_for(len: u64) -> (usize, usize) {
 /// to the others.
 pub fn read_lines_in_parts(
     path: &Path,
+    len: u64,
     threads: usize,
     sinks: &mut [&mut (dyn LineSink + Send)],
 ) -> Result<(Vec<u64>, u64)> {
-    read_parts_limited(path, MAX_LINE_BYTES, threads, sinks)
+    read_parts_limited(path, len, MAX_LINE_BYTES, threads, sinks)
 }
 
 /// Where a part's read ended and the lines it consumed, or why it failed.
@@ -243,15 +245,13 @@ type PartEnd = Result<(u64, u64)>;
 /// [`read_lines_in_parts`] with the line limit given.
 fn read_parts_limited(
     path: &Path,
+    len: u64,
     max_line: usize,
     threads: usize,
     sinks: &mut [&mut (dyn LineSink + Send)],
 ) -> Result<(Vec<u64>, u64)> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
-    let len = fs::metadata(path)
-        .map_err(|e| SessionError::io(path, e))?
-        .len();
     let count = sinks.len();
     // Part k starts just past the first newline at or after byte `cut(k) - 1` (part 0 at 0)
     // and ends just past the first one at or after byte `cut(k + 1) - 1`: where the next starts.
@@ -678,7 +678,8 @@ mod tests {
                     .collect();
                 let threads = 1 + round % 3;
                 let (lines, part_end) =
-                    read_parts_limited(&path, max_line, threads, &mut sinks).unwrap();
+                    read_parts_limited(&path, bytes.len() as u64, max_line, threads, &mut sinks)
+                        .unwrap();
                 drop(sinks);
                 let mut joined = Vec::new();
                 let mut before = 0;

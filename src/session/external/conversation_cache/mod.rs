@@ -303,12 +303,15 @@ fn kept(listing: &Path, agent: ExternalAgent, home: &Path, id: &str) -> Found {
         };
         return Found::Same(kept.head, conversation);
     }
-    let saved =
-        path_of(listing, agent.name(), home, id).and_then(|file| load_scan(&file, kept.stamp));
+    // Only a file that grew is read on from its scan (read from disk only then).
     let grown = now.inode == kept.stamp.inode && now.len >= kept.stamp.len;
+    let saved = grown
+        .then(|| path_of(listing, agent.name(), home, id))
+        .flatten()
+        .and_then(|file| load_scan(&file, kept.stamp));
     match saved {
-        Some(saved) if grown && saved.offset <= now.len => {
-            match agent.format().conversation_scan(Some(&saved.state)) {
+        Some(saved) if saved.offset <= now.len => {
+            match agent.format().conversation_scan(Some(saved.state())) {
                 Some(scan) => Found::Grown(Grown {
                     head: kept.head,
                     path: kept.path,
@@ -374,12 +377,8 @@ pub(super) fn kept_or_read(
                 super::lines::read_lines(&session, from.0, from.1, &mut *scan)?
             };
             let saved = before
-                .map(|_| SavedScan {
-                    offset,
-                    line,
-                    state: scan.save(),
-                })
-                .filter(|saved| !saved.state.is_empty());
+                .map(|_| SavedScan::new(offset, line, scan.save()))
+                .filter(|saved| !saved.state().is_empty());
             (scan.conversation(), saved)
         }
         None => (format.read_conversation(&session)?, None),
@@ -597,12 +596,14 @@ mod tests {
             stamp: stamp_of(session).unwrap(),
             head: &head,
             conversation: &conversation,
-            scan: with_scan.then(|| SavedScan {
-                offset: 2,
-                line: 1,
-                state: crate::session::external::agent::save_state(
-                    &super::super::claude::ConversationScan::default(),
-                ),
+            scan: with_scan.then(|| {
+                SavedScan::new(
+                    2,
+                    1,
+                    crate::session::external::agent::save_state(
+                        &super::super::claude::ConversationScan::default(),
+                    ),
+                )
             }),
         };
         save(listing, "claude", home, id, &kept).unwrap();

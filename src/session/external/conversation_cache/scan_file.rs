@@ -17,7 +17,27 @@ use std::path::{Path, PathBuf};
 pub(super) struct SavedScan {
     pub(super) offset: u64,
     pub(super) line: u64,
-    pub(super) state: Vec<u8>,
+    /// The state is `bytes[at]`: read back, the scan file's own bytes (megabytes, not copied).
+    bytes: Vec<u8>,
+    at: std::ops::Range<usize>,
+}
+
+impl SavedScan {
+    /// A state to write: the scan stopped at byte `offset`, line `line`.
+    pub(super) fn new(offset: u64, line: u64, state: Vec<u8>) -> SavedScan {
+        let at = 0..state.len();
+        SavedScan {
+            offset,
+            line,
+            bytes: state,
+            at,
+        }
+    }
+
+    /// The agent's state.
+    pub(super) fn state(&self) -> &[u8] {
+        &self.bytes[self.at.clone()]
+    }
 }
 
 /// Where a saved scan stopped: the line before its state in a scan file.
@@ -40,7 +60,7 @@ pub(super) fn scan_path(document: &Path) -> PathBuf {
 /// Writes the scan `saved` of a file stamped `stamp` beside its document (its own magic line,
 /// the stamp, where the scan stopped, the scan's state, a checksum).
 pub(super) fn save_scan(path: &Path, stamp: Stamp, saved: &SavedScan) -> std::io::Result<()> {
-    let mut body = Vec::with_capacity(SCAN_MAGIC.len() + saved.state.len() + 256);
+    let mut body = Vec::with_capacity(SCAN_MAGIC.len() + saved.state().len() + 256);
     body.extend_from_slice(SCAN_MAGIC.as_bytes());
     serde_json::to_writer(&mut body, &stamp).map_err(std::io::Error::other)?;
     body.push(b'\n');
@@ -50,7 +70,7 @@ pub(super) fn save_scan(path: &Path, stamp: Stamp, saved: &SavedScan) -> std::io
     };
     serde_json::to_writer(&mut body, &end).map_err(std::io::Error::other)?;
     body.push(b'\n');
-    body.extend_from_slice(&saved.state);
+    body.extend_from_slice(saved.state());
     if body.len() + 17 > MAX_BYTES {
         let _ = std::fs::remove_file(path);
         return Ok(());
@@ -73,10 +93,13 @@ pub(super) fn load_scan(document: &Path, stamp: Stamp) -> Option<SavedScan> {
     let end = memchr::memchr(b'\n', rest)?;
     let stopped: ScanEnd = serde_json::from_slice(&rest[..end]).ok()?;
     // The agent's scan reads it, and refuses anything that is not one whole state.
-    let state = rest[end + 1..].to_vec();
+    // Where the state lies in the file's bytes (kept whole rather than copied out).
+    let start = rest[end + 1..].as_ptr() as usize - bytes.as_ptr() as usize;
+    let at = start..start + rest.len() - (end + 1);
     Some(SavedScan {
         offset: stopped.offset,
         line: stopped.line,
-        state,
+        bytes,
+        at,
     })
 }
