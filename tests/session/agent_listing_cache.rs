@@ -138,6 +138,32 @@ fn a_new_process_lists_from_the_cache_without_reading_the_files() {
 }
 
 #[test]
+fn a_dsh_home_not_made_yet_is_made_owner_only_to_keep_the_listing() {
+    // Someone who has only used Claude Code: no dsh home at all. The first process makes it
+    // (owner-only) to keep its listing, and the next one lists from it.
+    let homes = Homes::new(&[("a", "alpha prompt")]);
+    fs::remove_dir(&homes.dsh).unwrap();
+    let before = homes.listing();
+    assert_eq!(before, pairs(&[("a", "alpha prompt")]));
+    let cache = homes.process().listing_cache_path().unwrap().to_path_buf();
+    assert!(
+        cache.is_file(),
+        "nothing kept in a dsh home that did not exist"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(&homes.dsh).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+    }
+    rewrite_keeping_stamp(
+        &homes.file("a"),
+        record("a", "u1", "zulu prompt!").as_bytes(),
+    );
+    assert_eq!(homes.listing(), before, "the kept listing was not used");
+}
+
+#[test]
 fn a_title_appended_shows_in_the_next_process() {
     let homes = Homes::new(&[("a", "alpha prompt"), ("b", "bravo prompt")]);
     homes.listing();

@@ -537,7 +537,9 @@ impl Entry<'_> {
 }
 
 /// Creates `dir` (and `index/` above it) when missing; refuses one that is not a plain
-/// directory.
+/// directory. A dsh home that does not exist yet (someone who has only ever used another
+/// agent) is created too, owner-only like everything under it: without it nothing would be
+/// kept, and every process would read the agents' homes again.
 pub(super) fn ensure_plain_dir(dir: &Path) -> std::io::Result<()> {
     for level in [dir.parent(), Some(dir)].into_iter().flatten() {
         match std::fs::symlink_metadata(level) {
@@ -548,7 +550,13 @@ pub(super) fn ensure_plain_dir(dir: &Path) -> std::io::Result<()> {
                     level.display()
                 )))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(level)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let mut builder = std::fs::DirBuilder::new();
+                builder.recursive(true);
+                #[cfg(unix)]
+                std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+                builder.create(level)?
+            }
             Err(e) => return Err(e),
         }
     }
