@@ -335,6 +335,23 @@ impl Discovery {
         }
     }
 
+    /// A first answer for `query` before any file is checked: the index's hits limited to the
+    /// sessions the served sources listed last time ([`SessionQuery::remembered_ids`], so
+    /// never a hidden source's or another home's). `None` when nothing was kept or the index
+    /// cannot answer; [`Discovery::search`] gives the checked answer either way.
+    pub async fn search_remembered(&self, query: SearchQuery) -> Option<SearchResult> {
+        let ids = self.shared.query.remembered_ids().await?;
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let listed: HashSet<String> = ids.iter().cloned().collect();
+            this.search_blocking(&query, Some(&listed)).ok()
+        })
+        .await
+        .ok()
+        .flatten()
+        .filter(|found| !found.from_listing)
+    }
+
     /// The sentence [`Discovery::search`] logged when it first answered without the index, for
     /// a screen to show once (`None` after it was taken, or while the index answers).
     pub fn take_note(&self) -> Option<String> {

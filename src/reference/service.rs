@@ -20,6 +20,7 @@ use super::ranking::RankIndex;
 use super::render::{render_context, ConversationEntry, ReferenceMeta};
 use super::retention::{retain, Retained, SourceMeta};
 use crate::session::external::ExternalAgent;
+use crate::session::query::join_all;
 use crate::session::{
     ContentBlock, Message, MessageSource, SessionError, SessionQuery, SurfaceSnapshot,
 };
@@ -27,7 +28,6 @@ use crate::sync::LockExt;
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
 use tokio_util::sync::CancellationToken;
 
 /// One requested source, as mentioned (label defaults to the id).
@@ -472,37 +472,6 @@ async fn until_cancelled<T>(
         () = cancel.cancelled() => Err(SessionReferenceError::cancelled(what)),
         value = future => Ok(value),
     }
-}
-
-/// Polls every future concurrently and returns their outputs in input order.
-async fn join_all<'a, T>(futures: Vec<crate::session::BoxFuture<'a, T>>) -> Vec<T> {
-    let mut pending: Vec<Option<crate::session::BoxFuture<'a, T>>> =
-        futures.into_iter().map(Some).collect();
-    let mut outputs: Vec<Option<T>> = pending.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut done = true;
-        for (slot, output) in pending.iter_mut().zip(outputs.iter_mut()) {
-            if let Some(future) = slot {
-                match future.as_mut().poll(cx) {
-                    Poll::Ready(value) => {
-                        *output = Some(value);
-                        *slot = None;
-                    }
-                    Poll::Pending => done = false,
-                }
-            }
-        }
-        if done {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    })
-    .await;
-    outputs
-        .into_iter()
-        .map(|output| output.expect("every future completed"))
-        .collect()
 }
 
 #[cfg(test)]

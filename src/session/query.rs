@@ -8,6 +8,7 @@ use super::format::{Event, SessionHeader};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 
 /// The boxed, `Send` future every [`SessionQuery`] method returns (keeps the trait object-safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -93,6 +94,14 @@ pub trait SessionQuery: Send + Sync {
     /// The title of the last `session/title` event, if any.
     fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>>;
 
+    /// The ids of the sessions this backend's previous process listed, without checking any
+    /// file, when it keeps its listing between processes: what a first answer may show at once
+    /// while [`SessionQuery::list_sessions`] checks every file (so it may still name a session
+    /// deleted since). `None` (the default): nothing kept; list instead.
+    fn remembered_ids(&self) -> BoxFuture<'_, Option<Arc<Vec<String>>>> {
+        Box::pin(async { None })
+    }
+
     /// The surface as [`SessionQuery::read_surface`] returns it, for readers that only project
     /// its conversation (the session-reference service): a backend may leave out payloads the
     /// projection (SPEC §3.5) never reads. Tool results and other non-message surface events may
@@ -142,6 +151,9 @@ impl<T: SessionQuery + ?Sized> SessionQuery for Arc<T> {
     fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
         (**self).read_title(id)
     }
+    fn remembered_ids(&self) -> BoxFuture<'_, Option<Arc<Vec<String>>>> {
+        (**self).remembered_ids()
+    }
     fn read_conversation_surface<'a>(
         &'a self,
         id: &'a str,
@@ -172,4 +184,34 @@ pub fn session_order(a: &SessionSummary, b: &SessionSummary) -> std::cmp::Orderi
     b.created_at()
         .cmp(&a.created_at())
         .then_with(|| a.id().cmp(b.id()))
+}
+
+/// Polls every future concurrently and returns their outputs in input order.
+pub async fn join_all<'a, T>(futures: Vec<BoxFuture<'a, T>>) -> Vec<T> {
+    let mut pending: Vec<Option<BoxFuture<'a, T>>> = futures.into_iter().map(Some).collect();
+    let mut outputs: Vec<Option<T>> = pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut done = true;
+        for (slot, output) in pending.iter_mut().zip(outputs.iter_mut()) {
+            if let Some(future) = slot {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => {
+                        *output = Some(value);
+                        *slot = None;
+                    }
+                    Poll::Pending => done = false,
+                }
+            }
+        }
+        if done {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    outputs
+        .into_iter()
+        .map(|output| output.expect("every future completed"))
+        .collect()
 }

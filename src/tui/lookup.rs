@@ -118,6 +118,32 @@ pub fn merge(candidates: Vec<Candidate>, hits: &[Hit], total: usize, limit: usiz
     }
 }
 
+/// A first answer for the popup of a new process, before its listing has checked any file:
+/// discovery's hits among the sessions the previous process listed
+/// ([`Discovery::search_remembered`]), with their details; no contract candidates. `None`
+/// when there is no such answer. [`lookup`] answers the same query afterwards, and its rows
+/// replace these.
+pub async fn remembered(
+    discovery: Discovery,
+    agent: (String, Option<String>),
+    query: String,
+    now_ms: i64,
+) -> Option<(Vec<Candidate>, Arc<SessionDetails>)> {
+    let found = discovery
+        .search_remembered(SearchQuery {
+            text: query,
+            agent: Some(agent.0),
+            cwd: agent.1,
+            limit: POPUP_LIMIT,
+            now_ms,
+            snippets: false,
+        })
+        .await?;
+    let merged = merge(Vec::new(), &found.hits, found.total, POPUP_LIMIT);
+    // No rows is no answer: "no sessions" must not flash before the checked rows.
+    (!merged.candidates.is_empty()).then(|| (merged.candidates, Arc::new(merged.details)))
+}
+
 /// Runs one popup lookup: the contract list, and discovery when there is one, merged.
 pub async fn lookup(
     mount: SessionReferenceMount,

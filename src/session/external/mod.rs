@@ -56,7 +56,7 @@ mod time;
 use super::error::{Result, SessionError};
 use super::format::{ContentBlock, Event, EventData, Message, MessageSource, SessionHeader};
 use super::query::{
-    sort_sessions, BoxFuture, PlainConversation, PlainMessage, PlainRole, SessionQuery,
+    join_all, sort_sessions, BoxFuture, PlainConversation, PlainMessage, PlainRole, SessionQuery,
     SessionSummary, SurfaceSnapshot,
 };
 use crate::sync::LockExt;
@@ -394,11 +394,19 @@ impl SessionQuery for WithExternal {
     fn list_sessions(&self) -> BoxFuture<'_, Result<Arc<Vec<SessionSummary>>>> {
         Box::pin(async move {
             let mut parts = Vec::with_capacity(self.sources.len() + 1);
-            if self.list_host {
-                parts.push(self.host.list_sessions().await?);
-            }
-            for source in &self.sources {
-                match source.list_sessions().await {
+            // Every source lists at once (each on a blocking thread): a home's agents are
+            // checked on every core.
+            let host = async {
+                match self.list_host {
+                    true => self.host.list_sessions().await.map(Some),
+                    false => Ok(None),
+                }
+            };
+            let sources = join_all(self.sources.iter().map(|s| s.list_sessions()).collect());
+            let (host, sources) = tokio::join!(host, sources);
+            parts.extend(host?);
+            for (source, listed) in self.sources.iter().zip(sources) {
+                match listed {
                     Ok(list) => parts.push(list),
                     // One agent's broken home must not hide every other session.
                     Err(err) => {
@@ -432,6 +440,32 @@ impl SessionQuery for WithExternal {
                 list: list.clone(),
             });
             Ok(list)
+        })
+    }
+
+    /// The host's listing (its own sessions are not kept so) and each source's remembered ids;
+    /// a source that keeps none is left out of this first answer.
+    fn remembered_ids(&self) -> BoxFuture<'_, Option<Arc<Vec<String>>>> {
+        Box::pin(async move {
+            let host = async {
+                match self.list_host {
+                    true => self.host.list_sessions().await.ok(),
+                    false => None,
+                }
+            };
+            let sources = join_all(self.sources.iter().map(|s| s.remembered_ids()).collect());
+            let (host, sources) = tokio::join!(host, sources);
+            if sources.iter().all(Option::is_none) {
+                return None;
+            }
+            let mut ids: Vec<String> = host
+                .iter()
+                .flat_map(|list| list.iter().map(|s| s.id().to_string()))
+                .collect();
+            for part in sources.into_iter().flatten() {
+                ids.extend(part.iter().cloned());
+            }
+            Some(Arc::new(ids))
         })
     }
 

@@ -50,6 +50,21 @@ struct Inner {
     cache: Option<PathBuf>,
     /// A title was scanned since the persistent listing was last written.
     titles_dirty: AtomicBool,
+    /// The persistent listing as read, once per process, outside the listing's lock: a first
+    /// answer ([`ExternalSessions::remembered_ids_blocking`]) waits for this read only, never
+    /// for a listing that is checking every file.
+    saved: std::sync::OnceLock<Saved>,
+}
+
+/// What the persistent listing held when this process read it.
+#[derive(Default)]
+struct Saved {
+    /// Its heads and stamps, until the first listing takes them.
+    heads: Mutex<Option<FxHashMap<OsString, (FileStamp, Head)>>>,
+    /// The (namespaced) ids it listed.
+    ids: Arc<Vec<String>>,
+    /// It could not be trusted: this process writes it again.
+    refused: bool,
 }
 
 struct DatabaseListing {
@@ -133,6 +148,7 @@ impl ExternalSessions {
                 database: Mutex::new(None),
                 cache,
                 titles_dirty: AtomicBool::new(false),
+                saved: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -142,7 +158,7 @@ impl ExternalSessions {
     pub fn cached_in(self, dsh_home: &Path) -> ExternalSessions {
         let fresh = {
             let listing = self.inner.listing.locked();
-            listing.list.is_none() && !listing.loaded
+            listing.list.is_none() && !listing.loaded && self.inner.saved.get().is_none()
         };
         if self.inner.cache.is_some() || !fresh {
             return self;
@@ -229,10 +245,12 @@ impl ExternalSessions {
         }
         let agent = self.agent();
         let root = self.inner.home.join(Self::sessions_subdir(agent));
+        let saved = self.saved();
         let mut listing = self.inner.listing.locked();
         if !listing.loaded {
             listing.loaded = true;
-            self.restore(&mut listing, &root);
+            listing.heads_dirty |= saved.refused;
+            listing.restored = saved.heads.locked().take().unwrap_or_default();
         }
         let now = SystemTime::now();
         // Directory levels below the root (Claude Code `projects/<dir>/`, Codex
@@ -328,24 +346,34 @@ impl ExternalSessions {
         Ok(list)
     }
 
-    /// Reads the persistent listing into `listing` and the title cache (once per process). A
+    /// The persistent listing, read once per process (the title cache is filled from it). A
     /// cache that cannot be trusted is ignored with a warning and rewritten by this process.
-    fn restore(&self, listing: &mut Listing, root: &Path) {
+    fn saved(&self) -> &Saved {
+        self.inner.saved.get_or_init(|| self.read_saved())
+    }
+
+    fn read_saved(&self) -> Saved {
         let Some(cache) = &self.inner.cache else {
-            return;
+            return Saved::default();
         };
         let name = self.agent().name();
-        let saved = match super::persist::load(cache, name, &self.inner.home, root) {
+        let root = self.inner.home.join(Self::sessions_subdir(self.agent()));
+        let saved = match super::persist::load(cache, name, &self.inner.home, &root) {
             Ok(saved) => saved,
-            Err(super::persist::Refused::Missing) => return,
+            Err(super::persist::Refused::Missing) => return Saved::default(),
             Err(super::persist::Refused::Invalid(why)) => {
                 tracing::warn!(source = name, reason = %why, "rebuilding the agent listing cache");
-                listing.heads_dirty = true;
-                return;
+                return Saved {
+                    refused: true,
+                    ..Saved::default()
+                };
             }
         };
         let format = self.agent().format();
+        let mut heads = FxHashMap::with_capacity_and_hasher(saved.len(), Default::default());
+        let mut ids = Vec::with_capacity(saved.len());
         let mut titles = self.inner.titles.locked();
+        titles.reserve(saved.len());
         for file in saved {
             if let Some(title) = file.title {
                 if let Some(state) = format.title_scan(Some(&title.state)) {
@@ -357,10 +385,33 @@ impl ExternalSessions {
                     titles.insert(file.path.clone().into_os_string(), (title.stamp, entry));
                 }
             }
-            listing
-                .restored
-                .insert(file.path.into_os_string(), (file.stamp, file.head));
+            ids.push(format!("{name}:{}", file.head.id));
+            heads.insert(file.path.into_os_string(), (file.stamp, file.head));
         }
+        Saved {
+            heads: Mutex::new(Some(heads)),
+            ids: Arc::new(ids),
+            refused: false,
+        }
+    }
+
+    /// The ids of the sessions the persistent listing held, without looking at any file: what
+    /// a first answer may show while [`ExternalSessions::list_sessions_blocking`] checks each
+    /// file (a session deleted since is among them until then). Once this process has listed,
+    /// that listing's ids. `None` when there is neither (nothing kept, or a database agent).
+    pub fn remembered_ids_blocking(&self) -> Option<Arc<Vec<String>>> {
+        self.inner.cache.as_ref()?;
+        if let Some(list) = self
+            .inner
+            .listing
+            .try_lock()
+            .ok()
+            .and_then(|l| l.list.clone())
+        {
+            return Some(Arc::new(list.iter().map(|s| s.id().to_string()).collect()));
+        }
+        let saved = self.saved();
+        (!saved.refused && !saved.ids.is_empty()).then(|| saved.ids.clone())
     }
 
     /// Writes the persistent listing now if anything was read since it was last written (a

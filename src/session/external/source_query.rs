@@ -88,6 +88,11 @@ impl SessionQuery for ExternalSessions {
         self.spawn(move |this| this.read_title_blocking(&id))
     }
 
+    fn remembered_ids(&self) -> BoxFuture<'_, Option<Arc<Vec<String>>>> {
+        let read = self.spawn(|this| Ok(this.remembered_ids_blocking()));
+        Box::pin(async move { read.await.ok().flatten() })
+    }
+
     fn read_plain_conversation<'a>(
         &'a self,
         id: &'a str,

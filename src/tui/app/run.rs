@@ -221,10 +221,16 @@ pub async fn run_terminal_on(
             app.start_file_finder(PathBuf::from(cwd));
         }
         // Warm the session index now: a first listing of a very large home reads every
-        // header, and the first `@` should not be the one to wait for it.
+        // header, and the first `@` should not be the one to wait for it. What a first answer
+        // needs comes first (what the last process listed, the index's rows: see
+        // `lookup::remembered`); the listing, which checks every file, after them.
         {
             let mount = app.mount.clone();
+            let discovery = discovery.clone();
             tokio::spawn(async move {
+                let _ = discovery.query().remembered_ids().await;
+                let rows = discovery.clone();
+                let _ = tokio::task::spawn_blocking(move || rows.sessions_blocking()).await;
                 let _ = mount.candidates("", &CancellationToken::new()).await;
             });
         }

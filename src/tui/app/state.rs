@@ -61,6 +61,9 @@ pub struct App {
     pub(super) in_flight: Option<ComposerSnapshot>,
     /// The `@` popup's lookup in flight.
     pub(super) lookup: TaskSlot,
+    /// The next lookup is this app's first: it may show what the last process listed while
+    /// the listing checks the files ([`crate::tui::lookup::remembered`]).
+    pub(super) first_lookup: bool,
     /// The picker's search in flight.
     pub(super) picker_search: TaskSlot,
     /// `/resume PREFIX` being resolved.
@@ -152,6 +155,7 @@ impl App {
             preparing: None,
             in_flight: None,
             lookup: TaskSlot::default(),
+            first_lookup: true,
             picker_search: TaskSlot::default(),
             resolving: TaskSlot::default(),
             listing: TaskSlot::default(),

@@ -256,24 +256,43 @@ impl App {
     }
 
     /// Starts the popup's lookup for `request` (the one before is cancelled): the contract's
-    /// candidates and discovery's details come back as one answer.
+    /// candidates and discovery's details come back as one answer. The app's first lookup may
+    /// be answered twice: first from what the last process listed, when that comes before the
+    /// checked answer, then by the checked answer, whose rows replace it (the pick is kept).
     pub(super) fn start_lookup(&mut self, request: LookupRequest) {
         let mount = self.mount.clone();
         let tx = self.tx.clone();
         let discovery = self.discovery.clone();
         let info = self.agent.info();
         let agent = (info.session_id.clone(), info.cwd.clone());
+        let first = std::mem::take(&mut self.first_lookup)
+            .then(|| discovery.clone())
+            .flatten();
         self.lookup
             .spawn(&mut self.serials, &self.tx, |_, cancel| async move {
-                let (result, details) = crate::tui::lookup::lookup(
+                let now = now_ms();
+                let checked = crate::tui::lookup::lookup(
                     mount,
                     discovery.clone(),
-                    agent,
-                    request.query,
-                    now_ms(),
-                    cancel,
-                )
-                .await;
+                    agent.clone(),
+                    request.query.clone(),
+                    now,
+                    cancel.clone(),
+                );
+                // The remembered answer first, alone: on a small machine the checked listing's
+                // `stat` of every file would take the cores it needs.
+                if let Some(index) = first {
+                    let remembered =
+                        crate::tui::lookup::remembered(index, agent, request.query, now).await;
+                    if let (Some((rows, details)), false) = (remembered, cancel.is_cancelled()) {
+                        let _ = tx.send(AppEvent::Lookup {
+                            id: request.id,
+                            result: Ok(rows),
+                            details: Some(details),
+                        });
+                    }
+                }
+                let (result, details) = checked.await;
                 // Said even when the lookup is stale: the note is taken once.
                 if let Some(note) = discovery.and_then(|d| d.take_note()) {
                     let _ = tx.send(AppEvent::DiscoveryNote(note));
