@@ -338,3 +338,63 @@ mod tests {
         assert_eq!(size_text(&d), "12 msgs · 3.5 MiB");
     }
 }
+
+/// [`remembered`] over real homes on disk: what a previous process listed and indexed.
+#[cfg(test)]
+mod remembered_tests {
+    use super::*;
+    use crate::session::external::{ExternalSessions, SourceSet};
+    use std::path::Path;
+
+    const DEMO: &str = "tests/data/fixtures/claude-code/projects/-path-to-Demo";
+    const ID: &str = "fe5e1c67-53e7-4862-81ae-d0e013e3270b";
+
+    fn process(dsh: &Path, claude: &Path) -> Discovery {
+        let sources = SourceSet {
+            hide_dsh: false,
+            external: vec![ExternalSessions::with_listing_cache(
+                ExternalAgent::Claude,
+                claude,
+                dsh,
+            )],
+        };
+        Discovery::for_home(dsh, &sources)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_first_rows_are_labelled_by_title_and_carry_their_details() {
+        let dir = tempfile::tempdir().unwrap();
+        let (dsh, claude) = (dir.path().join("dsh"), dir.path().join("claude"));
+        let project = claude.join("projects").join("-path-to-Demo");
+        std::fs::create_dir_all(&project).unwrap();
+        let from = Path::new(env!("CARGO_MANIFEST_DIR")).join(DEMO);
+        std::fs::copy(
+            from.join(format!("{ID}.jsonl")),
+            project.join(format!("{ID}.jsonl")),
+        )
+        .unwrap();
+        let agent = ("me".to_string(), None);
+        // Nothing kept yet: no first answer.
+        let first = process(&dsh, &claude);
+        let none = remembered(first.clone(), agent.clone(), String::new(), 0).await;
+        assert!(none.is_none());
+        first.query().list_sessions().await.unwrap();
+        let index = first.clone();
+        tokio::task::spawn_blocking(move || index.refresh_blocking().unwrap())
+            .await
+            .unwrap();
+        drop(first);
+
+        let next = process(&dsh, &claude);
+        let (rows, details) = remembered(next.clone(), agent.clone(), String::new(), 0)
+            .await
+            .expect("rows from what was kept");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].session_id, format!("claude:{ID}"));
+        assert_ne!(rows[0].label, rows[0].session_id, "labelled by its id");
+        assert!(details.rows[&rows[0].session_id].messages > 0);
+        // A query that matches nothing is no answer (no "no sessions" before the checked one).
+        let nothing = remembered(next, agent, "zzqqxxnomatch".into(), 0).await;
+        assert!(nothing.is_none());
+    }
+}

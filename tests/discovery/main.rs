@@ -7,5 +7,6 @@ mod support;
 mod cache;
 mod deferred;
 mod index;
+mod remembered;
 mod search;
 mod watch;
