@@ -58,15 +58,43 @@ fn the_first_popup_frame_over_listed_homes_shows_titles_not_ids() {
         .collect();
     assert_eq!(caches.len(), 2, "one persistent listing per agent");
 
-    // A new process: the popup opened at once.
+    // A new process: the popup opened at once, answered by the checked listing (no index
+    // was made yet, so there is nothing to answer from before it).
+    first_frame(scratch.path(), &work, &flags, &titles, "popup-listed");
+
+    // A process that also made the discovery index: the next one's first rows may now come
+    // from what those two kept, before any file is checked; they are titled the same.
+    let searched = Command::new(env!("CARGO_BIN_EXE_dsh-refs"))
+        .args(&flags)
+        .args(["search", "x"])
+        .env("HOME", scratch.path())
+        .output()
+        .unwrap();
+    assert!(searched.status.success(), "{searched:?}");
+    first_frame(scratch.path(), &work, &flags, &titles, "popup-kept");
+    assert!(
+        before == (tree_with_stamps(&claude), tree_with_stamps(&codex)),
+        "another agent's home changed"
+    );
+}
+
+/// Starts the TUI in tmux over `flags`, types `@` as soon as the composer shows, and checks the
+/// first frame that holds session rows: each row is labelled by its session's listed title.
+fn first_frame(
+    scratch: &std::path::Path,
+    work: &std::path::Path,
+    flags: &[String],
+    titles: &BTreeMap<String, String>,
+    name: &str,
+) {
     let command = format!(
         "cd {} && HOME={} {} {} --compression none",
         work.display(),
-        scratch.path().display(),
+        scratch.display(),
         env!("CARGO_BIN_EXE_dsh-refs"),
         flags.join(" "),
     );
-    let tmux = Tmux::start("popup-listed", &command, 160, 40);
+    let tmux = Tmux::start(name, &command, 160, 40);
     tmux.wait_for_screen("the composer", |s| s.contains("type @ to reference"));
     tmux.type_text("@");
     let frame = tmux.wait_for_screen("the first session rows", |s| {
@@ -109,8 +137,4 @@ fn the_first_popup_frame_over_listed_homes_shows_titles_not_ids() {
     tmux.keys(&["C-c"]);
     tmux.keys(&["C-c"]);
     drop(tmux);
-    assert!(
-        before == (tree_with_stamps(&claude), tree_with_stamps(&codex)),
-        "another agent's home changed"
-    );
 }
