@@ -331,6 +331,73 @@ fn a_grown_heavy_session_is_read_from_where_the_last_read_ended() {
     assert_eq!(homes.read("h"), done);
 }
 
+/// Every file kept for the sessions (documents and scans), with its bytes.
+fn kept_bytes(homes: &Homes) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out: Vec<(PathBuf, Vec<u8>)> = fs::read_dir(homes.kept_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.clone(), fs::read(&p).unwrap()))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_short_tail_leaves_what_was_kept_and_a_long_one_keeps_again() {
+    let homes = Homes::new();
+    let text = heavy_session("h", &["first", "second"], HEAVY);
+    fs::write(homes.file("h"), &text).unwrap();
+    homes.read("h");
+    let before = kept_bytes(&homes);
+    assert!(before.len() >= 2, "a document and its scan: {before:?}");
+
+    // A prompt appended: read (from the kept scan) and right, and nothing kept is rewritten.
+    append(
+        &homes.file("h"),
+        concat!(
+            r#"{"type":"user","uuid":"u7","parentUuid":"a1","sessionId":"h","cwd":"/w","timestamp":"2026-01-01T00:00:07Z","message":{"role":"user","content":"third"}}"#,
+            "\n"
+        ),
+    );
+    let short = homes.read("h");
+    assert_eq!(short, homes.fresh("h"));
+    assert_eq!(texts(&short).last(), Some(&"third"));
+    assert!(
+        kept_bytes(&homes) == before,
+        "a short tail rewrote what was kept"
+    );
+    // The next process reads that tail again, to the same conversation.
+    assert_eq!(homes.read("h"), short);
+
+    // A tool result of 5 MB and an answer: a tail that long is kept again, and the process
+    // after reads only what follows it.
+    let blob = "y\\n".repeat(5 << 19);
+    append(
+        &homes.file("h"),
+        &format!(
+            concat!(
+                r#"{{"type":"user","uuid":"r7","parentUuid":"u7","sessionId":"h","cwd":"/w","timestamp":"2026-01-01T00:00:08Z","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t7","content":"{}"}}]}}}}"#,
+                "\n",
+                r#"{{"type":"assistant","uuid":"a7","parentUuid":"r7","sessionId":"h","cwd":"/w","timestamp":"2026-01-01T00:00:09Z","message":{{"id":"m7","role":"assistant","content":[{{"type":"text","text":"after the tool"}}]}}}}"#,
+                "\n"
+            ),
+            blob
+        ),
+    );
+    let long = homes.read("h");
+    assert_eq!(long, homes.fresh("h"));
+    assert_eq!(texts(&long).last(), Some(&"after the tool"));
+    assert!(
+        kept_bytes(&homes) != before,
+        "a long tail was not kept again"
+    );
+    let file_len = fs::metadata(homes.file("h")).unwrap().len();
+    let read_before = thread_read_bytes();
+    assert_eq!(homes.read("h"), long);
+    let read = thread_read_bytes() - read_before;
+    assert!(read < file_len / 8, "read {read} of {file_len}");
+}
+
 #[test]
 fn a_grown_heavy_codex_rollout_is_read_from_where_the_last_read_ended() {
     let dir = tempfile::tempdir().unwrap();

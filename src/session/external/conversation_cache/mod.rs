@@ -14,7 +14,9 @@
 //! Codex: [`AgentFormat::conversation_scan`](super::agent::AgentFormat::conversation_scan)),
 //! the scan's state is kept too, in a `.scan` file beside the document (read only when the
 //! session grew), with the byte offset and line it stopped at: a session that grew since (the
-//! one being worked in) is read from there only. A reference's read always keeps; the
+//! one being worked in) is read from there only; a reference that read less than
+//! [`KEEP_AGAIN_AFTER`] past it leaves what was kept as it was (the next reader reads that
+//! tail again, which costs less than writing megabytes of state). A reference's read always keeps; the
 //! discovery indexer's pass, which reads every session anyway and puts the same text in its
 //! index, keeps the sessions worked in last ([`Keep`]), so that the first reference to a heavy
 //! session after a pass does not read its file either.
@@ -54,7 +56,7 @@
 //! `tests/session/agent_conversation_cache.rs` (a new process's read comes from here and is
 //! the same as a fresh read, reading a small part of the file's bytes; a grown Claude Code
 //! session and Codex rollout read from where the last read ended, rewinds and rollbacks
-//! included; every fixture's scan saved and resumed at several cuts gives the whole read's
+//! included; a short tail leaves the kept files as they were, a long one keeps again; every fixture's scan saved and resumed at several cuts gives the whole read's
 //! conversation; an append, a truncation and a replacement are read again; a light
 //! session is never kept; a damaged kept file is replaced; a deleted session's text goes;
 //! the indexer's read keeps a session ranked by its activity and the next reference reads
@@ -86,6 +88,11 @@ pub(super) const MIN_FILE_BYTES: u64 = 4 << 20;
 const MAX_BYTES: usize = 64 << 20;
 /// The most projections kept; the lowest ranked go first ([`Keep`]).
 const MAX_FILES: usize = 64;
+/// A reference that read less than this past what was kept leaves the kept files as they are:
+/// writing a heavy session's scan and projection again (megabytes) costs more than the next
+/// reader's re-reading of that tail. A line appended to a 60 MB session: 14.0 ms with the
+/// rewrite, 8.2 ms without (`cat` 6.5 ms). The indexer's pass keeps them current.
+const KEEP_AGAIN_AFTER: u64 = 4 << 20;
 
 /// The directory of kept projections beside the agents' persistent listings (`listing` is one
 /// of them: `<dsh home>/index/agents/<agent>-<key>.bin`).
@@ -376,6 +383,15 @@ pub(super) fn kept_or_read(
             } else {
                 super::lines::read_lines(&session, from.0, from.1, &mut *scan)?
             };
+            // (A file that only changed status, nothing appended, is kept anew: from then on
+            // its kept document serves as it is.)
+            if keep == Keep::Reference
+                && from != (0, 0)
+                && (1..KEEP_AGAIN_AFTER).contains(&offset.saturating_sub(from.0))
+            {
+                touch(listing, agent.name(), home, id, SystemTime::now());
+                return Ok((head, scan.conversation()));
+            }
             let saved = before
                 .map(|_| SavedScan::new(offset, line, scan.save()))
                 .filter(|saved| !saved.state().is_empty());
