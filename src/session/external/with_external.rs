@@ -60,19 +60,13 @@ impl SessionQuery for WithExternal {
     fn list_sessions(&self) -> BoxFuture<'_, Result<Arc<Vec<SessionSummary>>>> {
         Box::pin(async move {
             let mut parts = Vec::with_capacity(self.sources.len() + 1);
-            // Every source lists at once (each on a blocking thread): a home's agents are
-            // checked on every core.
-            let host = async {
-                match self.list_host {
-                    true => self.host.list_sessions().await.map(Some),
-                    false => Ok(None),
-                }
-            };
-            let sources = join_all(self.sources.iter().map(|s| s.list_sessions()).collect());
-            let (host, sources) = tokio::join!(host, sources);
-            parts.extend(host?);
-            for (source, listed) in self.sources.iter().zip(sources) {
-                match listed {
+            // One source after another: listing them at once (tried) made the `stat`s of two
+            // threads contend in the kernel, and a new MCP server's first list took longer.
+            if self.list_host {
+                parts.push(self.host.list_sessions().await?);
+            }
+            for source in &self.sources {
+                match source.list_sessions().await {
                     Ok(list) => parts.push(list),
                     // One agent's broken home must not hide every other session.
                     Err(err) => {
