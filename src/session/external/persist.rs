@@ -76,7 +76,42 @@ pub(super) struct SavedTitle {
     /// The number of lines fed.
     pub line: u64,
     /// The scan's own state, as the agent wrote it.
-    pub state: Value,
+    pub state: TitleState,
+}
+
+/// A title scan's state: as the agent gave it, or as a kept listing holds it (its encoding
+/// checked, not decoded: a process decodes only the states of the titles it shows or reads
+/// further, and writes the others back as they were).
+#[derive(Debug, Clone)]
+pub(super) enum TitleState {
+    /// As the agent gave it.
+    Value(Value),
+    /// In the cache's encoding ([`Writer::value`]), checked by [`Reader::document`].
+    Encoded(Box<[u8]>),
+}
+
+impl TitleState {
+    /// The state as a value; `None` for an encoding that does not decode whole (never one
+    /// [`Reader::document`] checked).
+    pub(super) fn decoded(&self) -> Option<std::borrow::Cow<'_, Value>> {
+        match self {
+            TitleState::Value(value) => Some(std::borrow::Cow::Borrowed(value)),
+            TitleState::Encoded(bytes) => {
+                let mut reader = Reader { bytes };
+                let value = reader.value(0).ok()?;
+                reader
+                    .bytes
+                    .is_empty()
+                    .then_some(std::borrow::Cow::Owned(value))
+            }
+        }
+    }
+}
+
+impl PartialEq for TitleState {
+    fn eq(&self, other: &TitleState) -> bool {
+        self.decoded() == other.decoded()
+    }
 }
 
 /// Where the cache of `agent`'s sessions under `agent_home` lives in the dsh home `dsh_home`.
@@ -221,7 +256,10 @@ pub(super) fn save(
                 writer.stamp(title.stamp);
                 writer.u64(title.offset);
                 writer.u64(title.line);
-                writer.value(&title.state);
+                match &title.state {
+                    TitleState::Value(value) => writer.value(value),
+                    TitleState::Encoded(bytes) => writer.out.extend_from_slice(bytes),
+                }
             }
         }
     }
@@ -449,11 +487,12 @@ impl<'a> Reader<'a> {
                 0 => None,
                 1 => {
                     let (stamp, offset, line) = (self.stamp()?, self.u64()?, self.u64()?);
-                    let state = if titles {
-                        self.value(0)?
-                    } else {
-                        self.skip_value(0)?;
-                        Value::Null
+                    // Checked either way; kept (not decoded) only when asked for.
+                    let start = self.bytes;
+                    self.skip_value(0)?;
+                    let state = match titles {
+                        true => TitleState::Encoded(start[..start.len() - self.bytes.len()].into()),
+                        false => TitleState::Value(Value::Null),
                     };
                     Some(SavedTitle {
                         stamp,
@@ -617,7 +656,7 @@ mod tests {
                 stamp: FileStamp::from_parts(40, None, 7),
                 offset: 40,
                 line: 3,
-                state: serde_json::json!({"first_prompt": "hi"}),
+                state: TitleState::Value(serde_json::json!({"first_prompt": "hi"})),
             }),
         }]
     }
@@ -670,7 +709,7 @@ mod tests {
             file.path = root.join("proj").join(format!("{k}.jsonl"));
             file.head.id = format!("id-{k}");
             if let Some(title) = &mut file.title {
-                title.state = state;
+                title.state = TitleState::Value(state);
             }
             files.push(file);
         }

@@ -93,7 +93,38 @@ struct Listing {
 struct TitleEntry {
     offset: u64,
     line: u64,
-    state: Box<dyn TitleScan>,
+    state: Held,
+}
+
+/// A title scan, or its state as the persistent listing kept it until it is first needed.
+enum Held {
+    Scan(Box<dyn TitleScan>),
+    Kept(super::persist::TitleState),
+}
+
+impl TitleEntry {
+    /// The scan, a kept state decoded first; `None` when that state is not one of `agent`'s
+    /// (its file is then scanned again from the start).
+    fn scan(&mut self, agent: ExternalAgent) -> Option<&mut Box<dyn TitleScan>> {
+        if let Held::Kept(kept) = &self.state {
+            let scan = kept
+                .decoded()
+                .and_then(|state| agent.format().title_scan(Some(&state)))?;
+            self.state = Held::Scan(scan);
+        }
+        match &mut self.state {
+            Held::Scan(scan) => Some(scan),
+            Held::Kept(_) => None,
+        }
+    }
+
+    /// The state to keep: a kept one as it was, a scan's as it saves it.
+    fn saved_state(&self) -> super::persist::TitleState {
+        match &self.state {
+            Held::Scan(scan) => super::persist::TitleState::Value(scan.save()),
+            Held::Kept(kept) => kept.clone(),
+        }
+    }
 }
 
 /// How long a stamp the listing took stands in for a title read's own `stat`.
@@ -420,33 +451,45 @@ impl ExternalSessions {
             None => FileStamp::of(&fs::metadata(&path).map_err(|e| SessionError::io(&path, e))?),
         };
         let own = &id[self.agent().name().len() + 1..];
+        let agent = self.agent();
         let mut titles = self.inner.titles.locked();
         // An unchanged title is chosen in place (readers racing for it never rescan its file);
         // one whose file changed is taken out while the file is read, so others are read meanwhile.
         if let Some((_, entry)) = titles
-            .get(path.as_os_str())
+            .get_mut(path.as_os_str())
             .filter(|(old, _)| *old == stamp)
         {
-            return Ok(entry.state.choose(self.inner.side.as_deref(), own));
+            if let Some(scan) = entry.scan(agent) {
+                return Ok(scan.choose(self.inner.side.as_deref(), own));
+            }
         }
         let entry = titles.remove(path.as_os_str());
         drop(titles);
-        let mut entry = match entry {
-            Some((old, entry)) if old.continues_to(stamp, entry.offset) => entry,
-            _ => match self.agent().format().title_scan(None) {
-                Some(state) => TitleEntry {
-                    offset: 0,
-                    line: 0,
-                    state,
-                },
+        let resumed = match entry {
+            Some((old, mut entry)) if old.continues_to(stamp, entry.offset) => {
+                let (offset, line) = (entry.offset, entry.line);
+                match entry.scan(agent).is_some() {
+                    true => Some((offset, line, entry.state)),
+                    false => None,
+                }
+            }
+            _ => None,
+        };
+        let (from, from_line, mut scan) = match resumed {
+            Some((offset, line, Held::Scan(scan))) => (offset, line, scan),
+            _ => match agent.format().title_scan(None) {
+                Some(scan) => (0, 0, scan),
                 None => return Ok(None),
             },
         };
-        let (offset, line) = read_lines(&path, entry.offset, entry.line, &mut *entry.state)?;
-        entry.offset = offset;
-        entry.line = line;
+        let (offset, line) = read_lines(&path, from, from_line, &mut *scan)?;
         self.inner.titles_dirty.store(true, Ordering::Release);
-        let title = entry.state.choose(self.inner.side.as_deref(), own);
+        let title = scan.choose(self.inner.side.as_deref(), own);
+        let entry = TitleEntry {
+            offset,
+            line,
+            state: Held::Scan(scan),
+        };
         self.inner
             .titles
             .locked()
@@ -536,7 +579,7 @@ fn persist(inner: &Inner, listing: &mut Listing) {
                     stamp: *stamp,
                     offset: entry.offset,
                     line: entry.line,
-                    state: entry.state.save(),
+                    state: entry.saved_state(),
                 });
             Some(super::persist::SavedFile {
                 path: PathBuf::from(path),

@@ -7,7 +7,7 @@
 //! `tests/discovery/remembered.rs` (a file deleted since is still named; another home's kept
 //! listing never is) and `tests/session/agent_listing_cache.rs`.
 
-use super::{ExternalSessions, FileStamp, Head, TitleEntry};
+use super::{ExternalSessions, FileStamp, Head, Held, TitleEntry};
 use crate::sync::LockExt;
 use rustc_hash::FxHashMap;
 use std::ffi::OsString;
@@ -48,21 +48,19 @@ impl ExternalSessions {
                 };
             }
         };
-        let format = self.agent().format();
         let mut heads = FxHashMap::with_capacity_and_hasher(saved.len(), Default::default());
         let mut ids = Vec::with_capacity(saved.len());
         let mut titles = self.inner.titles.locked();
         titles.reserve(saved.len());
         for file in saved {
+            // A title state is decoded when its title is first needed.
             if let Some(title) = file.title {
-                if let Some(state) = format.title_scan(Some(&title.state)) {
-                    let entry = TitleEntry {
-                        offset: title.offset,
-                        line: title.line,
-                        state,
-                    };
-                    titles.insert(file.path.clone().into_os_string(), (title.stamp, entry));
-                }
+                let entry = TitleEntry {
+                    offset: title.offset,
+                    line: title.line,
+                    state: Held::Kept(title.state),
+                };
+                titles.insert(file.path.clone().into_os_string(), (title.stamp, entry));
             }
             ids.push(format!("{name}:{}", file.head.id));
             heads.insert(file.path.into_os_string(), (file.stamp, file.head));
@@ -91,5 +89,113 @@ impl ExternalSessions {
         }
         let saved = self.saved();
         (!saved.refused && !saved.ids.is_empty()).then(|| saved.ids.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::persist::{self, SavedFile, SavedTitle, TitleState};
+    use super::super::super::ExternalAgent;
+    use super::*;
+    use std::fs;
+    use std::path::{Path, PathBuf};
+
+    fn session(dir: &Path, id: &str, prompt: &str) -> PathBuf {
+        let file = dir.join(format!("{id}.jsonl"));
+        fs::write(
+            &file,
+            format!(
+                r#"{{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"{id}","cwd":"/w","timestamp":"2026-01-01T00:00:00Z","message":{{"role":"user","content":"{prompt}"}}}}"#
+            ) + "\n",
+        )
+        .unwrap();
+        file
+    }
+
+    fn held_kept(source: &ExternalSessions, file: &Path) -> bool {
+        let titles = source.inner.titles.locked();
+        matches!(
+            titles.get(file.as_os_str()),
+            Some((
+                _,
+                TitleEntry {
+                    state: Held::Kept(_),
+                    ..
+                }
+            ))
+        )
+    }
+
+    /// A kept title state is decoded only when its title is asked for, written back as it was
+    /// when it was not, and one that is not the agent's own is read again from the file.
+    #[test]
+    fn a_kept_title_state_is_decoded_when_needed_and_a_foreign_one_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (claude, dsh) = (dir.path().join("claude"), dir.path().join("dsh"));
+        let project = claude.join("projects").join("-w");
+        fs::create_dir_all(&project).unwrap();
+        let a = session(&project, "a", "alpha prompt");
+        let b = session(&project, "b", "bravo prompt");
+        let process = || ExternalSessions::with_listing_cache(ExternalAgent::Claude, &claude, &dsh);
+        let first = process();
+        first.list_sessions_blocking().unwrap();
+        for id in ["claude:a", "claude:b"] {
+            first.read_title_blocking(id).unwrap();
+        }
+        first.flush();
+        drop(first);
+
+        let second = process();
+        second.list_sessions_blocking().unwrap();
+        assert!(held_kept(&second, &a) && held_kept(&second, &b));
+        assert_eq!(
+            second.read_title_blocking("claude:a").unwrap().as_deref(),
+            Some("alpha prompt")
+        );
+        assert!(!held_kept(&second, &a), "asked for, decoded");
+        assert!(held_kept(&second, &b), "not asked for, still as kept");
+        second
+            .inner
+            .titles_dirty
+            .store(true, std::sync::atomic::Ordering::Release);
+        second.flush();
+        drop(second);
+        let third = process();
+        third.list_sessions_blocking().unwrap();
+        assert!(held_kept(&third, &b), "b's kept state was not written back");
+        assert_eq!(
+            third.read_title_blocking("claude:b").unwrap().as_deref(),
+            Some("bravo prompt"),
+            "a state written back as it was kept"
+        );
+        drop(third);
+
+        // A state of another shape, with the file's own stamp and length: read again.
+        let root = claude.join("projects");
+        let cache = persist::path(&dsh, "claude", &claude);
+        let meta = fs::metadata(&a).unwrap();
+        let stamp = FileStamp::of(&meta);
+        let files = vec![SavedFile {
+            path: a.clone(),
+            stamp,
+            head: Head {
+                id: "a".into(),
+                created_at: 1_767_225_600_000,
+                cwd: Some("/w".into()),
+            },
+            title: Some(SavedTitle {
+                stamp,
+                offset: meta.len(),
+                line: 1,
+                state: TitleState::Value(serde_json::json!("not a title state")),
+            }),
+        }];
+        persist::save(&cache, "claude", &claude, &root, &files).unwrap();
+        let fourth = process();
+        fourth.list_sessions_blocking().unwrap();
+        assert_eq!(
+            fourth.read_title_blocking("claude:a").unwrap().as_deref(),
+            Some("alpha prompt")
+        );
     }
 }
