@@ -342,14 +342,11 @@ impl Discovery {
     pub async fn search_remembered(&self, query: SearchQuery) -> Option<SearchResult> {
         let ids = self.shared.query.remembered_ids().await?;
         let this = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let listed: HashSet<String> = ids.iter().cloned().collect();
-            this.search_blocking(&query, Some(&listed)).ok()
-        })
-        .await
-        .ok()
-        .flatten()
-        .filter(|found| !found.from_listing)
+        tokio::task::spawn_blocking(move || this.search_blocking(&query, Some(&ids)).ok())
+            .await
+            .ok()
+            .flatten()
+            .filter(|found| !found.from_listing)
     }
 
     /// The sentence [`Discovery::search`] logged when it first answered without the index, for

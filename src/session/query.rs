@@ -5,6 +5,7 @@
 
 use super::error::Result;
 use super::format::{Event, SessionHeader};
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -98,7 +99,7 @@ pub trait SessionQuery: Send + Sync {
     /// file, when it keeps its listing between processes: what a first answer may show at once
     /// while [`SessionQuery::list_sessions`] checks every file (so it may still name a session
     /// deleted since). `None` (the default): nothing kept; list instead.
-    fn remembered_ids(&self) -> BoxFuture<'_, Option<Arc<Vec<String>>>> {
+    fn remembered_ids(&self) -> BoxFuture<'_, Option<HashSet<String>>> {
         Box::pin(async { None })
     }
 
@@ -151,7 +152,7 @@ impl<T: SessionQuery + ?Sized> SessionQuery for Arc<T> {
     fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
         (**self).read_title(id)
     }
-    fn remembered_ids(&self) -> BoxFuture<'_, Option<Arc<Vec<String>>>> {
+    fn remembered_ids(&self) -> BoxFuture<'_, Option<HashSet<String>>> {
         (**self).remembered_ids()
     }
     fn read_conversation_surface<'a>(

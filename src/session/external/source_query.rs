@@ -88,7 +88,7 @@ impl SessionQuery for ExternalSessions {
         self.spawn(move |this| this.read_title_blocking(&id))
     }
 
-    fn remembered_ids(&self) -> BoxFuture<'_, Option<Arc<Vec<String>>>> {
+    fn remembered_ids(&self) -> BoxFuture<'_, Option<std::collections::HashSet<String>>> {
         let read = self.spawn(|this| Ok(this.remembered_ids_blocking()));
         Box::pin(async move { read.await.ok().flatten() })
     }

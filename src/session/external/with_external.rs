@@ -9,6 +9,7 @@ use crate::session::query::{
     SurfaceSnapshot,
 };
 use crate::sync::LockExt;
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 /// The host's sessions merged with read-only external sources (SPEC §9).
@@ -105,7 +106,7 @@ impl SessionQuery for WithExternal {
 
     /// The host's listing (its own sessions are not kept so) and each source's remembered ids;
     /// a source that keeps none is left out of this first answer.
-    fn remembered_ids(&self) -> BoxFuture<'_, Option<Arc<Vec<String>>>> {
+    fn remembered_ids(&self) -> BoxFuture<'_, Option<HashSet<String>>> {
         Box::pin(async move {
             let host = async {
                 match self.list_host {
@@ -118,14 +119,14 @@ impl SessionQuery for WithExternal {
             if sources.iter().all(Option::is_none) {
                 return None;
             }
-            let mut ids: Vec<String> = host
+            let mut ids: HashSet<String> = host
                 .iter()
                 .flat_map(|list| list.iter().map(|s| s.id().to_string()))
                 .collect();
             for part in sources.into_iter().flatten() {
-                ids.extend(part.iter().cloned());
+                ids.extend(part);
             }
-            Some(Arc::new(ids))
+            Some(ids)
         })
     }
 

@@ -10,16 +10,18 @@
 use super::{ExternalSessions, FileStamp, Head, Held, TitleEntry};
 use crate::sync::LockExt;
 use rustc_hash::FxHashMap;
+use std::collections::HashSet;
 use std::ffi::OsString;
-use std::sync::{Arc, Mutex};
+use std::sync::{Mutex, OnceLock};
 
 /// What the persistent listing held when this process read it.
 #[derive(Default)]
 pub(super) struct Saved {
     /// Its heads and stamps, until the first listing takes them.
     pub(super) heads: Mutex<Option<FxHashMap<OsString, (FileStamp, Head)>>>,
-    /// The (namespaced) ids it listed.
-    ids: Arc<Vec<String>>,
+    /// The (namespaced) ids it listed, made when first asked for (most processes never ask),
+    /// while the heads are still here.
+    ids: OnceLock<Option<HashSet<String>>>,
     /// It could not be trusted: this process writes it again.
     pub(super) refused: bool,
 }
@@ -49,7 +51,6 @@ impl ExternalSessions {
             }
         };
         let mut heads = FxHashMap::with_capacity_and_hasher(saved.len(), Default::default());
-        let mut ids = Vec::with_capacity(saved.len());
         let mut titles = self.inner.titles.locked();
         titles.reserve(saved.len());
         for file in saved {
@@ -62,12 +63,11 @@ impl ExternalSessions {
                 };
                 titles.insert(file.path.clone().into_os_string(), (title.stamp, entry));
             }
-            ids.push(format!("{name}:{}", file.head.id));
             heads.insert(file.path.into_os_string(), (file.stamp, file.head));
         }
         Saved {
             heads: Mutex::new(Some(heads)),
-            ids: Arc::new(ids),
+            ids: OnceLock::new(),
             refused: false,
         }
     }
@@ -75,8 +75,9 @@ impl ExternalSessions {
     /// The ids of the sessions the persistent listing held, without looking at any file: what
     /// a first answer may show while [`ExternalSessions::list_sessions_blocking`] checks each
     /// file (a session deleted since is among them until then). Once this process has listed,
-    /// that listing's ids. `None` when there is neither (nothing kept, or a database agent).
-    pub fn remembered_ids_blocking(&self) -> Option<Arc<Vec<String>>> {
+    /// that listing's ids. `None` when there is neither (nothing kept, a database agent, or
+    /// the heads already taken by a listing still under way).
+    pub fn remembered_ids_blocking(&self) -> Option<HashSet<String>> {
         self.inner.cache.as_ref()?;
         if let Some(list) = self
             .inner
@@ -85,10 +86,20 @@ impl ExternalSessions {
             .ok()
             .and_then(|l| l.list.clone())
         {
-            return Some(Arc::new(list.iter().map(|s| s.id().to_string()).collect()));
+            return Some(list.iter().map(|s| s.id().to_string()).collect());
         }
         let saved = self.saved();
-        (!saved.refused && !saved.ids.is_empty()).then(|| saved.ids.clone())
+        let name = self.agent().name();
+        let ids = saved.ids.get_or_init(|| {
+            let heads = saved.heads.locked();
+            let ids: HashSet<String> = heads
+                .as_ref()?
+                .values()
+                .map(|(_, head)| format!("{name}:{}", head.id))
+                .collect();
+            (!ids.is_empty()).then_some(ids)
+        });
+        ids.clone()
     }
 }
 
