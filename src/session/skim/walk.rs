@@ -152,6 +152,24 @@ impl<'a> Walk<'a> {
         self.c.value(VALUE_DEPTH, true)
     }
 
+    /// Where the walk stands: the index of the next byte to read.
+    pub fn position(&self) -> usize {
+        self.c.i
+    }
+
+    /// Goes back to `at`, a [`Walk::position`] this walk stood at before: the bytes after it
+    /// are read again.
+    pub fn rewind(&mut self, at: usize) {
+        debug_assert!(at <= self.c.i);
+        self.c.i = at.min(self.c.i);
+    }
+
+    /// The bytes from `start` (a [`Walk::position`] this walk stood at before) to where it
+    /// stands now.
+    pub fn since(&self, start: usize) -> &'a [u8] {
+        &self.c.b[start.min(self.c.i)..self.c.i]
+    }
+
     /// Whether only whitespace is left.
     pub fn at_end(&mut self) -> bool {
         self.c.ws();

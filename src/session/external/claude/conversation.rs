@@ -9,8 +9,8 @@
 //! `tests/reliability_linear_readers.rs`.
 
 use super::{
-    is_marker, is_prompt, parse, parse_serde, preserved_segment, strip_injected, Message,
-    PreservedSegment, SYNTHETIC_MODEL,
+    is_marker, is_prompt, parse_serde, parse_with_message, preserved_segment, strip_injected,
+    Message, PreservedSegment, SYNTHETIC_MODEL,
 };
 use crate::session::external::scan::LineSink;
 use crate::session::external::{parse_time, Conversation, Item, ItemKind};
@@ -183,12 +183,18 @@ impl ConversationScan {
 impl LineSink for ConversationScan {
     fn line(&mut self, index: u64, bytes: &[u8]) -> bool {
         self.last_line = Some(index);
-        let line = if self.serde_only {
-            parse_serde(bytes)
+        // The message of a user or assistant record of the main chain is read in the walk's
+        // pass over the line (most of a heavy line's bytes are its message and the tool
+        // result stored beside it): the same message `Message::of` gives.
+        let parsed = if self.serde_only {
+            parse_serde(bytes).map(|line| (line, None))
         } else {
-            parse(bytes)
+            parse_with_message(bytes, |line| {
+                matches!(line.kind.as_deref(), Some("user" | "assistant"))
+                    && line.is_sidechain != Some(true)
+            })
         };
-        let Some(line) = line else {
+        let Some((line, mut walked)) = parsed else {
             return true;
         };
         let time = line.timestamp.as_deref().and_then(parse_time);
@@ -216,7 +222,7 @@ impl LineSink for ConversationScan {
         let time = time.unwrap_or(0);
         let item = match line.kind.as_deref() {
             Some("user") if line.is_compact_summary == Some(true) => {
-                let message = self.message(line.message);
+                let message = walked.take().unwrap_or_else(|| self.message(line.message));
                 Some((
                     Item {
                         kind: ItemKind::Summary,
@@ -227,7 +233,7 @@ impl LineSink for ConversationScan {
                 ))
             }
             Some("user") if is_prompt(&line) => {
-                let message = self.message(line.message);
+                let message = walked.take().unwrap_or_else(|| self.message(line.message));
                 let text = strip_injected(&message.text);
                 (!message.only_tools && !is_marker(&text)).then_some((
                     Item {
@@ -239,7 +245,7 @@ impl LineSink for ConversationScan {
                 ))
             }
             Some("assistant") => {
-                let message = self.message(line.message);
+                let message = walked.take().unwrap_or_else(|| self.message(line.message));
                 (message.model.as_deref() != Some(SYNTHETIC_MODEL)).then(|| {
                     (
                         Item {

@@ -65,7 +65,24 @@ struct Line<'a> {
 
 /// A record line, or `None` when it is not a JSON object serde reads as a record.
 pub(super) fn parse(bytes: &[u8]) -> Option<Record<'_>> {
-    walk_record(bytes).or_else(|| parse_serde(bytes))
+    walk_record(bytes, |_| false)
+        .map(|(record, _)| record)
+        .or_else(|| parse_serde(bytes))
+}
+
+/// [`parse`], and the record's [`Message`] when `wanted` says, of the record's fields read
+/// before its `message`, that the reader will ask for it: then the walk reads the message's
+/// body where it lies, in the one pass over the line, instead of the reader walking the
+/// message's bytes a second time ([`Message::of`]). The message is exactly what
+/// [`Message::of`] gives for the record's `message`: it comes only from a walk of the same
+/// bytes that `Message::of` would walk first; wherever that walk does not vouch for the body,
+/// or `wanted` could not tell yet (a `type` after the `message`), the answer has no message and
+/// the reader asks [`Message::of`] as before.
+pub(super) fn parse_with_message<'a>(
+    bytes: &'a [u8],
+    wanted: impl Fn(&Record<'a>) -> bool,
+) -> Option<(Record<'a>, Option<Message<'a>>)> {
+    walk_record(bytes, wanted).or_else(|| parse_serde(bytes).map(|record| (record, None)))
 }
 
 /// [`parse`] by serde alone.
@@ -90,10 +107,15 @@ pub(super) fn parse_serde(bytes: &[u8]) -> Option<Record<'_>> {
     })
 }
 
-/// The walk: `None` for anything it does not vouch for.
-fn walk_record(bytes: &[u8]) -> Option<Record<'_>> {
+/// The walk: `None` for anything it does not vouch for. With the record's message body, walked
+/// in place, when `wanted` asks for it at the `message` key ([`parse_with_message`]).
+fn walk_record<'a>(
+    bytes: &'a [u8],
+    wanted: impl Fn(&Record<'a>) -> bool,
+) -> Option<(Record<'a>, Option<Message<'a>>)> {
     let mut walk = Walk::new(bytes);
     let mut record = Record::default();
+    let mut message = None;
     // The known fields seen (serde rejects a repeated one).
     let mut seen = 0u16;
     if walk.object()? {
@@ -133,6 +155,9 @@ fn walk_record(bytes: &[u8]) -> Option<Record<'_>> {
                 b"isSidechain" => record.is_sidechain = walk.bool_or_null()?,
                 b"isMeta" => record.is_meta = walk.bool_or_null()?,
                 b"isCompactSummary" => record.is_compact_summary = walk.bool_or_null()?,
+                b"message" if wanted(&record) => {
+                    (record.message, message) = message_in_place(&mut walk)?;
+                }
                 b"message" => record.message = raw_or_null(&mut walk)?,
                 b"compactMetadata" => record.compact_metadata = raw_or_null(&mut walk)?,
                 _ => {
@@ -144,7 +169,26 @@ fn walk_record(bytes: &[u8]) -> Option<Record<'_>> {
             }
         }
     }
-    walk.at_end().then_some(record)
+    walk.at_end().then_some((record, message))
+}
+
+/// A record's `message` value, raw as [`raw_or_null`] reads it, and its [`Message`] read in
+/// the same pass when the body walk vouches for it. Where it does not, the walk goes back to
+/// the value's start and reads it raw: the message is then left to [`Message::of`].
+#[allow(clippy::type_complexity)]
+fn message_in_place<'a>(walk: &mut Walk<'a>) -> Option<(Option<&'a [u8]>, Option<Message<'a>>)> {
+    if walk.null() {
+        return Some((None, None));
+    }
+    walk.peek()?;
+    let start = walk.position();
+    if let Some(message) = walk_body_at(walk) {
+        // The body walk read exactly one value, as `skip` would have, and checked it at
+        // least as strictly: these are the bytes `Message::of` would be given.
+        return Some((Some(walk.since(start)), Some(message)));
+    }
+    walk.rewind(start);
+    Some((Some(walk.skip()?), None))
 }
 
 /// A value kept raw (`Option<&RawValue>`): `null` is `None`.
@@ -240,6 +284,12 @@ fn content_text(content: Content) -> (String, bool) {
 /// The walk of a message body: `None` for anything it does not vouch for.
 fn walk_body(raw: &[u8]) -> Option<Message<'_>> {
     let mut walk = Walk::new(raw);
+    let message = walk_body_at(&mut walk)?;
+    walk.at_end().then_some(message)
+}
+
+/// [`walk_body`] of the object where `walk` stands, read whole (to just past its `}`).
+fn walk_body_at<'a>(walk: &mut Walk<'a>) -> Option<Message<'a>> {
     let mut message = Message::default();
     let (mut id, mut model, mut content) = (false, false, false);
     if walk.object()? {
@@ -256,7 +306,7 @@ fn walk_body(raw: &[u8]) -> Option<Message<'_>> {
                 b"content" if !content => {
                     content = true;
                     if !walk.null() {
-                        (message.text, message.only_tools) = walk_content(&mut walk)?;
+                        (message.text, message.only_tools) = walk_content(walk)?;
                     }
                 }
                 b"id" | b"model" | b"content" => return None,
@@ -269,7 +319,7 @@ fn walk_body(raw: &[u8]) -> Option<Message<'_>> {
             }
         }
     }
-    walk.at_end().then_some(message)
+    Some(message)
 }
 
 /// A message's content (a string, or an array of blocks read for their `type` and `text`),
@@ -327,22 +377,27 @@ fn walk_block<'a>(walk: &mut Walk<'a>) -> Option<(Option<Cow<'a, str>>, Option<C
 #[doc(hidden)]
 pub mod differential {
     /// The record and its message as the walk reads them, and as serde does (debug text each;
-    /// `None` where the line is not a record).
+    /// `None` where the line is not a record). The walk's message is the one read in place in
+    /// the record's pass ([`super::parse_with_message`]) where it read one, else
+    /// [`super::Message::of`]'s; and where [`super::parse`] and the in-place walk disagree on
+    /// the record, the walked side says so (the two sides then differ).
     pub fn both(line: &[u8]) -> (Option<String>, Option<String>) {
-        let show = |record: Option<super::Record<'_>>, fast: bool| {
-            record.map(|r| {
-                let message = if fast {
-                    super::Message::of(r.message)
-                } else {
-                    super::Message::of_serde(r.message)
-                };
-                format!("{r:?} {message:?}")
-            })
-        };
-        (
-            show(super::parse(line), true),
-            show(super::parse_serde(line), false),
-        )
+        let walked = super::parse_with_message(line, |_| true).map(|(r, in_place)| {
+            let of = super::Message::of(r.message);
+            let agree = in_place.as_ref().is_none_or(|m| *m == of);
+            let plain = super::parse(line).is_some_and(|p| p == r);
+            let message = in_place.unwrap_or(of);
+            let mut shown = format!("{r:?} {message:?}");
+            if !agree || !plain {
+                shown.push_str(" (the in-place walk disagrees with parse or Message::of)");
+            }
+            shown
+        });
+        let decoded = super::parse_serde(line).map(|r| {
+            let message = super::Message::of_serde(r.message);
+            format!("{r:?} {message:?}")
+        });
+        (walked, decoded)
     }
 
     /// The conversation the complete lines of `file` project (debug text), read as
@@ -366,10 +421,10 @@ pub mod differential {
         format!("{:?}", scan.finish())
     }
 
-    /// Whether the walk alone (no serde fallback) reads the line: for tests that the fast path
-    /// is taken at all.
+    /// Whether the walk alone (no serde fallback) reads the line, its message read in place in
+    /// the same pass: for tests that the fast path is taken at all.
     pub fn walked(line: &[u8]) -> bool {
-        super::walk_record(line)
-            .is_some_and(|r| r.message.is_none_or(|m| super::walk_body(m).is_some()))
+        super::walk_record(line, |_| true)
+            .is_some_and(|(r, in_place)| r.message.is_none() || in_place.is_some())
     }
 }
