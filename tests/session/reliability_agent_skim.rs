@@ -11,7 +11,7 @@
 //! The same check is the cargo-fuzz target `fuzz/fuzz_targets/agent_skim.rs`.
 
 use dsh_session_references::session::external::claude::record::differential::{
-    both, conversation, walked,
+    both, conversation, message_in_place, walked,
 };
 use std::path::{Path, PathBuf};
 
@@ -92,6 +92,38 @@ fn every_fixture_line_reads_the_same_walked_or_decoded() {
         claude_walked * 10 >= claude_lines * 9,
         "{claude_walked} of {claude_lines} Claude Code lines walked"
     );
+}
+
+/// The record's pass reads a main-chain message where it lies; a message body that walk does
+/// not vouch for is read raw again and decoded as before, whatever follows it in the line.
+#[test]
+fn a_message_is_read_in_the_records_pass_or_read_again_raw() {
+    let plain = br#"{"type":"assistant","message":{"id":"m","model":"claude","content":[{"type":"text","text":"a reply\nwith a line"},{"type":"tool_use","id":"t","name":"Bash","input":{"command":"ls"}}]},"uuid":"u1","timestamp":"2026-01-01T00:00:01Z"}"#;
+    assert_eq!(message_in_place(plain), Some(true));
+    assert!(agree(plain));
+    // A float in a content block (serde decodes the block into a buffered value), a message
+    // that is a string, an array, or holds `content` twice: the body walk does not vouch, the
+    // record walk still reads the line, and the message comes out as serde decodes it.
+    for line in [
+        &br#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"hi","n":1.5}]},"uuid":"u1","toolUseResult":{"stdout":"x"}}"#[..],
+        br#"{"type":"user","message":"just text","uuid":"u1"}"#,
+        br#"{"type":"assistant","message":[{"type":"text","text":"a"}],"uuid":"u1"}"#,
+        br#"{"type":"user","message":{"content":"one","content":"two"},"uuid":"u1"}"#,
+    ] {
+        assert_eq!(
+            message_in_place(line),
+            Some(false),
+            "{}",
+            String::from_utf8_lossy(line)
+        );
+        agree(line);
+    }
+    // Nothing read in place for a record the reader does not take a message from is the
+    // reader's choice (`parse_with_message`'s predicate); a `message` that is not JSON ends
+    // the walk, and serde rejects the line too.
+    let broken = br#"{"type":"user","message":{"content":[1,}]},"uuid":"u1"}"#;
+    assert_eq!(message_in_place(broken), None);
+    assert!(!agree(broken));
 }
 
 #[test]

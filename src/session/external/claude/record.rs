@@ -421,6 +421,13 @@ pub mod differential {
         format!("{:?}", scan.finish())
     }
 
+    /// `Some` when the record walk reads the line (no serde fallback for the record), holding
+    /// whether it read the message in place too (`false`: the message is left to
+    /// [`super::Message::of`], the walk having gone back to read it raw).
+    pub fn message_in_place(line: &[u8]) -> Option<bool> {
+        super::walk_record(line, |_| true).map(|(_, in_place)| in_place.is_some())
+    }
+
     /// Whether the walk alone (no serde fallback) reads the line, its message read in place in
     /// the same pass: for tests that the fast path is taken at all.
     pub fn walked(line: &[u8]) -> bool {
