@@ -66,6 +66,41 @@ pub(super) struct SavedFile {
     pub title: Option<SavedTitle>,
 }
 
+#[cfg(test)]
+impl SavedFile {
+    /// This file as [`encode`] takes it.
+    pub(super) fn to_write(&self) -> ToWrite<'_> {
+        ToWrite {
+            path: &self.path,
+            stamp: self.stamp,
+            head: &self.head,
+            title: self.title.as_ref().map(|t| TitleToWrite {
+                stamp: t.stamp,
+                offset: t.offset,
+                line: t.line,
+                state: std::borrow::Cow::Borrowed(&t.state),
+            }),
+        }
+    }
+}
+
+/// One session file to write, borrowed from the listing that holds it: a listing of thousands
+/// is written without copying a head or a kept title state.
+pub(super) struct ToWrite<'a> {
+    pub path: &'a Path,
+    pub stamp: FileStamp,
+    pub head: &'a Head,
+    pub title: Option<TitleToWrite<'a>>,
+}
+
+/// A title scan to write ([`SavedTitle`], borrowed where it can be).
+pub(super) struct TitleToWrite<'a> {
+    pub stamp: FileStamp,
+    pub offset: u64,
+    pub line: u64,
+    pub state: std::borrow::Cow<'a, TitleState>,
+}
+
 /// A title scan as far as it got.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct SavedTitle {
@@ -226,6 +261,7 @@ fn body_of(sealed: &[u8]) -> &[u8] {
 
 /// Writes `files` as the cache at `cache` (a temporary file renamed over it). Files whose path
 /// is not under `root` or not UTF-8 are left out (they are read again next time).
+#[cfg(test)]
 pub(super) fn save(
     cache: &Path,
     agent: &str,
@@ -233,7 +269,14 @@ pub(super) fn save(
     root: &Path,
     files: &[SavedFile],
 ) -> std::io::Result<()> {
-    let entries: Vec<(&str, &SavedFile)> = files
+    let files: Vec<ToWrite<'_>> = files.iter().map(SavedFile::to_write).collect();
+    write(cache, agent, home, &encode(agent, home, root, &files))
+}
+
+/// The cache's bytes for `files`, in their order (magic line and checksum included). Files
+/// whose path is not under `root` or not UTF-8 are left out (they are read again next time).
+pub(super) fn encode(agent: &str, home: &Path, root: &Path, files: &[ToWrite<'_>]) -> Vec<u8> {
+    let entries: Vec<(&str, &ToWrite<'_>)> = files
         .iter()
         .filter_map(|f| Some((f.path.strip_prefix(root).ok()?.to_str()?, f)))
         .collect();
@@ -256,7 +299,7 @@ pub(super) fn save(
                 writer.stamp(title.stamp);
                 writer.u64(title.offset);
                 writer.u64(title.line);
-                match &title.state {
+                match &*title.state {
                     TitleState::Value(value) => writer.value(value),
                     TitleState::Encoded(bytes) => writer.out.extend_from_slice(bytes),
                 }
@@ -266,12 +309,16 @@ pub(super) fn save(
     let mut out = writer.out;
     let sum = checksum(&out[MAGIC.len()..]);
     out.extend_from_slice(format!("{sum:016x}\n").as_bytes());
+    out
+}
 
+/// Writes `bytes` ([`encode`]'s) as the cache at `cache` (a temporary file renamed over it).
+pub(super) fn write(cache: &Path, agent: &str, home: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = cache
         .parent()
         .ok_or_else(|| std::io::Error::other("a cache path without a directory"))?;
     ensure_plain_dir(dir)?;
-    crate::session::files::write_replacing(cache, &out)?;
+    crate::session::files::write_replacing(cache, bytes)?;
     // Version 1's file for the same home, if this dsh home still has one, is dead weight.
     let _ = std::fs::remove_file(legacy_path(dir, agent, home));
     Ok(())

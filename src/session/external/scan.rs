@@ -100,29 +100,42 @@ struct TitleEntry {
 enum Held {
     Scan(Box<dyn TitleScan>),
     Kept(super::persist::TitleState),
+    /// A kept state decoded to choose a title, and not read further since: the kept encoding
+    /// is still the scan's state, and is what the listing writes back (a listing that shows
+    /// every title would otherwise encode every state again).
+    Decoded(Box<dyn TitleScan>, super::persist::TitleState),
 }
 
 impl TitleEntry {
     /// The scan, a kept state decoded first; `None` when that state is not one of `agent`'s
-    /// (its file is then scanned again from the start).
-    fn scan(&mut self, agent: ExternalAgent) -> Option<&mut Box<dyn TitleScan>> {
-        if let Held::Kept(kept) = &self.state {
-            let scan = kept
-                .decoded()
-                .and_then(|state| agent.format().title_scan(Some(&state)))?;
-            self.state = Held::Scan(scan);
+    /// (its file is then scanned again from the start). Shared: a scan read further is taken
+    /// out of its entry by value, so a decoded state never changes under its kept encoding.
+    fn scan(&mut self, agent: ExternalAgent) -> Option<&dyn TitleScan> {
+        if matches!(self.state, Held::Kept(_)) {
+            let placeholder = Held::Kept(super::persist::TitleState::Encoded(Box::default()));
+            if let Held::Kept(kept) = std::mem::replace(&mut self.state, placeholder) {
+                let scan = kept
+                    .decoded()
+                    .and_then(|state| agent.format().title_scan(Some(&state)));
+                self.state = match scan {
+                    Some(scan) => Held::Decoded(scan, kept),
+                    None => Held::Kept(kept),
+                };
+            }
         }
-        match &mut self.state {
-            Held::Scan(scan) => Some(scan),
+        match &self.state {
+            Held::Scan(scan) | Held::Decoded(scan, _) => Some(&**scan),
             Held::Kept(_) => None,
         }
     }
 
-    /// The state to keep: a kept one as it was, a scan's as it saves it.
-    fn saved_state(&self) -> super::persist::TitleState {
+    /// The state to keep: a kept one as it was (borrowed), a scan's as it saves it.
+    fn saved_state(&self) -> std::borrow::Cow<'_, super::persist::TitleState> {
         match &self.state {
-            Held::Scan(scan) => super::persist::TitleState::Value(scan.save()),
-            Held::Kept(kept) => kept.clone(),
+            Held::Scan(scan) => {
+                std::borrow::Cow::Owned(super::persist::TitleState::Value(scan.save()))
+            }
+            Held::Kept(kept) | Held::Decoded(_, kept) => std::borrow::Cow::Borrowed(kept),
         }
     }
 }
@@ -476,7 +489,7 @@ impl ExternalSessions {
             _ => None,
         };
         let (from, from_line, mut scan) = match resumed {
-            Some((offset, line, Held::Scan(scan))) => (offset, line, scan),
+            Some((offset, line, Held::Scan(scan) | Held::Decoded(scan, _))) => (offset, line, scan),
             _ => match agent.format().title_scan(None) {
                 Some(scan) => (0, 0, scan),
                 None => return Ok(None),
@@ -567,31 +580,41 @@ fn persist(inner: &Inner, listing: &mut Listing) {
     }
     listing.heads_dirty = false;
     let root = inner.home.join(inner.agent.format().sessions_subdir());
-    let titles = inner.titles.locked();
-    let mut files: Vec<super::persist::SavedFile> = listing
-        .heads
-        .iter()
-        .filter_map(|(path, (stamp, head))| {
-            let head = head.as_ref()?;
-            let title = titles
-                .get(path)
-                .map(|(stamp, entry)| super::persist::SavedTitle {
+    // Encoded under the locks from what the listing holds, borrowed; written after them.
+    let bytes = {
+        let titles = inner.titles.locked();
+        let mut files: Vec<super::persist::ToWrite<'_>> = listing
+            .heads
+            .iter()
+            .filter_map(|(path, (stamp, head))| {
+                let head = head.as_ref()?;
+                let title = titles
+                    .get(path)
+                    .map(|(stamp, entry)| super::persist::TitleToWrite {
+                        stamp: *stamp,
+                        offset: entry.offset,
+                        line: entry.line,
+                        state: entry.saved_state(),
+                    });
+                Some(super::persist::ToWrite {
+                    path: Path::new(path),
                     stamp: *stamp,
-                    offset: entry.offset,
-                    line: entry.line,
-                    state: entry.saved_state(),
-                });
-            Some(super::persist::SavedFile {
-                path: PathBuf::from(path),
-                stamp: *stamp,
-                head: head.clone(),
-                title,
+                    head,
+                    title,
+                })
             })
-        })
-        .collect();
-    drop(titles);
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    if let Err(e) = super::persist::save(cache, inner.agent.name(), &inner.home, &root, &files) {
+            .collect();
+        // One order for the same listing, by the paths' bytes (comparing them as paths,
+        // component by component, was a tenth of a listing of 8,000 files after appends).
+        files.sort_unstable_by(|a, b| {
+            a.path
+                .as_os_str()
+                .as_encoded_bytes()
+                .cmp(b.path.as_os_str().as_encoded_bytes())
+        });
+        super::persist::encode(inner.agent.name(), &inner.home, &root, &files)
+    };
+    if let Err(e) = super::persist::write(cache, inner.agent.name(), &inner.home, &bytes) {
         tracing::warn!(source = inner.agent.name(), cache = %cache.display(), error = %e, "could not write the agent listing cache");
     }
 }

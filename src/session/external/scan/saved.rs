@@ -165,12 +165,17 @@ mod tests {
         );
         assert!(!held_kept(&second, &a), "asked for, decoded");
         assert!(held_kept(&second, &b), "not asked for, still as kept");
+        let cache = persist::path(&dsh, "claude", &claude);
+        let kept_bytes = fs::read(&cache).unwrap();
         second
             .inner
             .titles_dirty
             .store(true, std::sync::atomic::Ordering::Release);
         second.flush();
         drop(second);
+        // Written again, both states are the bytes that were kept: a's decoded to choose its
+        // title but not read further, b's never decoded.
+        assert_eq!(fs::read(&cache).unwrap(), kept_bytes);
         let third = process();
         third.list_sessions_blocking().unwrap();
         assert!(held_kept(&third, &b), "b's kept state was not written back");
@@ -183,7 +188,6 @@ mod tests {
 
         // A state of another shape, with the file's own stamp and length: read again.
         let root = claude.join("projects");
-        let cache = persist::path(&dsh, "claude", &claude);
         let meta = fs::metadata(&a).unwrap();
         let stamp = FileStamp::of(&meta);
         let files = vec![SavedFile {
