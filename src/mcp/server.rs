@@ -440,9 +440,19 @@ impl Server {
     /// store's title cache answer from what a previous process read, so a first list shows
     /// titles, never bare ids, without waiting for the index.
     async fn title_unindexed(&self, entries: &mut [Entry]) {
+        let ids: Vec<String> = entries
+            .iter()
+            .filter(|e| e.messages.is_none())
+            .map(|e| e.id.clone())
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
         let query = self.inner.discovery.query();
-        for entry in entries.iter_mut().filter(|e| e.messages.is_none()) {
-            if let Ok(Some(title)) = query.read_title(&entry.id).await {
+        let titles = query.read_titles(&ids).await;
+        let unindexed = entries.iter_mut().filter(|e| e.messages.is_none());
+        for (entry, title) in unindexed.zip(titles) {
+            if let Ok(Some(title)) = title {
                 entry.label = listing::label_of(&entry.id, Some(&title), None);
             }
         }

@@ -95,6 +95,20 @@ pub trait SessionQuery: Send + Sync {
     /// The title of the last `session/title` event, if any.
     fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>>;
 
+    /// The titles of `ids`, in order, each as [`SessionQuery::read_title`] gives it: a backend
+    /// that reads titles on a thread of its own answers them all in one hand-off (a first
+    /// listing of hundreds of untitled entries otherwise pays a thread switch each). The
+    /// default asks one by one.
+    fn read_titles<'a>(&'a self, ids: &'a [String]) -> BoxFuture<'a, Vec<Result<Option<String>>>> {
+        Box::pin(async move {
+            let mut titles = Vec::with_capacity(ids.len());
+            for id in ids {
+                titles.push(self.read_title(id).await);
+            }
+            titles
+        })
+    }
+
     /// The ids of the sessions this backend's previous process listed, without checking any
     /// file, when it keeps its listing between processes: what a first answer may show at once
     /// while [`SessionQuery::list_sessions`] checks every file (so it may still name a session
@@ -151,6 +165,9 @@ impl<T: SessionQuery + ?Sized> SessionQuery for Arc<T> {
     }
     fn read_title<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
         (**self).read_title(id)
+    }
+    fn read_titles<'a>(&'a self, ids: &'a [String]) -> BoxFuture<'a, Vec<Result<Option<String>>>> {
+        (**self).read_titles(ids)
     }
     fn remembered_ids(&self) -> BoxFuture<'_, Option<HashSet<String>>> {
         (**self).remembered_ids()

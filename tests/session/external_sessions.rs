@@ -104,6 +104,49 @@ const CODEX_IDS: [&str; 7] = [
     "codex:019e1695-0522-7c83-8b39-0dd379793f80",
 ];
 
+/// Titles asked together come back in the order asked, each what asking for it alone gives:
+/// ids of both agents interleaved, a dsh id (the host's), an unknown one and one asked twice.
+#[test]
+fn titles_asked_together_are_each_the_title_asked_alone() {
+    let claude_home = agent_fixtures().join("claude-code");
+    let codex_home = agent_fixtures().join("codex");
+    let dsh_home = tempfile::tempdir().unwrap();
+    let query = WithExternal::new(
+        Arc::new(DiskStore::new(dsh_home.path())),
+        true,
+        vec![
+            ExternalSessions::new(ExternalAgent::Claude, &claude_home),
+            ExternalSessions::new(ExternalAgent::Codex, &codex_home),
+        ],
+    );
+    let mut ids: Vec<String> = Vec::new();
+    for (claude, codex) in CLAUDE_IDS.iter().zip(&CODEX_IDS) {
+        ids.push(claude.to_string());
+        ids.push(codex.to_string());
+    }
+    ids.insert(3, "session-00000000-0000-4000-8000-000000000000".into());
+    ids.push("claude:not-a-session".into());
+    ids.push(CLAUDE_IDS[0].into());
+    runtime().block_on(async {
+        query.list_sessions().await.unwrap();
+        let together = query.read_titles(&ids).await;
+        assert_eq!(together.len(), ids.len());
+        let mut titled = 0;
+        for (id, title) in ids.iter().zip(&together) {
+            let alone = query.read_title(id).await;
+            match (title, &alone) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{id}"),
+                (Err(_), Err(_)) => {}
+                _ => panic!("{id}: together {title:?}, alone {alone:?}"),
+            }
+            titled += usize::from(matches!(title, Ok(Some(_))));
+        }
+        assert!(titled >= 10, "{titled} titled");
+        assert!(together[3].is_err() && together[ids.len() - 2].is_err());
+    });
+    assert!(runtime().block_on(query.read_titles(&[])).is_empty());
+}
+
 #[test]
 fn every_fixture_lists_projects_and_prepares_without_writing() {
     let claude_home = agent_fixtures().join("claude-code");

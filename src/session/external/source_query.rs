@@ -88,6 +88,28 @@ impl SessionQuery for ExternalSessions {
         self.spawn(move |this| this.read_title_blocking(&id))
     }
 
+    fn read_titles<'a>(&'a self, ids: &'a [String]) -> BoxFuture<'a, Vec<Result<Option<String>>>> {
+        let owned = ids.to_vec();
+        let read = self.spawn(move |this| {
+            let ids: Vec<&str> = owned.iter().map(String::as_str).collect();
+            Ok(this.read_titles_blocking(&ids))
+        });
+        Box::pin(async move {
+            match read.await {
+                Ok(titles) => titles,
+                // The one hand-off failed (its task stopped): each title is asked on its own,
+                // and fails with its own error.
+                Err(_) => {
+                    let mut titles = Vec::with_capacity(ids.len());
+                    for id in ids {
+                        titles.push(self.read_title(id).await);
+                    }
+                    titles
+                }
+            }
+        })
+    }
+
     fn remembered_ids(&self) -> BoxFuture<'_, Option<std::collections::HashSet<String>>> {
         let read = self.spawn(|this| Ok(this.remembered_ids_blocking()));
         Box::pin(async move { read.await.ok().flatten() })

@@ -144,6 +144,44 @@ impl SessionQuery for WithExternal {
         }
     }
 
+    /// Each source's titles in one hand-off of its own (the host's as the host reads them), the
+    /// sources at once, the answers back in the order asked.
+    fn read_titles<'a>(&'a self, ids: &'a [String]) -> BoxFuture<'a, Vec<Result<Option<String>>>> {
+        Box::pin(async move {
+            // Each id's reader (a source's index, or the host) and the positions it answers.
+            let mut groups: Vec<(Option<usize>, Vec<usize>)> = Vec::new();
+            for (at, id) in ids.iter().enumerate() {
+                let reader = ExternalAgent::of_id(id)
+                    .and_then(|agent| self.sources.iter().position(|s| s.agent() == agent));
+                match groups.iter_mut().find(|(r, _)| *r == reader) {
+                    Some((_, positions)) => positions.push(at),
+                    None => groups.push((reader, vec![at])),
+                }
+            }
+            let asked: Vec<Vec<String>> = groups
+                .iter()
+                .map(|(_, positions)| positions.iter().map(|&at| ids[at].clone()).collect())
+                .collect();
+            let reads = groups
+                .iter()
+                .zip(&asked)
+                .map(|((reader, _), asked)| match reader {
+                    Some(source) => self.sources[*source].read_titles(asked),
+                    None => self.host.read_titles(asked),
+                })
+                .collect();
+            let answers = join_all(reads).await;
+            let mut titles: Vec<Option<Result<Option<String>>>> =
+                ids.iter().map(|_| None).collect();
+            for ((_, positions), answer) in groups.iter().zip(answers) {
+                for (&at, title) in positions.iter().zip(answer) {
+                    titles[at] = Some(title);
+                }
+            }
+            titles.into_iter().map(|t| t.unwrap_or(Ok(None))).collect()
+        })
+    }
+
     fn read_conversation_surface<'a>(
         &'a self,
         id: &'a str,
