@@ -381,8 +381,8 @@ fn walk_block<'a>(walk: &mut Walk<'a>) -> Option<(Option<Cow<'a, str>>, Option<C
 pub mod differential {
     /// The record and its message as the walk reads them, and as serde does (debug text each;
     /// `None` where the line is not a record). The walk's message is the one read in place in
-    /// the record's pass ([`super::parse_with_message`]) where it read one, else
-    /// [`super::Message::of`]'s; and where [`super::parse`] and the in-place walk disagree on
+    /// the record's pass (`parse_with_message`) where it read one, else
+    /// `Message::of`'s; and where `parse` and the in-place walk disagree on
     /// the record, the walked side says so (the two sides then differ).
     pub fn both(line: &[u8]) -> (Option<String>, Option<String>) {
         let walked = super::parse_with_message(line, |_| true).map(|(r, in_place)| {
@@ -426,7 +426,7 @@ pub mod differential {
 
     /// `Some` when the record walk reads the line (no serde fallback for the record), holding
     /// whether it read the message in place too (`false`: the message is left to
-    /// [`super::Message::of`], the walk having gone back to read it raw).
+    /// `Message::of`, the walk having gone back to read it raw).
     pub fn message_in_place(line: &[u8]) -> Option<bool> {
         super::walk_record(line, |_| true).map(|(_, in_place)| in_place.is_some())
     }
