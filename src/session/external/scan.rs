@@ -111,16 +111,18 @@ impl TitleEntry {
     /// (its file is then scanned again from the start). Shared: a scan read further is taken
     /// out of its entry by value, so a decoded state never changes under its kept encoding.
     fn scan(&mut self, agent: ExternalAgent) -> Option<&dyn TitleScan> {
-        if matches!(self.state, Held::Kept(_)) {
-            let placeholder = Held::Kept(super::persist::TitleState::Encoded(Box::default()));
-            if let Held::Kept(kept) = std::mem::replace(&mut self.state, placeholder) {
-                let scan = kept
-                    .decoded()
-                    .and_then(|state| agent.format().title_scan(Some(&state)));
-                self.state = match scan {
-                    Some(scan) => Held::Decoded(scan, kept),
-                    None => Held::Kept(kept),
-                };
+        let decoded = match &self.state {
+            Held::Kept(kept) => kept
+                .decoded()
+                .and_then(|state| agent.format().title_scan(Some(&state))),
+            _ => None,
+        };
+        if let Some(scan) = decoded {
+            // The kept encoding moves beside its scan (nothing between the two moves can fail,
+            // so the empty stand-in is never seen).
+            let stand_in = Held::Kept(super::persist::TitleState::Encoded(Box::default()));
+            if let Held::Kept(kept) = std::mem::replace(&mut self.state, stand_in) {
+                self.state = Held::Decoded(scan, kept);
             }
         }
         match &self.state {
