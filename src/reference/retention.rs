@@ -54,6 +54,7 @@ impl Slot {
 }
 
 /// Running serialized size of the data object.
+#[derive(Clone, Copy)]
 struct Size {
     fixed: usize,
     entries: usize,
@@ -92,31 +93,43 @@ pub fn retain(
             alive: true,
         })
         .collect();
+    // Step 1: drop the earliest ordinary messages, never a checkpoint nor the last message,
+    // while the object is over the budget. The object shrinks with every drop, so the messages
+    // kept are the newest droppable ones that fit beside those that always stay: measured from
+    // the newest back, a conversation of megabytes costs the measure of about the budget, not
+    // of every message (each message's serialized size is a pass over its text).
+    let droppable = slots.len().saturating_sub(1);
+    let staying: usize = slots
+        .iter()
+        .enumerate()
+        .filter(|(at, slot)| *at >= droppable || slot.checkpoint)
+        .map(|(_, slot)| slot.size())
+        .sum();
+    let order: Vec<usize> = (0..droppable).filter(|&at| !slots[at].checkpoint).collect();
     let mut size = Size {
         fixed: stringify_tag_safe(&shell).len(),
-        entries: slots.iter().map(Slot::size).sum(),
-        alive: slots.len(),
+        entries: staying,
+        alive: slots.len() - order.len(),
     };
-
-    // Step 1: drop the earliest ordinary messages, never a checkpoint nor the last message.
-    let mut omitted_messages = 0;
-    let mut dropped_bytes = 0;
-    let droppable = slots.len().saturating_sub(1);
-    let mut next = 0;
-    while size.total() > max_bytes {
-        while next < droppable && slots[next].checkpoint {
-            next += 1;
-        }
-        if next >= droppable {
+    // `order[dropped..]` stay: the fewest drops at which the object fits, else all go.
+    let mut dropped = order.len();
+    while dropped > 0 {
+        let grown = Size {
+            entries: size.entries + slots[order[dropped - 1]].size(),
+            alive: size.alive + 1,
+            ..size
+        };
+        if grown.total() > max_bytes {
             break;
         }
-        let slot = &mut slots[next];
-        slot.alive = false;
-        size.entries -= slot.size();
-        size.alive -= 1;
-        omitted_messages += 1;
-        dropped_bytes += slot.original.len();
-        next += 1;
+        size = grown;
+        dropped -= 1;
+    }
+    let omitted_messages = dropped;
+    let mut dropped_bytes = 0;
+    for &at in &order[..dropped] {
+        slots[at].alive = false;
+        dropped_bytes += slots[at].original.len();
     }
 
     // Step 2: cut the longest remaining text until the object fits.
@@ -261,6 +274,118 @@ mod tests {
             role: Role::User,
             text: text.into(),
             checkpoint,
+        }
+    }
+
+    /// Step 1 as SPEC §3.6 states it: the object serialized again after every drop, the
+    /// earliest ordinary message going first, never a checkpoint nor the last message. Which
+    /// messages stay, and whether the object then fits.
+    fn alive_after_reserializing(items: &[ConversationItem], max: usize) -> (Vec<bool>, bool) {
+        let mut alive = vec![true; items.len()];
+        let size = |alive: &[bool]| {
+            let conversation = items
+                .iter()
+                .zip(alive)
+                .filter(|(_, alive)| **alive)
+                .map(|(item, _)| ConversationEntry {
+                    role: item.role,
+                    text: item.text.clone(),
+                })
+                .collect();
+            let data = SourceData {
+                session_id: "s".into(),
+                label: "s".into(),
+                cwd: None,
+                captured_through_seq: Some(1),
+                conversation,
+            };
+            data.to_json().len()
+        };
+        let droppable = items.len().saturating_sub(1);
+        let mut next = 0;
+        while size(&alive) > max {
+            while next < droppable && items[next].checkpoint {
+                next += 1;
+            }
+            if next >= droppable {
+                break;
+            }
+            alive[next] = false;
+            next += 1;
+        }
+        let fits = size(&alive) <= max;
+        (alive, fits)
+    }
+
+    /// Retention measures messages from the newest back and stops about the budget's worth in;
+    /// the messages it keeps are the ones re-serializing after every drop keeps, for
+    /// conversations of every shape (checkpoints anywhere, texts that escape, budgets from
+    /// nothing fitting to everything fitting).
+    #[test]
+    fn the_messages_kept_are_those_dropping_one_by_one_keeps() {
+        let mut rng = crate::test_rng::TestRng::new(35);
+        let pieces = [
+            "plain words ",
+            "line\n",
+            "\"q\" ",
+            "<tag>",
+            "\u{1}",
+            "é😀",
+            "\t",
+        ];
+        for round in 0..3_000 {
+            let n = rng.below(12);
+            let items: Vec<ConversationItem> = (0..n)
+                .map(|_| {
+                    let text: String = (0..rng.below(30)).map(|_| *rng.pick(&pieces)).collect();
+                    ConversationItem {
+                        role: *rng.pick(&[Role::User, Role::Assistant]),
+                        text,
+                        checkpoint: rng.below(5) == 0,
+                    }
+                })
+                .collect();
+            let max = 80 + rng.below(if round % 3 == 0 { 400 } else { 3_000 });
+            let (alive, fits) = alive_after_reserializing(&items, max);
+            let dropped = alive.iter().filter(|a| !**a).count();
+            match retain(meta(), items.clone(), max) {
+                Ok(retained) => {
+                    assert_eq!(retained.stats.omitted_messages, dropped, "{items:?} {max}");
+                    let expected: Vec<&ConversationItem> = items
+                        .iter()
+                        .zip(&alive)
+                        .filter(|(_, a)| **a)
+                        .map(|(item, _)| item)
+                        .collect();
+                    let kept = &retained.data.conversation;
+                    assert_eq!(kept.len(), expected.len(), "{items:?} {max}");
+                    for (entry, item) in kept.iter().zip(expected) {
+                        assert_eq!(entry.role, item.role);
+                        // Step 2 may have cut it (to a head, a tail and its notice, or to
+                        // nothing when not even the notice fits), never swapped it.
+                        assert!(
+                            entry.text == item.text
+                                || entry.text.is_empty()
+                                || entry.text.contains("[\u{2026} omitted"),
+                            "{items:?} {max}"
+                        );
+                    }
+                    assert!(retained.data.to_json().len() <= max);
+                    // Nothing is cut when dropping alone made it fit.
+                    if fits {
+                        assert_eq!(retained.stats.omitted_bytes, {
+                            items
+                                .iter()
+                                .zip(&alive)
+                                .filter(|(_, a)| !**a)
+                                .map(|(i, _)| i.text.len())
+                                .sum::<usize>()
+                        });
+                    }
+                }
+                // Not even cut texts fit: dropping alone had not made it fit either.
+                Err(_) => assert!(!fits, "{items:?} {max}"),
+            }
         }
     }
 
