@@ -100,13 +100,7 @@ pub trait SessionQuery: Send + Sync {
     /// listing of hundreds of untitled entries otherwise pays a thread switch each). The
     /// default asks one by one.
     fn read_titles<'a>(&'a self, ids: &'a [String]) -> BoxFuture<'a, Vec<Result<Option<String>>>> {
-        Box::pin(async move {
-            let mut titles = Vec::with_capacity(ids.len());
-            for id in ids {
-                titles.push(self.read_title(id).await);
-            }
-            titles
-        })
+        Box::pin(read_titles_one_by_one(self, ids))
     }
 
     /// The ids of the sessions this backend's previous process listed, without checking any
@@ -202,6 +196,19 @@ pub fn session_order(a: &SessionSummary, b: &SessionSummary) -> std::cmp::Orderi
     b.created_at()
         .cmp(&a.created_at())
         .then_with(|| a.id().cmp(b.id()))
+}
+
+/// The titles of `ids`, in order, asked of `query` one by one ([`SessionQuery::read_title`]):
+/// what [`SessionQuery::read_titles`] does for a backend with no faster way.
+pub async fn read_titles_one_by_one<Q: SessionQuery + ?Sized>(
+    query: &Q,
+    ids: &[String],
+) -> Vec<Result<Option<String>>> {
+    let mut titles = Vec::with_capacity(ids.len());
+    for id in ids {
+        titles.push(query.read_title(id).await);
+    }
+    titles
 }
 
 /// Polls every future concurrently and returns their outputs in input order.

@@ -99,13 +99,7 @@ impl SessionQuery for ExternalSessions {
                 Ok(titles) => titles,
                 // The one hand-off failed (its task stopped): each title is asked on its own,
                 // and fails with its own error.
-                Err(_) => {
-                    let mut titles = Vec::with_capacity(ids.len());
-                    for id in ids {
-                        titles.push(self.read_title(id).await);
-                    }
-                    titles
-                }
+                Err(_) => crate::session::query::read_titles_one_by_one(self, ids).await,
             }
         })
     }

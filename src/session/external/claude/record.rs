@@ -5,10 +5,11 @@
 //! (in `message.content` and in `toolUseResult`), base64 images, thinking and its signature.
 //! `parse` walks a line key by key (`Walk`) and passes over those values with the skimmer's
 //! block loop, decoding only the few strings it keeps; `Message::of` does the same inside
-//! `message`, and `parse_with_message` does both in one pass over the line where the reader
-//! says it will want the message (a record's message is most of a heavy line's bytes). Whatever the walk does not vouch for (an escaped key, a repeated field, a float
-//! inside a content block, a surrogate escape, a field of an unexpected type…) goes to serde
-//! (`parse_serde`, `Message::of_serde`), which stays the one definition of a record.
+//! `message`, and `parse_with_message` does both in one pass over the line where the reader says it
+//! will want the message (a record's message is most of a heavy line's bytes). Whatever the walk
+//! does not vouch for (an escaped key, a repeated field, a float inside a content block, a
+//! surrogate escape, a field of an unexpected type…) goes to serde (`parse_serde`,
+//! `Message::of_serde`), which stays the one definition of a record.
 //!
 //! Invariant: for every line, `parse` answers what `parse_serde` answers, and
 //! `Message::of` what `Message::of_serde` answers, field for field: the walk accepts a line
