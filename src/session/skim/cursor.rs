@@ -63,6 +63,10 @@ impl<'a> Cursor<'a> {
     pub(super) fn simple_string(&mut self) -> Option<&'a [u8]> {
         self.expect(b'"')?;
         let start = self.i;
+        if let Some(end) = super::string_body::short_plain_end(self.b, start) {
+            self.i = end;
+            return Some(&self.b[start..end - 1]);
+        }
         let len = self.b[start..]
             .iter()
             .position(|&b| b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b))?;

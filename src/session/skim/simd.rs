@@ -175,8 +175,9 @@ pub(super) fn string_masks(block: &[u8; 64], wide: Wide) -> StringMasks {
 }
 
 /// Bit `k` set when byte `k` of `chunk` is `"`, `\\`, below 0x20 or non-ASCII (the tests
-/// check the string masks, which hold the same bits, against it).
-#[cfg_attr(not(test), allow(dead_code))]
+/// check the string masks, which hold the same bits, against it; short strings are scanned
+/// with it).
+#[inline(always)]
 #[allow(unsafe_code)] // The SSE2 call below; see `mod sse2`.
 pub(super) fn special_mask(chunk: &[u8; 16]) -> u32 {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
@@ -256,7 +257,6 @@ mod sse2 {
 
     #[inline]
     #[target_feature(enable = "sse2")]
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(super) fn special_mask(chunk: &[u8; 16]) -> u32 {
         let v = load(chunk);
         let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
@@ -376,7 +376,6 @@ mod portable {
             .fold(0, |mask, (k, &b)| mask | (u32::from(flag(b)) << k))
     }
 
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(super) fn special_mask(chunk: &[u8; 16]) -> u32 {
         mask(chunk, |b| {
             b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b)

@@ -185,12 +185,15 @@ impl LineSink for ConversationScan {
         self.last_line = Some(index);
         // The message of a user or assistant record of the main chain is read in the walk's
         // pass over the line (most of a heavy line's bytes are its message and the tool
-        // result stored beside it): the same message `Message::of` gives.
+        // result stored beside it): the same message `Message::of` gives. Claude Code writes
+        // an assistant record's `message` before its `type`, so the message of a record whose
+        // type is not known yet is read in place too: records with a message are user or
+        // assistant records, and another's message is dropped unused.
         let parsed = if self.serde_only {
             parse_serde(bytes).map(|line| (line, None))
         } else {
             parse_with_message(bytes, |line| {
-                matches!(line.kind.as_deref(), Some("user" | "assistant"))
+                matches!(line.kind.as_deref(), None | Some("user" | "assistant"))
                     && line.is_sidechain != Some(true)
             })
         };
