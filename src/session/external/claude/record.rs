@@ -80,8 +80,9 @@ pub(super) fn parse(bytes: &[u8]) -> Option<Record<'_>> {
 /// message's bytes a second time ([`Message::of`]). The message is exactly what
 /// [`Message::of`] gives for the record's `message`: it comes only from a walk of the same
 /// bytes that `Message::of` would walk first; wherever that walk does not vouch for the body,
-/// or `wanted` could not tell yet (a `type` after the `message`), the answer has no message and
-/// the reader asks [`Message::of`] as before.
+/// or `wanted` says no (given only the fields before the `message`: Claude Code writes an
+/// assistant record's `type` after it), the answer has no message and the reader asks
+/// [`Message::of`] as before.
 pub(super) fn parse_with_message<'a>(
     bytes: &'a [u8],
     wanted: impl Fn(&Record<'a>) -> bool,
