@@ -18,12 +18,36 @@
 //! build's skim symbols were compared: the same functions stand alone, making the same calls,
 //! at the same sizes but for `skim_prefix`'s register allocation).
 
+use super::simd::special_mask;
 use crate::session::format::SurfaceOp;
 
 /// Depth serde allows for values it decodes (its recursion limit is 128); kept below it.
 /// Such values (a packed row's `turn`, `step`, `index` and unknown fields) must also hold only
 /// short integers: serde rejects numbers out of `f64` range there, which raw values keep.
 pub(super) const VALUE_DEPTH: usize = 100;
+
+/// How far [`Cursor::string_body`] and [`Cursor::simple_string`] look for the end of a short
+/// plain string before they read it the long way (the block loop, the byte loop).
+pub(super) const SHORT_BYTES: usize = 64;
+
+/// Just past the closing quote of the string whose body starts at `bytes[start]`, when that
+/// quote comes within [`SHORT_BYTES`] and every byte before it is printable ASCII other than a
+/// backslash (such a body is what serde accepts without a check more). `None` for anything
+/// else, or when fewer than sixteen bytes are left to load.
+#[inline(always)]
+pub(super) fn short_plain_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut at = start;
+    while at < start + SHORT_BYTES {
+        let chunk: &[u8; 16] = bytes.get(at..at + 16)?.try_into().ok()?;
+        let flagged = special_mask(chunk);
+        if flagged != 0 {
+            let first = at + flagged.trailing_zeros() as usize;
+            return (bytes[first] == b'"').then_some(first + 1);
+        }
+        at += 16;
+    }
+    None
+}
 
 /// A position in the bytes being skimmed: `b[i..]` is what is left to read.
 pub(super) struct Cursor<'a> {
@@ -63,7 +87,7 @@ impl<'a> Cursor<'a> {
     pub(super) fn simple_string(&mut self) -> Option<&'a [u8]> {
         self.expect(b'"')?;
         let start = self.i;
-        if let Some(end) = super::string_body::short_plain_end(self.b, start) {
+        if let Some(end) = short_plain_end(self.b, start) {
             self.i = end;
             return Some(&self.b[start..end - 1]);
         }

@@ -15,8 +15,8 @@
 //! controls and non-ASCII bytes across 131 alignments of a 64-byte edge, each compared with
 //! serde), `simd::tests` (the masks) and `tests/session/reliability_skim.rs`.
 
-use super::cursor::Cursor;
-use super::simd::{self, eq_mask, special_mask, string_masks, MaskedScan, StringMasks, Wide};
+use super::cursor::{short_plain_end, Cursor};
+use super::simd::{self, eq_mask, string_masks, MaskedScan, StringMasks, Wide};
 
 impl<'a> Cursor<'a> {
     /// The rest of a string after its opening quote: escapes checked, no raw control characters,
@@ -28,7 +28,7 @@ impl<'a> Cursor<'a> {
     /// a time with SSE2 (the x86_64 baseline, so inlined into the caller), without the call into
     /// the wide frame and its setup, which cost more than such a string's bytes; a string whose
     /// first flagged byte is anything but its closing quote, or that goes on past
-    /// [`SHORT_BYTES`], is left to the block loop from its start.
+    /// [`SHORT_BYTES`](super::cursor::SHORT_BYTES), is left to the block loop from its start.
     pub(super) fn string_body(&mut self) -> Option<()> {
         if let Some(end) = short_plain_end(self.b, self.i) {
             self.i = end;
@@ -123,29 +123,6 @@ impl<'a> Cursor<'a> {
             skip = skip.max(i);
         }
     }
-}
-
-/// How far [`Cursor::string_body`] looks for the end of a short plain string before it hands
-/// the string to the block loop.
-const SHORT_BYTES: usize = 64;
-
-/// Just past the closing quote of the string whose body starts at `bytes[start]`, when that
-/// quote comes within [`SHORT_BYTES`] and every byte before it is printable ASCII other than a
-/// backslash (such a body is what serde accepts without a check more). `None` for anything
-/// else, or when fewer than sixteen bytes are left to load.
-#[inline(always)]
-pub(super) fn short_plain_end(bytes: &[u8], start: usize) -> Option<usize> {
-    let mut at = start;
-    while at < start + SHORT_BYTES {
-        let chunk: &[u8; 16] = bytes.get(at..at + 16)?.try_into().ok()?;
-        let flagged = special_mask(chunk);
-        if flagged != 0 {
-            let first = at + flagged.trailing_zeros() as usize;
-            return (bytes[first] == b'"').then_some(first + 1);
-        }
-        at += 16;
-    }
-    None
 }
 
 /// The body of one string as a [`MaskedScan`], so that its block loop is compiled into the
@@ -291,14 +268,14 @@ fn after_odd_runs(backslash: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{after_odd_runs, short_plain_end, StringBody};
-    use crate::session::skim::cursor::Cursor;
+    use super::{after_odd_runs, StringBody};
+    use crate::session::skim::cursor::{short_plain_end, Cursor};
     use crate::session::skim::simd;
     use crate::test_rng::TestRng;
 
     /// The short-string step answers only where the block loop gives the same end, and a
     /// string body read with it (`string_body`) ends where the block loop alone ends, or fails
-    /// where it fails: over bodies of every length up to past [`super::SHORT_BYTES`], with a
+    /// where it fails: over bodies of every length up to past [`SHORT_BYTES`](crate::session::skim::cursor::SHORT_BYTES), with a
     /// quote, an escape, a control or a non-ASCII byte at every place, and every number of
     /// bytes after the body (fewer than sixteen included).
     #[test]
