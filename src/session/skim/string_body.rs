@@ -275,9 +275,9 @@ mod tests {
 
     /// The short-string step answers only where the block loop gives the same end, and a
     /// string body read with it (`string_body`) ends where the block loop alone ends, or fails
-    /// where it fails: over bodies of every length up to past [`SHORT_BYTES`](crate::session::skim::cursor::SHORT_BYTES), with a
-    /// quote, an escape, a control or a non-ASCII byte at every place, and every number of
-    /// bytes after the body (fewer than sixteen included).
+    /// where it fails: over bodies of every length to past `SHORT_BYTES`, with a quote, an
+    /// escape, a control or a non-ASCII byte at every place, and every number of bytes after
+    /// the body (fewer than sixteen included).
     #[test]
     fn short_strings_end_where_the_block_loop_ends() {
         let pieces: [&[u8]; 8] = [
