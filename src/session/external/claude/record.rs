@@ -408,6 +408,16 @@ pub mod differential {
     /// The conversation the complete lines of `file` project (debug text), read as
     /// `prepare` reads it, or by serde alone.
     pub fn conversation(file: &[u8], serde_only: bool) -> String {
+        format!("{:?}", scan(file, serde_only))
+    }
+
+    /// How many items [`conversation`] has, without its debug text (for
+    /// `examples/scan_in_memory.rs`, which times the scan alone).
+    pub fn conversation_items(file: &[u8], serde_only: bool) -> usize {
+        scan(file, serde_only).items.len()
+    }
+
+    fn scan(file: &[u8], serde_only: bool) -> crate::session::external::Conversation {
         use crate::session::external::lines::LineSink;
         let mut scan = if serde_only {
             super::super::ConversationScan::serde_only()
@@ -416,14 +426,19 @@ pub mod differential {
         };
         let complete = match memchr::memrchr(b'\n', file) {
             Some(end) => &file[..end],
-            None => return format!("{:?}", scan.finish()),
+            None => return scan.finish(),
         };
-        for (index, line) in complete.split(|&b| b == b'\n').enumerate() {
-            if !scan.line(index as u64, line) {
+        // Cut at each newline with `memchr`, as the reader does (a byte-by-byte split would
+        // cost more than the scan it feeds).
+        let mut start = 0;
+        let ends = memchr::memchr_iter(b'\n', complete).chain([complete.len()]);
+        for (index, end) in ends.enumerate() {
+            if !scan.line(index as u64, &complete[start..end]) {
                 break;
             }
+            start = end + 1;
         }
-        format!("{:?}", scan.finish())
+        scan.finish()
     }
 
     /// `Some` when the record walk reads the line (no serde fallback for the record), holding
