@@ -52,8 +52,13 @@ impl WithExternal {
     }
 
     fn source(&self, id: &str) -> Option<&ExternalSessions> {
+        self.source_at(id).map(|at| &self.sources[at])
+    }
+
+    /// Where in `sources` the source that reads `id` is (`None`: the host reads it).
+    fn source_at(&self, id: &str) -> Option<usize> {
         let agent = ExternalAgent::of_id(id)?;
-        self.sources.iter().find(|s| s.agent() == agent)
+        self.sources.iter().position(|s| s.agent() == agent)
     }
 }
 
@@ -151,8 +156,7 @@ impl SessionQuery for WithExternal {
             // Each id's reader (a source's index, or the host) and the positions it answers.
             let mut groups: Vec<(Option<usize>, Vec<usize>)> = Vec::new();
             for (at, id) in ids.iter().enumerate() {
-                let reader = ExternalAgent::of_id(id)
-                    .and_then(|agent| self.sources.iter().position(|s| s.agent() == agent));
+                let reader = self.source_at(id);
                 match groups.iter_mut().find(|(r, _)| *r == reader) {
                     Some((_, positions)) => positions.push(at),
                     None => groups.push((reader, vec![at])),
