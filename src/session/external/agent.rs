@@ -200,17 +200,20 @@ pub fn scan_whole(path: &Path, scan: &mut Box<dyn ConversationScan>) -> Result<(
                 .iter_mut()
                 .map(|part| &mut **part as &mut (dyn LineSink + Send)),
         );
-        let (lines, end) = read_lines_in_parts(path, len, threads, &mut sinks)?;
-        let mut before = lines[0];
-        let mut whole = true;
-        for (part, consumed) in later.into_iter().zip(&lines[1..]) {
-            whole &= scan.absorb(part, before);
-            before += consumed;
+        // `None`: the file shrank while it was read; what the parts saw is thrown away.
+        if let Some((lines, end)) = read_lines_in_parts(path, len, threads, &mut sinks)? {
+            let mut before = lines[0];
+            let mut whole = true;
+            for (part, consumed) in later.into_iter().zip(&lines[1..]) {
+                whole &= scan.absorb(part, before);
+                before += consumed;
+            }
+            if whole {
+                return Ok((end, before));
+            }
         }
-        if whole {
-            return Ok((end, before));
-        }
-        // A part of another kind (never made by `part`): read again, on one thread.
+        // A part of another kind (never made by `part`), or a file that shrank: read again,
+        // on one thread.
         *scan = scan.part().ok_or_else(|| {
             crate::session::error::SessionError::io(
                 path,

@@ -11,12 +11,16 @@
 //! and a line is fed from where it lies. A whole file of megabytes may be read in parts
 //! ([`read_lines_in_parts`]), on as many threads as there are cores: the parts are cut at line
 //! ends, each part's lines go to a sink of its own, and joined in order they are exactly the
-//! lines one read feeds (each thread holds one buffer, so memory stays bounded by the threads
-//! times the limit). Proof: the unit tests below (lines of every size around the heap's, the
-//! mapping's and the limit's fed as a split of the bytes gives; files of every shape read in 1
-//! to 6 parts on 1 to 3 threads joining into one read's lines), the tests of
+//! lines one read feeds. Such a read maps the file instead of copying it where it can
+//! ([`super::mapped`]: the page cache itself is fed, and each part's pages are given back as
+//! it ends, so memory stays bounded by the threads times a part and its longest line); a file
+//! that shrinks while mapped makes the read say so, and the caller reads it again. Proof: the
+//! unit tests below (lines of every size around the heap's, the mapping's and the limit's fed
+//! as a split of the bytes gives; files of every shape read in 1 to 6 parts on 1 to 3 threads,
+//! mapped and read, joining into one read's lines), the tests of
 //! `tests/reliability_external_lines.rs` and `tests/reliability_linear_readers.rs`.
 
+use super::mapped::Mapped;
 use crate::session::error::{Result, SessionError};
 use crate::session::files;
 use std::fs;
@@ -230,26 +234,31 @@ pub fn parts_for(len: u64) -> (usize, usize) {
 /// its part as there. Returns how many lines each part consumed (fed or skipped), and the
 /// offset just past the last line consumed. A thread that cannot be started leaves its share
 /// to the others.
+///
+/// The bytes come from a mapping of the file ([`Mapped`]) where one can be made, and are read
+/// otherwise. `None`: the file shrank while it was mapped, so some lines fed were zeros and not
+/// the file's; whatever the sinks were fed must be thrown away (read the file again).
 pub fn read_lines_in_parts(
     path: &Path,
     len: u64,
     threads: usize,
     sinks: &mut [&mut (dyn LineSink + Send)],
-) -> Result<(Vec<u64>, u64)> {
-    read_parts_limited(path, len, MAX_LINE_BYTES, threads, sinks)
+) -> Result<Option<(Vec<u64>, u64)>> {
+    read_parts_limited(path, len, MAX_LINE_BYTES, threads, true, sinks)
 }
 
 /// Where a part's read ended and the lines it consumed, or why it failed.
 type PartEnd = Result<(u64, u64)>;
 
-/// [`read_lines_in_parts`] with the line limit given.
+/// [`read_lines_in_parts`] with the line limit given, and whether to map the file.
 fn read_parts_limited(
     path: &Path,
     len: u64,
     max_line: usize,
     threads: usize,
+    map: bool,
     sinks: &mut [&mut (dyn LineSink + Send)],
-) -> Result<(Vec<u64>, u64)> {
+) -> Result<Option<(Vec<u64>, u64)>> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
     let count = sinks.len();
@@ -262,7 +271,11 @@ fn read_parts_limited(
             len / count as u64 * k as u64
         }
     };
+    let mapped = if map { map_file(path, len)? } else { None };
     let read_part = |k: usize, sink: &mut (dyn LineSink + Send)| -> Result<(u64, u64)> {
+        if let Some(mapped) = &mapped {
+            return mapped_part(path, mapped, (cut(k), cut(k + 1)), max_line, sink);
+        }
         let start = if k == 0 {
             0
         } else {
@@ -310,6 +323,9 @@ fn read_parts_limited(
             }
         }
     });
+    if mapped.as_ref().is_some_and(|mapped| !mapped.intact()) {
+        return Ok(None);
+    }
     let mut lines = Vec::with_capacity(count);
     let mut end = 0;
     for part in ends {
@@ -318,7 +334,96 @@ fn read_parts_limited(
         lines.push(consumed);
         end = end.max(offset);
     }
-    Ok((lines, end))
+    Ok(Some((lines, end)))
+}
+
+/// The first `len` bytes of the regular file at `path` mapped (fewer when it is shorter now);
+/// `None` when it cannot be mapped (then it is read).
+fn map_file(path: &Path, len: u64) -> Result<Option<Mapped>> {
+    let file = files::open_read(path).map_err(|e| SessionError::io(path, e))?;
+    let now = file
+        .metadata()
+        .map_err(|e| SessionError::io(path, e))?
+        .len();
+    let Ok(len) = usize::try_from(len.min(now)) else {
+        return Ok(None);
+    };
+    Ok(Mapped::of(&file, len))
+}
+
+/// Part `cut.0..cut.1` of a [`read_parts_limited`] read, from the mapped bytes: the lines
+/// [`read_lines_until`] would feed from the part's start, found where they lie. A part whose
+/// last line runs past the mapped bytes (the last part, of a file that grew, or any part of
+/// one that shrank before it was mapped) is read on from there as a part always is. The pages
+/// of the lines consumed are given back as the part ends.
+fn mapped_part(
+    path: &Path,
+    mapped: &Mapped,
+    (from, stop): (u64, u64),
+    max_line: usize,
+    sink: &mut dyn LineSink,
+) -> Result<(u64, u64)> {
+    let bytes = mapped.bytes();
+    let to_index = |offset: u64| {
+        usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(bytes.len())
+    };
+    let start = if from == 0 {
+        0
+    } else {
+        // Just past the first newline at or after byte `from - 1`, before byte `stop - 1`.
+        let (at, until) = (to_index(from - 1), to_index(stop.saturating_sub(1)));
+        let searched_all = stop.saturating_sub(1) <= bytes.len() as u64;
+        match memchr::memchr(b'\n', bytes.get(at..until).unwrap_or_default()) {
+            Some(k) => at + k + 1,
+            // No line ends within the part: the line before it goes on past it.
+            None if searched_all => return Ok((0, 0)),
+            // The mapped bytes end before the part does (the last part, or a file shorter now
+            // than when it was looked at): the rest is looked for in the file.
+            None => return read_part_from_file(path, from, stop, max_line, sink),
+        }
+    };
+    let (mut at, mut index) = (start, 0);
+    let max_line = max_line.max(1);
+    while (at as u64) < stop {
+        let Some(len) = memchr::memchr(b'\n', &bytes[at..]) else {
+            mapped.release(start..at);
+            return read_lines_until(path, at as u64, index, stop, max_line, sink);
+        };
+        let keep_going = if len >= max_line {
+            warn_skipped(path, index, at as u64, len as u64, max_line);
+            true
+        } else {
+            sink.line(index, &bytes[at..at + len])
+        };
+        at += len + 1;
+        index += 1;
+        if !keep_going {
+            break;
+        }
+    }
+    mapped.release(start..at);
+    Ok((at as u64, index))
+}
+
+/// A part of a [`read_parts_limited`] read from the file, as without a mapping.
+fn read_part_from_file(
+    path: &Path,
+    from: u64,
+    stop: u64,
+    max_line: usize,
+    sink: &mut dyn LineSink,
+) -> Result<(u64, u64)> {
+    match line_start_within(path, from, stop).map_err(|e| SessionError::io(path, e))? {
+        Some(start) => read_lines_until(path, start, 0, stop, max_line, sink),
+        None => Ok((0, 0)),
+    }
+}
+
+/// The warning of a line of `len` bytes (its newline not counted) over the limit, skipped.
+fn warn_skipped(path: &Path, index: u64, offset: u64, len: u64, max_line: usize) {
+    tracing::warn!(file = %path.display(), line = index + 1, at_byte = offset, bytes = len + 1, limit = max_line, "skipping a line longer than the limit");
 }
 
 /// Where the part of the file at `path` that begins at byte `at` starts: just past the first
@@ -544,7 +649,7 @@ impl Lines<'_> {
 
     /// A line of `len` bytes (its newline not counted) over the limit: counted, not fed.
     fn skipped(&mut self, len: u64) {
-        tracing::warn!(file = %self.path.display(), line = self.index + 1, at_byte = self.offset, bytes = len + 1, limit = self.max_line, "skipping a line longer than the limit");
+        warn_skipped(self.path, self.index, self.offset, len, self.max_line);
         self.offset += len + 1;
         self.index += 1;
     }
@@ -677,9 +782,17 @@ mod tests {
                     .map(|f| f as &mut (dyn LineSink + Send))
                     .collect();
                 let threads = 1 + round % 3;
-                let (lines, part_end) =
-                    read_parts_limited(&path, bytes.len() as u64, max_line, threads, &mut sinks)
-                        .unwrap();
+                let map = round % 2 == 0;
+                let (lines, part_end) = read_parts_limited(
+                    &path,
+                    bytes.len() as u64,
+                    max_line,
+                    threads,
+                    map,
+                    &mut sinks,
+                )
+                .unwrap()
+                .unwrap();
                 drop(sinks);
                 let mut joined = Vec::new();
                 let mut before = 0;
@@ -687,9 +800,57 @@ mod tests {
                     joined.extend(part.0.iter().map(|&(n, len, hash)| (n + before, len, hash)));
                     before += consumed;
                 }
-                assert_eq!(joined, whole.0, "round {round}, {parts} parts");
-                assert_eq!((part_end, before), end, "round {round}, {parts} parts");
+                let case = format!("round {round}, {parts} parts, mapped: {map}");
+                assert_eq!(joined, whole.0, "{case}");
+                assert_eq!((part_end, before), end, "{case}");
             }
         }
+    }
+
+    /// Cuts its file short at its first line, then counts lines.
+    struct Cutter<'p> {
+        path: &'p Path,
+        fed: usize,
+    }
+
+    impl LineSink for Cutter<'_> {
+        fn line(&mut self, _index: u64, _bytes: &[u8]) -> bool {
+            if self.fed == 0 {
+                fs::OpenOptions::new()
+                    .write(true)
+                    .open(self.path)
+                    .unwrap()
+                    .set_len(100)
+                    .unwrap();
+            }
+            self.fed += 1;
+            true
+        }
+    }
+
+    /// A file cut short while its parts are read from a mapping (on one thread, so the cut
+    /// comes before the other parts): the process lives on, and the read says the file
+    /// shrank instead of giving the zeros that stood in for the lost pages as its lines.
+    /// Read again, the file is what is left.
+    #[test]
+    fn a_file_cut_short_while_mapped_is_said_to_be() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let line = format!("{}\n", "x".repeat(99));
+        std::fs::write(&path, line.repeat(4000)).unwrap();
+        let mut cutter = Cutter {
+            path: &path,
+            fed: 0,
+        };
+        let mut rest: Vec<Fed> = (0..3).map(|_| Fed::default()).collect();
+        let mut sinks: Vec<&mut (dyn LineSink + Send)> = vec![&mut cutter];
+        sinks.extend(rest.iter_mut().map(|f| f as &mut (dyn LineSink + Send)));
+        let read = read_parts_limited(&path, 400_000, 3000, 1, true, &mut sinks).unwrap();
+        assert_eq!(read, None);
+        let mut again = Fed::default();
+        assert_eq!(
+            read_lines_limited(&path, 0, 0, 3000, &mut again).unwrap(),
+            (100, 1)
+        );
     }
 }

@@ -42,6 +42,7 @@ mod gemini_projects;
 // rusqlite); without it the source is absent from the registry (the `cli` and `mcp` features
 // always bring it).
 mod lines;
+mod mapped;
 #[cfg(feature = "discovery")]
 pub mod opencode;
 mod persist;
