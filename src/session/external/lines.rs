@@ -387,7 +387,7 @@ fn mapped_part(
     let (mut at, mut index) = (start, 0);
     let max_line = max_line.max(1);
     while (at as u64) < stop {
-        let Some(len) = memchr::memchr(b'\n', &bytes[at..]) else {
+        let Some(len) = mapped_line_len(mapped, at, max_line) else {
             mapped.release(start..at);
             return read_lines_until(path, at as u64, index, stop, max_line, sink);
         };
@@ -405,6 +405,30 @@ fn mapped_part(
     }
     mapped.release(start..at);
     Ok((at as u64, index))
+}
+
+/// How many bytes the line at `at` of the mapped bytes has before its newline; `None` when they
+/// end first. Looked for a few megabytes at a time: once the line is known to be over the limit
+/// (it will be skipped, never fed), the pages searched are given back as the search goes on, so
+/// a line of gigabytes costs no more memory than one at the limit.
+fn mapped_line_len(mapped: &Mapped, at: usize, max_line: usize) -> Option<usize> {
+    const STEP: usize = 4 << 20;
+    let bytes = mapped.bytes();
+    let (mut from, mut released) = (at, at);
+    loop {
+        let end = from.saturating_add(STEP).min(bytes.len());
+        if let Some(k) = memchr::memchr(b'\n', &bytes[from..end]) {
+            return Some(from + k - at);
+        }
+        if end - at > max_line {
+            mapped.release(released..end);
+            released = end;
+        }
+        if end == bytes.len() {
+            return None;
+        }
+        from = end;
+    }
 }
 
 /// A part of a [`read_parts_limited`] read from the file, as without a mapping.
