@@ -37,6 +37,18 @@
 use std::fs::File;
 use std::ops::Range;
 
+thread_local! {
+    /// The bytes of files this thread has mapped ([`bytes_mapped_on_this_thread`]).
+    static MAPPED_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many bytes of files mappings made on this thread have covered, ever: what a read by
+/// mapping takes in, which the kernel's count of bytes read (`rchar`) does not see. Tests that
+/// say how much of a file a read took add it to that count.
+pub fn bytes_mapped_on_this_thread() -> u64 {
+    MAPPED_HERE.with(std::cell::Cell::get)
+}
+
 /// A file's first bytes mapped read-only, registered with the `SIGBUS` guard while it lives.
 pub struct Mapped {
     #[cfg(target_os = "linux")]
@@ -52,7 +64,9 @@ impl Mapped {
     pub fn of(file: &File, len: usize) -> Option<Mapped> {
         #[cfg(target_os = "linux")]
         {
-            guard::map(file, len)
+            let mapped = guard::map(file, len)?;
+            MAPPED_HERE.with(|here| here.set(here.get().saturating_add(len as u64)));
+            Some(mapped)
         }
         #[cfg(not(target_os = "linux"))]
         {

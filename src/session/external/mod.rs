@@ -43,6 +43,7 @@ mod gemini_projects;
 // always bring it).
 mod lines;
 mod mapped;
+pub use mapped::bytes_mapped_on_this_thread;
 #[cfg(feature = "discovery")]
 pub mod opencode;
 mod persist;
