@@ -66,7 +66,14 @@ async fn a_conversation_goes_into_the_scrollback_and_the_exit_leaves_only_it() {
         ))));
         screen.frame(&mut app).unwrap();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while !answered(&app, text) {
+        // Until the answer is in and the turn is over (the status says idle): a question typed
+        // while the turn still runs would be a steer, not the next message.
+        let idle = |screen: &InlineScreen<TestBackend>| {
+            rows(screen.terminal().backend().buffer())
+                .iter()
+                .any(|row| row.contains("○ idle"))
+        };
+        while !answered(&app, text) || !idle(&screen) {
             let event = tokio::time::timeout_at(deadline, rx.recv())
                 .await
                 .expect("the answer came in time")
