@@ -226,7 +226,8 @@ pub fn parts_for(len: u64) -> (usize, usize) {
 
 /// Feeds the complete lines of `path`, from its start, to `sinks`: the file's first `len` bytes
 /// (its length when the caller looked; lines appended since go to the last part) are cut into
-/// as many parts as there are sinks, of about equal bytes, each cut moved to the end of the line it
+/// as many parts as there are sinks (of equal bytes, or shrinking towards the end when there
+/// are many more parts than threads: [`part_start`]), each cut moved to the end of the line it
 /// falls in, and sink `k` is fed the lines of part `k`, numbered from 0 within the part. The
 /// parts are read by `threads` threads (the caller's one of them), each taking the next part
 /// not yet taken. Joined in order, the parts' lines are exactly the lines [`read_lines`] feeds
@@ -268,7 +269,7 @@ fn read_parts_limited(
         if k >= count {
             u64::MAX
         } else {
-            len / count as u64 * k as u64
+            part_start(len, count, threads, k)
         }
     };
     let mapped = if map { map_file(path, len)? } else { None };
@@ -335,6 +336,23 @@ fn read_parts_limited(
         end = end.max(offset);
     }
     Ok(Some((lines, end)))
+}
+
+/// Where part `k` of `count` parts of `len` bytes read by `threads` threads is cut (before
+/// being moved to a line's end). With a part or two per thread, the parts are of equal bytes:
+/// they all start at once. With more, they shrink linearly (part `k` weighs `count - k`): a
+/// thread that takes a part when the others are nearly done takes a small one, so the threads
+/// end close together (the 60 MB session's last of 15 parts is 0.5 MB, not 4 MB).
+fn part_start(len: u64, count: usize, threads: usize, k: usize) -> u64 {
+    let (len, count, k) = (u128::from(len), count as u128, k as u128);
+    let cut = if count <= 2 * threads.max(1) as u128 {
+        len * k / count
+    } else {
+        // The weights before part k: count + (count - 1) + … + (count - k + 1).
+        let before = k * count - k * k.saturating_sub(1) / 2;
+        len * before / (count * (count + 1) / 2)
+    };
+    u64::try_from(cut).unwrap_or(u64::MAX)
 }
 
 /// The first `len` bytes of the regular file at `path` mapped (fewer when it is shorter now);
@@ -876,5 +894,27 @@ mod tests {
             read_lines_limited(&path, 0, 0, 3000, &mut again).unwrap(),
             (100, 1)
         );
+    }
+
+    /// Cuts start at 0, never go back, stay within the file, and end each run of parts at its
+    /// length; with many parts per thread the last part is the smallest, with few all are equal.
+    #[test]
+    fn parts_shrink_only_when_there_are_many_per_thread() {
+        for len in [0, 1, 7, 1000, 60_139_348, u64::MAX / 3] {
+            for count in 1..40 {
+                for threads in 1..5 {
+                    let cuts: Vec<u64> = (0..=count)
+                        .map(|k| part_start(len, count, threads, k))
+                        .collect();
+                    assert_eq!(cuts[0], 0);
+                    assert_eq!(cuts[count], len, "{len} {count} {threads}");
+                    assert!(cuts.windows(2).all(|w| w[0] <= w[1]));
+                }
+            }
+        }
+        let size = |k: usize| part_start(60 << 20, 15, 2, k + 1) - part_start(60 << 20, 15, 2, k);
+        assert!(size(14) < size(13) && size(1) < size(0));
+        assert_eq!(size(14), (60 << 20) / 120);
+        assert_eq!(part_start(10 << 20, 2, 2, 1), 5 << 20);
     }
 }
