@@ -24,7 +24,8 @@
 //! this interface never depend on each other both ways. Proof: `tests/architecture.rs`
 //! (`no_circles_of_files`).
 
-use super::lines::{parts_for, read_lines, read_lines_in_parts, LineSink};
+use super::lines::{read_lines, read_lines_in_parts, LineSink};
+use super::parts::parts_for;
 use super::{Conversation, Head};
 use crate::session::error::Result;
 use std::path::{Path, PathBuf};

@@ -46,6 +46,7 @@ mod mapped;
 pub use mapped::bytes_mapped_on_this_thread;
 #[cfg(feature = "discovery")]
 pub mod opencode;
+mod parts;
 mod persist;
 pub mod qwen;
 pub mod registry;
