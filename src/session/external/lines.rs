@@ -205,8 +205,8 @@ fn read_lines_until(
 /// Feeds the complete lines of `path`, from its start, to `sinks`: the file's first `len` bytes
 /// (its length when the caller looked; lines appended since go to the last part) are cut into
 /// as many parts as there are sinks (of equal bytes, or shrinking towards the end when there
-/// are many more parts than threads: [`part_start`](super::parts::part_start)), each cut moved to the end of the line it
-/// falls in, and sink `k` is fed the lines of part `k`, numbered from 0 within the part. The
+/// are many more parts than threads: [`part_start`](super::parts::part_start)), each cut moved
+/// to the end of the line it falls in, and sink `k` is fed the lines of part `k`, numbered from 0 within the part. The
 /// parts are read by `threads` threads (the caller's one of them), each taking the next part
 /// not yet taken. Joined in order, the parts' lines are exactly the lines [`read_lines`] feeds
 /// from offset 0, each part's in file order; a line over the limit is skipped and counted in
@@ -252,21 +252,10 @@ fn read_parts_limited(
     };
     let mapped = if map { map_file(path, len)? } else { None };
     let read_part = |k: usize, sink: &mut (dyn LineSink + Send)| -> Result<(u64, u64)> {
-        if let Some(mapped) = &mapped {
-            return mapped_part(path, mapped, (cut(k), cut(k + 1)), max_line, sink);
+        match &mapped {
+            Some(mapped) => mapped_part(path, mapped, (cut(k), cut(k + 1)), max_line, sink),
+            None => read_part_from_file(path, cut(k), cut(k + 1), max_line, sink),
         }
-        let start = if k == 0 {
-            0
-        } else {
-            match line_start_within(path, cut(k), cut(k + 1))
-                .map_err(|e| SessionError::io(path, e))?
-            {
-                Some(start) => start,
-                // No line ends within the part: the line before it goes on past it.
-                None => return Ok((0, 0)),
-            }
-        };
-        read_lines_until(path, start, 0, cut(k + 1), max_line, sink)
     };
     // Each part's sink and result, taken and set by whichever thread reads the part.
     let slots: Vec<Mutex<Option<&mut (dyn LineSink + Send)>>> = sinks
@@ -410,7 +399,9 @@ fn mapped_line_len(mapped: &Mapped, at: usize, max_line: usize) -> Option<usize>
     }
 }
 
-/// A part of a [`read_parts_limited`] read from the file, as without a mapping.
+/// Part `from..stop` of a [`read_parts_limited`] read, from the file: from the first line that
+/// starts at or after `from` (none when no line ends within the part: the line before it goes
+/// on past it).
 fn read_part_from_file(
     path: &Path,
     from: u64,

@@ -339,13 +339,15 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn file_of(len: usize) -> (tempfile::TempDir, std::path::PathBuf) {
+    /// A file of `len` bytes (`abc…z` over and over), and it opened for reading.
+    fn file_of(len: usize) -> (tempfile::TempDir, std::path::PathBuf, File) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl");
         let mut file = File::create(&path).unwrap();
         let bytes: Vec<u8> = (0..len).map(|k| b'a' + (k % 26) as u8).collect();
         file.write_all(&bytes).unwrap();
-        (dir, path)
+        let file = File::open(&path).unwrap();
+        (dir, path, file)
     }
 
     /// A file cut to nothing under a live mapping: reading every byte of the mapping does not
@@ -354,8 +356,7 @@ mod tests {
     #[test]
     fn a_file_shrunk_under_its_mapping_reads_zeros_and_is_marked_lost() {
         let len = 1 << 20;
-        let (_dir, path) = file_of(len);
-        let file = File::open(&path).unwrap();
+        let (_dir, path, file) = file_of(len);
         let mapped = Mapped::of(&file, len).unwrap();
         assert_eq!(mapped.bytes()[..3], *b"abc");
         assert!(mapped.intact());
@@ -380,8 +381,7 @@ mod tests {
     #[test]
     fn released_pages_read_the_same() {
         let len = 3 << 20;
-        let (_dir, path) = file_of(len);
-        let file = File::open(&path).unwrap();
+        let (_dir, _path, file) = file_of(len);
         let mapped = Mapped::of(&file, len).unwrap();
         let before: Vec<u8> = mapped.bytes().to_vec();
         mapped.release(100..(2 << 20) + 7);
@@ -393,8 +393,7 @@ mod tests {
     /// Nothing to map is no mapping.
     #[test]
     fn an_empty_range_is_not_mapped() {
-        let (_dir, path) = file_of(10);
-        let file = File::open(&path).unwrap();
+        let (_dir, _path, file) = file_of(10);
         assert!(Mapped::of(&file, 0).is_none());
     }
 }
