@@ -1,5 +1,6 @@
 //! The walking readers of other agents' records agree with serde: a Claude Code line reads as
-//! the same record and message walked or decoded, a Codex line as the same envelope, and a
+//! the same record and message walked or decoded (also when the walk itself finds where the
+//! line ends, in the rest of a file), a Codex line as the same envelope, and a
 //! payload the walk passes over as none of a reader's types is one serde rejects or reads as
 //! another type.
 #![no_main]
@@ -10,6 +11,13 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let (walked, decoded) = claude::record::differential::both(data);
     assert_eq!(walked, decoded, "Claude Code record");
+    // Read as the rest of a mapped file: up to its first newline, as serde reads that line.
+    if let Some((walked, len)) = claude::record::differential::line_in(data) {
+        let end = data.iter().position(|&b| b == b'\n');
+        assert_eq!(Some(len), end, "Claude Code line's end");
+        let (_, decoded) = claude::record::differential::both(&data[..len]);
+        assert_eq!(Some(walked), decoded, "Claude Code record to its line's end");
+    }
     let (walked, decoded) = codex_record::differential::both(data);
     assert_eq!(walked, decoded, "Codex envelope");
     for kinds in [&["message"][..], &["user_message", "thread_rolled_back"][..]] {

@@ -7,11 +7,13 @@
 //! anything the walk does not vouch for goes to serde. The walk must never change what a file
 //! means: for any line, the record and the message the walk reads are exactly the ones serde
 //! reads (or both reject the line), and a conversation projects to the same items, last line
-//! and last activity. The runs are seeded (the same lines each time; a failure prints the line).
+//! and last activity. The same holds where the walk is given the rest of a mapped file and
+//! finds where the line ends itself (`parse_line_in`): it must end the line at its first
+//! newline and read it as serde reads that line. The runs are seeded (the same lines each time; a failure prints the line).
 //! The same check is the cargo-fuzz target `fuzz/fuzz_targets/agent_skim.rs`.
 
 use dsh_session_references::session::external::claude::record::differential::{
-    both, conversation, message_in_place, walked,
+    both, conversation, line_in, message_in_place, walked,
 };
 use std::path::{Path, PathBuf};
 
@@ -51,7 +53,30 @@ fn agree(line: &[u8]) -> bool {
         "the walk and serde disagree on {:?}",
         String::from_utf8_lossy(line)
     );
+    for next in [&b""[..], br#"{"uuid":"next"}"#, b"\"\x01]"] {
+        agree_in_rest(line, next);
+    }
     serde_record.is_some()
+}
+
+/// The walk that finds where its line ends (as the reader of a mapped file offers it the rest
+/// of the file, `parse_line_in`): given `line`, a newline and `next`, it reads the bytes up to
+/// the first newline exactly as serde reads that line, and says where it ends; or it leaves
+/// the line to the reader. (`line` may hold a newline of its own: a mutated line.)
+fn agree_in_rest(line: &[u8], next: &[u8]) -> bool {
+    let rest = [line, b"\n", next].concat();
+    let end = rest.iter().position(|&b| b == b'\n').unwrap();
+    let Some((walked, len)) = line_in(&rest) else {
+        return false;
+    };
+    let shown = String::from_utf8_lossy(&rest);
+    assert_eq!(len, end, "the walk ended its line elsewhere in {shown:?}");
+    assert_eq!(
+        Some(walked),
+        both(&rest[..end]).1,
+        "the walk to the line's end and serde disagree on {shown:?}"
+    );
+    true
 }
 
 /// A small deterministic generator (xorshift), so the runs are the same each time.
@@ -74,7 +99,7 @@ impl Rng {
 
 #[test]
 fn every_fixture_line_reads_the_same_walked_or_decoded() {
-    let (mut lines, mut claude_lines, mut claude_walked) = (0, 0, 0);
+    let (mut lines, mut claude_lines, mut claude_walked, mut claude_in_rest) = (0, 0, 0, 0);
     for path in fixtures() {
         let bytes = std::fs::read(&path).unwrap();
         for line in bytes.split(|&b| b == b'\n') {
@@ -83,14 +108,20 @@ fn every_fixture_line_reads_the_same_walked_or_decoded() {
             if is_claude(&path) && !line.is_empty() {
                 claude_lines += 1;
                 claude_walked += usize::from(walked(line));
+                claude_in_rest += usize::from(agree_in_rest(line, b"{}"));
             }
         }
     }
     assert!(lines > 500, "the fixtures were found ({lines} lines)");
-    // The fast path is the one taken on real records, not the fallback.
+    // The fast path is the one taken on real records, not the fallback; and a line of a mapped
+    // file is read to its end in that one walk.
     assert!(
         claude_walked * 10 >= claude_lines * 9,
         "{claude_walked} of {claude_lines} Claude Code lines walked"
+    );
+    assert!(
+        claude_in_rest * 10 >= claude_lines * 9,
+        "{claude_in_rest} of {claude_lines} Claude Code lines walked to their ends"
     );
 }
 

@@ -118,6 +118,15 @@ impl FileStamp {
 /// A sink for the complete lines of a file; returns `false` to stop reading.
 pub trait LineSink {
     fn line(&mut self, index: u64, bytes: &[u8]) -> bool;
+    /// The line that starts at `rest[0]`, for a sink that can find its end in its own pass over
+    /// its bytes (a walk over a JSON record stops at the record's end), so that the reader does
+    /// not pass over them first to look for the newline. `Some((len, keep_going))`: `rest[len]`
+    /// is the first newline of `rest`, and the sink took in `rest[..len]` exactly as
+    /// `line(index, &rest[..len])` would have. `None` (the default): nothing was taken in, and
+    /// the reader finds the line and calls [`LineSink::line`].
+    fn line_in(&mut self, _index: u64, _rest: &[u8]) -> Option<(usize, bool)> {
+        None
+    }
 }
 
 /// The longest line of another agent's file that is read: a longer one is a defect (as in the
@@ -355,15 +364,25 @@ fn mapped_part(
     let (mut at, mut index) = (start, 0);
     let max_line = max_line.max(1);
     while (at as u64) < stop {
-        let Some(len) = mapped_line_len(mapped, at, max_line) else {
-            mapped.release(start..at);
-            return read_lines_until(path, at as u64, index, stop, max_line, sink);
-        };
-        let keep_going = if len >= max_line {
-            warn_skipped(path, index, at as u64, len as u64, max_line);
-            true
-        } else {
-            sink.line(index, &bytes[at..at + len])
+        // Up to the limit: a newline the sink finds there ends a line under it.
+        let rest = &bytes[at..bytes.len().min(at.saturating_add(max_line))];
+        let (len, keep_going) = match sink.line_in(index, rest) {
+            Some((len, keep_going)) => {
+                debug_assert_eq!(memchr::memchr(b'\n', rest), Some(len));
+                (len, keep_going)
+            }
+            None => {
+                let Some(len) = mapped_line_len(mapped, at, max_line) else {
+                    mapped.release(start..at);
+                    return read_lines_until(path, at as u64, index, stop, max_line, sink);
+                };
+                if len >= max_line {
+                    warn_skipped(path, index, at as u64, len as u64, max_line);
+                    (len, true)
+                } else {
+                    (len, sink.line(index, &bytes[at..at + len]))
+                }
+            }
         };
         at += len + 1;
         index += 1;
@@ -665,9 +684,10 @@ mod tests {
     use crate::test_rng::TestRng;
     use std::hash::{DefaultHasher, Hash, Hasher};
 
-    /// Each line fed: its number, length and a hash of its bytes.
+    /// Each line fed: its number, length and a hash of its bytes. With `.1`, it finds the end
+    /// of a line it is offered whole ([`LineSink::line_in`]) itself, but for every third.
     #[derive(Default)]
-    struct Fed(Vec<(u64, usize, u64)>);
+    struct Fed(Vec<(u64, usize, u64)>, bool);
 
     fn digest(bytes: &[u8]) -> u64 {
         let mut hasher = DefaultHasher::new();
@@ -679,6 +699,11 @@ mod tests {
         fn line(&mut self, index: u64, bytes: &[u8]) -> bool {
             self.0.push((index, bytes.len(), digest(bytes)));
             true
+        }
+
+        fn line_in(&mut self, index: u64, rest: &[u8]) -> Option<(usize, bool)> {
+            let len = rest.iter().position(|&b| b == b'\n').filter(|_| self.1)?;
+            (index % 3 != 0).then(|| (len, self.line(index, &rest[..len])))
         }
     }
 
@@ -770,7 +795,9 @@ mod tests {
             let mut whole = Fed::default();
             let end = read_lines_limited(&path, 0, 0, max_line, &mut whole).unwrap();
             for parts in 1..=6 {
-                let mut fed: Vec<Fed> = (0..parts).map(|_| Fed::default()).collect();
+                // Half the mapped rounds with sinks that find their lines' ends.
+                let own_ends = round % 4 == 0;
+                let mut fed: Vec<Fed> = (0..parts).map(|_| Fed(Vec::new(), own_ends)).collect();
                 let mut sinks: Vec<&mut (dyn LineSink + Send)> = fed
                     .iter_mut()
                     .map(|f| f as &mut (dyn LineSink + Send))
@@ -794,7 +821,7 @@ mod tests {
                     joined.extend(part.0.iter().map(|&(n, len, hash)| (n + before, len, hash)));
                     before += consumed;
                 }
-                let case = format!("round {round}, {parts} parts, mapped: {map}");
+                let case = format!("round {round}, {parts} parts, mapped: {map}, own: {own_ends}");
                 assert_eq!(joined, whole.0, "{case}");
                 assert_eq!((part_end, before), end, "{case}");
             }

@@ -174,6 +174,23 @@ pub(super) fn string_masks(block: &[u8; 64], wide: Wide) -> StringMasks {
     masks
 }
 
+/// Asks the CPU to bring `bytes[at]` into its caches ahead of a scan that will reach it; a
+/// hint only, nothing when `at` is past the end.
+#[inline(always)]
+pub(super) fn prefetch(bytes: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(byte) = bytes.get(at) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        #[allow(unsafe_code)]
+        // SAFETY: a prefetch only hints the caches; the pointer is to a byte of `bytes`.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>((byte as *const u8).cast());
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bytes, at);
+}
+
 /// Bit `k` set when byte `k` of `chunk` is `"`, `\\`, below 0x20 or non-ASCII (the tests
 /// check the string masks, which hold the same bits, against it; short strings are scanned
 /// with it).

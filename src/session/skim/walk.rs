@@ -175,6 +175,14 @@ impl<'a> Walk<'a> {
         self.c.ws();
         self.c.i == self.c.b.len()
     }
+
+    /// Where the line ends, when only blanks are left before a newline: the newline's index.
+    /// (The walk never passes a newline: [`Cursor::ws`] stops at one and a string may not hold
+    /// one raw, so every byte read before it is of the same line.)
+    pub fn line_end(&mut self) -> Option<usize> {
+        self.c.ws();
+        (self.c.peek()? == b'\n').then_some(self.c.i)
+    }
 }
 
 #[cfg(test)]

@@ -9,8 +9,8 @@
 //! `tests/reliability_linear_readers.rs`.
 
 use super::{
-    is_marker, is_prompt, parse_serde, parse_with_message, preserved_segment, strip_injected,
-    Message, PreservedSegment, SYNTHETIC_MODEL,
+    is_marker, is_prompt, parse_line_in, parse_serde, parse_with_message, preserved_segment,
+    strip_injected, Message, PreservedSegment, Record, SYNTHETIC_MODEL,
 };
 use crate::session::external::scan::LineSink;
 use crate::session::external::{parse_time, Conversation, Item, ItemKind};
@@ -182,37 +182,59 @@ impl ConversationScan {
 
 impl LineSink for ConversationScan {
     fn line(&mut self, index: u64, bytes: &[u8]) -> bool {
-        self.last_line = Some(index);
-        // The message of a user or assistant record of the main chain is read in the walk's
-        // pass over the line (most of a heavy line's bytes are its message and the tool
-        // result stored beside it): the same message `Message::of` gives. Claude Code writes
-        // an assistant record's `message` before its `type`, so the message of a record whose
-        // type is not known yet is read in place too: records with a message are user or
-        // assistant records, and another's message is dropped unused.
         let parsed = if self.serde_only {
             parse_serde(bytes).map(|line| (line, None))
         } else {
-            parse_with_message(bytes, |line| {
-                matches!(line.kind.as_deref(), None | Some("user" | "assistant"))
-                    && line.is_sidechain != Some(true)
-            })
+            parse_with_message(bytes, wanted)
         };
+        self.fold(index, parsed);
+        true
+    }
+
+    /// The record's walk finds where its line ends ([`parse_line_in`]), so the reader needs no
+    /// pass of its own over the line's bytes to find it.
+    fn line_in(&mut self, index: u64, rest: &[u8]) -> Option<(usize, bool)> {
+        if self.serde_only {
+            return None;
+        }
+        let (line, walked, len) = parse_line_in(rest, wanted)?;
+        self.fold(index, Some((line, walked)));
+        Some((len, true))
+    }
+}
+
+/// Whether the record's message will be read, given its fields before the message.
+/// The message of a user or assistant record of the main chain is read in the walk's pass over
+/// the line (most of a heavy line's bytes are its message and the tool result stored beside
+/// it): the same message `Message::of` gives. Claude Code writes an assistant record's
+/// `message` before its `type`, so the message of a record whose type is not known yet is read
+/// in place too: records with a message are user or assistant records, and another's message
+/// is dropped unused.
+fn wanted(line: &Record<'_>) -> bool {
+    matches!(line.kind.as_deref(), None | Some("user" | "assistant"))
+        && line.is_sidechain != Some(true)
+}
+
+impl ConversationScan {
+    /// Folds in line `index`, as parsed (`None`: not a record).
+    fn fold(&mut self, index: u64, parsed: Option<(Record<'_>, Option<Message<'_>>)>) {
+        self.last_line = Some(index);
         let Some((line, mut walked)) = parsed else {
-            return true;
+            return;
         };
         let time = line.timestamp.as_deref().and_then(parse_time);
         if let Some(t) = time {
             self.last_activity = Some(self.last_activity.map_or(t, |a| a.max(t)));
         }
         let Some(uuid) = line.uuid.as_deref() else {
-            return true;
+            return;
         };
         if line.is_sidechain == Some(true) {
-            return true;
+            return;
         }
         // Past four billion records the table is full: the rest are not part of the tree.
         if self.nodes.len() >= (NONE - 1) as usize {
-            return true;
+            return;
         }
         let boundary = line.kind.as_deref() == Some("system")
             && line.subtype.as_deref() == Some("compact_boundary");
@@ -285,7 +307,6 @@ impl LineSink for ConversationScan {
             order: u32::try_from(index).unwrap_or(u32::MAX),
             flags,
         };
-        true
     }
 }
 

@@ -16,7 +16,7 @@ use super::agent::{AgentFormat, Layout, SideNames};
 use super::scan::{read_lines, LineSink};
 use super::{parse_time, title_line, Conversation, Head, HeadFields, ItemKind};
 use crate::session::error::Result;
-use record::{parse, parse_serde, parse_with_message, Message, Record};
+use record::{parse, parse_line_in, parse_serde, parse_with_message, Message, Record};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 

@@ -112,6 +112,22 @@ pub(super) fn parse_serde(bytes: &[u8]) -> Option<Record<'_>> {
     })
 }
 
+/// [`parse_with_message`] of the line that starts at `rest[0]`, found in the same walk:
+/// `Some` only where the walk vouches for a record whose object is followed (after blanks) by
+/// a newline, with the line's length (the index of that newline). The walk never passes a
+/// newline (it is neither a blank nor allowed in a string), so what it gives is what it gives
+/// for `rest[..len]` alone. `None` says nothing of the line: the reader finds its end and asks
+/// [`parse_with_message`].
+pub(super) fn parse_line_in<'a>(
+    rest: &'a [u8],
+    wanted: impl Fn(&Record<'a>) -> bool,
+) -> Option<(Record<'a>, Option<Message<'a>>, usize)> {
+    let mut walk = Walk::new(rest);
+    let (record, message) = walk_object(&mut walk, wanted)?;
+    let len = walk.line_end()?;
+    Some((record, message, len))
+}
+
 /// The walk: `None` for anything it does not vouch for. With the record's message body, walked
 /// in place, when `wanted` asks for it at the `message` key ([`parse_with_message`]).
 fn walk_record<'a>(
@@ -119,6 +135,15 @@ fn walk_record<'a>(
     wanted: impl Fn(&Record<'a>) -> bool,
 ) -> Option<(Record<'a>, Option<Message<'a>>)> {
     let mut walk = Walk::new(bytes);
+    let parsed = walk_object(&mut walk, wanted)?;
+    walk.at_end().then_some(parsed)
+}
+
+/// The record's object from where `walk` stands, up to its closing brace.
+fn walk_object<'a>(
+    walk: &mut Walk<'a>,
+    wanted: impl Fn(&Record<'a>) -> bool,
+) -> Option<(Record<'a>, Option<Message<'a>>)> {
     let mut record = Record::default();
     let mut message = None;
     // The known fields seen (serde rejects a repeated one).
@@ -161,10 +186,10 @@ fn walk_record<'a>(
                 b"isMeta" => record.is_meta = walk.bool_or_null()?,
                 b"isCompactSummary" => record.is_compact_summary = walk.bool_or_null()?,
                 b"message" if wanted(&record) => {
-                    (record.message, message) = message_in_place(&mut walk)?;
+                    (record.message, message) = message_in_place(walk)?;
                 }
-                b"message" => record.message = raw_or_null(&mut walk)?,
-                b"compactMetadata" => record.compact_metadata = raw_or_null(&mut walk)?,
+                b"message" => record.message = raw_or_null(walk)?,
+                b"compactMetadata" => record.compact_metadata = raw_or_null(walk)?,
                 _ => {
                     walk.skip()?;
                 }
@@ -174,7 +199,7 @@ fn walk_record<'a>(
             }
         }
     }
-    walk.at_end().then_some((record, message))
+    Some((record, message))
 }
 
 /// A record's `message` value, raw as [`raw_or_null`] reads it, and its [`Message`] read in
@@ -439,6 +464,16 @@ pub mod differential {
             start = end + 1;
         }
         scan.finish()
+    }
+
+    /// The line at the start of `rest` as the reader of a mapped file feeds it
+    /// ([`super::parse_line_in`]): its record and message (debug text, as [`both`]'s walked
+    /// side) and its length, or `None` where the walk leaves the line to the reader.
+    pub fn line_in(rest: &[u8]) -> Option<(String, usize)> {
+        super::parse_line_in(rest, |_| true).map(|(r, in_place, len)| {
+            let message = in_place.unwrap_or_else(|| super::Message::of(r.message));
+            (format!("{r:?} {message:?}"), len)
+        })
     }
 
     /// `Some` when the record walk reads the line (no serde fallback for the record), holding
