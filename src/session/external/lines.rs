@@ -332,7 +332,9 @@ fn map_file(path: &Path, len: u64) -> Result<Option<Mapped>> {
 /// [`read_lines_until`] would feed from the part's start, found where they lie. A part whose
 /// last line runs past the mapped bytes (the last part, of a file that grew, or any part of
 /// one that shrank before it was mapped) is read on from there as a part always is. The pages
-/// of the lines consumed are given back as the part ends.
+/// of the lines consumed are given back as the part ends. A sink that finds its lines' ends
+/// itself ([`LineSink::line_in`]) is offered the rest of the mapped bytes, up to the limit,
+/// so that the line's bytes are passed over once, not twice.
 fn mapped_part(
     path: &Path,
     mapped: &Mapped,
