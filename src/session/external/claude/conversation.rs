@@ -191,7 +191,7 @@ impl LineSink for ConversationScan {
         true
     }
 
-    /// The record's walk finds where its line ends ([`parse_line_in`]), so the reader needs no
+    /// The record's walk finds where its line ends (`record::parse_line_in`), so the reader needs no
     /// pass of its own over the line's bytes to find it.
     fn line_in(&mut self, index: u64, rest: &[u8]) -> Option<(usize, bool)> {
         if self.serde_only {

@@ -467,7 +467,7 @@ pub mod differential {
     }
 
     /// The line at the start of `rest` as the reader of a mapped file feeds it
-    /// ([`super::parse_line_in`]): its record and message (debug text, as [`both`]'s walked
+    /// (`parse_line_in`): its record and message (debug text, as [`both`]'s walked
     /// side) and its length, or `None` where the walk leaves the line to the reader.
     pub fn line_in(rest: &[u8]) -> Option<(String, usize)> {
         super::parse_line_in(rest, |_| true).map(|(r, in_place, len)| {
