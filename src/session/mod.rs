@@ -4,6 +4,7 @@
 // Parts of this room serve only the faces (the TUI, the command line, the MCP server); a
 // build without them leaves those parts unused.
 #[cfg_attr(partial_faces, allow(dead_code))]
+pub(crate) mod checksum;
 pub(crate) mod civil;
 pub(crate) mod clock;
 pub mod error;

@@ -27,12 +27,12 @@ use super::index::{Index, Project};
 use super::session_dirs::LogEntry;
 use super::session_dirs::SessionDirs;
 use super::stamp::Stamp;
+use crate::session::checksum::checksum;
 use crate::session::format::SessionHeader;
 use crate::session::reader::Encoding;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::hash::Hasher;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -186,19 +186,6 @@ fn try_store(home: &Path, sessions_dir: &Path, index: &Index) -> std::io::Result
         Err(e) => return Err(e),
     }
     crate::session::files::write_replacing(&path(home), &out.b)
-}
-
-/// FxHash over the file's bytes, eight at a time: catches a torn or damaged file, not an
-/// adversary (one who can write the file can write the logs).
-fn checksum(bytes: &[u8]) -> u64 {
-    let mut hasher = rustc_hash::FxHasher::default();
-    let (words, rest) = bytes.as_chunks::<8>();
-    for word in words {
-        hasher.write_u64(u64::from_le_bytes(*word));
-    }
-    hasher.write(rest);
-    hasher.write_usize(bytes.len());
-    hasher.finish()
 }
 
 #[cfg(unix)]
