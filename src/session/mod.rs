@@ -1,10 +1,10 @@
 //! The session layer: the dsh log format, the on-disk store, sessions live in this process, and
 //! the `SessionQuery` read interface that everything above consumes.
 
+pub(crate) mod checksum;
 // Parts of this room serve only the faces (the TUI, the command line, the MCP server); a
 // build without them leaves those parts unused.
 #[cfg_attr(partial_faces, allow(dead_code))]
-pub(crate) mod checksum;
 pub(crate) mod civil;
 pub(crate) mod clock;
 pub mod error;
