@@ -1,5 +1,6 @@
-//! Byte classification with SIMD, the one room of the library that holds `unsafe` (besides
-//! `mallopt` in `main.rs`), behind a safe API.
+//! Byte classification with SIMD, one of the library's rooms that hold `unsafe` (with
+//! `external/mapped.rs`, and `mallopt` in `main.rs`), behind a safe API; and the prefetch hint
+//! the string loop gives a page ahead ([`prefetch`]).
 //!
 //! Purpose: the skimmer asks, of 16 or 64 bytes at a time, which are quotes, backslashes, the
 //! letters of common escapes, digits, a given byte, or outside printable ASCII, as bit masks

@@ -191,8 +191,8 @@ impl LineSink for ConversationScan {
         true
     }
 
-    /// The record's walk finds where its line ends (`record::parse_line_in`), so the reader needs no
-    /// pass of its own over the line's bytes to find it.
+    /// The record's walk finds where its line ends (`record::parse_line_in`), so the reader
+    /// needs no pass of its own over the line's bytes to find it.
     fn line_in(&mut self, index: u64, rest: &[u8]) -> Option<(usize, bool)> {
         if self.serde_only {
             return None;
