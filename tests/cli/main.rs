@@ -8,6 +8,7 @@ mod support;
 mod compression;
 mod demo_home;
 mod diagnostics;
+mod fixed_address;
 mod mcp_setup;
 mod reference;
 mod reliability_hostile_home;
