@@ -437,7 +437,7 @@ mod codex {
     //! type that lets a reader drop it unread, and whole conversations.
     use super::{fixtures, Rng};
     use dsh_session_references::session::external::codex_record::differential::{
-        both, conversation, payload_kind, walked,
+        both, conversation, conversation_in_rest, line_in, payload_kind, walked,
     };
 
     fn is_codex(path: &std::path::Path) -> bool {
@@ -459,6 +459,9 @@ mod codex {
             "the walk and serde disagree on {:?}",
             String::from_utf8_lossy(line)
         );
+        for next in [&b""[..], br#"{"type":"next"}"#, b"\"\x01]"] {
+            agree_in_rest(line, next);
+        }
         // The payload, as serde cuts it out of the line.
         #[derive(serde::Deserialize)]
         struct Raw<'a> {
@@ -481,17 +484,39 @@ mod codex {
         }
     }
 
+    /// The envelope walk that finds where its line ends (`envelope_in`, what the reader of a
+    /// mapped file offers the rest of the file to): given `line`, a newline and `next`, it
+    /// reads the bytes up to the first newline exactly as serde reads that line, and says where
+    /// it ends; or it leaves the line to the reader. (`line` may hold a newline of its own: a
+    /// mutated line.)
+    fn agree_in_rest(line: &[u8], next: &[u8]) -> bool {
+        let rest = [line, b"\n", next].concat();
+        let end = rest.iter().position(|&b| b == b'\n').unwrap();
+        let Some((walked, len)) = line_in(&rest) else {
+            return false;
+        };
+        let shown = String::from_utf8_lossy(&rest);
+        assert_eq!(len, end, "the walk ended its line elsewhere in {shown:?}");
+        assert_eq!(
+            Some(walked),
+            both(&rest[..end]).1,
+            "the walk to the line's end and serde disagree on {shown:?}"
+        );
+        true
+    }
+
     #[test]
     fn every_codex_fixture_line_and_its_mutations_read_the_same() {
         let mut rng = Rng(0xc0de_c0de_1234_5678);
         const BYTES: &[u8] = b"{}[],:\"\\ 0-1.etn\x01\xff";
-        let (mut lines, mut walked_lines) = (0, 0);
+        let (mut lines, mut walked_lines, mut in_rest) = (0, 0, 0);
         for path in fixtures().into_iter().filter(|p| is_codex(p)) {
             let bytes = std::fs::read(&path).unwrap();
             for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
                 agree(line);
                 lines += 1;
                 walked_lines += usize::from(walked(line));
+                in_rest += usize::from(agree_in_rest(line, b"{}"));
                 for _ in 0..4 {
                     let mut mutated = line.to_vec();
                     let at = rng.below(mutated.len());
@@ -511,6 +536,10 @@ mod codex {
             walked_lines * 10 >= lines * 9,
             "{walked_lines} of {lines} walked"
         );
+        assert!(
+            in_rest * 10 >= lines * 9,
+            "{in_rest} of {lines} ended by the walk"
+        );
     }
 
     #[test]
@@ -525,6 +554,12 @@ mod codex {
                 "{}",
                 path.display()
             );
+            assert_eq!(
+                conversation_in_rest(&bytes),
+                conversation(&bytes, true),
+                "{}",
+                path.display()
+            );
             files += 1;
             for _ in 0..20 {
                 let mut mutated = bytes.clone();
@@ -534,6 +569,12 @@ mod codex {
                 }
                 assert_eq!(
                     conversation(&mutated, false),
+                    conversation(&mutated, true),
+                    "{}",
+                    String::from_utf8_lossy(&mutated)
+                );
+                assert_eq!(
+                    conversation_in_rest(&mutated),
                     conversation(&mutated, true),
                     "{}",
                     String::from_utf8_lossy(&mutated)

@@ -12,7 +12,8 @@
 
 use super::super::scan::LineSink;
 use super::{
-    blocks_text, envelope, envelope_serde, is_injected, payload, payload_is_one_of, Payload,
+    blocks_text, envelope, envelope_in, envelope_serde, is_injected, payload, payload_is_one_of,
+    Line, Payload,
 };
 use crate::session::external::{parse_time, Conversation, Item, ItemKind};
 use serde::Deserialize;
@@ -58,25 +59,41 @@ fn wanted_payloads(kind: &str) -> Option<&'static [&'static str]> {
 
 impl LineSink for ConversationScan {
     fn line(&mut self, index: u64, bytes: &[u8]) -> bool {
+        let line = if self.serde_only {
+            envelope_serde(bytes)
+        } else {
+            envelope(bytes)
+        };
+        self.fold(index, line);
+        true
+    }
+
+    /// The envelope's walk finds where its line ends (`codex_record::envelope_in`), so the
+    /// reader needs no pass of its own over the line's bytes to find it.
+    fn line_in(&mut self, index: u64, rest: &[u8]) -> Option<(usize, bool)> {
+        if self.serde_only {
+            return None;
+        }
+        let (line, len) = envelope_in(rest)?;
+        self.fold(index, Some(line));
+        Some((len, true))
+    }
+}
+
+impl ConversationScan {
+    /// Folds in line `index`, its envelope as read (`None`: not a record).
+    fn fold(&mut self, index: u64, line: Option<Line<'_>>) {
         self.last_line = Some(index);
-        if let Some(effect) = self.effect(bytes) {
+        if let Some(effect) = line.and_then(|line| self.effect(line)) {
             match &mut self.deferred {
                 Some(deferred) => deferred.push(effect),
                 None => self.apply(effect),
             }
         }
-        true
     }
-}
 
-impl ConversationScan {
-    /// What the record `bytes` does to the conversation (`None`: nothing), its time folded in.
-    fn effect(&mut self, bytes: &[u8]) -> Option<Effect> {
-        let line = if self.serde_only {
-            envelope_serde(bytes)
-        } else {
-            envelope(bytes)
-        }?;
+    /// What the record `line` does to the conversation (`None`: nothing), its time folded in.
+    fn effect(&mut self, line: Line<'_>) -> Option<Effect> {
         let time = line.timestamp.as_deref().and_then(parse_time);
         if let Some(t) = time {
             self.last_activity = Some(self.last_activity.map_or(t, |a| a.max(t)));

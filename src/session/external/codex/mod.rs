@@ -15,7 +15,7 @@ mod conversation;
 pub use conversation::ConversationScan;
 
 use super::agent::{AgentFormat, Layout, SideNames};
-use super::codex_record::{envelope, envelope_serde, payload_is_one_of, Line};
+use super::codex_record::{envelope, envelope_in, envelope_serde, payload_is_one_of, Line};
 use super::scan::{read_lines, LineSink};
 use super::{parse_time, title_line, Conversation, Head};
 use crate::session::error::{Result, SessionError};
