@@ -161,9 +161,9 @@ pub mod differential {
         super::walk_envelope(line).is_some()
     }
 
-    /// The line at the start of `rest` as the reader of a mapped file feeds it
-    /// ([`envelope_in`](super::envelope_in)): its envelope (debug text, as [`both`]'s) and its
-    /// length, or `None` where the walk leaves the line to the reader.
+    /// The line at the start of `rest` as the reader of a mapped file feeds it (`envelope_in`):
+    /// its envelope (debug text, as [`both`]'s) and its length, or `None` where the walk leaves
+    /// the line to the reader.
     pub fn line_in(rest: &[u8]) -> Option<(String, usize)> {
         super::envelope_in(rest).map(|(line, len)| (format!("{line:?}"), len))
     }
