@@ -64,6 +64,18 @@ fn agree(line: &[u8]) -> bool {
 /// the first newline exactly as serde reads that line, and says where it ends; or it leaves
 /// the line to the reader. (`line` may hold a newline of its own: a mutated line.)
 fn agree_in_rest(line: &[u8], next: &[u8]) -> bool {
+    ends_where_serde_reads(line, next, line_in, |line| both(line).1)
+}
+
+/// `line`, a newline and `next` as the rest of a file: `line_in` (an agent's walk that finds
+/// where its line ends) either leaves the line (`false`) or ends it at the first newline and
+/// reads what `serde` reads of the bytes before it.
+fn ends_where_serde_reads(
+    line: &[u8],
+    next: &[u8],
+    line_in: impl Fn(&[u8]) -> Option<(String, usize)>,
+    serde: impl Fn(&[u8]) -> Option<String>,
+) -> bool {
     let rest = [line, b"\n", next].concat();
     let end = rest.iter().position(|&b| b == b'\n').unwrap();
     let Some((walked, len)) = line_in(&rest) else {
@@ -73,7 +85,7 @@ fn agree_in_rest(line: &[u8], next: &[u8]) -> bool {
     assert_eq!(len, end, "the walk ended its line elsewhere in {shown:?}");
     assert_eq!(
         Some(walked),
-        both(&rest[..end]).1,
+        serde(&rest[..end]),
         "the walk to the line's end and serde disagree on {shown:?}"
     );
     true
@@ -490,19 +502,7 @@ mod codex {
     /// it ends; or it leaves the line to the reader. (`line` may hold a newline of its own: a
     /// mutated line.)
     fn agree_in_rest(line: &[u8], next: &[u8]) -> bool {
-        let rest = [line, b"\n", next].concat();
-        let end = rest.iter().position(|&b| b == b'\n').unwrap();
-        let Some((walked, len)) = line_in(&rest) else {
-            return false;
-        };
-        let shown = String::from_utf8_lossy(&rest);
-        assert_eq!(len, end, "the walk ended its line elsewhere in {shown:?}");
-        assert_eq!(
-            Some(walked),
-            both(&rest[..end]).1,
-            "the walk to the line's end and serde disagree on {shown:?}"
-        );
-        true
+        super::ends_where_serde_reads(line, next, line_in, |line| both(line).1)
     }
 
     #[test]

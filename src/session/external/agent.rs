@@ -225,6 +225,29 @@ pub fn scan_whole(path: &Path, scan: &mut Box<dyn ConversationScan>) -> Result<(
     read_lines(path, 0, 0, &mut **scan)
 }
 
+/// Feeds the complete lines of `file` to `sink` as the reader of a mapped file does: each line
+/// is offered with the rest of the file after it ([`LineSink::line_in`]), and a line the sink
+/// leaves is found with `memchr` and fed whole. The last line, without its newline, is not fed.
+/// (For the differential tests of the agents' walks, which compare this with serde.)
+#[doc(hidden)]
+pub fn feed_as_mapped(file: &[u8], sink: &mut dyn LineSink) {
+    let complete = memchr::memrchr(b'\n', file).map_or(0, |end| end + 1);
+    let (mut at, mut index) = (0, 0u64);
+    while at < complete {
+        let rest = &file[at..complete];
+        let len = match sink.line_in(index, rest) {
+            Some((len, _)) => len,
+            None => {
+                let len = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+                sink.line(index, &rest[..len]);
+                len
+            }
+        };
+        at += len + 1;
+        index += 1;
+    }
+}
+
 /// The conversation of the whole file at `path` by a fresh scan of type `T` ([`scan_whole`]:
 /// in parts on every core when the file is large enough): the usual
 /// [`AgentFormat::read_conversation`] of an agent whose conversation folds line by line.

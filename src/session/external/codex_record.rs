@@ -172,23 +172,8 @@ pub mod differential {
     /// after it, so that the walk finds where it ends (`LineSink::line_in`); a line it leaves
     /// is found with `memchr` and fed whole. The last line without its newline is not fed.
     pub fn conversation_in_rest(file: &[u8]) -> String {
-        use crate::session::external::lines::LineSink;
         let mut scan = super::super::codex::ConversationScan::default();
-        let complete = memchr::memrchr(b'\n', file).map_or(0, |end| end + 1);
-        let (mut at, mut index) = (0, 0u64);
-        while at < complete {
-            let rest = &file[at..complete];
-            let len = match scan.line_in(index, rest) {
-                Some((len, _)) => len,
-                None => {
-                    let len = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
-                    scan.line(index, &rest[..len]);
-                    len
-                }
-            };
-            at += len + 1;
-            index += 1;
-        }
+        super::super::agent::feed_as_mapped(file, &mut scan);
         format!("{:?}", scan.finish())
     }
 
