@@ -18,7 +18,7 @@
 //! build's skim symbols were compared: the same functions stand alone, making the same calls,
 //! at the same sizes but for `skim_prefix`'s register allocation).
 
-use super::simd::special_mask;
+use super::simd::short_plain;
 use crate::session::format::SurfaceOp;
 
 /// Depth serde allows for values it decodes (its recursion limit is 128); kept below it.
@@ -36,17 +36,7 @@ pub(super) const SHORT_BYTES: usize = 64;
 /// else, or when fewer than sixteen bytes are left to load.
 #[inline(always)]
 pub(super) fn short_plain_end(bytes: &[u8], start: usize) -> Option<usize> {
-    let mut at = start;
-    while at < start + SHORT_BYTES {
-        let chunk: &[u8; 16] = bytes.get(at..at + 16)?.try_into().ok()?;
-        let flagged = special_mask(chunk);
-        if flagged != 0 {
-            let first = at + flagged.trailing_zeros() as usize;
-            return (bytes[first] == b'"').then_some(first + 1);
-        }
-        at += 16;
-    }
-    None
+    short_plain(bytes, start, SHORT_BYTES).map(|(_, end)| end)
 }
 
 /// A position in the bytes being skimmed: `b[i..]` is what is left to read.

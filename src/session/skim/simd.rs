@@ -175,6 +175,38 @@ pub(super) fn string_masks(block: &[u8; 64], wide: Wide) -> StringMasks {
     masks
 }
 
+/// The body of the short plain string starting at `bytes[start]` (its text, and the index
+/// just past its closing quote), when that quote comes within `limit` bytes and every byte
+/// before it is printable ASCII other than a backslash (such a body is what serde accepts
+/// without a check more, and decodes to these very bytes). `None` for anything else, or when
+/// fewer than sixteen bytes are left to load. The bytes are classified sixteen at a time
+/// ([`special_mask`]), so the text is made here without a second UTF-8 validation
+/// (`str::from_utf8` is an out-of-line call that costs more than a short key's or id's bytes).
+#[inline(always)]
+pub(super) fn short_plain(bytes: &[u8], start: usize, limit: usize) -> Option<(&str, usize)> {
+    let mut at = start;
+    while at < start + limit {
+        let chunk: &[u8; 16] = bytes.get(at..at + 16)?.try_into().ok()?;
+        let flagged = special_mask(chunk);
+        if flagged != 0 {
+            let first = at + flagged.trailing_zeros() as usize;
+            if bytes[first] != b'"' {
+                return None;
+            }
+            let body = &bytes[start..first];
+            debug_assert!(body.is_ascii());
+            #[allow(unsafe_code)]
+            // SAFETY: `special_mask` flags every byte of 0x80 and up (`masks_report_every_flagged_byte`),
+            // and the first flagged byte from `start` is this quote, so every byte of `body` is
+            // ASCII, which is valid UTF-8.
+            let text = unsafe { std::str::from_utf8_unchecked(body) };
+            return Some((text, first + 1));
+        }
+        at += 16;
+    }
+    None
+}
+
 /// Asks the CPU to bring `bytes[at]` into its caches ahead of a scan that will reach it; a
 /// hint only, nothing when `at` is past the end.
 #[inline(always)]
@@ -417,6 +449,57 @@ mod portable {
 mod tests {
     use super::*;
     use crate::test_rng::TestRng;
+
+    /// A short plain body is answered exactly when the bytes up to the first quote within the
+    /// limit are printable ASCII without a backslash, and its text is those bytes (what serde
+    /// decodes): over bodies with a non-ASCII byte (a lone continuation, a lead, a whole
+    /// character), a control, a backslash or a quote at every place, and every length around
+    /// the limit.
+    #[test]
+    fn short_plain_bodies_are_their_ascii_bytes() {
+        let odd: [&[u8]; 6] = [
+            b"\x80",
+            b"\xc3",
+            "\u{e9}".as_bytes(),
+            b"\x01",
+            b"\\",
+            b"\x7f",
+        ];
+        let mut rng = TestRng::new(5);
+        let mut answered = 0;
+        for _ in 0..100_000 {
+            let mut bytes = vec![b'a'; rng.below(80)];
+            if rng.below(2) == 0 && !bytes.is_empty() {
+                let at = rng.below(bytes.len());
+                let piece = odd[rng.below(odd.len())];
+                bytes.splice(at..at + 1, piece.iter().copied());
+            }
+            let quote = bytes.len();
+            bytes.push(b'"');
+            bytes.extend((0..rng.below(20)).map(|_| *rng.pick(b"a\",}\x80")));
+            let limit = 16 * (1 + rng.below(4));
+            let got = short_plain(&bytes, 0, limit);
+            let body = &bytes[..quote];
+            let plain = body
+                .iter()
+                .all(|&b| (0x20..0x80).contains(&b) && b != b'\\');
+            if let Some((text, end)) = got {
+                answered += 1;
+                assert!(plain, "{body:?}");
+                assert_eq!((text.as_bytes(), end), (body, quote + 1));
+                let quoted = &bytes[..=quote];
+                let mut json = vec![b'"'];
+                json.extend_from_slice(quoted);
+                assert_eq!(
+                    serde_json::from_slice::<String>(&json).ok().as_deref(),
+                    Some(text)
+                );
+            } else if plain && quote / 16 * 16 < limit && bytes.len() >= 16 * (quote / 16 + 1) {
+                panic!("a plain body of {quote} bytes was not answered: {body:?}");
+            }
+        }
+        assert!(answered > 10_000, "answered only {answered} times");
+    }
 
     #[test]
     fn masks_report_every_flagged_byte() {

@@ -19,7 +19,8 @@
 //! accepted piece against serde) and the differential tests of the readers built on it
 //! (`tests/session/reliability_agent_skim.rs`, `fuzz/fuzz_targets/agent_skim.rs`).
 
-use super::cursor::{Cursor, VALUE_DEPTH};
+use super::cursor::{Cursor, SHORT_BYTES, VALUE_DEPTH};
+use super::simd::short_plain;
 use std::borrow::Cow;
 
 /// A position in one line of JSON: `bytes[i..]` is what is left to read.
@@ -115,6 +116,12 @@ impl<'a> Walk<'a> {
         self.c.ws();
         let open = self.c.i;
         self.c.expect(b'"')?;
+        // A short plain body (most ids, times, types) is its own text: no escape to decode,
+        // every byte ASCII.
+        if let Some((text, end)) = short_plain(self.c.b, self.c.i, SHORT_BYTES) {
+            self.c.i = end;
+            return Some(Cow::Borrowed(text));
+        }
         self.c.string_body()?;
         let quoted = &self.c.b[open..self.c.i];
         let body = &quoted[1..quoted.len() - 1];
