@@ -1,6 +1,7 @@
 //! Byte classification with SIMD, one of the library's rooms that hold `unsafe` (with
-//! `external/mapped.rs`, and `mallopt` in `main.rs`), behind a safe API; and the prefetch hint
-//! the string loop gives a page ahead ([`prefetch`]).
+//! `external/mapped.rs`, and `mallopt` in `main.rs`), behind a safe API; the prefetch hint
+//! the string loop gives a page ahead ([`prefetch`]); and the text of a short plain string
+//! made from the masks that found its end ([`short_plain`]).
 //!
 //! Purpose: the skimmer asks, of 16 or 64 bytes at a time, which are quotes, backslashes, the
 //! letters of common escapes, digits, a given byte, or outside printable ASCII, as bit masks
@@ -15,8 +16,10 @@
 //! intrinsics need: SSE2 is checked at compile time (the `cfg`s), AVX2 and AVX-512BW at run
 //! time and carried by the [`Wide`] token, which only [`Wide::detect`] can make wide, so no
 //! caller can claim a feature without the CPU having it; the unaligned loads read a
-//! `&[u8; 64]`. Proof: `simd::tests` (each SIMD mask against the portable one and against the
-//! bytes' own classification, on the SSE2 path and on each wider one the CPU has), and the
+//! `&[u8; 64]`. [`short_plain`] makes a `&str` without a UTF-8 check only of bytes its own
+//! [`special_mask`] found all ASCII (it flags every byte of 0x80 and up). Proof: `simd::tests` (each SIMD mask against the portable one and against the
+//! bytes' own classification, on the SSE2 path and on each wider one the CPU has;
+//! `short_plain_bodies_are_their_ascii_bytes`), and the
 //! skimmer's property and
 //! differential tests against serde (`cargo test skim`, `fuzz/fuzz_targets/skim_vs_serde.rs`).
 //!
