@@ -19,9 +19,11 @@
 //! - The file starts with a versioned magic line and ends with a checksum of everything before
 //!   it; it names the agent and the home it describes, and a file of another version, agent or
 //!   home, torn or corrupt is ignored whole (the caller logs a warning and rebuilds it).
-//! - Reading is bounded: the file is read only up to a size limit, and every length and count
-//!   in it is checked against the bytes left before anything is allocated, so a file of n bytes
-//!   costs O(n) whatever it claims; a title state nests at most [`MAX_DEPTH`] deep.
+//! - Reading is bounded: the file is read only up to a size limit (mapped from [`MAP_FROM`]
+//!   bytes on, guarded as a session file's mapping is: a file cut short while it is read is
+//!   refused, never a crash), and every length and count in it is checked against the bytes
+//!   left before anything is allocated, so a file of n bytes costs O(n) whatever it claims; a
+//!   title state nests at most [`MAX_DEPTH`] deep.
 //! - Every path in it is relative, made of plain components, and joined under the agent's
 //!   sessions directory: a crafted file cannot point a read anywhere else. A restored entry is
 //!   used only for a file the walk of the home finds, and only when `stat` says it is the same
@@ -33,8 +35,8 @@
 //! temporary name beside the cache and is renamed over it, so a reader sees the old file or the
 //! new one; an `index` that is not a plain directory (a symlink, a file) is left alone.
 //!
-//! Proof: the unit tests below (round trip, every kind of damage refused, paths that escape
-//! refused) and `tests/session/agent_listing_cache.rs` (a new process lists from the cache, a
+//! Proof: the unit tests below (round trip, read and mapped; every kind of damage refused;
+//! paths that escape refused, the byte check against `Path::components`) and `tests/session/agent_listing_cache.rs` (a new process lists from the cache, a
 //! title appended shows, a truncated or replaced file is read again, a deleted one disappears,
 //! nothing is written under the agent's home).
 
