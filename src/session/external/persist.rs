@@ -36,8 +36,9 @@
 //! new one; an `index` that is not a plain directory (a symlink, a file) is left alone.
 //!
 //! Proof: the unit tests below (round trip, read and mapped; every kind of damage refused;
-//! paths that escape refused, the byte check against `Path::components`) and `tests/session/agent_listing_cache.rs` (a new process lists from the cache, a
-//! title appended shows, a truncated or replaced file is read again, a deleted one disappears,
+//! paths that escape refused, the byte check against `Path::components`) and
+//! `tests/session/agent_listing_cache.rs` (a new process lists from the cache, a title
+//! appended shows, a truncated or replaced file is read again, a deleted one disappears,
 //! nothing is written under the agent's home).
 
 use super::lines::FileStamp;
