@@ -139,18 +139,36 @@ impl Tmux {
             .success()
     }
 
-    /// Ctrl-C twice (an idle, empty composer), then waits for the program to end.
+    /// Ctrl-C twice (an idle, empty composer), then waits for the program to end. On a loaded
+    /// machine a key can reach the pane before the program reads its terminal (and be lost),
+    /// so the pair is sent again every few seconds while the program lives.
     pub fn quit(&self) {
-        self.keys(&["C-c"]);
-        std::thread::sleep(Duration::from_millis(100));
-        self.keys(&["C-c"]);
+        // Not `keys`: the program may end (and its session with it) between two presses.
+        let press = || {
+            let _ = self
+                .tmux()
+                .args(["send-keys", "-t", &self.session, "C-c"])
+                .stderr(std::process::Stdio::null())
+                .status();
+        };
+        let press_twice = || {
+            press();
+            std::thread::sleep(Duration::from_millis(100));
+            press();
+        };
+        press_twice();
         let start = Instant::now();
+        let mut pressed = Instant::now();
         while self.alive() {
             assert!(
                 start.elapsed() < Duration::from_secs(20),
                 "dsh-refs did not quit; screen:\n{}",
                 self.screen()
             );
+            if pressed.elapsed() > Duration::from_secs(4) {
+                press_twice();
+                pressed = Instant::now();
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
     }
