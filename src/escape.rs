@@ -172,12 +172,13 @@ pub fn diagnostic(text: &str) -> Cow<'_, str> {
 /// leave raw) becomes a `\uXXXX` escape. In JSON text such characters can only occur inside
 /// string literals, where the escape means the same character.
 pub fn json_for_terminal(json: String) -> String {
-    if !json.contains(|c| needs_escape(c, EscapeMode::SingleLine)) {
+    let Some(first) = first_single_line_escape(&json) else {
         return json;
-    }
+    };
     use std::fmt::Write;
     let mut out = String::with_capacity(json.len() + 16);
-    for c in json.chars() {
+    out.push_str(&json[..first]);
+    for c in json[first..].chars() {
         if needs_escape(c, EscapeMode::SingleLine) {
             let _ = write!(out, "\\u{:04x}", c as u32);
         } else {
@@ -187,10 +188,79 @@ pub fn json_for_terminal(json: String) -> String {
     out
 }
 
+/// Where the first character [`needs_escape`] in a single line starts, found by its first
+/// byte. Every such character starts with a byte below 0x20, 0x7F, 0xC2 (C1), 0xD8 (U+061C) or
+/// 0xE2 (the bidi controls and separators, U+200E to U+2069): sixty-four bytes at a time are
+/// looked at for one of those (a loop the compiler makes SIMD), and only a character starting
+/// with one is decoded. A reply of tens of KB was decoded character by character before.
+fn first_single_line_escape(text: &str) -> Option<usize> {
+    let first_byte = |b: u8| b < 0x20 || b == 0x7F || b == 0xC2 || b == 0xD8 || b == 0xE2;
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    for chunk in bytes.chunks(64) {
+        if chunk.iter().fold(false, |any, &b| any | first_byte(b)) {
+            for (k, &b) in chunk.iter().enumerate() {
+                // Each of those bytes is ASCII or a lead byte: a character starts there.
+                let escaped = first_byte(b)
+                    && text[at + k..]
+                        .chars()
+                        .next()
+                        .is_some_and(|c| needs_escape(c, EscapeMode::SingleLine));
+                if escaped {
+                    return Some(at + k);
+                }
+            }
+        }
+        at += chunk.len();
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The byte search finds the first character the character scan finds, over every
+    /// character that needs escaping and its neighbours in UTF-8 (same lead byte, other
+    /// values), at every place around a 64-byte edge.
+    #[test]
+    fn the_first_escape_is_found_by_its_first_byte() {
+        let near: Vec<char> = [
+            '\u{0}', '\u{1f}', ' ', '\u{7e}', '\u{7f}', '\u{80}', '\u{9f}',
+        ]
+        .into_iter()
+        .chain([
+            '\u{a0}', '\u{bf}', '\u{61b}', '\u{61c}', '\u{61d}', '\u{600}', '\u{63f}',
+        ])
+        .chain([
+            '\u{200d}', '\u{200e}', '\u{200f}', '\u{2010}', '\u{2026}', '\u{2027}',
+        ])
+        .chain([
+            '\u{2028}', '\u{2029}', '\u{202a}', '\u{202e}', '\u{202f}', '\u{2065}',
+        ])
+        .chain([
+            '\u{2066}', '\u{2069}', '\u{206a}', '\u{2000}', '\u{20ac}', '\u{2fff}',
+        ])
+        .chain(['é', '😀', 'a'])
+        .collect();
+        let by_chars = |t: &str| {
+            t.char_indices()
+                .find(|&(_, c)| needs_escape(c, EscapeMode::SingleLine))
+        };
+        for &c in &near {
+            for &d in &near {
+                for pad in 55..70 {
+                    let text = format!("{}{c}{}{d}x", "a".repeat(pad), "…".repeat(pad % 3));
+                    assert_eq!(
+                        first_single_line_escape(&text),
+                        by_chars(&text).map(|(i, _)| i),
+                        "{text:?}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn plain_text_is_borrowed() {
