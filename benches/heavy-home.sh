@@ -63,9 +63,8 @@ export HOME=$work/home XDG_CACHE_HOME=$work/cache XDG_DATA_HOME=$work/home/.loca
 
 echo "== generate (--scale $scale, $claude Claude Code + $codex Codex sessions, seed $seed) into $agents"
 "$gen" --out "$agents" --claude "$claude" --codex "$codex" --seed "$seed" --scale "$scale" | tee "$results/gen.txt"
-# The generated gigabytes on disk before anything is timed: while the kernel still writes them
-# back, a process that writes (a listing cache, an index) is throttled, and a run of five can
-# take a start of 80 ms for one of 25 (seen in the MCP row, stop 51).
+# The generated gigabytes on disk before anything is timed, so that their write-back does not
+# run beside the timings.
 sync
 largest_id=$(sed -n 's/^largest_claude=\([^ ]*\) .*/\1/p' "$results/gen.txt")
 largest_path=$(sed -n 's/^largest_claude=[^ ]* [0-9]* //p' "$results/gen.txt")

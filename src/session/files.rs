@@ -130,6 +130,11 @@ pub fn open_read(path: &Path) -> io::Result<File> {
 /// when it is absent, not a regular file, unreadable, or longer than `max`.
 pub fn read_small(path: &Path, max: usize) -> Option<Vec<u8>> {
     let file = open_regular(path, OpenOptions::new().read(true), Symlinks::Refuse).ok()?;
+    read_small_from(&file, max)
+}
+
+/// [`read_small`] of a file already opened (and checked) by the caller.
+pub fn read_small_from(file: &File, max: usize) -> Option<Vec<u8>> {
     // Sized by the file (plus one byte to see it end), never by `max`: a 512 MB bound must not
     // reserve 512 MB for a 16 MB file.
     let len = file.metadata().map_or(0, |m| m.len());

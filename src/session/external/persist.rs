@@ -310,7 +310,7 @@ fn read_sealed(cache: &Path) -> Result<Sealed, Refused> {
     let sealed = match mapped {
         Some(mapped) => Sealed::Mapped(mapped),
         None => Sealed::Read(
-            crate::session::files::read_small(cache, MAX_BYTES).ok_or_else(unreadable)?,
+            crate::session::files::read_small_from(&file, MAX_BYTES).ok_or_else(unreadable)?,
         ),
     };
     let body = sealed

@@ -17,11 +17,11 @@
 //! time and carried by the [`Wide`] token, which only [`Wide::detect`] can make wide, so no
 //! caller can claim a feature without the CPU having it; the unaligned loads read a
 //! `&[u8; 64]`. [`short_plain`] makes a `&str` without a UTF-8 check only of bytes its own
-//! [`special_mask`] found all ASCII (it flags every byte of 0x80 and up). Proof: `simd::tests` (each SIMD mask against the portable one and against the
-//! bytes' own classification, on the SSE2 path and on each wider one the CPU has;
-//! `short_plain_bodies_are_their_ascii_bytes`), and the
-//! skimmer's property and
-//! differential tests against serde (`cargo test skim`, `fuzz/fuzz_targets/skim_vs_serde.rs`).
+//! [`special_mask`] found all ASCII (it flags every byte of 0x80 and up).
+//! Proof: `simd::tests` (each SIMD mask against the portable one and against the bytes' own
+//! classification, on the SSE2 path and on each wider one the CPU has;
+//! `short_plain_bodies_are_their_ascii_bytes`), and the skimmer's property and differential
+//! tests against serde (`cargo test skim`, `fuzz/fuzz_targets/skim_vs_serde.rs`).
 //!
 //! `unsafe_code` is denied crate-wide (Cargo.toml) and allowed in this file only, item by item.
 
@@ -199,9 +199,9 @@ pub(super) fn short_plain(bytes: &[u8], start: usize, limit: usize) -> Option<(&
             let body = &bytes[start..first];
             debug_assert!(body.is_ascii());
             #[allow(unsafe_code)]
-            // SAFETY: `special_mask` flags every byte of 0x80 and up (`masks_report_every_flagged_byte`),
-            // and the first flagged byte from `start` is this quote, so every byte of `body` is
-            // ASCII, which is valid UTF-8.
+            // SAFETY: `special_mask` flags every byte of 0x80 and up (the test
+            // `masks_report_every_flagged_byte`), and the first flagged byte from `start` is
+            // this quote, so every byte of `body` is ASCII, which is valid UTF-8.
             let text = unsafe { std::str::from_utf8_unchecked(body) };
             return Some((text, first + 1));
         }

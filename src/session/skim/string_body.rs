@@ -34,6 +34,12 @@ impl<'a> Cursor<'a> {
             self.i = end;
             return Some(());
         }
+        self.long_string_body()
+    }
+
+    /// [`Cursor::string_body`] without its short step: for a caller that tried that step
+    /// already (`Walk::string`, which keeps the short body's text) and must not pay it twice.
+    pub(super) fn long_string_body(&mut self) -> Option<()> {
         simd::with_cpu_masks(StringBody(self))
     }
 

@@ -122,7 +122,7 @@ impl<'a> Walk<'a> {
             self.c.i = end;
             return Some(Cow::Borrowed(text));
         }
-        self.c.string_body()?;
+        self.c.long_string_body()?;
         let quoted = &self.c.b[open..self.c.i];
         let body = &quoted[1..quoted.len() - 1];
         if memchr::memchr(b'\\', body).is_none() {
