@@ -255,3 +255,32 @@ fn nothing_is_written_under_the_agent_home() {
     assert_eq!(tree_with_stamps(&homes.claude), grown);
     assert_ne!(before, grown);
 }
+
+/// A new process that reads one session before listing takes the file and its head from the
+/// cache (the head read when the file was listed, as the listing itself shows it), and reads
+/// only the conversation from the file: the head written in place with the stamp kept is not
+/// seen, the conversation is. A process that listed first reads the head from the file.
+#[test]
+fn a_new_process_reads_one_session_with_the_head_the_cache_holds() {
+    let homes = Homes::new(&[("a", "alpha prompt")]);
+    homes.listing();
+    let rewritten = record("a", "u1", "zulu prompt!").replace(r#""cwd":"/w""#, r#""cwd":"/z""#);
+    rewrite_keeping_stamp(&homes.file("a"), rewritten.as_bytes());
+    let read = |list_first: bool| {
+        let source = homes.process();
+        if list_first {
+            source.list_sessions_blocking().unwrap();
+        }
+        let (surface, conversation) = source.read_conversation_blocking("claude:a").unwrap();
+        let text: Vec<String> = conversation.items.iter().map(|i| i.text.clone()).collect();
+        (surface.session.cwd.clone(), text)
+    };
+    let zulu = vec!["zulu prompt!".to_string()];
+    assert_eq!(read(false), (Some("/w".into()), zulu.clone()));
+    // Once listed in the process, the head is the file's (the source can fail the test).
+    let uncached = ExternalSessions::new(ExternalAgent::Claude, &homes.claude);
+    uncached.list_sessions_blocking().unwrap();
+    let (surface, _) = uncached.read_conversation_blocking("claude:a").unwrap();
+    assert_eq!(surface.session.cwd.as_deref(), Some("/z"));
+    assert_eq!(read(true).1, zulu);
+}

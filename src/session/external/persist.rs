@@ -195,7 +195,7 @@ pub(super) fn load(
     };
     let mut files = Vec::new();
     reader
-        .document(agent, home, true, |entry| {
+        .document(agent, home, Entries::All, |entry| {
             files.push(entry.saved(root)?);
             Ok(())
         })
@@ -206,33 +206,40 @@ pub(super) fn load(
     Ok(files)
 }
 
-/// The file the cache at `cache` names for the session whose own id is `own`, and its stamp
-/// then: found without restoring the listing (no title state decoded, nothing allocated per
-/// entry), for a new process that reads one session. `None` when the cache is missing or
-/// cannot be trusted (the caller lists then, which warns and rebuilds it), or when no entry or
-/// more than one claims the id.
+/// The file the cache at `cache` names for the session whose own id is `own`, its stamp and
+/// its head then: found without restoring the listing, for a new process that reads one
+/// session. Every entry's layout is checked (lengths, tags, counts, as the checksum was over
+/// all of it); only an entry that claims the id has its text checked and decoded, and nothing
+/// is allocated for the others. `None` when the cache is missing or cannot be trusted (the
+/// caller lists then, which warns and rebuilds it), or when no entry or more than one claims
+/// the id.
 pub(super) fn find(
     cache: &Path,
     agent: &str,
     home: &Path,
     root: &Path,
     own: &str,
-) -> Option<(PathBuf, FileStamp)> {
+) -> Option<(PathBuf, FileStamp, Head)> {
     let sealed = read_sealed(cache).ok()?;
     let mut reader = Reader {
         bytes: body_of(sealed.bytes()),
     };
     let mut claims = Vec::new();
     reader
-        .document(agent, home, false, |entry| {
-            if entry.id == own {
-                claims.push((entry.relative, entry.stamp));
-            }
+        .document(agent, home, Entries::Claiming(own), |entry| {
+            claims.push(entry);
             Ok(())
         })
         .ok()?;
-    match claims[..] {
-        [(relative, stamp)] if sealed.intact() => Some((root.join(relative), stamp)),
+    match &claims[..] {
+        [entry] if sealed.intact() => {
+            let head = Head {
+                id: own.to_string(),
+                created_at: entry.created_at,
+                cwd: entry.cwd.map(str::to_string),
+            };
+            Some((root.join(entry.relative), entry.stamp, head))
+        }
         _ => None,
     }
 }
@@ -517,15 +524,24 @@ impl<'a> Reader<'a> {
     }
 
     pub(super) fn str(&mut self) -> Decoded<&'a str> {
+        utf8(self.text()?)
+    }
+
+    /// A string's bytes, not checked as UTF-8.
+    fn text(&mut self) -> Decoded<&'a [u8]> {
         let len = u32::from_le_bytes(self.take(4)?.try_into().unwrap_or_default());
-        let bytes = self.take(len as usize)?;
-        std::str::from_utf8(bytes).map_err(|_| "a string that is not UTF-8".into())
+        self.take(len as usize)
     }
 
     pub(super) fn opt_str(&mut self) -> Decoded<Option<&'a str>> {
+        self.opt_text()?.map(utf8).transpose()
+    }
+
+    /// An optional string's bytes, not checked as UTF-8.
+    fn opt_text(&mut self) -> Decoded<Option<&'a [u8]>> {
         match self.byte()? {
             0 => Ok(None),
-            1 => self.str().map(Some),
+            1 => self.text().map(Some),
             tag => Err(format!("an option tagged {tag}")),
         }
     }
@@ -576,14 +592,15 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// The whole document: its agent and home must be the ones asked for; each entry is given
-    /// to `each` in order, its title state decoded only when `titles` says so (else passed
-    /// over, checked all the same); no byte may follow the last entry.
+    /// The whole document: its agent and home must be the ones asked for; no byte may follow
+    /// the last entry. `entries` says which entries are given to `each`, in order: every one,
+    /// its title state kept encoded, or only those claiming one id, title state passed over
+    /// (the others' layout checked, their text not: see [`find`]).
     fn document(
         &mut self,
         agent: &str,
         home: &Path,
-        titles: bool,
+        entries: Entries<'_>,
         mut each: impl FnMut(Entry<'a>) -> Decoded<()>,
     ) -> Decoded<()> {
         if self.str()? != agent || self.str()? != home.to_string_lossy() {
@@ -592,34 +609,30 @@ impl<'a> Reader<'a> {
         // The smallest entry: an empty path and id, two stamps' worth of fixed fields.
         let n = self.count(4 + 33 + 4 + 8 + 1 + 1)?;
         for _ in 0..n {
-            let relative = self.str()?;
-            if !plain_relative(relative) {
-                return Err("a path that leaves the sessions directory".into());
-            }
+            let raw = self.text()?;
+            // A restore checks each field as it comes; a lookup only the entry it returns.
+            let relative = match entries {
+                Entries::All => Some(path_text(raw)?),
+                Entries::Claiming(_) => None,
+            };
             let stamp = self.stamp()?;
-            let id = self.str()?;
+            let id = self.text()?;
+            if let Entries::Claiming(own) = entries {
+                if id != own.as_bytes() {
+                    self.u64()?;
+                    self.opt_text()?;
+                    self.title(false, false)?;
+                    continue;
+                }
+            }
+            let relative = match relative {
+                Some(relative) => relative,
+                None => path_text(raw)?,
+            };
+            let id = utf8(id)?;
             let created_at = self.u64()? as i64;
             let cwd = self.opt_str()?;
-            let title = match self.byte()? {
-                0 => None,
-                1 => {
-                    let (stamp, offset, line) = (self.stamp()?, self.u64()?, self.u64()?);
-                    // Checked either way; kept (not decoded) only when asked for.
-                    let start = self.bytes;
-                    self.skip_value(0)?;
-                    let state = match titles {
-                        true => TitleState::Encoded(start[..start.len() - self.bytes.len()].into()),
-                        false => TitleState::Value(Value::Null),
-                    };
-                    Some(SavedTitle {
-                        stamp,
-                        offset,
-                        line,
-                        state,
-                    })
-                }
-                tag => return Err(format!("a title tagged {tag}")),
-            };
+            let title = self.title(true, entries == Entries::All)?;
             each(Entry {
                 relative,
                 stamp,
@@ -635,34 +648,84 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    /// Passes over a title state as [`Reader::value`] reads it, checking the same, keeping
-    /// nothing.
-    fn skip_value(&mut self, depth: usize) -> Decoded<()> {
+    /// An entry's title: `None` or its stamps and state, the state checked as
+    /// [`Reader::value`] reads it (its text too when `checked`) and kept encoded only when
+    /// `kept` (else it stands as `null`: the caller does not want it).
+    fn title(&mut self, checked: bool, kept: bool) -> Decoded<Option<SavedTitle>> {
+        match self.byte()? {
+            0 => Ok(None),
+            1 => {
+                let (stamp, offset, line) = (self.stamp()?, self.u64()?, self.u64()?);
+                let start = self.bytes;
+                self.skip_value(0, checked)?;
+                let state = match kept {
+                    true => TitleState::Encoded(start[..start.len() - self.bytes.len()].into()),
+                    false => TitleState::Value(Value::Null),
+                };
+                Ok(Some(SavedTitle {
+                    stamp,
+                    offset,
+                    line,
+                    state,
+                }))
+            }
+            tag => Err(format!("a title tagged {tag}")),
+        }
+    }
+
+    /// Passes over a title state as [`Reader::value`] reads it, checking the same (its strings'
+    /// UTF-8 only when `checked`), keeping nothing.
+    fn skip_value(&mut self, depth: usize, checked: bool) -> Decoded<()> {
         if depth > MAX_DEPTH {
             return Err("a title state nested too deep".into());
         }
+        let string = |reader: &mut Self| match checked {
+            true => reader.str().map(drop),
+            false => reader.text().map(drop),
+        };
         match self.byte()? {
             0..=2 => {}
             3..=5 => {
                 self.u64()?;
             }
-            6 => {
-                self.str()?;
-            }
+            6 => string(self)?,
             7 => {
                 for _ in 0..self.count(1)? {
-                    self.skip_value(depth + 1)?;
+                    self.skip_value(depth + 1, checked)?;
                 }
             }
             8 => {
                 for _ in 0..self.count(5)? {
-                    self.str()?;
-                    self.skip_value(depth + 1)?;
+                    string(self)?;
+                    self.skip_value(depth + 1, checked)?;
                 }
             }
             tag => return Err(format!("a value tagged {tag}")),
         }
         Ok(())
+    }
+}
+
+/// Which entries [`Reader::document`] gives.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Entries<'o> {
+    /// Every entry, title states kept encoded (a restore).
+    All,
+    /// Only the entries claiming this own id, title states passed over (one lookup).
+    Claiming(&'o str),
+}
+
+/// `bytes` as text, or the reason they are not.
+fn utf8(bytes: &[u8]) -> Decoded<&str> {
+    std::str::from_utf8(bytes).map_err(|_| "a string that is not UTF-8".into())
+}
+
+/// An entry's path as text: UTF-8, and plain components only ([`plain_relative`]).
+fn path_text(bytes: &[u8]) -> Decoded<&str> {
+    let relative = utf8(bytes)?;
+    match plain_relative(relative) {
+        true => Ok(relative),
+        false => Err("a path that leaves the sessions directory".into()),
     }
 }
 
@@ -832,7 +895,7 @@ mod tests {
             if file.head.id == "twice" {
                 assert_eq!(found, None, "an id two files claim");
             } else {
-                assert_eq!(found, Some((file.path, file.stamp)));
+                assert_eq!(found, Some((file.path, file.stamp, file.head)));
             }
         }
         assert_eq!(find(&cache, "claude", home, root, "nobody"), None);
@@ -890,8 +953,9 @@ mod tests {
         assert!(matches!(read_sealed(&cache), Ok(Sealed::Mapped(_))));
         assert_eq!(load(&cache, "claude", home, root).unwrap(), files);
         for n in [0, 777, 1499] {
-            let (found, stamp) = find(&cache, "claude", home, root, &format!("s{n}")).unwrap();
-            assert_eq!((found, stamp), (files[n].path.clone(), files[n].stamp));
+            let found = find(&cache, "claude", home, root, &format!("s{n}")).unwrap();
+            let file = &files[n];
+            assert_eq!(found, (file.path.clone(), file.stamp, file.head.clone()));
         }
         let bytes = std::fs::read(&cache).unwrap();
         for at in [MAGIC.len() + 3, bytes.len() / 2, bytes.len() - 20] {
@@ -1019,6 +1083,90 @@ mod tests {
                 other => panic!("trusted a hostile cache: {other:?}"),
             }
         }
+    }
+
+    /// A lookup checks every entry's layout but the text of the entry it returns only: another
+    /// entry's path that is not UTF-8, or leaves the sessions directory, does not hide the one
+    /// asked for (a restore refuses the cache for it), while a bad tag or a nesting too deep
+    /// anywhere refuses the cache, and the claimed entry's own text is checked.
+    #[test]
+    fn a_lookup_checks_every_layout_and_the_claimed_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, root) = (Path::new("/agent"), Path::new("/agent/projects"));
+        let cache = path(dir.path(), "claude", home);
+        std::fs::create_dir_all(cache.parent().unwrap()).unwrap();
+        // Two entries, "a" as a restore wants it and "b" with the path and cwd tag given.
+        let write = |b_path: &[u8], b_cwd_tag: u8, b_title: Option<&Value>| {
+            let mut writer = Writer {
+                out: MAGIC.as_bytes().to_vec(),
+            };
+            writer.str("claude");
+            writer.str("/agent");
+            writer.u64(2);
+            writer.str("p/a.jsonl");
+            writer.stamp(FileStamp::from_parts(7, None, 3));
+            writer.str("a");
+            writer.u64(42);
+            writer.opt_str(Some("/work"));
+            writer.out.push(0);
+            writer
+                .out
+                .extend_from_slice(&(b_path.len() as u32).to_le_bytes());
+            writer.out.extend_from_slice(b_path);
+            writer.stamp(FileStamp::from_parts(1, None, 1));
+            writer.str("b");
+            writer.u64(0);
+            writer.out.push(b_cwd_tag);
+            match b_title {
+                None => writer.out.push(0),
+                Some(state) => {
+                    writer.out.push(1);
+                    writer.stamp(FileStamp::from_parts(1, None, 1));
+                    writer.u64(1);
+                    writer.u64(1);
+                    writer.value(state);
+                }
+            }
+            let mut bytes = writer.out;
+            let sum = checksum(&bytes[MAGIC.len()..]);
+            bytes.extend_from_slice(format!("{sum:016x}\n").as_bytes());
+            std::fs::write(&cache, bytes).unwrap();
+        };
+        let a = || {
+            let head = Head {
+                id: "a".into(),
+                created_at: 42,
+                cwd: Some("/work".into()),
+            };
+            Some((
+                root.join("p/a.jsonl"),
+                FileStamp::from_parts(7, None, 3),
+                head,
+            ))
+        };
+        let title = Value::Array(vec![Value::String("\u{e9}".into())]);
+        write(b"p/b.jsonl", 0, Some(&title));
+        assert_eq!(find(&cache, "claude", home, root, "a"), a());
+        assert!(find(&cache, "claude", home, root, "b").is_some());
+        assert!(load(&cache, "claude", home, root).is_ok());
+        for bad_path in [&b"p/\xff.jsonl"[..], b"../b.jsonl"] {
+            write(bad_path, 0, None);
+            assert_eq!(find(&cache, "claude", home, root, "a"), a());
+            assert_eq!(find(&cache, "claude", home, root, "b"), None);
+            assert!(load(&cache, "claude", home, root).is_err());
+        }
+        write(b"p/b.jsonl", 2, None);
+        assert_eq!(
+            find(&cache, "claude", home, root, "a"),
+            None,
+            "an option tagged 2"
+        );
+        let mut deep = Value::Null;
+        for _ in 0..=MAX_DEPTH + 1 {
+            deep = Value::Array(vec![deep]);
+        }
+        write(b"p/b.jsonl", 0, Some(&deep));
+        assert_eq!(find(&cache, "claude", home, root, "a"), None, "nested");
     }
 
     #[test]

@@ -226,39 +226,42 @@ impl ExternalSessions {
 
     /// The file holding session `id` (namespaced), listing first if it is not known yet.
     pub fn path_of(&self, id: &str) -> Result<PathBuf> {
+        self.locate(id).map(|(path, _)| path)
+    }
+
+    /// [`ExternalSessions::path_of`], with the head the persistent listing holds when it gave
+    /// the file (read from it, unchanged or only grown since, as the listing itself trusts).
+    pub fn locate(&self, id: &str) -> Result<(PathBuf, Option<Head>)> {
         let own = id
             .strip_prefix(self.agent().name())
             .and_then(|rest| rest.strip_prefix(':'))
             .ok_or_else(|| not_found(id))?;
         if let Some(path) = self.lookup(own) {
-            return Ok(path);
+            return Ok((path, None));
         }
-        if let Some(path) = self.remembered_path(own) {
-            return Ok(path);
+        if let Some((path, head)) = self.remembered(own) {
+            return Ok((path, Some(head)));
         }
         self.list_sessions_blocking()?;
-        self.lookup(own).ok_or_else(|| not_found(id))
+        Ok((self.lookup(own).ok_or_else(|| not_found(id))?, None))
     }
 
-    /// The file of session `own` as the persistent listing remembers it, before this process
-    /// listed: only when no other remembered file claims the id and `stat` says the file is
-    /// still the same (same inode, not shorter) and readable. A new process that reads one
-    /// session (`prepare`) then checks one file, not the whole home.
-    fn remembered_path(&self, own: &str) -> Option<PathBuf> {
+    /// The file of session `own` and its head as the persistent listing remembers them, before
+    /// this process listed: only when no other file claims the id and `stat` says the file is
+    /// the same (inode, not shorter) and readable. A new process that reads one session
+    /// (`prepare`) checks one file, not the whole home.
+    fn remembered(&self, own: &str) -> Option<(PathBuf, Head)> {
         let listing = self.inner.listing.locked();
         if listing.list.is_some() {
             return None;
         }
-        let (path, old) = if listing.loaded {
-            let mut claims = listing
-                .restored
-                .iter()
-                .filter(|(_, (_, head))| head.id == own);
-            let (path, (old, _)) = claims.next()?;
+        let (path, old, head) = if listing.loaded {
+            let mut claims = listing.restored.iter().filter(|(_, (_, h))| h.id == own);
+            let (path, (old, head)) = claims.next()?;
             if claims.next().is_some() {
                 return None;
             }
-            (PathBuf::from(path), *old)
+            (PathBuf::from(path), *old, head.clone())
         } else {
             // Not restored yet (a new process that reads one session): the one entry is
             // looked up in the cache's bytes, and the listing is left to restore when listed.
@@ -268,7 +271,7 @@ impl ExternalSessions {
         };
         let meta = fs::metadata(&path).ok()?;
         let same = meta.is_file() && FileStamp::of(&meta).continues(old) && readable(&path);
-        same.then_some(path)
+        same.then_some((path, head))
     }
 
     fn lookup(&self, own: &str) -> Option<PathBuf> {

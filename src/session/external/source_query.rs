@@ -48,9 +48,14 @@ impl ExternalSessions {
             keep,
         };
         super::conversation_cache::kept_or_read(kept, self.agent(), self.home(), id, || {
-            let path = self.path_of(id)?;
-            let head = self.agent().format().read_head(&path)?;
-            let head = head.ok_or_else(|| not_found(id))?;
+            let (path, head) = self.locate(id)?;
+            let head = match head {
+                Some(head) => head,
+                None => {
+                    let head = self.agent().format().read_head(&path)?;
+                    head.ok_or_else(|| not_found(id))?
+                }
+            };
             Ok((path, head))
         })
     }
