@@ -28,6 +28,8 @@
 //!   sessions directory: a crafted file cannot point a read anywhere else. A restored entry is
 //!   used only for a file the walk of the home finds, and only when `stat` says it is the same
 //!   file (same inode) and not shorter: a file that shrank or was replaced is read again whole.
+//!   A lookup of one session ([`find`]) checks every entry's layout and the checksum over all,
+//!   but the text of the entry it returns only; a restore checks every entry's text.
 //! - A title state is restored only by the agent that wrote it (its own deserializer); one it
 //!   cannot read is scanned again from the start.
 //!
@@ -36,7 +38,8 @@
 //! new one; an `index` that is not a plain directory (a symlink, a file) is left alone.
 //!
 //! Proof: the unit tests below (round trip, read and mapped; every kind of damage refused;
-//! paths that escape refused, the byte check against `Path::components`) and
+//! paths that escape refused, the byte check against `Path::components`, what a lookup
+//! checks) and
 //! `tests/session/agent_listing_cache.rs` (a new process lists from the cache, a title
 //! appended shows, a truncated or replaced file is read again, a deleted one disappears,
 //! nothing is written under the agent's home).
@@ -1006,6 +1009,14 @@ mod tests {
         assert!(plain > 100, "only {plain} plain paths tried");
     }
 
+    /// `writer`'s bytes sealed as `save` seals a cache: its checksum line after them.
+    fn sealed(writer: Writer) -> Vec<u8> {
+        let mut bytes = writer.out;
+        let sum = checksum(&bytes[MAGIC.len()..]);
+        bytes.extend_from_slice(format!("{sum:016x}\n").as_bytes());
+        bytes
+    }
+
     #[test]
     fn a_path_that_leaves_the_sessions_directory_is_refused() {
         let dir = tempfile::tempdir().unwrap();
@@ -1024,11 +1035,8 @@ mod tests {
             writer.u64(0);
             writer.opt_str(None);
             writer.out.push(0);
-            let mut bytes = writer.out;
-            let sum = checksum(&bytes[MAGIC.len()..]);
-            bytes.extend_from_slice(format!("{sum:016x}\n").as_bytes());
             std::fs::create_dir_all(cache.parent().unwrap()).unwrap();
-            std::fs::write(&cache, bytes).unwrap();
+            std::fs::write(&cache, sealed(writer)).unwrap();
             assert!(
                 matches!(load(&cache, "claude", home, root), Err(Refused::Invalid(_))),
                 "{bad}"
@@ -1042,12 +1050,6 @@ mod tests {
         let (home, root) = (Path::new("/agent"), Path::new("/agent/projects"));
         let cache = path(dir.path(), "claude", home);
         std::fs::create_dir_all(cache.parent().unwrap()).unwrap();
-        let seal = |writer: Writer| {
-            let mut bytes = writer.out;
-            let sum = checksum(&bytes[MAGIC.len()..]);
-            bytes.extend_from_slice(format!("{sum:016x}\n").as_bytes());
-            bytes
-        };
         let head = || {
             let mut writer = Writer {
                 out: MAGIC.as_bytes().to_vec(),
@@ -1076,7 +1078,7 @@ mod tests {
             value = Value::Array(vec![value]);
         }
         deep.value(&value);
-        for (bytes, why) in [(seal(huge), "count"), (seal(deep), "nested")] {
+        for (bytes, why) in [(sealed(huge), "count"), (sealed(deep), "nested")] {
             std::fs::write(&cache, bytes).unwrap();
             match load(&cache, "claude", home, root) {
                 Err(Refused::Invalid(reason)) => assert!(reason.contains(why), "{reason}"),
@@ -1127,10 +1129,7 @@ mod tests {
                     writer.value(state);
                 }
             }
-            let mut bytes = writer.out;
-            let sum = checksum(&bytes[MAGIC.len()..]);
-            bytes.extend_from_slice(format!("{sum:016x}\n").as_bytes());
-            std::fs::write(&cache, bytes).unwrap();
+            std::fs::write(&cache, sealed(writer)).unwrap();
         };
         let a = || {
             let head = Head {

@@ -231,7 +231,7 @@ impl ExternalSessions {
 
     /// [`ExternalSessions::path_of`], with the head the persistent listing holds when it gave
     /// the file (read from it, unchanged or only grown since, as the listing itself trusts).
-    pub fn locate(&self, id: &str) -> Result<(PathBuf, Option<Head>)> {
+    pub(super) fn locate(&self, id: &str) -> Result<(PathBuf, Option<Head>)> {
         let own = id
             .strip_prefix(self.agent().name())
             .and_then(|rest| rest.strip_prefix(':'))
