@@ -247,35 +247,53 @@ pub(super) fn find(
     }
 }
 
-/// A cache's bytes as [`read_sealed`] gives them: read, or mapped.
-enum Sealed {
+/// A file's bytes as [`read_whole`] gives them: read, or mapped.
+pub(super) enum Whole {
     Read(Vec<u8>),
     Mapped(super::mapped::Mapped),
 }
 
-impl Sealed {
-    fn bytes(&self) -> &[u8] {
+impl std::fmt::Debug for Whole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = match self {
+            Whole::Read(_) => "read",
+            Whole::Mapped(_) => "mapped",
+        };
+        write!(f, "Whole({how}, {} bytes)", self.bytes().len())
+    }
+}
+
+/// Two files' bytes are equal when their bytes are, however they were had.
+impl PartialEq for Whole {
+    fn eq(&self, other: &Whole) -> bool {
+        self.bytes() == other.bytes()
+    }
+}
+
+impl Whole {
+    pub(super) fn bytes(&self) -> &[u8] {
         match self {
-            Sealed::Read(bytes) => bytes,
-            Sealed::Mapped(mapped) => mapped.bytes(),
+            Whole::Read(bytes) => bytes,
+            Whole::Mapped(mapped) => mapped.bytes(),
         }
     }
 
     /// Whether every byte looked at was the file's (a mapped file cut short meanwhile reads as
     /// zeros past its new end: what was decoded from it is thrown away). Ask when done.
-    fn intact(&self) -> bool {
+    pub(super) fn intact(&self) -> bool {
         match self {
-            Sealed::Read(_) => true,
-            Sealed::Mapped(mapped) => mapped.intact(),
+            Whole::Read(_) => true,
+            Whole::Mapped(mapped) => mapped.intact(),
         }
     }
 }
 
-/// From this size on, a cache is mapped rather than read. A listing of 2,000 Codex rollouts is
-/// about 700 KB: read, its buffer's fresh pages were zeroed and filled one fault at a time
-/// (170 faults, a third of looking up one session in it); mapped, the page cache's pages come
-/// sixteen to a fault and nothing is copied. A small file costs less to read than to map.
-const MAP_FROM: u64 = 64 << 10;
+/// From this size on, a file [`read_whole`] reads is mapped rather than read. A listing of
+/// 2,000 Codex rollouts is about 700 KB: read, its buffer's fresh pages were zeroed and filled
+/// one fault at a time (170 faults, a third of looking up one session in it); mapped, the page
+/// cache's pages come sixteen to a fault and nothing is copied. A small file costs less to read
+/// than to map.
+pub(super) const MAP_FROM: u64 = 64 << 10;
 
 /// Whether `relative` is a path of plain components only (at least one, none `..`, none the
 /// root, none a leading `.`), byte for byte as `Path::components` tells them apart (it passes
@@ -297,32 +315,37 @@ fn plain_relative(relative: &str) -> bool {
     normal
 }
 
-/// The cache at `cache`, whole, with its magic line and checksum checked (its body is
-/// [`body_of`] its bytes): mapped from [`MAP_FROM`] bytes on where it can be, read otherwise.
-fn read_sealed(cache: &Path) -> Result<Sealed, Refused> {
+/// The regular file at `path` (not a symlink), whole, when it is at most `max` bytes: mapped
+/// from [`MAP_FROM`] bytes on where it can be (through the session files' guarded mapping: a
+/// file cut short meanwhile is reported by [`Whole::intact`], never a crash), read otherwise.
+pub(super) fn read_whole(path: &Path, max: usize) -> Option<Whole> {
     use crate::session::files::{open_regular, Symlinks};
+    let file = open_regular(
+        path,
+        std::fs::OpenOptions::new().read(true),
+        Symlinks::Refuse,
+    )
+    .ok()?;
+    let len = file.metadata().ok()?.len();
+    let mapped = (MAP_FROM..=max as u64)
+        .contains(&len)
+        .then(|| super::mapped::Mapped::of(&file, len as usize))
+        .flatten();
+    match mapped {
+        Some(mapped) => Some(Whole::Mapped(mapped)),
+        None => crate::session::files::read_small_from(&file, max).map(Whole::Read),
+    }
+}
+
+/// The cache at `cache`, whole ([`read_whole`]), with its magic line and checksum checked (its
+/// body is [`body_of`] its bytes).
+fn read_sealed(cache: &Path) -> Result<Whole, Refused> {
     if std::fs::symlink_metadata(cache).is_err() {
         return Err(Refused::Missing);
     }
     let invalid = |why: &str| Refused::Invalid(format!("{}: {why}", cache.display()));
-    let unreadable = || invalid("not a readable regular file within the size limit");
-    let file = open_regular(
-        cache,
-        std::fs::OpenOptions::new().read(true),
-        Symlinks::Refuse,
-    )
-    .map_err(|_| unreadable())?;
-    let len = file.metadata().map_err(|_| unreadable())?.len();
-    let mapped = (MAP_FROM..=MAX_BYTES as u64)
-        .contains(&len)
-        .then(|| super::mapped::Mapped::of(&file, len as usize))
-        .flatten();
-    let sealed = match mapped {
-        Some(mapped) => Sealed::Mapped(mapped),
-        None => Sealed::Read(
-            crate::session::files::read_small_from(&file, MAX_BYTES).ok_or_else(unreadable)?,
-        ),
-    };
+    let sealed = read_whole(cache, MAX_BYTES)
+        .ok_or_else(|| invalid("not a readable regular file within the size limit"))?;
     let body = sealed
         .bytes()
         .strip_prefix(MAGIC.as_bytes())
@@ -953,7 +976,7 @@ mod tests {
         save(&cache, "claude", home, root, &files).unwrap();
         let len = std::fs::metadata(&cache).unwrap().len();
         assert!(len >= MAP_FROM, "{len} bytes: not mapped");
-        assert!(matches!(read_sealed(&cache), Ok(Sealed::Mapped(_))));
+        assert!(matches!(read_sealed(&cache), Ok(Whole::Mapped(_))));
         assert_eq!(load(&cache, "claude", home, root).unwrap(), files);
         for n in [0, 777, 1499] {
             let found = find(&cache, "claude", home, root, &format!("s{n}")).unwrap();

@@ -44,7 +44,8 @@
 //!   (a file growing meanwhile is read again next time), to a temporary name renamed over the
 //!   old one, readable by its owner only, never under an agent's home, and never when the
 //!   `conversations` directory (or `index/`, `agents/`) is not a plain directory.
-//! - Bounded: a kept file over [`MAX_BYTES`] is neither written nor read; at most
+//! - Bounded: a kept file over [`MAX_BYTES`] is neither written nor read (a large one is mapped,
+//!   as the persistent listing is: one cut short while it is read is damaged, never a crash); at most
 //!   [`MAX_FILES`] are kept, the least recently touched going first (each document's mtime is
 //!   when the person last referenced the session or, kept by the indexer, worked in it); a
 //!   kept projection whose session file is gone is removed whenever one is written, so a
@@ -189,17 +190,23 @@ struct Loaded {
     head: Head,
     last_line: Option<u64>,
     last_activity: Option<i64>,
-    items: Vec<u8>,
+    /// The kept file's bytes (read, or mapped when large), and where its items lie in them.
+    file: super::persist::Whole,
+    items: std::ops::Range<usize>,
 }
 
 impl Loaded {
     /// The kept conversation (`None`: its items' line is damaged).
     fn conversation(&self) -> Option<Conversation> {
-        let items: Vec<KeptItem> = super::agent::load_state(&self.items)?;
+        let items: Vec<KeptItem> =
+            super::agent::load_state(self.file.bytes().get(self.items.clone())?)?;
         let items = items
             .into_iter()
             .map(KeptItem::item)
             .collect::<Option<_>>()?;
+        if !self.file.intact() {
+            return None;
+        }
         Some(Conversation {
             items,
             last_line: self.last_line,
@@ -446,9 +453,10 @@ fn load(listing: &Path, agent: &str, home: &Path, id: &str) -> std::result::Resu
         return Err(Miss::Absent);
     }
     let damaged = |why: &str| Miss::Damaged(format!("{}: {why}", kept.display()));
-    let bytes = crate::session::files::read_small(&kept, MAX_BYTES)
+    let file = super::persist::read_whole(&kept, MAX_BYTES)
         .ok_or_else(|| damaged("not a readable regular file within the size limit"))?;
-    let body = unseal(&bytes, MAGIC).map_err(damaged)?;
+    let bytes = file.bytes();
+    let body = unseal(bytes, MAGIC).map_err(damaged)?;
     let (path, rest) = path_line(body).ok_or_else(|| damaged("no session path"))?;
     // The document's head, then the items.
     let Some(end) = memchr::memchr(b'\n', rest) else {
@@ -457,10 +465,16 @@ fn load(listing: &Path, agent: &str, home: &Path, id: &str) -> std::result::Resu
     let (json, items) = (&rest[..end], &rest[end + 1..]);
     let document: Document =
         serde_json::from_slice(json).map_err(|e| damaged(&format!("not readable: {e}")))?;
+    if !file.intact() {
+        return Err(damaged("cut short while it was read"));
+    }
     if document.agent != agent || document.home != home.to_string_lossy() || document.id != id {
         // Another session whose names hash alike: not damage, just not this one.
         return Err(Miss::Absent);
     }
+    // Where the items lie in the file's bytes (kept whole, mapped or read, not copied out).
+    let start = items.as_ptr() as usize - bytes.as_ptr() as usize;
+    let items = start..start + items.len();
     Ok(Loaded {
         path: PathBuf::from(path),
         stamp: document.stamp,
@@ -471,7 +485,8 @@ fn load(listing: &Path, agent: &str, home: &Path, id: &str) -> std::result::Resu
         },
         last_line: document.last_line,
         last_activity: document.last_activity,
-        items: items.to_vec(),
+        file,
+        items,
     })
 }
 
@@ -652,6 +667,43 @@ mod tests {
                 Err(Miss::Absent),
                 "{agent} {home:?} {id}"
             );
+        }
+    }
+
+    /// A kept file of [`super::super::persist::MAP_FROM`] bytes or more is mapped, comes back
+    /// exactly as a small one does, and a byte changed anywhere in it is damage.
+    #[test]
+    fn a_large_kept_session_is_mapped_and_comes_back_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let listing = dir.path().join("index/agents/claude-0.json");
+        let session = dir.path().join("s.jsonl");
+        std::fs::write(&session, "x\n").unwrap();
+        let texts: Vec<String> = (0..2000)
+            .map(|n| format!("reply {n} {}", "é".repeat(20)))
+            .collect();
+        let words: Vec<&str> = texts.iter().map(String::as_str).collect();
+        keep(&listing, dir.path(), "claude:s", &session, &words);
+        let kept = path_of(&listing, "claude", dir.path(), "claude:s").unwrap();
+        let good = std::fs::read(&kept).unwrap();
+        assert!(
+            good.len() as u64 >= super::super::persist::MAP_FROM,
+            "{}",
+            good.len()
+        );
+        let loaded = load(&listing, "claude", dir.path(), "claude:s").unwrap();
+        assert!(matches!(
+            loaded.file,
+            super::super::persist::Whole::Mapped(_)
+        ));
+        assert_eq!(loaded.conversation(), Some(conversation(&words)));
+        for at in [MAGIC.len() + 2, good.len() / 2, good.len() - 20] {
+            let mut bytes = good.clone();
+            bytes[at] ^= 0x01;
+            std::fs::write(&kept, &bytes).unwrap();
+            match load(&listing, "claude", dir.path(), "claude:s") {
+                Err(Miss::Damaged(reason)) => assert!(reason.contains("checksum"), "{reason}"),
+                other => panic!("byte {at} changed: {other:?}"),
+            }
         }
     }
 
