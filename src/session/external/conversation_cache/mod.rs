@@ -44,16 +44,16 @@
 //!   (a file growing meanwhile is read again next time), to a temporary name renamed over the
 //!   old one, readable by its owner only, never under an agent's home, and never when the
 //!   `conversations` directory (or `index/`, `agents/`) is not a plain directory.
-//! - Bounded: a kept file over [`MAX_BYTES`] is neither written nor read (a large one is mapped,
-//!   as the persistent listing is: one cut short while it is read is damaged, never a crash); at most
-//!   [`MAX_FILES`] are kept, the least recently touched going first (each document's mtime is
-//!   when the person last referenced the session or, kept by the indexer, worked in it); a
-//!   kept projection whose session file is gone is removed whenever one is written, so a
-//!   deleted session's text does not outlive it here by more than a write.
+//! - Bounded: a kept file over [`MAX_BYTES`] is neither written nor read (a large one is
+//!   mapped, as the persistent listing is: one cut short while it is read is damaged, never a
+//!   crash); at most [`MAX_FILES`] are kept, the least recently touched going first (each
+//!   document's mtime is when the person last referenced the session or, kept by the indexer,
+//!   worked in it); a kept projection whose session file is gone is removed whenever one is
+//!   written, so a deleted session's text does not outlive it here by more than a write.
 //!
-//! Proof: the unit tests below (round trip by agent, home and id; every kind of damage named; a
-//! file outside the home or changed not trusted; the bound on files; a bulk read keeps only with
-//! room or above the lowest rank) and
+//! Proof: the unit tests below (round trip by agent, home and id, a large one mapped; every kind
+//! of damage named; a file outside the home or changed not trusted; the bound on files; a bulk
+//! read keeps only with room or above the lowest rank) and
 //! `tests/session/agent_conversation_cache.rs` (a new process's read comes from here and is
 //! the same as a fresh read, reading a small part of the file's bytes; a grown Claude Code
 //! session and Codex rollout read from where the last read ended, rewinds and rollbacks
