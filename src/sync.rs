@@ -12,6 +12,9 @@
 //! Invariant: [`LockExt::locked`], [`RwLockExt::read_locked`] and [`RwLockExt::write_locked`]
 //! always return the guard, poisoned or not, and never panic. Proof: the unit tests poison a
 //! lock from a thread that panics and take it again.
+//!
+//! Also here: [`both`], two jobs at once on the caller's thread and one more, for work that
+//! waits on both (a heavy session's scan saved while its conversation is walked).
 
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -45,10 +48,86 @@ impl<T: ?Sized> RwLockExt<T> for RwLock<T> {
     }
 }
 
+/// Runs `a` and `b` at once and returns both results: `a` on this thread, `b` on a thread
+/// started for it, unless this thread finishes `a` before that thread has begun `b` (a new
+/// thread can start milliseconds late on a busy machine), or none can be started: then this
+/// thread runs `b` too, and the other finds nothing left. Either way each job runs exactly
+/// once, and a job's panic goes on in the caller.
+pub fn both<A: Send, B: Send>(
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    let job = Mutex::new(Some(b));
+    let done = Mutex::new(None);
+    let run_b = || {
+        let taken = job.locked().take();
+        if let Some(b) = taken {
+            *done.locked() = Some(b());
+        }
+    };
+    std::thread::scope(|scope| {
+        let helper = std::thread::Builder::new()
+            .name("dsh-refs-both".into())
+            .spawn_scoped(scope, run_b);
+        let a = a();
+        run_b();
+        if let Ok(helper) = helper {
+            if let Err(panic) = helper.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        let b = done.locked().take();
+        match b {
+            Some(b) => (a, b),
+            // Unreachable: `b` was taken by one of the two, and a panic in it ended above.
+            None => unreachable!("the second job neither ran nor panicked"),
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// Each job runs once and its result comes back, whether the helper thread takes `b`
+    /// or this thread does; when `a` takes long, the helper has taken `b`.
+    #[test]
+    fn both_runs_each_job_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let runs = AtomicUsize::new(0);
+        let here = std::thread::current().id();
+        for _ in 0..50 {
+            let (a, b) = both(
+                || {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    "a"
+                },
+                || runs.fetch_add(1, Ordering::SeqCst) < 100,
+            );
+            assert_eq!(a, "a");
+            assert!(b);
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 100);
+        let (_, b) = both(
+            || std::thread::sleep(std::time::Duration::from_millis(200)),
+            || std::thread::current().id(),
+        );
+        assert_ne!(b, here);
+    }
+
+    #[test]
+    fn a_panic_in_either_job_reaches_the_caller() {
+        let a = std::panic::catch_unwind(|| both(|| panic!("a fails"), || 1));
+        assert!(a.is_err());
+        let b = std::panic::catch_unwind(|| {
+            both(
+                || std::thread::sleep(std::time::Duration::from_millis(50)),
+                || -> u8 { panic!("b fails") },
+            )
+        });
+        assert!(b.is_err());
+    }
 
     #[test]
     fn a_poisoned_mutex_is_taken_as_it_was_left() {

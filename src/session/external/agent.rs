@@ -161,10 +161,13 @@ pub trait TitleScan: LineSink + Send {
 /// An incremental conversation scan of one session file: fed its complete lines in order, it
 /// gives the projected conversation of the lines fed so far, and its state can be saved and
 /// resumed to be fed the lines appended since.
-pub trait ConversationScan: LineSink + Send + std::any::Any {
+pub trait ConversationScan: LineSink + Send + Sync + std::any::Any {
     /// The projected conversation as far as the lines fed so far tell (the scan ends: save it
     /// first to go on later).
     fn conversation(self: Box<Self>) -> Conversation;
+    /// [`ConversationScan::conversation`] of the scan as it is, left as it was: a scan being
+    /// saved on another thread is walked meanwhile (the conversation's text is copied).
+    fn conversation_now(&self) -> Conversation;
     /// A fresh scan of the same agent and mode, to be fed a later part of the same file on
     /// another thread and then given to [`ConversationScan::absorb`]; `None` (the default)
     /// when this agent's scan reads a file on one thread only.
@@ -178,10 +181,22 @@ pub trait ConversationScan: LineSink + Send + std::any::Any {
     fn absorb(&mut self, _later: Box<dyn ConversationScan>, _lines_before: u64) -> bool {
         false
     }
-    /// The scan's state as bytes (read back by [`AgentFormat::conversation_scan`] of the same
-    /// agent; [`save_state`] is the usual way: the state of a heavy session is megabytes, so it
-    /// is written as compact binary, never as JSON text to escape and parse again).
-    fn save(&self) -> Vec<u8>;
+    /// Appends the scan's state to `out`, to be read back by
+    /// [`AgentFormat::conversation_scan`] of the same agent ([`save_state_into`] is the usual
+    /// way: the state of a heavy session is megabytes, so it is written as compact binary,
+    /// never as JSON text to escape and parse again, and where it goes, never copied after).
+    /// `false`, with `out` as it was, when it cannot be written: nothing is kept then.
+    fn save_into(&self, out: &mut Vec<u8>) -> bool;
+    /// The scan's state on its own ([`ConversationScan::save_into`]; empty when it cannot be
+    /// written).
+    fn save(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        if self.save_into(&mut out) {
+            out
+        } else {
+            Vec::new()
+        }
+    }
 }
 
 /// Feeds the whole file at `path` to `scan`, a fresh scan: in parts, on every core
@@ -261,7 +276,38 @@ pub fn read_whole<T: ConversationScan + Default>(path: &Path) -> Result<Conversa
 /// binary encoding (strings as a length and their bytes; empty when it cannot be written, which
 /// keeps nothing).
 pub fn save_state<T: serde::Serialize>(scan: &T) -> Vec<u8> {
-    postcard::to_allocvec(scan).unwrap_or_default()
+    let mut out = Vec::new();
+    if save_state_into(scan, &mut out) {
+        out
+    } else {
+        Vec::new()
+    }
+}
+
+/// [`save_state`] appended to `out` (false, `out` as it was, when it cannot be written).
+pub fn save_state_into<T: serde::Serialize>(scan: &T, out: &mut Vec<u8>) -> bool {
+    /// Postcard's output appended to a buffer that already holds something.
+    struct Append<'a>(&'a mut Vec<u8>);
+    impl postcard::ser_flavors::Flavor for Append<'_> {
+        type Output = ();
+        fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
+            self.0.push(byte);
+            Ok(())
+        }
+        fn try_extend(&mut self, bytes: &[u8]) -> postcard::Result<()> {
+            self.0.extend_from_slice(bytes);
+            Ok(())
+        }
+        fn finalize(self) -> postcard::Result<()> {
+            Ok(())
+        }
+    }
+    let before = out.len();
+    let written = postcard::serialize_with_flavor(scan, Append(out)).is_ok();
+    if !written {
+        out.truncate(before);
+    }
+    written
 }
 
 /// A state [`save_state`] wrote, read back whole: `None` when the bytes are not one state of

@@ -70,8 +70,11 @@ const PRESENT: u8 = 1;
 const BOUNDARY: u8 = 2;
 /// A user or assistant record, or a boundary: one the newest leaf may be.
 const CONVERSATIONAL: u8 = 4;
-/// Already walked by [`ConversationScan::finish`] (a cycle ends there).
-const TAKEN: u8 = 8;
+
+/// Node ids by key. The keys come from the file, so the table's hash is seeded afresh in every
+/// process (no file can be written to collide in it), and it is foldhash, not the standard
+/// SipHash: interning two keys a record is about a tenth of a heavy session's scan.
+type IdTable<K> = HashMap<K, u32, foldhash::fast::RandomState>;
 
 /// One record of the tree: 16 bytes, whatever the record held (its text, if it is part of the
 /// conversation, lives in `ConversationScan::items`). Saved packed in 13 bytes
@@ -102,8 +105,8 @@ const EMPTY: Node = Node {
 pub struct ConversationScan {
     /// Ids of canonical UUIDs (24 bytes an entry) and of anything else.
     #[serde(with = "packed_uuids")]
-    uuids: HashMap<(u64, u64), u32>,
-    others: HashMap<Box<str>, u32>,
+    uuids: IdTable<(u64, u64)>,
+    others: IdTable<Box<str>>,
     #[serde(with = "packed_nodes")]
     nodes: Vec<Node>,
     items: Vec<Option<(Item, Option<String>)>>,
@@ -357,27 +360,26 @@ impl ConversationScan {
         best.map_or(leaf, |(_, child)| child)
     }
 
-    /// Walks the node `at` once: `None` when it was never read or was walked already.
-    fn take(&mut self, at: u32) -> Option<Node> {
-        let node = self.nodes.get_mut(at as usize)?;
-        if node.flags & PRESENT == 0 || node.flags & TAKEN != 0 {
-            return None;
-        }
-        node.flags |= TAKEN;
-        Some(*node)
-    }
-
-    /// The main chain from the newest leaf back to the latest compaction boundary, in order; an
-    /// assistant reply split over records of one message id becomes one item.
+    /// The main chain from the newest leaf back to the latest compaction boundary, newest
+    /// first, as item indices: each node walked once (`taken`; a cycle ends the walk).
     ///
     /// The leaf is the newest conversation record in the file, moved down to its newest
     /// conversation descendant when it has one (an interactive session can write a reply before
     /// its prompt). A preserved segment is re-linked as Claude Code does: its head's parent is the
     /// summary (`anchorUuid`), and when the chain reaches the summary without having passed
     /// through the segment, the segment (tail back to head) is put right after it.
-    pub fn finish(mut self) -> Conversation {
-        let leaf = self.leaf.take().map(|leaf| self.descend(leaf));
-        let preserved = self.preserved.take().map(|seg| {
+    fn chain(&self) -> Vec<u32> {
+        let mut taken = vec![false; self.nodes.len()];
+        // Node `at` once: `None` when it was never read or was walked already.
+        let mut take = |at: u32| {
+            let node = *self.nodes.get(at as usize)?;
+            if node.flags & PRESENT == 0 || std::mem::replace(&mut taken[at as usize], true) {
+                return None;
+            }
+            Some(node)
+        };
+        let leaf = self.leaf.map(|leaf| self.descend(leaf));
+        let preserved = self.preserved.as_ref().map(|seg| {
             (
                 self.lookup(&seg.anchor_uuid),
                 self.lookup(&seg.head_uuid),
@@ -393,7 +395,7 @@ impl ConversationScan {
                     spliced = true;
                     let mut inner = Some(tail);
                     while let Some(kept) = inner {
-                        let Some(node) = self.take(kept) else {
+                        let Some(node) = take(kept) else {
                             break;
                         };
                         if node.item != NONE {
@@ -403,7 +405,7 @@ impl ConversationScan {
                     }
                 }
             }
-            let Some(node) = self.take(here) else {
+            let Some(node) = take(here) else {
                 break;
             };
             if node.flags & BOUNDARY != 0 {
@@ -420,53 +422,70 @@ impl ConversationScan {
                 chain.push(node.item);
             }
         }
-        let mut items_by_index = std::mem::take(&mut self.items);
-        let chain: Vec<(Item, Option<String>)> = chain
-            .into_iter()
-            .filter_map(|i| items_by_index[i as usize].take())
-            .collect();
-        drop(items_by_index);
-        let mut chain = chain;
-        chain.reverse();
-        let mut items: Vec<Item> = Vec::new();
-        let mut last_id: Option<String> = None;
-        // The pieces already in the reply being merged (by hash, then compared whole): a
-        // record that repeats one adds nothing, and the check costs its own length, not the
-        // reply's (a reply split over thousands of records stays linear).
-        let mut pieces: HashMap<u64, Vec<(usize, usize)>> = HashMap::new();
-        for (item, id) in chain {
-            if item.kind == ItemKind::Assistant {
-                if let (Some(id), Some(prev)) = (&id, items.last_mut()) {
-                    if last_id.as_ref() == Some(id) && prev.kind == ItemKind::Assistant {
-                        if !item.text.is_empty() && !has_piece(&pieces, &prev.text, &item.text) {
-                            if !prev.text.is_empty() {
-                                prev.text.push('\n');
-                            }
-                            let start = prev.text.len();
-                            prev.text.push_str(&item.text);
-                            add_piece(&mut pieces, &prev.text, start);
-                        }
-                        continue;
-                    }
-                }
-                last_id = id;
-                pieces.clear();
-                if !item.text.is_empty() {
-                    add_piece(&mut pieces, &item.text, 0);
-                }
-            } else if !item.text.is_empty() {
-                last_id = None;
-            }
-            if !item.text.is_empty() {
-                items.push(item);
-            }
-        }
+        chain
+    }
+
+    /// The main-chain conversation ([`ConversationScan::chain`]), in order; an assistant reply
+    /// split over records of one message id becomes one item.
+    pub fn finish(self) -> Conversation {
+        self.conversation_now()
+    }
+
+    /// [`ConversationScan::finish`] of the scan as it is, which goes on (a scan about to be
+    /// saved is walked while another thread encodes it): each item's text is copied once, into
+    /// the item it becomes part of.
+    pub fn conversation_now(&self) -> Conversation {
+        let mut picked_once = vec![false; self.items.len()];
+        let chain = self.chain().into_iter().rev().filter_map(|i| {
+            let once = !std::mem::replace(picked_once.get_mut(i as usize)?, true);
+            let (item, id) = self.items[i as usize].as_ref().filter(|_| once)?;
+            Some((item, id.as_deref()))
+        });
         Conversation {
-            items,
+            items: merged(chain),
             last_line: self.last_line,
             last_activity: self.last_activity,
         }
     }
+}
+
+/// The items of the chain `chain`, oldest first, with their message ids: the replies that
+/// share an assistant message id merged into one item, empty items dropped.
+fn merged<'a>(chain: impl Iterator<Item = (&'a Item, Option<&'a str>)>) -> Vec<Item> {
+    let mut items: Vec<Item> = Vec::new();
+    let mut last_id: Option<&str> = None;
+    // The pieces already in the reply being merged (by hash, then compared whole): a record
+    // that repeats one adds nothing, and the check costs its own length, not the reply's (a
+    // reply split over thousands of records stays linear).
+    let mut pieces: HashMap<u64, Vec<(usize, usize)>> = HashMap::new();
+    for (item, id) in chain {
+        if item.kind == ItemKind::Assistant {
+            if let (Some(id), Some(prev)) = (id, items.last_mut()) {
+                if last_id == Some(id) && prev.kind == ItemKind::Assistant {
+                    if !item.text.is_empty() && !has_piece(&pieces, &prev.text, &item.text) {
+                        if !prev.text.is_empty() {
+                            prev.text.push('\n');
+                        }
+                        let start = prev.text.len();
+                        prev.text.push_str(&item.text);
+                        add_piece(&mut pieces, &prev.text, start);
+                    }
+                    continue;
+                }
+            }
+            last_id = id;
+            pieces.clear();
+            if !item.text.is_empty() {
+                add_piece(&mut pieces, &item.text, 0);
+            }
+        } else if !item.text.is_empty() {
+            last_id = None;
+        }
+        if !item.text.is_empty() {
+            items.push(item.clone());
+        }
+    }
+    items
 }
 
 fn piece_hash(text: &str) -> u64 {
@@ -494,8 +513,20 @@ impl crate::session::external::agent::ConversationScan for ConversationScan {
         (*self).finish()
     }
 
-    fn save(&self) -> Vec<u8> {
-        crate::session::external::agent::save_state(self)
+    fn conversation_now(&self) -> Conversation {
+        ConversationScan::conversation_now(self)
+    }
+
+    fn save_into(&self, out: &mut Vec<u8>) -> bool {
+        // Room for the whole state first (a little over: the packed tables, each item's text
+        // and id with their lengths, kind and time): a heavy session's state is megabytes, and
+        // grown by doubling it would be written over twice as many fresh pages, then copied.
+        let items: usize = (self.items.iter().flatten())
+            .map(|(item, id)| item.text.len() + id.as_ref().map_or(0, String::len) + 24)
+            .sum();
+        let others: usize = self.others.keys().map(|key| key.len() + 10).sum();
+        out.reserve(self.uuids.len() * 20 + self.nodes.len() * 13 + others + items + 64);
+        crate::session::external::agent::save_state_into(self, out)
     }
 
     fn part(&self) -> Option<Box<dyn crate::session::external::agent::ConversationScan>> {
@@ -530,6 +561,12 @@ impl ConversationScan {
     /// record read in the later part then overwrites its node as the single scan's later line
     /// would have, with its parent, item and line renumbered.
     fn take_in(&mut self, later: ConversationScan, lines_before: u64) {
+        // Nearly every key of a later part is new here: room for all at once, so that the
+        // table is not rehashed as it fills.
+        self.uuids.reserve(later.uuids.len());
+        self.others.reserve(later.others.len());
+        self.nodes.reserve(later.nodes.len());
+        self.items.reserve(later.items.len());
         let mut keys: Vec<Option<Key>> = Vec::new();
         keys.resize_with(later.nodes.len(), || None);
         for (key, at) in later.uuids {
@@ -674,9 +711,7 @@ pub(super) fn with_packed(saved: &[u8], field: &str, bytes: &[u8]) -> Vec<u8> {
 mod packed_uuids {
     use super::packed::{self, word};
     use serde::{Deserializer, Serializer};
-    use std::collections::HashMap;
-
-    type Map = HashMap<(u64, u64), u32>;
+    type Map = super::IdTable<(u64, u64)>;
 
     pub fn serialize<S: Serializer>(map: &Map, to: S) -> Result<S::Ok, S::Error> {
         let mut bytes = Vec::with_capacity(map.len() * 20);
@@ -689,7 +724,7 @@ mod packed_uuids {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<Map, D::Error> {
-        let mut map = Map::new();
+        let mut map = Map::default();
         packed::deserialize(from, 20, |e| {
             let key = (
                 u64::from_le_bytes(word(e, 0)),

@@ -245,6 +245,15 @@ impl ConversationScan {
         self.items.push(Item { kind, text, time });
     }
 
+    /// [`ConversationScan::finish`] of the scan as it is, which goes on (its items copied).
+    pub fn conversation_now(&self) -> Conversation {
+        Conversation {
+            items: self.items.clone(),
+            last_line: self.last_line,
+            last_activity: self.last_activity,
+        }
+    }
+
     /// The conversation read so far, with the last complete line and the newest record time.
     pub fn finish(self) -> Conversation {
         Conversation {
@@ -260,8 +269,16 @@ impl super::super::agent::ConversationScan for ConversationScan {
         (*self).finish()
     }
 
-    fn save(&self) -> Vec<u8> {
-        super::super::agent::save_state(self)
+    fn conversation_now(&self) -> Conversation {
+        ConversationScan::conversation_now(self)
+    }
+
+    fn save_into(&self, out: &mut Vec<u8>) -> bool {
+        // Room for the whole state first (each item's text with its length, kind and time):
+        // grown by doubling, megabytes would be written over twice as many fresh pages.
+        let items: usize = self.items.iter().map(|item| item.text.len() + 24).sum();
+        out.reserve(items + 64);
+        super::super::agent::save_state_into(self, out)
     }
 
     fn part(&self) -> Option<Box<dyn super::super::agent::ConversationScan>> {

@@ -68,7 +68,7 @@ mod scan_file;
 
 pub(super) use rank::Keep;
 use rank::{prune, rank_of, room_for, touch};
-use scan_file::{load_scan, save_scan, scan_path, SavedScan};
+use scan_file::{load_scan, scan_path};
 
 use super::agent::ConversationScan;
 use super::lines::FileStamp;
@@ -172,14 +172,14 @@ pub(super) struct Keeping<'a> {
     pub keep: Keep,
 }
 
-/// A session as kept: where its file was, the stamp it had, its head and its conversation,
-/// and the agent's conversation scan with where it stopped (when the agent has one).
+/// A session as kept without a scan (an agent whose conversation is not folded line by line;
+/// [`keep_scan`] keeps one with its scan): where its file was, the stamp it had, its head and
+/// its conversation.
 struct Kept<'a> {
     path: PathBuf,
     stamp: FileStamp,
     head: &'a Head,
     conversation: &'a Conversation,
-    scan: Option<SavedScan>,
 }
 
 /// A session as read back, its items' line unparsed (only a file as it was needs them).
@@ -381,55 +381,127 @@ pub(super) fn kept_or_read(
         stamp.parts().0 >= MIN_FILE_BYTES
             && (keep == Keep::Reference || room_for(listing, agent.name(), home, id, *stamp))
     });
-    let (conversation, saved) = match scan {
-        Some(mut scan) => {
-            // A reference waits on a whole read: every core. The indexer's pass waits on
-            // nobody, and leaves the other cores to the face it runs beside.
-            let (offset, line) = if from == (0, 0) && keep == Keep::Reference {
-                super::agent::scan_whole(&session, &mut scan)?
-            } else {
-                super::lines::read_lines(&session, from.0, from.1, &mut *scan)?
-            };
-            // (A file that only changed status, nothing appended, is kept anew: from then on
-            // its kept document serves as it is.)
-            if keep == Keep::Reference
-                && from != (0, 0)
-                && (1..KEEP_AGAIN_AFTER).contains(&offset.saturating_sub(from.0))
-            {
-                touch(listing, agent.name(), home, id, SystemTime::now());
-                return Ok((head, scan.conversation()));
-            }
-            let saved = before
-                .map(|_| SavedScan::new(offset, line, scan.save()))
-                .filter(|saved| !saved.state().is_empty());
-            (scan.conversation(), saved)
-        }
-        None => (format.read_conversation(&session)?, None),
+    // Kept only when the file did not move while it was read.
+    let unmoved = |stamp: &FileStamp| {
+        Stamp::of(*stamp).is_some_and(|kept| stamp_of(&session).and_then(Stamp::of) == Some(kept))
     };
-    if let Some(stamp) = before {
-        // Kept only when the file did not move while it was read.
-        let unmoved = Stamp::of(stamp)
-            .is_some_and(|kept| stamp_of(&session).and_then(Stamp::of) == Some(kept));
-        if unmoved {
+    let to = |stamp| Target {
+        listing,
+        agent: agent.name(),
+        home,
+        id,
+        path: &session,
+        stamp,
+    };
+    let Some(mut scan) = scan else {
+        let conversation = format.read_conversation(&session)?;
+        if let Some(stamp) = before.filter(unmoved) {
             let kept = Kept {
                 path: session.clone(),
                 stamp,
                 head: &head,
                 conversation: &conversation,
-                scan: saved,
             };
-            match save(listing, agent.name(), home, id, &kept) {
-                Ok(()) if keep == Keep::Bulk => {
-                    touch(listing, agent.name(), home, id, rank_of(stamp));
-                }
-                Ok(()) => {}
-                Err(e) => {
-                    tracing::warn!(source = agent.name(), error = %e, "could not keep a heavy session's conversation");
-                }
-            }
+            report(
+                to(stamp),
+                keep,
+                save(listing, agent.name(), home, id, &kept),
+            );
+        }
+        return Ok((head, conversation));
+    };
+    // A reference waits on a whole read: every core. The indexer's pass waits on nobody, and
+    // leaves the other cores to the face it runs beside.
+    let (offset, line) = if from == (0, 0) && keep == Keep::Reference {
+        super::agent::scan_whole(&session, &mut scan)?
+    } else {
+        super::lines::read_lines(&session, from.0, from.1, &mut *scan)?
+    };
+    // (A file that only changed status, nothing appended, is kept anew: from then on its kept
+    // document serves as it is.)
+    if keep == Keep::Reference
+        && from != (0, 0)
+        && (1..KEEP_AGAIN_AFTER).contains(&offset.saturating_sub(from.0))
+    {
+        touch(listing, agent.name(), home, id, SystemTime::now());
+        return Ok((head, scan.conversation()));
+    }
+    match before.filter(unmoved) {
+        Some(stamp) => {
+            let (conversation, saved) = keep_scan((to(stamp), keep), &head, &*scan, (offset, line));
+            report(to(stamp), keep, saved);
+            Ok((head, conversation))
+        }
+        None => Ok((head, scan.conversation())),
+    }
+}
+
+/// Where a read's result is kept: beside the persistent listing `listing`, as session `id` of
+/// `agent`'s home `home`, read from the file `path` of stamp `stamp`.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    listing: &'a Path,
+    agent: &'a str,
+    home: &'a Path,
+    id: &'a str,
+    path: &'a Path,
+    stamp: FileStamp,
+}
+
+/// A read's result kept ([`Keep::Bulk`]: ranked by its file's time) or why it could not be.
+fn report(to: Target<'_>, keep: Keep, saved: std::io::Result<()>) {
+    match saved {
+        Ok(()) if keep == Keep::Bulk => {
+            touch(to.listing, to.agent, to.home, to.id, rank_of(to.stamp))
+        }
+        Ok(()) => {}
+        Err(e) => {
+            tracing::warn!(source = to.agent, error = %e, "could not keep a heavy session's conversation");
         }
     }
-    Ok((head, conversation))
+}
+
+/// The conversation of `scan`, which stopped at byte `offset`, line `line` of its file, kept
+/// with the scan's state. The two are independent until the document is written: for a
+/// reference, which waits on them, one thread encodes the state and writes the scan file while
+/// another walks the conversation and encodes the document (`sync::both`; on one thread when
+/// no other starts in time); the indexer's pass does one after the other, on its own thread.
+/// The document is written last, after its scan, as [`save`] does.
+fn keep_scan(
+    (to, keep): (Target<'_>, Keep),
+    head: &Head,
+    scan: &dyn ConversationScan,
+    (offset, line): (u64, u64),
+) -> (Conversation, std::io::Result<()>) {
+    let (Some(file), Some(stamp), Some(_)) = (
+        path_of(to.listing, to.agent, to.home, to.id),
+        Stamp::of(to.stamp),
+        to.path.to_str(),
+    ) else {
+        return (scan.conversation_now(), Ok(()));
+    };
+    let document = || {
+        let conversation = scan.conversation_now();
+        let document = document_body(to, head, &conversation);
+        (conversation, document)
+    };
+    let state = || {
+        let body = scan_file::scan_body(stamp, offset, line, |out| scan.save_into(out));
+        write_scan(&file, body.as_deref())
+    };
+    let ((conversation, document), scan_written) = match keep {
+        Keep::Reference => crate::sync::both(document, state),
+        Keep::Bulk => (document(), state()),
+    };
+    let written = scan_written.and_then(|()| match document {
+        Some(document) => write_document(&file, &document),
+        // Too large to keep: neither file stays.
+        None => {
+            let _ = std::fs::remove_file(scan_path(&file));
+            Ok(())
+        }
+    });
+    (conversation, written)
 }
 
 fn stamp_of(path: &Path) -> Option<FileStamp> {
@@ -508,63 +580,86 @@ fn save(
     id: &str,
     kept: &Kept<'_>,
 ) -> std::io::Result<()> {
-    let (Some(file), Some(stamp), Some(path)) = (
+    let to = Target {
+        listing,
+        agent,
+        home,
+        id,
+        path: &kept.path,
+        stamp: kept.stamp,
+    };
+    let (Some(file), Some(document)) = (
         path_of(listing, agent, home, id),
-        Stamp::of(kept.stamp),
-        kept.path.to_str(),
+        document_body(to, kept.head, kept.conversation),
     ) else {
         return Ok(());
     };
+    write_scan(&file, None)?;
+    write_document(&file, &document)
+}
+
+/// The kept file's sealed bytes for the session `to` names: its path, its document (the head)
+/// and the conversation's items. `None` when it cannot be kept: a path or a stamp that cannot
+/// be written, or over [`MAX_BYTES`].
+fn document_body(to: Target<'_>, head: &Head, conversation: &Conversation) -> Option<Vec<u8>> {
+    let (stamp, path) = (Stamp::of(to.stamp)?, to.path.to_str()?);
     let document = Document {
-        agent: agent.to_string(),
-        home: home.to_string_lossy().into_owned(),
-        id: id.to_string(),
+        agent: to.agent.to_string(),
+        home: to.home.to_string_lossy().into_owned(),
+        id: to.id.to_string(),
         stamp,
         head: KeptHead {
-            id: kept.head.id.clone(),
-            created: kept.head.created_at,
-            cwd: kept.head.cwd.clone(),
+            id: head.id.clone(),
+            created: head.created_at,
+            cwd: head.cwd.clone(),
         },
-        last_line: kept.conversation.last_line,
-        last_activity: kept.conversation.last_activity,
+        last_line: conversation.last_line,
+        last_activity: conversation.last_activity,
     };
-    let items: Vec<KeptItemRef<'_>> = kept.conversation.items.iter().map(KeptItem::of).collect();
-    let text: usize = kept
-        .conversation
-        .items
-        .iter()
-        .map(|i| i.text.len() + 32)
-        .sum();
+    let items: Vec<KeptItemRef<'_>> = conversation.items.iter().map(KeptItem::of).collect();
+    let text: usize = conversation.items.iter().map(|i| i.text.len() + 32).sum();
     let mut body = Vec::with_capacity(MAGIC.len() + 4096 + text + text / 8 + 17);
     body.extend_from_slice(MAGIC.as_bytes());
-    serde_json::to_writer(&mut body, path).map_err(std::io::Error::other)?;
+    serde_json::to_writer(&mut body, path).ok()?;
     body.push(b'\n');
-    serde_json::to_writer(&mut body, &document).map_err(std::io::Error::other)?;
+    serde_json::to_writer(&mut body, &document).ok()?;
     body.push(b'\n');
-    body.extend_from_slice(&super::agent::save_state(&items));
-    if body.len() + 17 > MAX_BYTES {
-        return Ok(());
+    // Encoded where they go: the buffer was sized for them.
+    if !super::agent::save_state_into(&items, &mut body) || body.len() + 17 > MAX_BYTES {
+        return None;
     }
     seal(&mut body, MAGIC);
+    Some(body)
+}
+
+/// Writes the sealed scan `body` beside the kept file `file`, or removes the one there when
+/// there is none (the scan before its document: a document is never newer than the scan beside
+/// it, and a scan is used only with the document of its stamp). First makes `index/`,
+/// `agents/` and `conversations/`, each a plain directory.
+fn write_scan(file: &Path, body: Option<&[u8]>) -> std::io::Result<()> {
     let dir = file
         .parent()
         .ok_or_else(|| std::io::Error::other("a kept conversation without a directory"))?;
-    // `index/`, `agents/` and `conversations/`, each a plain directory.
     if let Some(agents) = dir.parent() {
         super::persist::ensure_plain_dir(agents)?;
     }
     super::persist::ensure_plain_dir(dir)?;
-    // The scan first: a document is never newer than the scan beside it, and a scan is used
-    // only with the document of its stamp.
-    let scan = scan_path(&file);
-    match &kept.scan {
-        Some(saved) => save_scan(&scan, stamp, saved)?,
+    let scan = scan_path(file);
+    match body {
+        Some(body) => crate::session::files::write_replacing(&scan, body),
         None => {
             let _ = std::fs::remove_file(&scan);
+            Ok(())
         }
     }
-    crate::session::files::write_replacing(&file, &body)?;
-    prune(dir, &file);
+}
+
+/// Writes the kept file `file` (after [`write_scan`]), then prunes the kept files beside it.
+fn write_document(file: &Path, document: &[u8]) -> std::io::Result<()> {
+    crate::session::files::write_replacing(file, document)?;
+    if let Some(dir) = file.parent() {
+        prune(dir, file);
+    }
     Ok(())
 }
 
@@ -627,17 +722,23 @@ mod tests {
             stamp: stamp_of(session).unwrap(),
             head: &head,
             conversation: &conversation,
-            scan: with_scan.then(|| {
-                SavedScan::new(
-                    2,
-                    1,
-                    crate::session::external::agent::save_state(
-                        &super::super::claude::ConversationScan::default(),
-                    ),
-                )
-            }),
         };
         save(listing, "claude", home, id, &kept).unwrap();
+        if with_scan {
+            let state = crate::session::external::agent::save_state(
+                &super::super::claude::ConversationScan::default(),
+            );
+            let stamp = Stamp::of(kept.stamp).unwrap();
+            let body = scan_file::scan_body(stamp, 2, 1, |out| {
+                out.extend_from_slice(&state);
+                true
+            });
+            write_scan(
+                &path_of(listing, "claude", home, id).unwrap(),
+                body.as_deref(),
+            )
+            .unwrap();
+        }
     }
 
     #[test]

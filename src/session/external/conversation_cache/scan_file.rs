@@ -23,17 +23,6 @@ pub(super) struct SavedScan {
 }
 
 impl SavedScan {
-    /// A state to write: the scan stopped at byte `offset`, line `line`.
-    pub(super) fn new(offset: u64, line: u64, state: Vec<u8>) -> SavedScan {
-        let at = 0..state.len();
-        SavedScan {
-            offset,
-            line,
-            bytes: state,
-            at,
-        }
-    }
-
     /// The agent's state.
     pub(super) fn state(&self) -> &[u8] {
         &self.bytes[self.at.clone()]
@@ -57,26 +46,28 @@ pub(super) fn scan_path(document: &Path) -> PathBuf {
     document.with_extension("scan")
 }
 
-/// Writes the scan `saved` of a file stamped `stamp` beside its document (its own magic line,
-/// the stamp, where the scan stopped, the scan's state, a checksum).
-pub(super) fn save_scan(path: &Path, stamp: Stamp, saved: &SavedScan) -> std::io::Result<()> {
-    let mut body = Vec::with_capacity(SCAN_MAGIC.len() + saved.state().len() + 256);
+/// The sealed bytes of a scan file for a file stamped `stamp`, the scan stopped at byte
+/// `offset`, line `line`: its own magic line, the stamp, where the scan stopped, the state
+/// `state` appends (written where it goes, never copied), a checksum. `None` when there is
+/// nothing to keep: `state` wrote none (`false`), or the file would be over [`MAX_BYTES`].
+pub(super) fn scan_body(
+    stamp: Stamp,
+    offset: u64,
+    line: u64,
+    state: impl FnOnce(&mut Vec<u8>) -> bool,
+) -> Option<Vec<u8>> {
+    let mut body = Vec::with_capacity(SCAN_MAGIC.len() + 256);
     body.extend_from_slice(SCAN_MAGIC.as_bytes());
-    serde_json::to_writer(&mut body, &stamp).map_err(std::io::Error::other)?;
+    serde_json::to_writer(&mut body, &stamp).ok()?;
     body.push(b'\n');
-    let end = ScanEnd {
-        offset: saved.offset,
-        line: saved.line,
-    };
-    serde_json::to_writer(&mut body, &end).map_err(std::io::Error::other)?;
+    serde_json::to_writer(&mut body, &ScanEnd { offset, line }).ok()?;
     body.push(b'\n');
-    body.extend_from_slice(saved.state());
-    if body.len() + 17 > MAX_BYTES {
-        let _ = std::fs::remove_file(path);
-        return Ok(());
+    let before = body.len();
+    if !state(&mut body) || body.len() == before || body.len() + 17 > MAX_BYTES {
+        return None;
     }
     seal(&mut body, SCAN_MAGIC);
-    crate::session::files::write_replacing(path, &body)
+    Some(body)
 }
 
 /// The scan kept beside the document `document`, when it is whole and was taken of the file
