@@ -425,7 +425,7 @@ impl ConversationScan {
         chain
     }
 
-    /// The main-chain conversation ([`ConversationScan::chain`]), in order; an assistant reply
+    /// The main-chain conversation (the walk `chain` gives), in order; an assistant reply
     /// split over records of one message id becomes one item.
     pub fn finish(self) -> Conversation {
         self.conversation_now()
