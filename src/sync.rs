@@ -91,7 +91,7 @@ mod tests {
     use std::sync::Arc;
 
     /// Each job runs once and its result comes back, whether the helper thread takes `b`
-    /// or this thread does; when `a` takes long, the helper has taken `b`.
+    /// or this thread does; while `a` runs long, the helper takes `b`.
     #[test]
     fn both_runs_each_job_once() {
         use std::sync::atomic::{AtomicUsize, Ordering};
@@ -109,9 +109,19 @@ mod tests {
             assert!(b);
         }
         assert_eq!(runs.load(Ordering::SeqCst), 100);
+        // `a` waits (up to 10 s, for a loaded machine) until the helper has begun `b`.
+        let begun = std::sync::atomic::AtomicBool::new(false);
         let (_, b) = both(
-            || std::thread::sleep(std::time::Duration::from_millis(200)),
-            || std::thread::current().id(),
+            || {
+                let start = std::time::Instant::now();
+                while !begun.load(Ordering::SeqCst) && start.elapsed().as_secs() < 10 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            },
+            || {
+                begun.store(true, Ordering::SeqCst);
+                std::thread::current().id()
+            },
         );
         assert_ne!(b, here);
     }
