@@ -172,16 +172,6 @@ pub(super) struct Keeping<'a> {
     pub keep: Keep,
 }
 
-/// A session as kept without a scan (an agent whose conversation is not folded line by line;
-/// [`keep_scan`] keeps one with its scan): where its file was, the stamp it had, its head and
-/// its conversation.
-struct Kept<'a> {
-    path: PathBuf,
-    stamp: FileStamp,
-    head: &'a Head,
-    conversation: &'a Conversation,
-}
-
 /// A session as read back, its items' line unparsed (only a file as it was needs them).
 #[derive(Debug, PartialEq)]
 struct Loaded {
@@ -396,17 +386,7 @@ pub(super) fn kept_or_read(
     let Some(mut scan) = scan else {
         let conversation = format.read_conversation(&session)?;
         if let Some(stamp) = before.filter(unmoved) {
-            let kept = Kept {
-                path: session.clone(),
-                stamp,
-                head: &head,
-                conversation: &conversation,
-            };
-            report(
-                to(stamp),
-                keep,
-                save(listing, agent.name(), home, id, &kept),
-            );
+            report(to(stamp), keep, save(to(stamp), &head, &conversation));
         }
         return Ok((head, conversation));
     };
@@ -570,27 +550,14 @@ fn forget(listing: &Path, agent: &str, home: &Path, id: &str) {
     }
 }
 
-/// Keeps session `id` of `agent`'s home `home` beside `listing` (best effort: an error is the
-/// caller's to log, never the read's). Then removes kept projections whose session file is
-/// gone and the oldest past [`MAX_FILES`].
-fn save(
-    listing: &Path,
-    agent: &str,
-    home: &Path,
-    id: &str,
-    kept: &Kept<'_>,
-) -> std::io::Result<()> {
-    let to = Target {
-        listing,
-        agent,
-        home,
-        id,
-        path: &kept.path,
-        stamp: kept.stamp,
-    };
+/// Keeps the session `to` names, its head `head` and conversation `conversation`, without a
+/// scan (an agent whose conversation is not folded line by line; [`keep_scan`] keeps one with
+/// its scan). Best effort: an error is the caller's to log, never the read's. Then removes kept
+/// projections whose session file is gone and the oldest past [`MAX_FILES`].
+fn save(to: Target<'_>, head: &Head, conversation: &Conversation) -> std::io::Result<()> {
     let (Some(file), Some(document)) = (
-        path_of(listing, agent, home, id),
-        document_body(to, kept.head, kept.conversation),
+        path_of(to.listing, to.agent, to.home, to.id),
+        document_body(to, head, conversation),
     ) else {
         return Ok(());
     };
@@ -717,19 +684,21 @@ mod tests {
     ) {
         let conversation = conversation(words);
         let head = head();
-        let kept = Kept {
-            path: session.to_path_buf(),
-            stamp: stamp_of(session).unwrap(),
-            head: &head,
-            conversation: &conversation,
+        let stamp = stamp_of(session).unwrap();
+        let to = Target {
+            listing,
+            agent: "claude",
+            home,
+            id,
+            path: session,
+            stamp,
         };
-        save(listing, "claude", home, id, &kept).unwrap();
+        save(to, &head, &conversation).unwrap();
         if with_scan {
             let state = crate::session::external::agent::save_state(
                 &super::super::claude::ConversationScan::default(),
             );
-            let stamp = Stamp::of(kept.stamp).unwrap();
-            let body = scan_file::scan_body(stamp, 2, 1, |out| {
+            let body = scan_file::scan_body(Stamp::of(stamp).unwrap(), 2, 1, |out| {
                 out.extend_from_slice(&state);
                 true
             });
